@@ -1,0 +1,132 @@
+"""Hardware specs: chips, link classes, nodes, racks and systems, loaded from catalog YAML.
+
+Every number is a `Sourced` value: value, unit, source key, grade (P primary,
+S third party, E derived, U assumed) and an optional note. Source keys are the
+ones of shared reference hardware.md §11 (NV-LPX, SA, HC26, STAS, ...), or
+"assumption:<name>" pointing into docs/assumptions.md.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Grade = Literal["P", "S", "E", "U"]
+
+
+class Sourced(BaseModel):
+    """A number with its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    unit: str
+    source: str
+    grade: Grade
+    note: str = ""
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    @field_validator("source")
+    @classmethod
+    def _source_nonempty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("every number needs a source")
+        return v
+
+
+class LinkClass(BaseModel):
+    """A class of point-to-point links (e.g. LPX intra-node, inter-node, inter-rack; NVLink)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    lanes_per_link: Sourced  # lanes in one link between two endpoints
+    lane_bps: Sourced  # effective data rate per lane per direction, bit/s
+    latency_s: Sourced  # first-bit latency of one hop (SRAM to SRAM on LPX)
+    description: str = ""
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """Bytes per second per direction of one link."""
+        return float(self.lanes_per_link) * float(self.lane_bps) / 8.0
+
+
+class ChipSpec(BaseModel):
+    """One accelerator die/package: an LPU (SRAM-only) or a GPU (HBM)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    kind: Literal["lpu", "gpu"]
+    description: str = ""
+    memory_bytes: Sourced  # on-chip SRAM (LPU) or HBM (GPU)
+    memory_bw_Bps: Sourced  # SRAM or HBM bandwidth
+    peak_flops: dict[str, Sourced]  # dense FLOP/s by compute format: bf16, fp8, fp4, int8
+    power_w: Sourced
+    clock_hz: Sourced | None = None
+    # LPU micro-architecture (unit sizes, latencies; most are assumptions)
+    vector_bytes: Sourced | None = None
+    c2c_lanes: Sourced | None = None
+    lpu: dict[str, Sourced] = Field(default_factory=dict)
+    # GPU scale-up port
+    nvlink_Bps: Sourced | None = None  # per direction per GPU
+    extra: dict[str, Sourced] = Field(default_factory=dict)
+
+    def flops(self, compute: str) -> float:
+        """Peak dense FLOP/s for a compute format, falling back to the nearest wider supported format."""
+        order = ["fp4", "fp8", "int8", "bf16"]
+        if compute in self.peak_flops:
+            return float(self.peak_flops[compute])
+        start = order.index(compute) if compute in order else 0
+        for alt in order[start:]:
+            if alt in self.peak_flops:
+                return float(self.peak_flops[alt])
+        raise KeyError(f"{self.name} has no peak FLOP figure for {compute}")
+
+
+class Topology(BaseModel):
+    """How chips are wired. LPX: nodes of all-to-all chips, one partner per other node, racks chained."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["lpx-nodes", "dragonfly", "nvlink-domain", "hgx"]
+    chips_per_node: int
+    nodes_per_rack: int
+    links: dict[str, LinkClass]  # keyed by role: intra_node, inter_node, inter_rack, scale_out, ...
+    description: str = ""
+
+
+class SystemSpec(BaseModel):
+    """A deployable system: a rack (or HGX node) of one chip type, optionally several of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    title: str
+    chip: ChipSpec
+    topology: Topology
+    unit_name: str = "rack"  # what one unit of this system is called (rack, node)
+    power_w: Sourced  # per unit (rack or node), all-in
+    max_units: int = 1  # how many units can be joined (racks chained, nodes over IB)
+    variants: dict[str, Topology] = Field(default_factory=dict)  # e.g. LPX 32x8 trays
+    aliases: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def chips_per_unit(self) -> int:
+        return self.topology.chips_per_node * self.topology.nodes_per_rack
+
+    @property
+    def is_lpu(self) -> bool:
+        return self.chip.kind == "lpu"
+
+    def with_topology(self, variant: str) -> SystemSpec:
+        """This system with a named topology variant (e.g. 'trays-32x8')."""
+        if variant not in self.variants:
+            from lpxsim.errors import UserError
+
+            raise UserError("topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}")
+        return self.model_copy(update={"topology": self.variants[variant]})
