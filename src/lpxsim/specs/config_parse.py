@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lpxsim.errors import UserError
 
 if TYPE_CHECKING:
-    from lpxsim.specs.model import AttentionSpec, FfnSpec, LayerSpec, ModelSpec
+    from lpxsim.specs.model import AttentionSpec, FfnSpec, ModelSpec
 
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 
