@@ -47,6 +47,14 @@ class LinkClass(BaseModel):
     lane_bps: Sourced  # effective data rate per lane per direction, bit/s
     latency_s: Sourced  # first-bit latency of one hop (SRAM to SRAM on LPX)
     description: str = ""
+    lane_line_bps: Sourced | None = None  # signalling (line) rate per lane, bit/s, where it differs from lane_bps
+    lanes_per_chip: Sourced | None = None  # lanes each chip spends on this class in total (lane budget)
+
+    @property
+    def line_bandwidth_Bps(self) -> float:
+        """Bytes per second per direction of one link at the line rate (lane_bps if no line rate is given)."""
+        rate = self.lane_line_bps if self.lane_line_bps is not None else self.lane_bps
+        return float(self.lanes_per_link) * float(rate) / 8.0
 
     @property
     def bandwidth_Bps(self) -> float:
@@ -114,6 +122,9 @@ class SystemSpec(BaseModel):
     variants: dict[str, Topology] = Field(default_factory=dict)  # e.g. LPX 32x8 trays
     aliases: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # Per-unit figures as the vendor publishes them (e.g. LPX rack 640 TB/s). Used for consistency checks
+    # against the chip x topology arithmetic, never as inputs to a computation.
+    published: dict[str, Sourced] = Field(default_factory=dict)
 
     @property
     def chips_per_unit(self) -> int:
