@@ -81,6 +81,23 @@ class _Builder:
         )
 
 
+def _rope_type(model: ModelSpec, kind: str) -> str:
+    """RoPE variant of a layer kind from the config ("default", or e.g. Gemma 4's "proportional")."""
+    raw = model.raw.get("text_config") if isinstance(model.raw.get("text_config"), dict) else model.raw
+    params = raw.get("rope_parameters") or raw.get("rope_scaling")
+    if isinstance(params, dict):
+        p = params.get("sliding_attention" if kind == "sliding" else "full_attention", params)
+        if isinstance(p, dict):
+            return str(p.get("rope_type") or p.get("type") or "default")
+    return "default"
+
+
+def _router_renormalizes(model: ModelSpec) -> bool:
+    """Whether the top-k router weights are renormalised to sum to 1 (Mixtral yes; Qwen MoE per config)."""
+    raw = model.raw.get("text_config") if isinstance(model.raw.get("text_config"), dict) else model.raw
+    return bool(raw.get("norm_topk_prob", True))
+
+
 def _attended(context: int, new: int, window: int | None) -> float:
     """Sum over the `new` causal positions of the keys each attends to (window-capped)."""
     total = 0.0
@@ -127,7 +144,8 @@ def _attention_block(b: _Builder, layer: LayerSpec, x: str) -> str:
         v = b.norm(f"L{L}.v_norm", L, v, a.num_kv_heads * a.v_head_dim, "", per_head=a.v_head_dim, scale=False)
     qk_width = (a.num_heads + a.num_kv_heads) * a.head_dim
     r = b.pointwise(f"L{L}.rope", "rope", L, (q, k), qk_width, theta=a.rope_theta,
-                    partial=a.partial_rotary_factor, head_dim=a.head_dim)
+                    partial=a.partial_rotary_factor, head_dim=a.head_dim,
+                    rope_type=_rope_type(b.m, layer.kind), heads=a.num_heads, kv_heads=a.num_kv_heads)
     kv_elems = kv_elements_per_token(a, b.kv_layout)
     w = b.add(name=f"L{L}.kv_write", kind="kv_write", layer=L, inputs=(r, v), tokens=b.M, flops=0.0,
               kv_write_bytes=b.M * kv_elems * b.kvb, act_in_bytes=b.M * kv_elems * b.ab,
@@ -213,7 +231,8 @@ def _ffn_block(b: _Builder, layer: LayerSpec, x: str) -> str:
         name=f"L{L}.router", kind="router", layer=L, inputs=(n,), tokens=b.M, flops=2.0 * b.M * h * f.num_experts,
         weight_bytes=h * f.num_experts * b.wb, act_in_bytes=b.M * h * b.ab, act_out_bytes=b.M * f.top_k * 8,
         shape=(b.M, h, f.num_experts), weight=f"layers.{L}.mlp.gate",
-        attrs={"num_experts": f.num_experts, "top_k": f.top_k, "bias": f.router_bias},
+        attrs={"num_experts": f.num_experts, "top_k": f.top_k, "bias": f.router_bias,
+               "scoring": "softmax", "renormalize": _router_renormalizes(b.m)},
     )
     mats = 3 if f.gated else 2
     expert_params = mats * h * f.expert_intermediate
