@@ -1,0 +1,103 @@
+"""`lpxsim capacity`: memory breakdown and the concurrency ceiling of a model on a system."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.common import emit_json, fmt_bytes, out
+from lpxsim.plan.capacity import CapacityReport, capacity
+
+
+def report_dict(r: CapacityReport) -> dict:
+    """The JSON shape of a capacity report (also used by the tour)."""
+    b = r.breakdown
+    return {
+        "model": r.model,
+        "system": r.system,
+        "chip": r.chip,
+        "chips": r.chips,
+        "units": r.units,
+        "unit_name": r.unit_name,
+        "context": r.context,
+        "weights": r.weights,
+        "kv": r.kv,
+        "kv_layout": r.kv_layout,
+        "weight_bytes": r.weight_bytes,
+        "kv_bytes_per_stream": r.kv_bytes_per_stream,
+        "chips_for_weights": r.chips_for_weights,
+        "units_needed": r.units_needed,
+        "max_streams": r.max_streams,
+        "power_w": r.power_w,
+        "breakdown": {
+            "total_bytes": b.total_bytes,
+            "weights_bytes": b.weights_bytes,
+            "reserve_bytes": b.reserve_bytes,
+            "kv_bytes": b.kv_bytes,
+            "free_bytes": b.free_bytes,
+        },
+        "alternatives": [
+            {"kv": a.kv, "kv_layout": a.kv_layout, "kv_bytes_per_stream": a.kv_bytes_per_stream, "max_streams": a.max_streams}
+            for a in r.alternatives
+        ],
+        "notes": r.notes,
+    }
+
+
+def print_report(r: CapacityReport) -> None:
+    """A readable breakdown table for people."""
+    t = Table(title=f"{r.model} on {r.chips} x {r.chip} ({r.units:g} {r.unit_name}) at {r.context:,} tokens")
+    t.add_column("where the bytes go")
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    b = r.breakdown
+    rows = [
+        (f"weights ({r.weights})", b.weights_bytes),
+        ("activations + buffers reserve", b.reserve_bytes),
+        (f"KV: {r.max_streams} streams x {fmt_bytes(r.kv_bytes_per_stream)} ({r.kv}, {r.kv_layout})", b.kv_bytes),
+        ("free (less than one more stream)", b.free_bytes),
+    ]
+    for label, v in rows:
+        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%")
+    t.add_row("total", fmt_bytes(b.total_bytes), "100%", style="bold")
+    out.print(t)
+    if r.chips_for_weights is not None:
+        out.print(f"chips for the weights alone: [bold]{r.chips_for_weights}[/] of {r.chips}")
+    out.print(
+        f"concurrency ceiling: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
+        f"(hardware power {r.power_w / 1e3:,.0f} kW)"
+    )
+    alt = Table(title="KV precision and layout alternatives")
+    for col in ("kv", "layout", "KV per stream", "max streams"):
+        alt.add_column(col)
+    for a in r.alternatives:
+        alt.add_row(a.kv, a.kv_layout, fmt_bytes(a.kv_bytes_per_stream), str(a.max_streams))
+    out.print(alt)
+    for n in r.notes:
+        out.print(f"[yellow]note:[/] {n}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("capacity")
+    def capacity_cmd(
+        model: str = typer.Argument(..., help="catalog name (lpxsim models) or path to a config.json"),
+        system: str = typer.Option("lpx", "--system", help="catalog system (lpxsim systems)"),
+        context: int = typer.Option(100_000, "--context", help="tokens of context per stream"),
+        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp8, int8, fp4, mxfp4"),
+        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        kv_layout: str = typer.Option("separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"),
+        racks: float | None = typer.Option(None, "--racks", help="racks (or HGX nodes) of the system"),
+        chips: int | None = typer.Option(None, "--chips", help="number of chips (LPUs)"),
+        gpus: int | None = typer.Option(None, "--gpus", help="number of GPUs"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit."""
+        from lpxsim.errors import UserError
+
+        if chips is not None and gpus is not None:
+            raise UserError("gpus", "give either --chips or --gpus")
+        r = capacity(model, system, context, weights, kv, kv_layout, racks=racks, chips=chips if chips is not None else gpus)
+        if as_json:
+            emit_json(report_dict(r))
+        else:
+            print_report(r)

@@ -1,0 +1,1 @@
+"""Planning: capacity ceilings, steady-state estimates, fleet sizing."""

@@ -1,0 +1,181 @@
+"""Memory accounting and the concurrency ceiling: where the bytes go, and how many streams fit.
+
+On an LPX every LPU has its own 500 MB of SRAM and nothing else, so the budget is
+per chip: the weights need a whole number of chips, each chip keeps a reserve
+for activations and transfer buffers, and a stream's KV is spread over the
+chips' free SRAM (sequence-split KV, which the compiler uses for long context).
+On a GPU system the budget is HBM x mem_fraction (the engines' runtime reserve).
+
+Every breakdown sums exactly to the memory it reports (tested).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from lpxsim.catalog import get_model, get_system
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.specs.accounting import kv_bytes_per_sequence, weight_bytes
+from lpxsim.specs.hardware import SystemSpec
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.precision import get_precision
+
+# Assumptions (docs/assumptions.md, "Model accounting and KV layout").
+LPU_BUFFER_FRACTION = 0.01  # SRAM per LPU kept for activations, transfer buffers, schedule state
+GPU_MEM_FRACTION = 0.90  # the engines' default gpu-memory-utilization / mem-fraction-static
+GPU_ACTIVATION_RESERVE_FRACTION = 0.05  # of HBM, for activations, CUDA graphs, workspace
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where the bytes of the system go. `total_bytes` == sum of the other fields."""
+
+    total_bytes: float
+    weights_bytes: float
+    reserve_bytes: float  # buffers/activations (LPX) or runtime reserve + activations (GPU)
+    kv_bytes: float  # max_streams x kv_bytes_per_stream
+    free_bytes: float  # left over (< one more stream), or negative: the shortfall when nothing fits
+
+    def check(self) -> float:
+        """Residual of the sum (0 up to float round-off)."""
+        return self.total_bytes - (self.weights_bytes + self.reserve_bytes + self.kv_bytes + self.free_bytes)
+
+
+@dataclass(frozen=True)
+class KvAlternative:
+    kv: str
+    kv_layout: str
+    kv_bytes_per_stream: float
+    max_streams: int
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """How many concurrent streams of `context` tokens fit, and why."""
+
+    model: str
+    system: str
+    chip: str
+    chips: int
+    units: float  # racks (or HGX nodes) this is
+    unit_name: str
+    context: int
+    weights: str
+    kv: str
+    kv_layout: str
+    weight_bytes: float
+    kv_bytes_per_stream: float
+    chip_memory_bytes: float
+    chips_for_weights: int | None  # LPU systems: whole chips the weights alone need
+    units_needed: int  # racks/nodes needed to hold the weights plus one stream
+    max_streams: int
+    breakdown: Breakdown
+    power_w: float
+    alternatives: list[KvAlternative] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.max_streams >= 1
+
+
+def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None) -> tuple[int, float]:
+    per_unit = system.chips_per_unit
+    if racks is not None and chips is not None:
+        raise UserError("racks", "give either racks/gpus or chips, not both")
+    if chips is not None:
+        if chips <= 0:
+            raise UserError("chips", f"expected a positive number of chips, got {chips}")
+        return chips, chips / per_unit
+    units = 1.0 if racks is None else float(racks)
+    if units <= 0:
+        raise UserError("racks", f"expected a positive number, got {racks}")
+    n = units * per_unit
+    if abs(n - round(n)) > 1e-9:
+        raise UserError("racks", f"{units} {system.unit_name}s is not a whole number of chips ({per_unit} per {system.unit_name})")
+    return int(round(n)), units
+
+
+def _budget(system: SystemSpec, chips: int, w_bytes: float) -> tuple[float, float, int | None]:
+    """(reserve bytes, weight-placement bytes, chips for weights) for `chips` chips of `system`."""
+    mem = float(system.chip.memory_bytes)
+    if system.is_lpu:
+        reserve_per_chip = LPU_BUFFER_FRACTION * mem
+        usable = mem - reserve_per_chip
+        return chips * reserve_per_chip, w_bytes, math.ceil(w_bytes / usable)
+    reserve = chips * mem * ((1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION)
+    return reserve, w_bytes, None
+
+
+def _streams(free: float, per_stream: float) -> int:
+    return max(0, int(math.floor(free / per_stream + 1e-9))) if per_stream > 0 else 0
+
+
+def capacity(
+    model: str | ModelSpec,
+    system: str | SystemSpec = "lpx",
+    context: int = 100_000,
+    weights: str = "fp8",
+    kv: str = "bf16",
+    kv_layout: str = "separate",
+    racks: float | None = None,
+    chips: int | None = None,
+) -> CapacityReport:
+    """Memory breakdown and concurrency ceiling of `model` at `context` on `system`."""
+    m, s = get_model(model), get_system(system)
+    if not isinstance(context, int) or context <= 0:
+        raise UserError("context", f"expected a positive number of tokens, got {context!r}")
+    get_precision(weights, "weights")
+    get_precision(kv, "kv")
+    n_chips, units = _units_and_chips(s, racks, chips)
+    mem = float(s.chip.memory_bytes)
+    total = n_chips * mem
+    w = weight_bytes(m, weights)
+    per_stream = kv_bytes_per_sequence(m, context, kv, kv_layout)
+    reserve, _, chips_for_w = _budget(s, n_chips, w)
+    free = total - reserve - w
+    notes: list[str] = []
+    if context > m.max_context:
+        notes.append(f"context {context:,} exceeds the model's max_position_embeddings {m.max_context:,}")
+    max_streams = _streams(free, per_stream) if free > 0 else 0
+    kv_total = max_streams * per_stream
+    breakdown = Breakdown(
+        total_bytes=total, weights_bytes=w, reserve_bytes=reserve, kv_bytes=kv_total,
+        free_bytes=total - w - reserve - kv_total,
+    )
+    units_needed = _units_needed(s, w, per_stream)
+    if max_streams == 0:
+        notes.append(
+            f"does not fit: needs {units_needed} {s.unit_name}(s) of {s.chip.name} for the weights plus one stream"
+        )
+    alternatives = [
+        KvAlternative(kv_p, lay, (ps := kv_bytes_per_sequence(m, context, kv_p, lay)), _streams(max(free, 0.0), ps))
+        for kv_p, lay in (("bf16", "separate"), ("bf16", "k-once"), ("fp8", "separate"), ("fp8", "k-once"))
+    ]
+    return CapacityReport(
+        model=m.name, system=s.name, chip=s.chip.name, chips=n_chips, units=units, unit_name=s.unit_name,
+        context=context, weights=weights, kv=kv, kv_layout=kv_layout, weight_bytes=w, kv_bytes_per_stream=per_stream,
+        chip_memory_bytes=mem, chips_for_weights=chips_for_w, units_needed=units_needed, max_streams=max_streams,
+        breakdown=breakdown, power_w=float(s.power_w) * units, alternatives=alternatives, notes=notes,
+    )
+
+
+def _units_needed(s: SystemSpec, w: float, per_stream: float) -> int:
+    """Smallest whole number of racks/nodes that holds the weights, the reserves and one stream."""
+    mem = float(s.chip.memory_bytes)
+    per_unit = s.chips_per_unit * mem
+    reserve_frac = LPU_BUFFER_FRACTION if s.is_lpu else (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
+    usable = per_unit * (1.0 - reserve_frac)
+    return max(1, math.ceil((w + per_stream) / usable))
+
+
+def require_fit(report: CapacityReport) -> CapacityReport:
+    """Raise DoesNotFit (a one-line user error) when not even one stream fits."""
+    if not report.fits:
+        raise DoesNotFit(
+            "system",
+            f"{report.model} ({report.weights}) at {report.context:,} tokens does not fit {report.chips} x "
+            f"{report.chip}; it needs {report.units_needed} {report.unit_name}(s)",
+        )
+    return report

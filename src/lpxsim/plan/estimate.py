@@ -1,0 +1,174 @@
+"""Steady-state serving estimate from any StepModel (LPX or GPU): TTFT, TPOT, tok/s.
+
+Closed loop: `concurrency` users each send a request of `isl` input and `osl`
+output tokens, and the next one as soon as it finishes (InferenceX / AIPerf
+style). Mean-field, no queueing tails; the serving simulator gives the tails.
+
+- Prefill runs in chunks; TTFT is the pipeline latency of the user's own chunks.
+- Decode: the running batch may be split into micro-batches (on an LPX rack
+  several are in flight). The token period of a user is
+  max(latency(b), n x interval(b)) for n micro-batches of size b; the best n
+  is chosen.
+- Other users' prefills pause decode for their occupancy; with f = C x prefill
+  occupancy per request cycle, the decode phase D solves
+  D (1 - f / (TTFT + D)) = (OSL - 1) x period  (a quadratic, solved exactly).
+- Speculative decoding (MTP or an external drafter): a round drafts k tokens and
+  verifies k + 1 positions; it yields (1 - a^(k+1)) / (1 - a) tokens on average
+  at per-token acceptance a.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lpxsim.errors import UserError
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+
+DEFAULT_PREFILL_CHUNK = 8192  # tokens; vLLM's default max_num_batched_tokens
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A steady-state operating point. Per-user speed is never reported without its context."""
+
+    system: str
+    chips: int
+    power_w: float
+    isl: int
+    osl: int
+    concurrency: int
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    tok_s_user: float
+    tok_s_total: float  # output tokens/s of the replica
+    total_tok_s: float  # input + output tokens/s (InferenceX counts both)
+    output_tok_s_per_chip: float
+    total_tok_s_per_chip: float
+    tok_s_per_mw: float  # output tok/s per MW of hardware power
+    micro_batches: int
+    decode_period_s: float  # time between two tokens of one user in pure decode
+    spec_k: int = 0
+    spec_accept: float = 0.0
+    tokens_per_round: float = 1.0
+
+
+def prefill_cost(step: StepModel, isl: int, chunk: int = DEFAULT_PREFILL_CHUNK) -> tuple[float, float]:
+    """(latency to the first token, worker occupancy) of prefilling `isl` tokens in chunks."""
+    done, occupancy, latency = 0, 0.0, 0.0
+    while done < isl:
+        n = min(chunk, isl - done)
+        c = step.prefill(PrefillChunk(tokens=n, context=done))
+        latency = occupancy + c.latency_s
+        occupancy += c.interval_s
+        done += n
+    return latency, occupancy
+
+
+def decode_period(step: StepModel, concurrency: int, context: int) -> tuple[float, int]:
+    """(token period per user, micro-batches) for `concurrency` sequences at `context`."""
+    best, best_n = math.inf, 1
+    limit = max(1, step.max_batch())
+    for n in _micro_batch_counts(concurrency):
+        b = math.ceil(concurrency / n)
+        if b > limit:
+            continue
+        c = step.decode_step(DecodeBatch.uniform(b, context))
+        period = max(c.latency_s, n * c.interval_s)
+        if period < best - 1e-15:
+            best, best_n = period, n
+    if not math.isfinite(best):
+        raise UserError("concurrency", f"{concurrency} exceeds the largest batch this system runs ({limit})")
+    return best, best_n
+
+
+def _micro_batch_counts(concurrency: int) -> list[int]:
+    counts = {1, concurrency}
+    n = 2
+    while n < concurrency:
+        counts.add(n)
+        n *= 2
+    return sorted(counts)
+
+
+def _decode_phase(ttft: float, f: float, d0: float) -> float:
+    """Solve D (1 - f/(ttft + D)) = d0 for D >= d0."""
+    a = ttft - f - d0
+    return (-a + math.sqrt(a * a + 4.0 * d0 * ttft)) / 2.0 if ttft > 0 else d0 + f
+
+
+def steady_state(
+    step: StepModel,
+    isl: int,
+    osl: int,
+    concurrency: int = 1,
+    prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+    spec_k: int = 0,
+    spec_accept: float = 0.0,
+    draft: StepModel | None = None,
+) -> Estimate:
+    """Steady-state point estimate of `step` serving `concurrency` closed-loop users."""
+    for name, v in (("isl", isl), ("osl", osl), ("concurrency", concurrency)):
+        if not isinstance(v, int) or v <= 0:
+            raise UserError(name, f"expected a positive integer, got {v!r}")
+    if spec_k < 0 or not 0.0 <= spec_accept < 1.0:
+        raise UserError("accept", "expected draft length k >= 0 and acceptance in [0, 1)")
+    kv_need = concurrency * step.kv_bytes(isl + osl)
+    if kv_need > step.kv_capacity_bytes():
+        raise UserError(
+            "concurrency",
+            f"{concurrency} streams of {isl + osl:,} tokens need {kv_need / 1e9:,.1f} GB of KV; "
+            f"{step.name} holds {step.kv_capacity_bytes() / 1e9:,.1f} GB",
+        )
+    ttft, occupancy = prefill_cost(step, isl, prefill_chunk)
+    mean_ctx = isl + osl // 2
+    period, n_mb = decode_period(step, concurrency, mean_ctx)
+    tokens_per_round = 1.0
+    if spec_k > 0:
+        period, tokens_per_round = _spec_round(step, draft, concurrency, mean_ctx, spec_k, spec_accept, n_mb)
+    d0 = (osl - 1) * period
+    f = (concurrency - 1) * occupancy  # other users' prefills during one request cycle
+    decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
+    e2e = ttft + decode_s
+    tpot = decode_s / (osl - 1) if osl > 1 else period
+    out_tps = concurrency * osl / e2e
+    total_tps = concurrency * (isl + osl) / e2e
+    chips = max(1, step.chips)
+    return Estimate(
+        system=step.name, chips=step.chips, power_w=step.power_w, isl=isl, osl=osl, concurrency=concurrency,
+        ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, tok_s_user=1.0 / tpot if tpot > 0 else math.inf,
+        tok_s_total=out_tps, total_tok_s=total_tps, output_tok_s_per_chip=out_tps / chips,
+        total_tok_s_per_chip=total_tps / chips,
+        tok_s_per_mw=out_tps / (step.power_w / 1e6) if step.power_w > 0 else math.nan,
+        micro_batches=n_mb, decode_period_s=period, spec_k=spec_k, spec_accept=spec_accept,
+        tokens_per_round=tokens_per_round,
+    )
+
+
+def expected_tokens_per_round(k: int, accept: float) -> float:
+    """Tokens emitted per draft-and-verify round: accepted drafts plus the bonus/correction token."""
+    return (1.0 - accept ** (k + 1)) / (1.0 - accept) if accept < 1.0 else float(k + 1)
+
+
+def _spec_round(
+    step: StepModel, draft: StepModel | None, conc: int, ctx: int, k: int, accept: float, n_mb: int
+) -> tuple[float, float]:
+    """(effective time per emitted token, tokens per round) with speculative decoding."""
+    b = math.ceil(conc / n_mb)
+    batch = DecodeBatch.uniform(b, ctx)
+    verify = step.verify(batch, k)
+    if draft is not None:
+        d = draft.decode_step(batch)
+        draft_s = k * max(d.latency_s, n_mb * d.interval_s)
+    else:  # in-engine MTP head: about one layer of the target per drafted token
+        plain = step.decode_step(batch)
+        draft_s = k * plain.latency_s * MTP_DRAFT_FRACTION
+    round_s = max(verify.latency_s, n_mb * verify.interval_s) + draft_s
+    tokens = expected_tokens_per_round(k, accept)
+    return round_s / tokens, tokens
+
+
+# An MTP draft step (one extra transformer layer + the shared head) relative to a full
+# decode step; an assumption documented in docs/assumptions.md ("Model accounting").
+MTP_DRAFT_FRACTION = 0.05
