@@ -30,6 +30,7 @@ def _main() -> None:
 COMMAND_MODULES = [
     "lpxsim.cli.catalog_cmds",
     "lpxsim.cli.capacity_cmd",
+    "lpxsim.cli.estimate_cmd",
 ]
 # Modules still being written land here as they are created (checked by tests/test_cli_main.py).
 COMMAND_MODULES = [m for m in COMMAND_MODULES if importlib.util.find_spec(m) is not None]

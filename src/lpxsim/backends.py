@@ -1,0 +1,67 @@
+"""One factory from (model, system, layout) to a hardware backend's StepModel.
+
+The layers above the seam (serving, bench, plan, cli) build step models only
+through `make_step_model`, so they never import backend internals. LPU systems
+get the compiler-backed `LpxStepModel`; GPU systems the roofline `GpuStepModel`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lpxsim.catalog import get_model, get_system
+from lpxsim.errors import UserError
+from lpxsim.specs.model import ModelSpec
+from lpxsim.stepmodel import StepModel
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one replica is laid out. Unset fields are chosen by the backend's search."""
+
+    racks: float | None = None  # LPU systems: racks (or chips)
+    chips: int | None = None
+    gpus: int | None = None  # GPU systems
+    tp: int | None = None
+    ep: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    goal: str = "latency"  # GPU layout search goal when tp is not given
+    lpx_layout: str | None = None  # a forced LPX layout string (see `lpxsim compile --help`)
+
+
+def make_step_model(
+    model: str | ModelSpec,
+    system: str,
+    layout: Layout | None = None,
+    weights: str = "fp8",
+    kv: str = "bf16",
+    kv_layout: str = "separate",
+) -> StepModel:
+    """The StepModel of one replica of `model` on `system` with `layout`."""
+    m, s = get_model(model), get_system(system)
+    lay = layout or Layout()
+    if lay.goal not in ("latency", "throughput"):
+        raise UserError("goal", f"expected latency or throughput, got {lay.goal!r}")
+    if s.is_lpu:
+        if lay.gpus is not None or lay.tp is not None:
+            raise UserError("gpus", f"{s.name} is an LPU system: give --racks or --chips, not --gpus/--tp")
+        from lpxsim.lpu import LpxStepModel
+
+        return LpxStepModel(
+            m, system=s.name, racks=lay.racks, chips=lay.chips, weights=weights, kv=kv, kv_layout=kv_layout,
+            layout=lay.lpx_layout,
+        )
+    if lay.racks is not None or lay.chips is not None:
+        raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
+    from lpxsim.gpu import GpuStepModel, best_layout
+
+    gpus = lay.gpus if lay.gpus is not None else (lay.tp or s.topology.chips_per_node)
+    if gpus <= 0:
+        raise UserError("gpus", f"expected a positive number of GPUs, got {gpus}")
+    if lay.tp is None:
+        return best_layout(m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv)
+    return GpuStepModel(
+        m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
+        weights=weights, kv=kv,
+    )
