@@ -1,0 +1,294 @@
+"""The compiled LPX Program: what every chip holds, does and sends, cycle by cycle.
+
+A `Program` is the output of the LPX compiler (partition -> place -> route ->
+schedule) and the input of the verifier, the timing summary, the trace writer
+and the numpy emulator (`lpxsim.lpu.emulate`). It is plain data and
+JSON-serialisable (`to_dict` / `from_dict`). Everything the emulator needs to
+reproduce the model's numerics is stated here explicitly; nothing is implied
+by chip position.
+
+Tensors and buffers
+-------------------
+Activations are row-major ``[M, width]`` with ``M`` = the step's rows (batch x
+new tokens per sequence, in sequence-major order: all new tokens of sequence 0,
+then sequence 1, ...). A `Buffer` is one tensor living on one chip. It is a
+piece of the output of a graph op (`Buffer.op`):
+
+- ``cols = (lo, hi)``: the buffer holds output columns ``lo:hi`` of the op's
+  output ``[M, width]`` (``None`` = all columns). For ops with a head structure
+  (q/k/v projections, q/k norms, rope, attention) columns are head-major:
+  heads ``h0:h1`` of size ``d`` are columns ``h0*d:h1*d``. For the fused
+  ``gate_up`` matmul (``attrs["fused"] == ("gate", "up")``) columns index the
+  *intermediate* dimension and the buffer holds ``[gate[:, lo:hi] | up[:, lo:hi]]``
+  (width ``2*(hi-lo)``, gate half first); the gated activation then consumes it
+  and outputs columns ``lo:hi`` of the intermediate activation.
+  The ``rope`` op outputs ``[q heads | k heads]`` concatenated: its buffer holds
+  q columns ``attrs["q_cols"]`` then k columns ``attrs["k_cols"]``.
+- ``partial``: ``None`` for a final value; ``"sum"`` when the buffer is one
+  addend of the true value (row-split matmul, expert subset, vocab-split
+  embedding gather) and must be summed with its siblings by a ``reduce``;
+  ``"lse"`` for split-K attention: the buffer holds the attention output of its
+  heads normalised over its key chunk only, plus a log-sum-exp per (row, head)
+  (``Buffer.lse_shape``), to be merged by a ``combine``;
+  ``"argmax"`` for a vocab slice's (max logit, global token index) pair per row.
+
+Instructions (per chip, on a functional unit, with cycles)
+----------------------------------------------------------
+``Instruction.kind`` is either a graph op kind (numerics exactly those of the
+op in `lpxsim.graph`, restricted to ``Instruction.slice``) or one of the
+collective kinds below. ``slice`` keys (all half-open ``(lo, hi)``):
+
+- ``rows``: weight rows = input columns used (matmul ``[K, N]`` weight with
+  ``K`` rows). A row-split matmul reads input columns ``rows`` and produces a
+  ``"sum"`` partial of the full output columns ``cols``.
+- ``cols``: weight columns = output columns produced (head-major, see above).
+- ``heads`` / ``kv_heads``: query heads and KV heads an attention, kv_write,
+  rope or norm instruction covers. When several chips cover the same KV heads
+  (the split is finer than the KV heads), each holds a replica of that KV.
+- ``kv_seq``: key positions ``lo:hi`` of the cache this chip stores (kv_write:
+  only new positions inside the range are written here) and reads (attention).
+  An attention whose ``kv_seq`` does not cover every attended key produces an
+  ``"lse"`` partial. Sliding-window layers attend to the last ``window`` keys
+  of each sequence; the chunk is intersected with that window.
+- ``experts``: routed experts ``lo:hi`` of a MoE ``experts`` op: the chip
+  computes ``sum_{e in top_k(x), lo <= e < hi} gate_e(x) * expert_e(x)`` (a
+  ``"sum"`` partial unless it covers all experts).
+- ``vocab``: embedding rows (token ids) ``lo:hi``: ``embed`` gathers rows of
+  token ids inside the range and writes zeros elsewhere (a ``"sum"`` partial),
+  ``logits`` computes vocab columns ``lo:hi``, ``sample`` takes the argmax over
+  that slice (an ``"argmax"`` partial).
+
+Collective kinds (``op`` names the graph op whose value they assemble):
+
+- ``reduce``: output = sum of the input ``"sum"`` partials (``argmax`` variant:
+  ``attrs["fn"] == "argmax"`` keeps the pair with the largest logit, lowest
+  index on ties).
+- ``concat``: output = the inputs' column ranges placed side by side; the
+  output's ``cols`` is the union (``attrs["parts"]`` lists each input's cols).
+- ``combine``: split-K attention merge: ``lse = logsumexp_j lse_j``,
+  ``o = sum_j exp(lse_j - lse) * o_j`` per (row, head).
+- ``copy``: output = input (used to re-name a received buffer).
+
+Transfers
+---------
+A `Transfer` copies ``src_buffer`` on ``src_chip`` to a new buffer
+``dst_buffer`` on ``dst_chip`` along ``links`` (source-routed, in order;
+intermediate chips forward without storing). It occupies each link direction
+from ``send_cycle + i * hop_cycles`` for ``ser_cycles`` (serialisation of its
+bytes). ``arrive_cycle`` is when its first 320-byte vector is in the
+destination SRAM, ``end_cycle`` when the last one is; a consumer may start at
+``arrive_cycle`` (vector streaming) but not finish before ``end_cycle``.
+
+Cycles are of one global clock at ``Program.clock_hz``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Unit = Literal["MXM", "VXM", "SXM", "MEM"]
+RegionKind = Literal["weights", "kv", "act", "buffer"]
+Partial = Literal["sum", "lse", "argmax"] | None
+Range = tuple[int, int]
+
+COLLECTIVE_KINDS = ("reduce", "concat", "combine", "copy")
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A contiguous SRAM region of one chip: ``[offset_bytes, offset_bytes + size_bytes)``."""
+
+    chip: int
+    name: str
+    kind: RegionKind
+    offset_bytes: int
+    size_bytes: int
+
+    @property
+    def end_bytes(self) -> int:
+        return self.offset_bytes + self.size_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """One tensor on one chip: columns ``cols`` of graph op ``op``'s output (see module doc)."""
+
+    id: str
+    chip: int
+    op: str
+    cols: Range | None = None
+    partial: Partial = None
+    bytes: int = 0
+    region: str = ""  # name of the Region on `chip` that holds it
+    heads: Range | None = None  # attention-shaped buffers: which query heads
+    lse_shape: tuple[int, ...] = ()  # "lse" partials: (rows, heads)
+
+
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    """One op (or collective) on one chip's functional unit.
+
+    ``cycle_start``: first input vector consumed; ``first_out_cycle``: first
+    output vector ready (consumers may start then); ``cycle_end``: last output
+    vector written.
+    """
+
+    id: int
+    chip: int
+    unit: Unit
+    op: str
+    kind: str
+    inputs: tuple[str, ...]
+    output: str
+    cycle_start: int
+    first_out_cycle: int
+    cycle_end: int
+    slice: Mapping[str, Range] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A physical C2C link between chips ``a`` < ``b``; direction 0 is a->b, 1 is b->a."""
+
+    id: int
+    a: int
+    b: int
+    cls: str  # link class role in the topology: intra_node, inter_node, inter_rack
+    bytes_per_cycle: float  # per direction
+    hop_cycles: int  # first-bit latency, SRAM to SRAM
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """A tensor sent chip to chip over a fixed, source-routed path with reserved cycles."""
+
+    id: int
+    src_chip: int
+    dst_chip: int
+    src_buffer: str
+    dst_buffer: str
+    bytes: int
+    links: tuple[tuple[int, int], ...]  # (link id, direction) in path order
+    send_cycle: int
+    ser_cycles: int  # cycles each link direction is occupied
+    arrive_cycle: int  # first vector in destination SRAM
+    end_cycle: int  # last vector in destination SRAM
+
+    def link_windows(self, hop_cycles: Mapping[int, int]) -> list[tuple[int, int, int, int]]:
+        """(link, direction, first cycle, last cycle + 1) this transfer reserves on each link."""
+        out, t = [], self.send_cycle
+        for lid, d in self.links:
+            out.append((lid, d, t, t + self.ser_cycles))
+            t += hop_cycles[lid]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A pipeline stage of one replica: layers ``layers[0]..layers[1]-1`` on ``chips``.
+
+    Layer -1 is the embedding, layer L (= num_layers) the final norm + logits + sample.
+    """
+
+    index: int
+    replica: int
+    layers: Range
+    chips: tuple[int, ...]
+    head: bool = False  # holds the final norm / logits / sampling
+    embed: bool = False  # holds the embedding gather
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutInfo:
+    """The chosen layout (partition) in plain data."""
+
+    tp: int  # chips per stage (tensor-parallel degree)
+    stages: int  # pipeline stages per replica
+    replicas: int  # data-parallel replicas
+    kv_seq_split: int  # chips a full-attention layer's KV of one stream is split over (sequence)
+    micro_batches: int  # micro-batches in flight
+    stage_list: tuple[Stage, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Program:
+    """Per-chip instruction streams and the transfer list, on one global clock."""
+
+    system: str
+    model: str
+    phase: Mapping[str, Any]  # {"kind", "contexts", "new_tokens"}
+    weights: str
+    kv: str
+    kv_layout: str
+    clock_hz: float
+    chip_sram_bytes: int
+    layout: LayoutInfo
+    regions: list[Region]
+    buffers: dict[str, Buffer]
+    instructions: list[Instruction]  # sorted by (chip, cycle_start, id)
+    transfers: list[Transfer]
+    links: dict[int, Link]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # --- views ------------------------------------------------------------------------
+    @property
+    def chips(self) -> list[int]:
+        return sorted({r.chip for r in self.regions} | {i.chip for i in self.instructions})
+
+    def by_chip(self) -> dict[int, list[Instruction]]:
+        out: dict[int, list[Instruction]] = {}
+        for ins in self.instructions:
+            out.setdefault(ins.chip, []).append(ins)
+        return out
+
+    @property
+    def makespan_cycles(self) -> int:
+        ends = [i.cycle_end for i in self.instructions] + [t.end_cycle for t in self.transfers]
+        return max(ends) if ends else 0
+
+    # --- serialisation ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["links"] = [asdict(v) for v in self.links.values()]
+        d["buffers"] = [asdict(v) for v in self.buffers.values()]
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Program:
+        def rng(x: Any) -> Range | None:
+            return None if x is None else (int(x[0]), int(x[1]))
+
+        lay = dict(d["layout"])
+        lay["stage_list"] = tuple(
+            Stage(**{**s, "layers": rng(s["layers"]), "chips": tuple(s["chips"])}) for s in lay["stage_list"]
+        )
+        lay["notes"] = tuple(lay.get("notes", ()))
+        bufs = {}
+        for b in d["buffers"]:
+            bufs[b["id"]] = Buffer(**{**b, "cols": rng(b["cols"]), "heads": rng(b["heads"]),
+                                      "lse_shape": tuple(b["lse_shape"])})
+        ins = [
+            Instruction(**{**i, "inputs": tuple(i["inputs"]),
+                           "slice": {k: rng(v) for k, v in i["slice"].items()}})
+            for i in d["instructions"]
+        ]
+        trs = [Transfer(**{**t, "links": tuple((int(a), int(b)) for a, b in t["links"])}) for t in d["transfers"]]
+        return cls(
+            system=d["system"], model=d["model"], phase=d["phase"], weights=d["weights"], kv=d["kv"],
+            kv_layout=d["kv_layout"], clock_hz=d["clock_hz"], chip_sram_bytes=d["chip_sram_bytes"],
+            layout=LayoutInfo(**lay), regions=[Region(**r) for r in d["regions"]], buffers=bufs,
+            instructions=ins, transfers=trs, links={int(x["id"]): Link(**x) for x in d["links"]},
+            meta=dict(d.get("meta", {})),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Program:
+        return cls.from_dict(json.loads(text))
