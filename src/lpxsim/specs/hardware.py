@@ -8,11 +8,27 @@ ones of shared reference hardware.md §11 (NV-LPX, SA, HC26, STAS, ...), or
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterator
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Grade = Literal["P", "S", "E", "U"]
+
+
+# Link roles that make up a unit's scale-up fabric (what vendors quote as "scale-up bandwidth").
+SCALE_UP_ROLES = ("intra_node", "inter_node", "scale_up")
+
+
+class ProvenanceRow(NamedTuple):
+    """One sourced number of a system: where it sits in the spec and where it comes from."""
+
+    path: str
+    value: float
+    unit: str
+    source: str
+    grade: str
+    note: str
 
 
 class Sourced(BaseModel):
@@ -141,3 +157,64 @@ class SystemSpec(BaseModel):
 
             raise UserError("topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}")
         return self.model_copy(update={"topology": self.variants[variant]})
+
+    def total_chips(self, units: int = 1) -> int:
+        """Chips in `units` racks (or nodes) of this system."""
+        return self.chips_per_unit * _check_units(self, units)
+
+    def memory_bytes(self, units: int = 1) -> float:
+        """Accelerator memory (SRAM on LPUs, HBM on GPUs) in `units` racks or nodes, bytes."""
+        return float(self.chip.memory_bytes) * self.total_chips(units)
+
+    def memory_bw_Bps(self, units: int = 1) -> float:
+        """Aggregate accelerator memory bandwidth of `units` racks or nodes, B/s."""
+        return float(self.chip.memory_bw_Bps) * self.total_chips(units)
+
+    def peak_flops(self, compute: str, units: int = 1) -> float:
+        """Aggregate dense peak FLOP/s of `units` racks or nodes for a compute format."""
+        return self.chip.flops(compute) * self.total_chips(units)
+
+    def power(self, units: int = 1) -> float:
+        """All-in power of `units` racks or nodes, W."""
+        return float(self.power_w) * _check_units(self, units)
+
+    def lane_budget(self) -> float:
+        """Lanes (or links) each chip spends over all link classes that state `lanes_per_chip`."""
+        return sum(float(lk.lanes_per_chip) for lk in self.topology.links.values() if lk.lanes_per_chip is not None)
+
+    def scale_up_bidir_Bps(self, line_rate: bool = True) -> float:
+        """Bidirectional scale-up bandwidth of one unit: chips x scale-up lanes x lane rate x 2 / 8.
+
+        With `line_rate` the signalling rate is used, which is how vendors quote it (LPX "640 TB/s").
+        """
+        per_chip = 0.0
+        for role in SCALE_UP_ROLES:
+            lk = self.topology.links.get(role)
+            if lk is None or lk.lanes_per_chip is None:
+                continue
+            rate = lk.lane_line_bps if line_rate and lk.lane_line_bps is not None else lk.lane_bps
+            per_chip += float(lk.lanes_per_chip) * float(rate)
+        return self.chips_per_unit * per_chip * 2 / 8
+
+    def provenance_rows(self) -> list[ProvenanceRow]:
+        """Every sourced number of this system, with its dotted path, in declaration order."""
+        return list(_walk(self, ""))
+
+
+def _check_units(system: SystemSpec, units: int) -> int:
+    from lpxsim.errors import UserError
+
+    if units < 1 or units > system.max_units:
+        raise UserError("units", f"{system.name} takes 1..{system.max_units} {system.unit_name}s, got {units}")
+    return units
+
+
+def _walk(obj: object, path: str) -> Iterator[ProvenanceRow]:
+    if isinstance(obj, Sourced):
+        yield ProvenanceRow(path, float(obj.value), obj.unit, obj.source, obj.grade, obj.note)
+    elif isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            yield from _walk(getattr(obj, name), f"{path}.{name}" if path else name)
+    elif isinstance(obj, dict):
+        for key, val in obj.items():
+            yield from _walk(val, f"{path}.{key}")
