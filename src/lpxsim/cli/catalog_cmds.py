@@ -23,20 +23,43 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="print one JS
         emit_json({"models": rows})
         return
     t = Table(title="catalog models (weights FP8 = 1 B/param; KV BF16, K and V stored)")
-    for col in ("name", "type", "layers", "params total", "active", "FP8 weights", "KV B/token (sum over layers)"):
-        t.add_column(col, justify="right" if col in ("layers", "params total", "active", "FP8 weights") else "left")
+    for col in (
+        "name",
+        "type",
+        "layers",
+        "params total",
+        "active",
+        "FP8 weights",
+        "KV B/token (sum over layers)",
+    ):
+        t.add_column(
+            col, justify="right" if col in ("layers", "params total", "active", "FP8 weights") else "left"
+        )
     for r in rows:
-        t.add_row(r["name"], r["type"], str(r["layers"]), fmt_count(r["params_total"]), fmt_count(r["params_active"]),
-                  fmt_bytes(r["weight_bytes_fp8"]), _kv_str(r["kv_bytes_per_token_bf16"]))
+        t.add_row(
+            r["name"],
+            r["type"],
+            str(r["layers"]),
+            fmt_count(r["params_total"]),
+            fmt_count(r["params_active"]),
+            fmt_bytes(r["weight_bytes_fp8"]),
+            _kv_str(r["kv_bytes_per_token_bf16"]),
+        )
     out.print(t)
 
 
 def model_cmd(
     name: str = typer.Argument(..., help="catalog name (e.g. gemma-4-31b) or a config.json path"),
-    weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp16, fp8, int8, fp4, mxfp4"),
+    weights: str = typer.Option(
+        "fp8", "--weights", help="weight precision: bf16, fp16, fp8, int8, fp4, mxfp4"
+    ),
     kv: str = typer.Option("bf16", "--kv", help="KV-cache precision"),
-    kv_layout: str = typer.Option("separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"),
-    context: int = typer.Option(None, "--context", help="context length in tokens (default: the model's maximum)"),
+    kv_layout: str = typer.Option(
+        "separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"
+    ),
+    context: int = typer.Option(
+        None, "--context", help="context length in tokens (default: the model's maximum)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """One model: parameters, weight bytes, KV bytes per token and per sequence, decode FLOPs, layer groups."""
@@ -52,21 +75,42 @@ def _print_model(s: dict[str, Any]) -> None:
     t.add_column("field")
     t.add_column("value", justify="right")
     t.add_row("layers", f"{s['layers']} ({', '.join(f'{v} {k}' for k, v in s['layer_kinds'].items())})")
-    t.add_row("parameters total / active per token", f"{fmt_count(s['params_total'])} / {fmt_count(s['params_active'])}")
+    t.add_row(
+        "parameters total / active per token",
+        f"{fmt_count(s['params_total'])} / {fmt_count(s['params_active'])}",
+    )
     t.add_row(f"weights ({s['weights']})", fmt_bytes(s["weight_bytes"]))
     t.add_row(f"KV B/token ({s['kv']}, {s['kv_layout']})", _kv_str(s["kv_bytes_per_token"]))
     t.add_row(f"KV per sequence at {s['context']:,} tokens", fmt_bytes(s["kv_bytes_per_sequence"]))
     t.add_row(f"decode FLOPs per token at {s['context']:,}", fmt_count(s["decode_flops_per_token"]))
     out.print(t)
     g = Table(title="layer groups")
-    cols = ("kind", "count", "attention", "heads/kv", "head_dim", "window", "ffn", "params/layer", "KV B/token/layer")
+    cols = (
+        "kind",
+        "count",
+        "attention",
+        "heads/kv",
+        "head_dim",
+        "window",
+        "ffn",
+        "params/layer",
+        "KV B/token/layer",
+    )
     for col in cols:
         g.add_column(col)
     for r in s["layer_groups"]:
         ffn = f"moe {r['experts']}x top{r['top_k']}" if r["ffn"] == "moe" else "dense"
-        g.add_row(r["kind"], str(r["count"]), r["attention"] + (" K=V" if r["k_eq_v"] else ""),
-                  f"{r['heads']}/{r['kv_heads']}", str(r["head_dim"]), str(r["window"] or "-"), ffn,
-                  fmt_count(r["params_per_layer"]), f"{r['kv_bytes_per_token_per_layer']:,.0f}")
+        g.add_row(
+            r["kind"],
+            str(r["count"]),
+            r["attention"] + (" K=V" if r["k_eq_v"] else ""),
+            f"{r['heads']}/{r['kv_heads']}",
+            str(r["head_dim"]),
+            str(r["window"] or "-"),
+            ffn,
+            fmt_count(r["params_per_layer"]),
+            f"{r['kv_bytes_per_token_per_layer']:,.0f}",
+        )
     out.print(g)
     for n in s["notes"]:
         out.print(f"[yellow]note:[/] {n}")
@@ -82,15 +126,23 @@ def systems_cmd(json_out: bool = typer.Option(False, "--json", help="print one J
     for col in ("name", "chip", "chips", "memory", "memory BW", "FP8 peak", "power"):
         t.add_column(col, justify="left" if col in ("name", "chip") else "right")
     for r in rows:
-        t.add_row(r["name"], r["chip"], f"{r['chips_per_unit']} / {r['unit_name']}", fmt_bytes(r["memory_bytes_per_unit"]),
-                  fmt_bytes(r["memory_bw_Bps_per_unit"]) + "/s", f"{r['fp8_flops_per_unit'] / 1e15:,.1f} PF",
-                  f"{r['power_w_per_unit'] / 1e3:,.1f} kW ({r['power_grade']})")
+        t.add_row(
+            r["name"],
+            r["chip"],
+            f"{r['chips_per_unit']} / {r['unit_name']}",
+            fmt_bytes(r["memory_bytes_per_unit"]),
+            fmt_bytes(r["memory_bw_Bps_per_unit"]) + "/s",
+            f"{r['fp8_flops_per_unit'] / 1e15:,.1f} PF",
+            f"{r['power_w_per_unit'] / 1e3:,.1f} kW ({r['power_grade']})",
+        )
     out.print(t)
 
 
 def system_cmd(
     name: str = typer.Argument(..., help="catalog name or alias (e.g. lpx, vr-nvl72, h200)"),
-    topology: str = typer.Option(None, "--topology", help="a named topology variant (e.g. trays-32x8 for lpx)"),
+    topology: str = typer.Option(
+        None, "--topology", help="a named topology variant (e.g. trays-32x8 for lpx)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """One system: derived per-unit figures and every number with its unit, source and grade."""
@@ -103,10 +155,12 @@ def system_cmd(
         return
     d = s["derived"]
     out.print(f"[bold]{s['title']}[/] ({s['name']}; aliases: {', '.join(s['aliases']) or '-'})")
-    out.print(f"{s['chips_per_unit']} x {s['chip']} per {s['unit_name']}, up to {s['max_units']} {s['unit_name']}s; "
-              f"{fmt_bytes(d['memory_bytes_per_unit'])} memory, {fmt_bytes(d['memory_bw_Bps_per_unit'])}/s, "
-              f"scale-up {fmt_bytes(d['scale_up_bidir_Bps_line'])}/s bidirectional (line), "
-              f"{s['power_w_per_unit'] / 1e3:,.1f} kW ({s['power_grade']})")
+    out.print(
+        f"{s['chips_per_unit']} x {s['chip']} per {s['unit_name']}, up to {s['max_units']} {s['unit_name']}s; "
+        f"{fmt_bytes(d['memory_bytes_per_unit'])} memory, {fmt_bytes(d['memory_bw_Bps_per_unit'])}/s, "
+        f"scale-up {fmt_bytes(d['scale_up_bidir_Bps_line'])}/s bidirectional (line), "
+        f"{s['power_w_per_unit'] / 1e3:,.1f} kW ({s['power_grade']})"
+    )
     t = Table(title="provenance (P primary, S third party, E derived, U assumed; sources in docs/sources.md)")
     for col in ("path", "value", "unit", "source", "grade", "note"):
         t.add_column(col, justify="right" if col == "value" else "left", overflow="fold")

@@ -63,7 +63,9 @@ class LinkClass(BaseModel):
     lane_bps: Sourced  # effective data rate per lane per direction, bit/s
     latency_s: Sourced  # first-bit latency of one hop (SRAM to SRAM on LPX)
     description: str = ""
-    lane_line_bps: Sourced | None = None  # signalling (line) rate per lane, bit/s, where it differs from lane_bps
+    lane_line_bps: Sourced | None = (
+        None  # signalling (line) rate per lane, bit/s, where it differs from lane_bps
+    )
     lanes_per_chip: Sourced | None = None  # lanes each chip spends on this class in total (lane budget)
 
     @property
@@ -155,7 +157,9 @@ class SystemSpec(BaseModel):
         if variant not in self.variants:
             from lpxsim.errors import UserError
 
-            raise UserError("topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}")
+            raise UserError(
+                "topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}"
+            )
         return self.model_copy(update={"topology": self.variants[variant]})
 
     def total_chips(self, units: int = 1) -> int:
@@ -180,7 +184,9 @@ class SystemSpec(BaseModel):
 
     def lane_budget(self) -> float:
         """Lanes (or links) each chip spends over all link classes that state `lanes_per_chip`."""
-        return sum(float(lk.lanes_per_chip) for lk in self.topology.links.values() if lk.lanes_per_chip is not None)
+        return sum(
+            float(lk.lanes_per_chip) for lk in self.topology.links.values() if lk.lanes_per_chip is not None
+        )
 
     def scale_up_bidir_Bps(self, line_rate: bool = True) -> float:
         """Bidirectional scale-up bandwidth of one unit: chips x scale-up lanes x lane rate x 2 / 8.
@@ -205,7 +211,9 @@ def _check_units(system: SystemSpec, units: int) -> int:
     from lpxsim.errors import UserError
 
     if units < 1 or units > system.max_units:
-        raise UserError("units", f"{system.name} takes 1..{system.max_units} {system.unit_name}s, got {units}")
+        raise UserError(
+            "units", f"{system.name} takes 1..{system.max_units} {system.unit_name}s, got {units}"
+        )
     return units
 
 

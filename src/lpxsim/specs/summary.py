@@ -87,7 +87,11 @@ def layer_kind_rows(m: ModelSpec, kv_bytes_per_element: float, kv_layout: str) -
 
 
 def model_summary(
-    m: ModelSpec, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate", context: int | None = None
+    m: ModelSpec,
+    weights: str = "fp8",
+    kv: str = "bf16",
+    kv_layout: str = "separate",
+    context: int | None = None,
 ) -> dict[str, Any]:
     """Parameters, weight bytes, KV bytes (per token and per sequence) and decode FLOPs of a model."""
     wp = get_precision(weights, "weights")
@@ -166,8 +170,10 @@ def system_summary(s: SystemSpec) -> dict[str, Any]:
             "kind": t.kind,
             "chips_per_node": t.chips_per_node,
             "nodes_per_rack": t.nodes_per_rack,
-            "links": {role: {"name": lk.name, "bandwidth_Bps": lk.bandwidth_Bps, "latency_s": float(lk.latency_s)}
-                      for role, lk in t.links.items()},
+            "links": {
+                role: {"name": lk.name, "bandwidth_Bps": lk.bandwidth_Bps, "latency_s": float(lk.latency_s)}
+                for role, lk in t.links.items()
+            },
             "description": t.description,
             "variants": list(s.variants),
         },

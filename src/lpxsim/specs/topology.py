@@ -116,7 +116,11 @@ class ChipGraph:
         t = self.topology
         out = [(self.chip(p.rack, p.node, i), "intra_node") for i in range(t.chips_per_node) if i != p.index]
         out += [(self.chip(p.rack, n, p.index), "inter_node") for n in range(t.nodes_per_rack) if n != p.node]
-        out += [(self.chip(r, p.node, p.index), "inter_rack") for r in (p.rack - 1, p.rack + 1) if 0 <= r < self.racks]
+        out += [
+            (self.chip(r, p.node, p.index), "inter_rack")
+            for r in (p.rack - 1, p.rack + 1)
+            if 0 <= r < self.racks
+        ]
         return out
 
     def _dragonfly_neighbors(self, chip: int) -> list[tuple[int, str]]:
@@ -203,7 +207,11 @@ class ChipGraph:
 
     def _sample_chips(self) -> list[int]:
         middle = self.racks // 2
-        return [self.chip(middle, n, i) for n in range(self.topology.nodes_per_rack) for i in range(self.topology.chips_per_node)]
+        return [
+            self.chip(middle, n, i)
+            for n in range(self.topology.nodes_per_rack)
+            for i in range(self.topology.chips_per_node)
+        ]
 
     def _bfs(self, src: int) -> dict[int, int]:
         if src not in self._bfs_cache:
