@@ -1,0 +1,184 @@
+"""Context x concurrency sweeps: tok/s per user vs aggregate tok/s and tok/s per MW, per system and mode.
+
+A sweep is a list of points (plain dicts of parameters). Each point is evaluated
+on a `concurrent.futures` executor (local processes by default, threads, or a Dask
+cluster through `distributed.Client(address).get_executor()`), and every finished
+point is written atomically to the results directory, so an interrupted sweep
+rerun with the same directory computes only what is missing.
+
+Concurrency 0 in a point means "at this system's KV ceiling at this context":
+the largest number of streams whose KV fits next to the weights.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lpxsim.bench.frontier import mark_frontier
+from lpxsim.bench.store import PointStore, atomic_write_parquet
+from lpxsim.errors import UserError
+
+DEFAULT_OSL = 1024
+EXECUTORS = ("process", "thread", "dask", "serial")
+SORT_KEYS = ["model", "target", "context", "concurrency"]
+
+
+def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
+         osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True) -> list[dict]:
+    """Every (target, context, concurrency) point, plus one at each KV ceiling when `ceiling`."""
+    concs = sorted(set(concurrencies)) + ([0] if ceiling else [])
+    for c in concs:
+        if c < 0:
+            raise UserError("concurrency", f"expected positive integers, got {c}")
+    return [
+        {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
+         "weights": weights, "kv": kv}
+        for t in targets for ctx in sorted(set(contexts)) for c in concs
+    ]
+
+
+def kv_ceiling(step, context: int) -> int:
+    """Streams of `context` tokens whose KV fits the replica, capped by its largest batch."""
+    per = step.kv_bytes(context)
+    fit = math.floor(step.kv_capacity_bytes() / per) if per > 0 else step.max_batch()
+    return max(0, min(fit, step.max_batch()))
+
+
+def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
+    """One sweep point on a catalog system: steady-state tok/s per user, aggregate and per MW."""
+    from lpxsim.bench.backends import hardware_label, step_model
+    from lpxsim.plan.estimate import steady_state
+
+    step = step_model(p["model"], p["target"], p["weights"], p["kv"])
+    ceiling = kv_ceiling(step, p["context"] + p["osl"])
+    conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
+    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")},
+           "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
+           "hardware": hardware_label(step), "chips": step.chips, "power_kw": step.power_w / 1e3}
+    if conc < 1 or conc > ceiling:
+        return {**row, "fits": False, "tok_s_user": math.nan, "tok_s_total": math.nan,
+                "tok_s_per_mw": math.nan, "ttft_s": math.nan, "tpot_s": math.nan}
+    est = steady_state(step, isl=p["context"], osl=p["osl"], concurrency=conc)
+    return {**row, "fits": True, "tok_s_user": est.tok_s_user, "tok_s_total": est.tok_s_total,
+            "tok_s_per_mw": est.tok_s_per_mw, "ttft_s": est.ttft_s, "tpot_s": est.tpot_s}
+
+
+class _SerialExecutor(cf.Executor):
+    """Runs each task at submit time (deterministic order; used by tests and tiny sweeps)."""
+
+    def submit(self, fn, /, *args, **kwargs):
+        f: cf.Future = cf.Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # handed to the caller through the future
+            f.set_exception(e)
+        return f
+
+
+@contextmanager
+def make_executor(kind: str = "process", workers: int | None = None, scheduler: str | None = None):
+    """A concurrent.futures executor: local processes, threads, serial, or a Dask cluster."""
+    if kind not in EXECUTORS:
+        raise UserError("executor", f"expected one of {', '.join(EXECUTORS)}, got {kind!r}")
+    if kind == "dask":
+        if not scheduler:
+            raise UserError("scheduler", "--executor dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+        from distributed import Client
+
+        try:
+            client = Client(scheduler, timeout="10s")
+        except OSError as e:
+            raise UserError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {e}") from None
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+        return
+    if kind == "serial":
+        yield _SerialExecutor()
+        return
+    cls = cf.ProcessPoolExecutor if kind == "process" else cf.ThreadPoolExecutor
+    with cls(max_workers=workers) as ex:
+        yield ex
+
+
+def run_sweep(points: list[dict], out: str | Path, executor: str = "process", workers: int | None = None,
+              scheduler: str | None = None, evaluate: Callable[[dict], dict] = evaluate_point,
+              progress: bool = True) -> pd.DataFrame:
+    """Evaluate every point not already in `out`, appending each as it finishes; return all rows.
+
+    A point that fails with a UserError (e.g. the model does not fit) becomes a row with its error;
+    any other exception stops the sweep after the finished points were saved, and is re-raised.
+    """
+    store = PointStore(out)
+    pending = [p for p in points if not store.has(p)]
+    with make_executor(executor, workers, scheduler) as ex, _progress(progress, len(points)) as bar:
+        bar(len(points) - len(pending))
+        futures = {ex.submit(_guarded, evaluate, p): p for p in pending}
+        failure = _drain(futures, store, bar)
+    if failure is not None:
+        raise failure
+    df = collect(store, points)
+    atomic_write_parquet(Path(out) / "sweep.parquet", df)
+    return df
+
+
+def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> BaseException | None:
+    """Save every point as it finishes. After a failure, cancel what has not started, keep saving
+    what finishes, and return the first failure (so nothing already computed is lost)."""
+    failure: BaseException | None = None
+    try:
+        for fut in cf.as_completed(futures):
+            if fut.cancelled():
+                continue
+            exc = fut.exception()
+            if exc is None:
+                store.save(futures[fut], fut.result())
+                bar(1)
+            elif failure is None:
+                failure = exc
+                for f in futures:
+                    f.cancel()
+    except BaseException:  # e.g. Ctrl-C: stop submitting; saved points stay saved
+        for f in futures:
+            f.cancel()
+        raise
+    return failure
+
+
+def _guarded(evaluate: Callable[[dict], dict], p: dict) -> dict:
+    try:
+        return evaluate(p)
+    except UserError as e:
+        return {**p, "fits": False, "error": str(e)}
+
+
+def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
+    """The rows of `points` from the store, sorted, with the interactivity/throughput frontier marked."""
+    df = pd.DataFrame([store.load(p)["row"] for p in points if store.has(p)])
+    if df.empty:
+        return df
+    df = df.sort_values([k for k in SORT_KEYS if k in df.columns], kind="stable").reset_index(drop=True)
+    return mark_frontier(df)
+
+
+@contextmanager
+def _progress(enabled: bool, total: int):
+    """A rich progress bar on stderr; yields `advance(n)`."""
+    if not enabled:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=False) as prog:
+        task = prog.add_task("sweep", total=total)
+        yield lambda n: prog.advance(task, n)

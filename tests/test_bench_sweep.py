@@ -1,0 +1,158 @@
+"""Sweeps: grid, executors (serial, processes, threads, Dask on loopback), atomic append and resume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lpxsim.bench import sweep as sw
+from lpxsim.bench.frontier import mark_frontier, pareto_mask
+from lpxsim.bench.store import PointStore
+from lpxsim.errors import UserError
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+
+CALLS: list[dict] = []
+
+
+def toy_point(p: dict) -> dict:
+    """Closed form: per-user speed falls and aggregate rises with concurrency; context slows both."""
+    conc = p["concurrency"] or 8
+    user = 1000.0 / (1 + conc / 16) / (1 + p["context"] / 1e5)
+    return {"model": p["model"], "target": p["target"], "context": p["context"], "concurrency": conc,
+            "hardware": "toy: 4 chips, 10.0 kW", "fits": True, "tok_s_user": user, "tok_s_total": user * conc,
+            "tok_s_per_mw": user * conc / 0.01}
+
+
+def counting_point(p: dict) -> dict:
+    CALLS.append(p)
+    return toy_point(p)
+
+
+class FailOn:
+    """Raise on one point, as a crash or a killed worker would, after others finished."""
+
+    def __init__(self, bad_index: int, points: list[dict]):
+        self.bad = points[bad_index]
+
+    def __call__(self, p: dict) -> dict:
+        if p == self.bad:
+            raise RuntimeError("worker died")
+        return toy_point(p)
+
+
+def points():
+    return sw.grid("toy-model", ["a", "b"], [10_000, 100_000], [1, 4, 16], osl=128)
+
+
+def test_grid_covers_targets_contexts_concurrencies_and_ceilings():
+    g = points()
+    assert len(g) == 2 * 2 * 4
+    assert {p["concurrency"] for p in g} == {0, 1, 4, 16}
+    with pytest.raises(UserError, match="concurrency"):
+        sw.grid("m", ["a"], [1], [-1])
+
+
+def test_serial_sweep_writes_every_point_and_a_parquet(tmp_path):
+    df = sw.run_sweep(points(), tmp_path, executor="serial", evaluate=toy_point, progress=False)
+    assert len(df) == 16 and len(list((tmp_path / "points").glob("*.json"))) == 16
+    assert not list(tmp_path.rglob("*.tmp"))
+    back = pd.read_parquet(tmp_path / "sweep.parquet")
+    assert list(back["tok_s_user"]) == list(df["tok_s_user"])
+    assert {"context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "on_frontier"} <= set(df.columns)
+
+
+def test_interrupted_sweep_resumes_and_loses_nothing(tmp_path):
+    g = points()
+    with pytest.raises(RuntimeError, match="worker died"):
+        sw.run_sweep(g, tmp_path, executor="serial", evaluate=FailOn(5, g), progress=False)
+    store = PointStore(tmp_path)
+    saved = [p for p in g if store.has(p)]
+    assert len(saved) == len(g) - 1 and not store.has(g[5])
+    CALLS.clear()
+    df = sw.run_sweep(g, tmp_path, executor="thread", workers=2, evaluate=counting_point, progress=False)
+    assert len(CALLS) == 1 and CALLS[0] == g[5]  # only the missing point was computed
+    clean = sw.run_sweep(g, tmp_path / "clean", executor="serial", evaluate=toy_point, progress=False)
+    pd.testing.assert_frame_equal(df, clean)
+
+
+def test_rerun_of_a_finished_sweep_computes_nothing(tmp_path):
+    sw.run_sweep(points(), tmp_path, executor="serial", evaluate=toy_point, progress=False)
+    CALLS.clear()
+    sw.run_sweep(points(), tmp_path, executor="serial", evaluate=counting_point, progress=False)
+    assert CALLS == []
+
+
+def test_process_executor_matches_serial(tmp_path):
+    a = sw.run_sweep(points(), tmp_path / "p", executor="process", workers=2, evaluate=toy_point, progress=False)
+    b = sw.run_sweep(points(), tmp_path / "s", executor="serial", evaluate=toy_point, progress=False)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_dask_local_cluster_on_loopback(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://",
+        dashboard_address=None,
+    ) as cl:
+        df = sw.run_sweep(points(), tmp_path, executor="dask", scheduler=cl.scheduler_address,
+                          evaluate=toy_point, progress=False)
+    ref = sw.run_sweep(points(), tmp_path / "ref", executor="serial", evaluate=toy_point, progress=False)
+    pd.testing.assert_frame_equal(df, ref)
+
+
+def test_dask_without_scheduler_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="scheduler"):
+        sw.run_sweep(points(), tmp_path, executor="dask", evaluate=toy_point, progress=False)
+    with pytest.raises(UserError, match="executor"):
+        sw.run_sweep(points(), tmp_path, executor="mpi", evaluate=toy_point, progress=False)
+
+
+def test_pareto_mask():
+    x = np.array([1.0, 2.0, 3.0, 2.0, np.nan])
+    y = np.array([3.0, 2.0, 1.0, 1.0, 9.0])
+    assert list(pareto_mask(x, y)) == [True, True, True, False, False]
+
+
+def test_frontier_is_per_target_and_context():
+    df = pd.DataFrame({"target": ["a", "a", "b"], "context": [1, 1, 1], "tok_s_user": [1.0, 2.0, 0.5],
+                       "tok_s_total": [1.0, 2.0, 0.5]})
+    assert list(mark_frontier(df)["on_frontier"]) == [False, True, True]
+
+
+class CeilingStep:
+    name, chips, power_w = "toy", 8, 20_000.0
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        return StepCost.serial(1e-3 + 1e-5 * batch.size)
+
+    def prefill(self, chunk: PrefillChunk) -> StepCost:
+        return StepCost.serial(1e-6 * chunk.tokens)
+
+    def verify(self, batch, k):
+        return self.decode_step(batch)
+
+    def kv_capacity_bytes(self):
+        return 1e9
+
+    def kv_bytes(self, context):
+        return 1e4 * context
+
+    def max_batch(self):
+        return 256
+
+
+def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
+    import lpxsim.bench.backends as be
+
+    monkeypatch.setattr(be, "step_model", lambda *a, **k: CeilingStep())
+    base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
+    ceil = sw.evaluate_point({**base, "concurrency": 0})
+    assert ceil["kv_ceiling"] == 10 and ceil["concurrency"] == 10 and ceil["fits"] and ceil["at_ceiling"]
+    over = sw.evaluate_point({**base, "concurrency": 11})
+    assert not over["fits"] and math.isnan(over["tok_s_user"])
+    one = sw.evaluate_point({**base, "concurrency": 1})
+    assert one["tok_s_user"] > ceil["tok_s_user"] and one["tok_s_total"] < ceil["tok_s_total"]
+    assert one["hardware"].startswith("toy: 8 chips")
