@@ -116,3 +116,12 @@ def test_bad_precision_exits_2_naming_the_field() -> None:
     assert p.stderr.strip().startswith("error: kv:") and "fp8" in p.stderr
     p = _run("model", "gemma-4-31b", "--context", "0")
     assert p.returncode == 2 and "context" in p.stderr
+
+
+def test_model_accepts_a_config_json_path() -> None:
+    from importlib import resources
+
+    path = resources.files("lpxsim.catalog").joinpath("models/meta-llama--Llama-3.1-8B.json")
+    d = _json("model", str(path), "--context", "8192")
+    assert d["params_total"] == pytest.approx(8.03e9, rel=1e-3)
+    assert d["kv_bytes_per_sequence"] == 131_072 * 8192
