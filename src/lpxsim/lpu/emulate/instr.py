@@ -1,0 +1,327 @@
+"""The numerics of one Program instruction on one chip: a graph op restricted to its slice, or a collective.
+
+Every function takes the instruction, its input buffers (declared `Buffer`
+plus the `Value` the chip holds) and a `StepContext`, and returns the output
+`data` and `meta`. Nothing here looks at chip numbers or layouts: the slice,
+the buffers' column ranges and the chip's own KV cache are all there is, so a
+wrong slice gives wrong numbers and a slice whose input is not on the chip
+raises an EmulationError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lpxsim.graph import Op, OpGraph
+from lpxsim.lpu.emulate import kernels as K
+from lpxsim.lpu.emulate.state import ChipState, EmulationError, Value
+from lpxsim.lpu.program import Buffer, Instruction
+
+F32 = np.float32
+Arg = tuple[Buffer, Value]
+
+
+@dataclass
+class StepContext:
+    """What every instruction of one step may read besides its inputs: the graph, weights and token ids."""
+
+    graph: OpGraph
+    weights: Mapping[str, np.ndarray]
+    token_ids: np.ndarray
+    positions: np.ndarray  # absolute position of each row, sequence-major
+
+
+def _fail(ins: Instruction, msg: str) -> EmulationError:
+    return EmulationError(ins.op, ins.chip, ins.cycle_start, msg)
+
+
+def _span(r: tuple[int, int] | None, full: int) -> tuple[int, int]:
+    return (0, full) if r is None else (int(r[0]), int(r[1]))
+
+
+def take_cols(ins: Instruction, arg: Arg, lo: int, hi: int, width: int) -> np.ndarray:
+    """Columns lo:hi of the op output that `arg` holds a piece of; error if the buffer does not hold them."""
+    buf, val = arg
+    a, b = _span(buf.cols, width)
+    if lo < a or hi > b:
+        raise _fail(ins, f"needs columns {lo}:{hi} of {buf.op!r} but buffer {buf.id!r} holds {a}:{b}")
+    return val.data[:, lo - a : hi - a]
+
+
+def _input(ins: Instruction, args: list[Arg], op_name: str) -> Arg:
+    for arg in args:
+        if arg[0].op == op_name:
+            return arg
+    raise _fail(ins, f"has no input buffer holding {op_name!r}")
+
+
+def _final(ins: Instruction, arg: Arg) -> None:
+    if arg[0].partial is not None:
+        raise _fail(ins, f"consumes {arg[0].partial!r} partial {arg[0].id!r} of {arg[0].op!r} without a reduce")
+
+
+def op_width(graph: OpGraph, name: str) -> int:
+    """Columns of an op's output (gate_up: the intermediate width, its buffers hold gate and up halves)."""
+    op = graph.op(name)
+    if op.kind == "matmul":
+        return op.shape[2] // 2 if op.attrs.get("fused") else op.shape[2]
+    if op.kind == "attention":
+        a = graph.model.layers[op.layer].attention
+        return a.num_heads * a.v_head_dim
+    return op.shape[1] if len(op.shape) > 1 else 0
+
+
+# --- graph op kinds ----------------------------------------------------------------------
+def run_matmul(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    M, Kd, N = op.shape
+    fused = bool(op.attrs.get("fused"))
+    width = N // 2 if fused else N
+    klo, khi = _span(ins.slice.get("rows"), Kd)
+    nlo, nhi = _span(ins.slice.get("cols") or ins.slice.get("vocab"), width)
+    arg = _input(ins, args, op.inputs[0])
+    _final(ins, arg)
+    x = take_cols(ins, arg, klo, khi, Kd)
+    if op.attrs.get("last_only") and x.shape[0] == ctx.graph.phase.tokens:
+        n = ctx.graph.phase.new_tokens
+        x = x[n - 1 :: n]
+    W = ctx.weights[op.weight]
+    if fused:
+        y = np.concatenate([x @ W[nlo:nhi, klo:khi].T, x @ W[width + nlo : width + nhi, klo:khi].T], axis=-1)
+    else:
+        y = x @ W[nlo:nhi, klo:khi].T
+    y = y.astype(F32)
+    if (klo, khi) != (0, Kd):  # a row split is one addend; soft-capping waits for the reduce
+        return y, {"partial": "sum"}
+    return K.softcap(y, op.attrs.get("softcap")), {}
+
+
+def run_norm(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    arg = _input(ins, args, op.inputs[0])
+    _final(ins, arg)
+    per_head = int(op.attrs.get("per_head", 0) or 0)
+    w = ctx.weights[op.weight] if op.weight else None
+    if w is not None and not per_head:
+        a, b = _span(arg[0].cols, op.shape[1])
+        w = w[a:b]
+    return K.rms_norm(arg[1].data, w, op.attrs["eps"], per_head), {}
+
+
+def run_rope(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    at, D = op.attrs, int(op.attrs["head_dim"])
+    H, KVH = int(at["heads"]), int(at["kv_heads"])
+    q_arg, k_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
+    _final(ins, q_arg)
+    _final(ins, k_arg)
+    h0, h1 = _span(ins.slice.get("heads"), H) if ins.slice.get("heads") else _span(q_arg[0].cols, H * D)
+    if ins.slice.get("heads"):
+        h0, h1 = h0 * D, h1 * D
+    k0, k1 = _span(ins.slice.get("kv_heads"), KVH) if ins.slice.get("kv_heads") else _span(k_arg[0].cols, KVH * D)
+    if ins.slice.get("kv_heads"):
+        k0, k1 = k0 * D, k1 * D
+    q = take_cols(ins, q_arg, h0, h1, H * D)
+    k = take_cols(ins, k_arg, k0, k1, KVH * D)
+    inv = K.rope_inv_freq(D, float(at["theta"]), float(at["partial"]), str(at.get("rope_type", "default")))
+    cos, sin = K.rope_cos_sin(ctx.positions, inv)
+    M = q.shape[0]
+    qr = K.apply_rope(q.reshape(M, -1, D), cos, sin).reshape(M, -1)
+    kr = K.apply_rope(k.reshape(M, -1, D), cos, sin).reshape(M, -1)
+    return np.concatenate([qr, kr], axis=-1), {"q_cols": (h0, h1), "k_cols": (k0, k1)}
+
+
+def _rope_part(ins: Instruction, arg: Arg, part: str, lo: int, hi: int) -> np.ndarray:
+    """Columns lo:hi (of q or k) from a rope buffer laid out [q cols | k cols]."""
+    meta = arg[1].meta
+    q0, q1 = meta["q_cols"]
+    a, b = meta[f"{part}_cols"]
+    if lo < a or hi > b:
+        raise _fail(ins, f"needs {part} columns {lo}:{hi} but rope buffer {arg[0].id!r} holds {a}:{b}")
+    base = 0 if part == "q" else q1 - q0
+    return arg[1].data[:, base + lo - a : base + hi - a]
+
+
+def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
+    attn = ctx.graph.model.layers[op.layer].attention
+    D, Dv, KVH = attn.head_dim, attn.v_head_dim, attn.num_kv_heads
+    h0, h1 = _span(ins.slice.get("kv_heads"), KVH)
+    s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
+    r_arg, v_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
+    _final(ins, v_arg)
+    k = _rope_part(ins, r_arg, "k", h0 * D, h1 * D)
+    v = take_cols(ins, v_arg, h0 * Dv, h1 * Dv, KVH * Dv)
+    n = ctx.graph.phase.new_tokens
+    for row, pos in enumerate(ctx.positions):
+        if s0 <= pos < s1:
+            for j, head in enumerate(range(h0, h1)):
+                chip.slot(op.layer, row // n, head, D, Dv).write(
+                    int(pos), k[row, j * D : (j + 1) * D], v[row, j * Dv : (j + 1) * Dv])
+    return None, {}
+
+
+def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
+    attn = ctx.graph.model.layers[op.layer].attention
+    D, H, KVH = attn.head_dim, attn.num_heads, attn.num_kv_heads
+    group = H // KVH
+    h0, h1 = _span(ins.slice.get("heads"), H)
+    s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
+    q = _rope_part(ins, _input(ins, args, op.inputs[0]), "q", h0 * D, h1 * D)
+    ph, window = ctx.graph.phase, op.attrs.get("window")
+    n, outs, lses, partial = ph.new_tokens, [], [], False
+    for s, c in enumerate(ph.contexts):
+        rows = slice(s * n, (s + 1) * n)
+        q_pos = ctx.positions[rows]
+        lo = 0 if window is None else max(0, int(q_pos.min()) - window + 1)
+        keys = np.arange(max(lo, s0), min(c + n, s1), dtype=np.int64)
+        partial |= max(lo, s0) > lo or min(c + n, s1) < c + n
+        kv0, kv1 = h0 // group, (h1 - 1) // group + 1
+        ks, vs = [], []
+        for head in range(kv0, kv1):
+            slot = chip.kv.get((op.layer, s, head))
+            if slot is None or not slot.holds(keys):
+                raise _fail(ins, f"reads KV of layer {op.layer} sequence {s} kv head {head} positions "
+                                 f"{keys[:1].tolist()}..{keys[-1:].tolist()} this chip does not hold")
+            ks.append(slot.k[keys])
+            vs.append(slot.v[keys])
+        qh = q[rows].reshape(n, h1 - h0, D)
+        # query head h uses kv head h // group; this chip's heads start at h0, its kv heads at kv0
+        sel = np.array([(h // group) - kv0 for h in range(h0, h1)])
+        k_arr, v_arr = np.stack(ks)[sel], np.stack(vs)[sel]
+        o, lse = K.attention_lse(qh, k_arr, v_arr, q_pos, keys, window, op.attrs.get("scale"), 1)
+        outs.append(o)
+        lses.append(lse)
+    o, lse = np.concatenate(outs), np.concatenate(lses)
+    return ((o, lse) if partial else o), {"heads": (h0, h1), "partial": "lse" if partial else None}
+
+
+def run_elementwise(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    for arg in args:
+        _final(ins, arg)
+    if op.attrs.get("fn") == "add":
+        cols = {a[0].cols for a in args}
+        if len(cols) != 1:
+            raise _fail(ins, f"adds buffers holding different columns {sorted(map(str, cols))}")
+        return np.sum([a[1].data for a in args], axis=0, dtype=F32), {}
+    x = args[0][1].data
+    return (K.gated(x, op.attrs["fn"]) if op.attrs.get("gated") else K.activation(x, op.attrs["fn"])), {}
+
+
+def run_residual(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    a, b = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
+    _final(ins, a)
+    _final(ins, b)
+    if a[0].cols != b[0].cols:
+        raise _fail(ins, f"adds {a[0].id!r} cols {a[0].cols} to {b[0].id!r} cols {b[0].cols}")
+    return (a[1].data + b[1].data).astype(F32), {}
+
+
+def run_router(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    arg = _input(ins, args, op.inputs[0])
+    _final(ins, arg)
+    x = take_cols(ins, arg, 0, op.shape[1], op.shape[1])
+    logits = (x @ ctx.weights[op.weight].T).astype(F32)
+    return K.softmax_topk(logits, int(op.attrs["top_k"]), bool(op.attrs.get("renormalize", True))), {}
+
+
+def run_experts(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    x_arg, r_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
+    _final(ins, x_arg)
+    x = take_cols(ins, x_arg, 0, x_arg[1].data.shape[1], x_arg[1].data.shape[1])
+    gates, idx = r_arg[1].data
+    e0, e1 = _span(ins.slice.get("experts"), int(op.attrs["num_experts"]))
+    gu, dn = ctx.weights[f"{op.weight}.gate_up_proj"], ctx.weights[f"{op.weight}.down_proj"]
+    out = np.zeros_like(x)
+    for e in np.unique(idx):
+        if e0 <= e < e1:
+            rows, slot = np.nonzero(idx == e)
+            y = K.expert_ffn(x[rows], gu[e], dn[e], op.attrs["fn"])
+            np.add.at(out, rows, y * gates[rows, slot][:, None])
+    return out.astype(F32), ({} if (e0, e1) == (0, int(op.attrs["num_experts"])) else {"partial": "sum"})
+
+
+def run_embed(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    table = ctx.weights[op.weight]
+    v0, v1 = _span(ins.slice.get("vocab"), table.shape[0])
+    c0, c1 = _span(ins.slice.get("cols"), table.shape[1])
+    ids = ctx.token_ids
+    inside = (ids >= v0) & (ids < v1)
+    out = np.zeros((len(ids), c1 - c0), F32)
+    out[inside] = table[ids[inside], c0:c1] * F32(op.attrs.get("scale", 1.0))
+    return out, ({} if (v0, v1) == (0, table.shape[0]) else {"partial": "sum"})
+
+
+def run_sample(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    arg = _input(ins, args, op.inputs[0])
+    _final(ins, arg)
+    a, _ = _span(arg[0].cols, op.shape[1])
+    logits = arg[1].data
+    best = np.argmax(logits, axis=-1)
+    if arg[0].cols is None or arg[0].cols == (0, op.shape[1]):
+        return best.astype(np.int64), {}
+    return (logits[np.arange(len(best)), best], (best + a).astype(np.int64)), {"partial": "argmax"}
+
+
+
+# --- collectives -------------------------------------------------------------------------
+def _same(ins: Instruction, args: list[Arg], partial: str) -> None:
+    if not args:
+        raise _fail(ins, "has no inputs")
+    for buf, _ in args:
+        if buf.op != ins.op or buf.partial != partial:
+            raise _fail(ins, f"expects {partial!r} partials of {ins.op!r}, got {buf.id!r} ({buf.op}, {buf.partial})")
+    if len({buf.cols for buf, _ in args}) != 1:
+        raise _fail(ins, "reduces partials holding different columns")
+
+
+def run_reduce(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
+    """Sum of "sum" partials (logits: soft-capped after the sum), or the best of "argmax" partials."""
+    if ins.attrs.get("fn") == "argmax":
+        _same(ins, args, "argmax")
+        vals = np.stack([v.data[0] for _, v in args])
+        idx = np.stack([v.data[1] for _, v in args])
+        # largest logit; on ties the lowest token index (np.argmax over the index-sorted order)
+        order = np.argsort(idx, axis=0, kind="stable")
+        vals_s, idx_s = np.take_along_axis(vals, order, 0), np.take_along_axis(idx, order, 0)
+        pick = np.argmax(vals_s, axis=0)
+        return idx_s[pick, np.arange(idx.shape[1])], {}, None
+    _same(ins, args, "sum")
+    total = np.sum([v.data for _, v in args], axis=0, dtype=F32)
+    op = ctx.graph.op(ins.op)
+    if op.kind == "matmul" and op.attrs.get("softcap"):
+        total = K.softcap(total, op.attrs["softcap"])
+    return total, {}, None
+
+
+def run_concat(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
+    """Place column ranges side by side; the parts must tile a contiguous range with no gap or overlap."""
+    width = op_width(ctx.graph, ins.op)
+    parts = sorted(args, key=lambda a: _span(a[0].cols, width))
+    for buf, _ in parts:
+        if buf.op != ins.op or buf.partial is not None:
+            raise _fail(ins, f"concatenates {buf.id!r} ({buf.op}, partial {buf.partial})")
+    spans = [_span(b.cols, width) for b, _ in parts]
+    for (_, b), (c, _) in zip(spans, spans[1:], strict=False):
+        if b != c:
+            raise _fail(ins, f"concatenates column ranges {spans} that are not contiguous")
+    return np.concatenate([v.data for _, v in parts], axis=1), {"cols": (spans[0][0], spans[-1][1])}, None
+
+
+def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
+    """Merge split-K attention partials over their key chunks."""
+    _same(ins, args, "lse")
+    op = ctx.graph.op(ins.op)
+    dv = ctx.graph.model.layers[op.layer].attention.v_head_dim
+    o, _ = K.merge_lse([v.data for _, v in args], dv)
+    return o, dict(args[0][1].meta) | {"partial": None}, None
+
+
+def run_copy(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, Any]:
+    if len(args) != 1:
+        raise _fail(ins, f"copies {len(args)} buffers")
+    buf, val = args[0]
+    return val.data, dict(val.meta), buf.partial
+
+
+COLLECTIVES = {"reduce": run_reduce, "concat": run_concat, "combine": run_combine, "copy": run_copy}
