@@ -125,3 +125,12 @@ def test_model_accepts_a_config_json_path() -> None:
     d = _json("model", str(path), "--context", "8192")
     assert d["params_total"] == pytest.approx(8.03e9, rel=1e-3)
     assert d["kv_bytes_per_sequence"] == 131_072 * 8192
+
+
+def test_system_units_totals() -> None:
+    t = _json("system", "lpx", "--units", "9")["totals"]
+    assert t["chips"] == 2304 and t["memory_bytes"] == pytest.approx(1152e9)
+    assert t["diameter_hops"] == 2 + 8  # open daisy chain of 9 racks
+    assert t["power_w"] == pytest.approx(9 * 97e3)
+    p = _run("system", "lpx", "--units", "10", "--json")
+    assert p.returncode == 2 and "units" in p.stderr

@@ -122,3 +122,24 @@ def test_groq_v1_dragonfly_hops() -> None:
 def test_bad_rack_count_is_a_user_error() -> None:
     with pytest.raises(UserError, match="racks"):
         chip_graph(get_system("lpx"), racks=0)
+
+
+def test_path_latency_sums_hop_latencies() -> None:
+    g = chip_graph(get_system("lpx"), racks=2)
+    path = g.route(0, 256 + 255)
+    assert [r for _, _, r in g.path_links(path)] == ["inter_rack", "inter_node", "intra_node"]
+    assert g.path_latency_s(path) == pytest.approx(562.5e-9 + 2 * 350e-9)
+    with pytest.raises(UserError, match="path"):
+        g.path_links([0, 17])
+
+
+def test_nine_rack_reach_latency_reproduces_hot_chips_from_the_middle_rack() -> None:
+    """HC26: 2.95 us reaches 1,152 GB (9 racks); the inter-rack hop latency was derived from it (E)."""
+    s = get_system("lpx")
+    g = chip_graph(s, racks=9)
+    src = g.chip(4, 0, 0)
+    far = max(range(g.n_chips), key=lambda c: g.path_latency_s(g.route(src, c)))
+    assert g.path_latency_s(g.route(src, far)) == pytest.approx(2.95e-6)
+    assert s.memory_bytes(9) == pytest.approx(1152e9)
+    one_node = g.path_latency_s(g.route(src, g.chip(4, 0, 15)))
+    assert one_node == pytest.approx(0.35e-6)  # HC26: 0.35 us at 8 GB

@@ -143,13 +143,14 @@ def system_cmd(
     topology: str = typer.Option(
         None, "--topology", help="a named topology variant (e.g. trays-32x8 for lpx)"
     ),
+    units: int = typer.Option(1, "--units", help="racks (or nodes) to total chips, memory and power over"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """One system: derived per-unit figures and every number with its unit, source and grade."""
     spec = get_system(name)
     if topology:
         spec = spec.with_topology(topology)
-    s = system_summary(spec)
+    s = system_summary(spec, units=units)
     if json_out:
         emit_json(s)
         return
@@ -161,6 +162,13 @@ def system_cmd(
         f"scale-up {fmt_bytes(d['scale_up_bidir_Bps_line'])}/s bidirectional (line), "
         f"{s['power_w_per_unit'] / 1e3:,.1f} kW ({s['power_grade']})"
     )
+    tot = s["totals"]
+    if tot["units"] > 1:
+        hops = "?" if tot["diameter_hops"] is None else tot["diameter_hops"]
+        out.print(
+            f"{tot['units']} {s['unit_name']}s: {tot['chips']:,} chips, {fmt_bytes(tot['memory_bytes'])}, "
+            f"{tot['power_w'] / 1e3:,.1f} kW, at most {hops} hops between chips"
+        )
     t = Table(title="provenance (P primary, S third party, E derived, U assumed; sources in docs/sources.md)")
     for col in ("path", "value", "unit", "source", "grade", "note"):
         t.add_column(col, justify="right" if col == "value" else "left", overflow="fold")

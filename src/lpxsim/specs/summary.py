@@ -150,8 +150,28 @@ def system_row(s: SystemSpec) -> dict[str, Any]:
     }
 
 
-def system_summary(s: SystemSpec) -> dict[str, Any]:
-    """A system with derived per-unit figures and every sourced number (the provenance table)."""
+# Above this many chips a BFS diameter over the dragonfly graph is too slow for a summary.
+_BFS_DIAMETER_MAX_CHIPS = 1024
+
+
+def units_totals(s: SystemSpec, units: int) -> dict[str, Any]:
+    """Chips, memory, bandwidth, peak FLOP/s, power and hop diameter of `units` racks or nodes."""
+    totals: dict[str, Any] = {
+        "units": units,
+        "chips": s.total_chips(units),
+        "memory_bytes": s.memory_bytes(units),
+        "memory_bw_Bps": s.memory_bw_Bps(units),
+        "peak_flops": {k: s.peak_flops(k, units) for k in s.chip.peak_flops},
+        "power_w": s.power(units),
+        "diameter_hops": None,
+    }
+    if s.topology.kind != "dragonfly" or totals["chips"] <= _BFS_DIAMETER_MAX_CHIPS:
+        totals["diameter_hops"] = chip_graph(s, units).diameter()
+    return totals
+
+
+def system_summary(s: SystemSpec, units: int = 1) -> dict[str, Any]:
+    """A system with derived per-unit figures, totals for `units`, and every sourced number."""
     t = s.topology
     derived = {
         "chips_per_unit": s.chips_per_unit,
@@ -178,6 +198,7 @@ def system_summary(s: SystemSpec) -> dict[str, Any]:
             "variants": list(s.variants),
         },
         "derived": derived,
+        "totals": units_totals(s, units),
         "provenance": [r._asdict() for r in s.provenance_rows()],
         "notes": list(s.notes),
     }

@@ -192,6 +192,20 @@ class ChipGraph:
             path.append(b)
         return path
 
+    def path_links(self, path: list[int]) -> list[tuple[int, int, str]]:
+        """The (from, to, role) hops of a chip path; a non-adjacent step is a UserError."""
+        hops = []
+        for a, b in zip(path, path[1:], strict=False):
+            role = self.link_role(a, b)
+            if role is None:
+                raise UserError("path", f"chips {a} and {b} are not directly linked")
+            hops.append((a, b, role))
+        return hops
+
+    def path_latency_s(self, path: list[int]) -> float:
+        """First-bit latency along a chip path: the sum of each hop's link latency."""
+        return sum(float(self.topology.links[role].latency_s) for _, _, role in self.path_links(path))
+
     def diameter(self) -> int:
         """The largest hop count between any two chips."""
         t = self.topology
