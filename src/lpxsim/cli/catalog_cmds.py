@@ -123,12 +123,12 @@ def systems_cmd(json_out: bool = typer.Option(False, "--json", help="print one J
         emit_json({"systems": rows})
         return
     t = Table(title="catalog systems (per rack or node; power grade U = stated assumption)")
-    for col in ("name", "chip", "chips", "memory", "memory BW", "FP8 peak", "power"):
-        t.add_column(col, justify="left" if col in ("name", "chip") else "right")
+    for col in ("name", "title", "chips", "memory", "memory BW", "FP8 peak", "power"):
+        t.add_column(col, justify="left" if col in ("name", "title") else "right")
     for r in rows:
         t.add_row(
             r["name"],
-            r["chip"],
+            r["title"],
             f"{r['chips_per_unit']} / {r['unit_name']}",
             fmt_bytes(r["memory_bytes_per_unit"]),
             fmt_bytes(r["memory_bw_Bps_per_unit"]) + "/s",
