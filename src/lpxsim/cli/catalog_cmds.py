@@ -123,7 +123,7 @@ def systems_cmd(json_out: bool = typer.Option(False, "--json", help="print one J
         emit_json({"systems": rows})
         return
     t = Table(title="catalog systems (per rack or node; power grade U = stated assumption)")
-    for col in ("name", "title", "chips", "memory", "memory BW", "FP8 peak", "power"):
+    for col in ("name", "title", "chips", "memory", "memory BW", "FP8 (or INT8) peak", "power"):
         t.add_column(col, justify="left" if col in ("name", "title") else "right")
     for r in rows:
         t.add_row(
