@@ -1,0 +1,67 @@
+"""Resolve a fleet pool to the StepModel of one of its replicas.
+
+`backend: analytic` builds the first-order roofline of this package; `gpu` and
+`lpx` go through the project's factory `lpxsim.backends.make_step_model`, imported
+lazily so the simulator runs (with the analytic backend) even where a backend
+is not installed or not finished.
+"""
+
+from __future__ import annotations
+
+from lpxsim.catalog import get_model, get_system
+from lpxsim.errors import UserError
+from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
+from lpxsim.serving.config import PoolConfig
+from lpxsim.serving.drafter import DRAFTER_NAMES, gemma4_assistant
+from lpxsim.specs.model import ModelSpec
+from lpxsim.stepmodel import StepModel
+
+
+def pool_model(pool: PoolConfig) -> ModelSpec:
+    if pool.model.lower() in DRAFTER_NAMES:
+        return gemma4_assistant()
+    return get_model(pool.model)
+
+
+def chips_per_worker(pool: PoolConfig) -> int:
+    """Chips one replica occupies, from gpus/chips/racks_per_worker (default: one node or one rack)."""
+    system = get_system(pool.system)
+    if pool.gpus_per_worker:
+        return pool.gpus_per_worker
+    if pool.chips_per_worker:
+        return pool.chips_per_worker
+    if pool.racks_per_worker:
+        return max(1, round(pool.racks_per_worker * system.chips_per_unit))
+    return system.chips_per_unit if system.is_lpu else system.topology.chips_per_node
+
+
+def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -> StepModel:
+    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, analytic backend only)."""
+    model = pool_model(pool)
+    system = get_system(pool.system)
+    chips = chips_per_worker(pool)
+    kind = "lpx" if system.is_lpu else "gpu"
+    if pool.backend == "analytic":
+        return AnalyticStepModel(
+            model, AnalyticHardware.from_system(system), chips, weights=pool.weights, kv=pool.kv,
+            part=part, stages=pool.stages, tp=pool.tp, max_batch_size=pool.max_batch or 512,
+            kv_layout=pool.kv_layout, label=f"analytic:{model.name}@{system.name}x{chips}" + (
+                f"[{part}]" if part != "all" else ""),
+        )
+    if pool.backend != kind:
+        raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or analytic")
+    if part != "all":
+        raise UserError(
+            f"{field}.{pool.name}.backend",
+            f"the {pool.backend} backend does not time attention and FFN separately yet; use backend: analytic",
+        )
+    try:
+        from lpxsim.backends import Layout
+        from lpxsim.backends import make_step_model as project_factory
+    except ImportError as e:  # a backend still being written
+        raise UserError(f"{field}.{pool.name}.backend", f"backend {pool.backend!r} is not available ({e})") from None
+    layout = Layout(chips=chips) if kind == "lpx" else Layout(gpus=chips, tp=pool.tp or chips)
+    try:
+        return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+    except ImportError as e:
+        raise UserError(f"{field}.{pool.name}.backend", f"backend {pool.backend!r} is not available ({e})") from None

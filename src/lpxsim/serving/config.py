@@ -1,0 +1,164 @@
+"""Fleet files (pools, links, router, scheduler) as validated pydantic models.
+
+A fleet is a list of pools. Each pool is `workers` replicas of one model on one
+system, with a role: aggregated (prefill + decode), prefill / decode (PD
+disaggregation, a link between them), attention / ffn (AFD, a link between
+them), target / drafter (external-drafter speculative decoding, a link between
+them). Any pool can be any hardware. Bad files give one line naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lpxsim.errors import UserError
+
+Role = Literal["aggregated", "prefill", "decode", "attention", "ffn", "drafter", "target"]
+ENTRY_ROLES = ("aggregated", "prefill", "attention", "target")
+PAIRS = {"prefill": "decode", "attention": "ffn", "target": "drafter"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PoolConfig(_Strict):
+    """`workers` replicas of `model` on `system`; chips per replica from one of the *_per_worker keys."""
+
+    name: str
+    system: str
+    backend: Literal["gpu", "lpx", "analytic"] = "analytic"
+    model: str
+    workers: int = Field(1, ge=1)
+    gpus_per_worker: int | None = Field(None, ge=1)
+    chips_per_worker: int | None = Field(None, ge=1)
+    racks_per_worker: float | None = Field(None, gt=0)
+    tp: int | None = Field(None, ge=1)
+    stages: int | None = Field(None, ge=1)
+    weights: str = "fp8"
+    kv: str = "bf16"
+    kv_layout: Literal["separate", "k-once"] = "separate"
+    role: Role = "aggregated"
+    max_batch: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _one_size(self) -> PoolConfig:
+        given = [k for k in ("gpus_per_worker", "chips_per_worker", "racks_per_worker") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(f"give one of gpus_per_worker, chips_per_worker, racks_per_worker (got {given})")
+        return self
+
+
+class LinkConfig(_Strict):
+    """A link between two pools (NVLink, C2C or Ethernet): per-direction bandwidth and one-way latency."""
+
+    between: tuple[str, str]
+    kind: Literal["nvlink", "c2c", "ethernet", "infiniband", "pcie"] = "ethernet"
+    bandwidth_Bps: float = Field(..., gt=0)
+    latency_s: float = Field(..., ge=0)
+
+
+class RouterConfig(_Strict):
+    """Dynamo-like router: cost = overlap_weight x prefill_blocks + decode_blocks, lowest wins."""
+
+    policy: Literal["kv", "round_robin", "least_load", "random"] = "kv"
+    overlap_weight: float = Field(1.0, ge=0)
+    temperature: float = Field(0.0, ge=0)
+    classes: dict[str, list[str]] = Field(default_factory=dict)  # request class -> entry pools
+
+
+class SchedulerConfig(_Strict):
+    """Continuous batching per worker."""
+
+    token_budget: int = Field(8192, ge=1)  # tokens per step (decode tokens + prefill chunk)
+    min_chunk_tokens: int = Field(256, ge=1)  # prefill progress per step even when decode fills the budget
+    block_tokens: int = Field(16, ge=1)  # KV allocation granularity
+    max_batch: int = Field(256, ge=1)
+    max_run_steps: int = Field(1_000_000, ge=1)
+    preemption: Literal["recompute"] = "recompute"
+
+
+class SpeculationConfig(_Strict):
+    draft_tokens: int = Field(4, ge=1)
+    adaptive: bool = False
+    max_draft_tokens: int = Field(8, ge=1)
+
+
+class AfdConfig(_Strict):
+    micro_batches: Literal[1, 2] = 2
+
+
+class FleetConfig(_Strict):
+    name: str = "fleet"
+    description: str = ""
+    pools: list[PoolConfig] = Field(..., min_length=1)
+    links: list[LinkConfig] = Field(default_factory=list)
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
+    afd: AfdConfig = Field(default_factory=AfdConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FleetConfig:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        roles = {p.role for p in self.pools}
+        for a, b in PAIRS.items():
+            if (a in roles) != (b in roles):
+                raise ValueError(f"a pool with role {a!r} needs a pool with role {b!r} and vice versa")
+            if sum(p.role == b for p in self.pools) > 1:
+                raise ValueError(f"at most one pool with role {b!r}")
+        for link in self.links:
+            for end in link.between:
+                if end not in names:
+                    raise ValueError(f"link end {end!r} is not a pool ({', '.join(names)})")
+        entry = {p.name for p in self.pools if p.role in ENTRY_ROLES}
+        for klass, pools in self.router.classes.items():
+            for p in pools:
+                if p not in entry:
+                    raise ValueError(f"class {klass!r} routes to {p!r}, which is not an entry pool ({sorted(entry)})")
+        return self
+
+    def link_between(self, a: str, b: str) -> LinkConfig:
+        for link in self.links:
+            if set(link.between) == {a, b}:
+                return link
+        raise UserError("fleet.links", f"no link between pools {a!r} and {b!r}; add one with bandwidth_Bps and latency_s")
+
+
+def validation_error(prefix: str, e: ValidationError) -> UserError:
+    """First pydantic error as a one-line UserError naming the field."""
+    err = e.errors()[0]
+    loc = ".".join(str(x) for x in err["loc"] if not str(x).startswith("function-after"))
+    field = f"{prefix}.{loc}" if loc else prefix
+    return UserError(field, err["msg"].removeprefix("Value error, "))
+
+
+def read_yaml(path: str | Path, what: str) -> dict:
+    """A YAML mapping from a file, or a one-line UserError."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(what, f"no such file {str(p)!r}")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(what, f"{p.name} is not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise UserError(what, f"{p.name} must hold a mapping")
+    return raw
+
+
+def load_fleet(source: str | Path | dict) -> FleetConfig:
+    """A FleetConfig from a YAML path or a dict."""
+    raw = source if isinstance(source, dict) else read_yaml(source, "fleet")
+    try:
+        return FleetConfig.model_validate(raw)
+    except ValidationError as e:
+        raise validation_error("fleet", e) from None

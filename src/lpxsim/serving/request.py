@@ -1,0 +1,84 @@
+"""A request as the simulator tracks it: plain object with __slots__ (the hot loop touches it)."""
+
+from __future__ import annotations
+
+# Status values reported per request.
+DONE = "completed"
+REJECTED = "rejected"
+INCOMPLETE = "incomplete"
+
+
+class Request:
+    """One inference request. Times are simulated seconds; token counts are integers.
+
+    Prefix identity: `hash_ids[j]` names the KV of prompt tokens [j*U, (j+1)*U) including everything
+    before it (U = `hash_block_tokens`), as in the Mooncake traces. A request whose context is an
+    append-only session (agentic turns) sets `session_hash_base` instead, so unit j is base + j for
+    prompt and output alike and a later turn can hit the blocks this turn generated.
+    """
+
+    __slots__ = (
+        "rid", "arrival_s", "isl", "osl", "hash_ids", "hash_block_tokens", "session_hash_base",
+        "session", "turn", "klass", "accept_rate",
+        # progress
+        "pool", "worker", "prefill_left", "prefill_ctx", "cached_tokens", "generated", "ctx0",
+        "join_step", "finish_step", "kv_charge", "kv_growth", "units_ref", "preemptions",
+        "spec_rounds", "spec_accepted", "handoff_s",
+        # results
+        "first_token_s", "finish_s", "status", "reason", "decode_pool", "decode_worker",
+    )
+
+    def __init__(
+        self,
+        rid: int,
+        arrival_s: float,
+        isl: int,
+        osl: int,
+        hash_ids: tuple[int, ...] = (),
+        hash_block_tokens: int = 512,
+        session_hash_base: int = -1,
+        session: int = -1,
+        turn: int = 0,
+        klass: str = "",
+    ) -> None:
+        self.rid = rid
+        self.arrival_s = arrival_s
+        self.isl = max(1, int(isl))
+        self.osl = max(1, int(osl))
+        self.hash_ids = hash_ids
+        self.hash_block_tokens = hash_block_tokens
+        self.session_hash_base = session_hash_base
+        self.session = session
+        self.turn = turn
+        self.klass = klass
+        self.accept_rate = 0.0
+        self.pool = ""
+        self.worker = -1
+        self.prefill_left = self.isl
+        self.prefill_ctx = 0
+        self.cached_tokens = 0
+        self.generated = 0
+        self.ctx0 = 0
+        self.join_step = 0
+        self.finish_step = 0
+        self.kv_charge = 0.0
+        self.kv_growth = 0.0
+        self.units_ref: tuple[int, ...] = ()
+        self.preemptions = 0
+        self.spec_rounds = 0
+        self.spec_accepted = 0
+        self.handoff_s = float("nan")
+        self.first_token_s = float("nan")
+        self.finish_s = float("nan")
+        self.status = INCOMPLETE
+        self.reason = ""
+        self.decode_pool = ""
+        self.decode_worker = -1
+
+    def unit_ids(self, tokens: int) -> tuple[int, ...]:
+        """Prefix-unit ids covering the first `tokens` tokens (complete units only)."""
+        n = tokens // self.hash_block_tokens
+        if self.session_hash_base >= 0:
+            b = self.session_hash_base
+            return tuple(range(b, b + n))
+        return self.hash_ids[:n]

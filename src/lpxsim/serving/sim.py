@@ -1,0 +1,207 @@
+"""The simulation: builds the fleet's workers, drives arrivals through the router, collects results.
+
+Topologies follow from the pool roles (`config.py`): aggregated pools serve
+alone; prefill -> decode pools are joined by a KV transfer over their link;
+attention + ffn pools become AFD composites (`afd.py`); target + drafter pools
+become speculative workers (`spec.py`). Request classes map to entry pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from lpxsim.serving.afd import AfdStepModel
+from lpxsim.serving.backends import make_step_model, pool_model
+from lpxsim.serving.config import ENTRY_ROLES, FleetConfig, PoolConfig
+from lpxsim.serving.engine import Engine, EventKind
+from lpxsim.serving.request import DONE, REJECTED, Request
+from lpxsim.serving.router import Router
+from lpxsim.serving.spec import Link, SpecWorker
+from lpxsim.serving.worker import SharedResource, Worker
+from lpxsim.serving.workload import Workload, WorkloadConfig, make_workload
+
+
+class PoolRuntime:
+    """A pool's workers plus what the metrics need to know about it."""
+
+    def __init__(self, cfg: PoolConfig, workers: list[Worker], power_w: float, chips: int, step_name: str,
+                 extra_power_w: float = 0.0) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.role = cfg.role
+        self.workers = workers
+        self.power_w = power_w  # all replicas of this pool
+        self.chips = chips
+        self.step_name = step_name
+        self.extra_power_w = extra_power_w
+
+
+class Simulation:
+    """One run: a fleet, a workload, a seed."""
+
+    def __init__(self, fleet: FleetConfig, workload: WorkloadConfig, seed: int = 0,
+                 duration_s: float | None = None, horizon_s: float | None = None) -> None:
+        self.fleet = fleet
+        self.wcfg = workload
+        self.engine = Engine(seed)
+        self.rng = self.engine.rng
+        r = fleet.router
+        self.router = Router(r.policy, r.overlap_weight, r.temperature, fleet.scheduler.block_tokens, self.rng)
+        self.pools: dict[str, PoolRuntime] = {}
+        self.links: dict[str, Link] = {}
+        self.requests: list[Request] = []
+        self.in_system = 0
+        self.n_integral = 0.0
+        self.n_last_t = 0.0
+        self.completed = 0
+        self.workload: Workload = make_workload(workload, self.rng, duration_s)
+        self.horizon_s = horizon_s
+        self._build()
+        self._entry = [p for p in self.pools.values() if p.role in ENTRY_ROLES]
+        self._class_workers: dict[str, list[Worker]] = {}
+        self._all_entry_workers = [w for p in self._entry for w in p.workers]
+        self._decode_pool = next((p for p in self.pools.values() if p.role == "decode"), None)
+        self._prefill_link: Link | None = None
+        if self._decode_pool is not None:
+            pre = next(p for p in self.pools.values() if p.role == "prefill")
+            self._prefill_link = self._link(pre.name, self._decode_pool.name)
+        self._arrivals: Iterator[Request] | None = None
+
+    # --- fleet construction ------------------------------------------------------------------
+    def _link(self, a: str, b: str) -> Link:
+        cfg = self.fleet.link_between(a, b)
+        key = "|".join(sorted((a, b)))
+        if key not in self.links:
+            self.links[key] = Link(f"{a}<->{b} ({cfg.kind})", cfg.bandwidth_Bps, cfg.latency_s)
+        return self.links[key]
+
+    def _build(self) -> None:
+        fleet = self.fleet
+        by_role = {p.role: p for p in fleet.pools}
+        sched = fleet.scheduler
+        for i, p in enumerate(fleet.pools):
+            field = f"fleet.pools.{i}"
+            if p.role in ("ffn", "drafter"):
+                continue  # built with their partner
+            if p.role == "attention":
+                self._build_afd(p, by_role["ffn"], field)
+                continue
+            if p.role == "target":
+                self._build_spec(p, by_role["drafter"], field)
+                continue
+            step = make_step_model(p, field=field)
+            # one StepModel per pool: a cost function, shared by the pool's replicas
+            workers = [Worker(self, p.name, j, step, sched, p.role) for j in range(p.workers)]
+            self.pools[p.name] = PoolRuntime(p, workers, step.power_w * p.workers, step.chips * p.workers, step.name)
+
+    def _build_afd(self, att: PoolConfig, ffn: PoolConfig, field: str) -> None:
+        link_cfg = self.fleet.link_between(att.name, ffn.name)
+        per = -(-att.workers // ffn.workers)
+        shares = [SharedResource(f"{ffn.name}[{j}]") for j in range(ffn.workers)]
+        workers = []
+        a = make_step_model(att, part="attention", field=field)
+        f = make_step_model(ffn, part="ffn", field=field)
+        for j in range(att.workers):
+            # one link per attention replica to its FFN replica; the FFN side's share models contention
+            link = Link(f"{att.name}[{j}]<->{ffn.name} ({link_cfg.kind})", link_cfg.bandwidth_Bps, link_cfg.latency_s)
+            self.links[link.name] = link
+            step = AfdStepModel(a, f, link, shares[j % ffn.workers], per, self.fleet.afd.micro_batches)
+            workers.append(Worker(self, att.name, j, step, self.fleet.scheduler, "aggregated"))
+        a0 = workers[0].model.attention
+        f0 = workers[0].model.ffn
+        self.pools[att.name] = PoolRuntime(att, workers, a0.power_w * att.workers, a0.chips * att.workers, a0.name)
+        self.pools[ffn.name] = PoolRuntime(ffn, [], f0.power_w * ffn.workers, f0.chips * ffn.workers, f0.name)
+
+    def _build_spec(self, tgt: PoolConfig, dr: PoolConfig, field: str) -> None:
+        link_cfg = self.fleet.link_between(tgt.name, dr.name)
+        shares = [SharedResource(f"{dr.name}[{j}]") for j in range(dr.workers)]
+        hidden = 2.0 * pool_model(tgt).hidden_size
+        workers = []
+        t = make_step_model(tgt, field=field)
+        d = make_step_model(dr, field=field)
+        for j in range(tgt.workers):
+            link = Link(f"{tgt.name}[{j}]<->{dr.name} ({link_cfg.kind})", link_cfg.bandwidth_Bps, link_cfg.latency_s)
+            self.links[link.name] = link
+            workers.append(SpecWorker(self, tgt.name, j, t, self.fleet.scheduler, d, shares[j % dr.workers], link,
+                                      self.fleet.speculation, hidden))
+        t0, d0 = workers[0].model, workers[0].drafter
+        self.pools[tgt.name] = PoolRuntime(tgt, workers, t0.power_w * tgt.workers, t0.chips * tgt.workers, t0.name)
+        self.pools[dr.name] = PoolRuntime(dr, [], d0.power_w * dr.workers, d0.chips * dr.workers, d0.name)
+
+    # --- request flow ------------------------------------------------------------------------
+    def _count(self, delta: int, now: float) -> None:
+        self.n_integral += self.in_system * (now - self.n_last_t)
+        self.n_last_t = now
+        self.in_system += delta
+
+    def _candidates(self, req: Request) -> list[Worker]:
+        classes = self.fleet.router.classes
+        if not classes:
+            return self._all_entry_workers
+        ws = self._class_workers.get(req.klass)
+        if ws is None:
+            names = classes.get(req.klass)
+            ws = [w for n in names for w in self.pools[n].workers] if names else []
+            self._class_workers[req.klass] = ws
+        return ws
+
+    def _on_arrival(self, req: Request) -> None:
+        now = self.engine.now
+        self.requests.append(req)
+        self._count(+1, now)
+        self._schedule_next_arrival()
+        ws = self._candidates(req)
+        if not ws:
+            self.reject(req, f"no pool serves request class {req.klass!r}")
+            return
+        self.router.pick(req, ws).submit(req)
+
+    def _schedule_next_arrival(self) -> None:
+        if self._arrivals is None:
+            return
+        nxt = next(self._arrivals, None)
+        if nxt is not None:
+            self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
+
+    def reject(self, req: Request, reason: str) -> None:
+        """Report a request that cannot be served, with the reason."""
+        req.status = REJECTED
+        req.reason = reason
+        self._count(-1, self.engine.now)
+
+    def complete(self, req: Request, t: float) -> None:
+        """A request produced its last token at `t`."""
+        req.status = DONE
+        self.completed += 1
+        self._count(-1, self.engine.now)
+        for nxt in self.workload.on_complete(req, t):
+            self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
+
+    def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
+        """PD: the prefill worker's KV for `req` crosses to a decode worker."""
+        pool = self._decode_pool
+        dst = self.router.pick(req, pool.workers, use_prefix=False)
+        req.decode_pool, req.decode_worker = pool.name, dst.index
+        nbytes = src.model.kv_bytes(req.isl + req.generated)
+        done = self._prefill_link.transfer(t_ready, nbytes)
+        req.handoff_s = done - t_ready
+        self.engine.schedule(done, EventKind.TRANSFER_DONE, self._on_transfer, (req, src, dst))
+
+    def _on_transfer(self, arg: tuple[Request, Worker, Worker]) -> None:
+        req, src, dst = arg
+        src.release_handoff(req)
+        dst.submit(req)
+
+    # --- run ---------------------------------------------------------------------------------
+    def run(self, on_progress: Callable[[float], None] | None = None) -> Simulation:
+        self._arrivals = self.workload.arrivals()
+        self._schedule_next_arrival()
+        self.engine.on_progress = on_progress
+        self.engine.run(self.horizon_s if self.horizon_s is not None else float("inf"))
+        self._count(0, self.engine.now)
+        for w in self.workers():
+            w._kv_account(self.engine.now)
+        return self
+
+    def workers(self) -> list[Worker]:
+        return [w for p in self.pools.values() for w in p.workers]

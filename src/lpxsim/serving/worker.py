@@ -1,0 +1,423 @@
+"""A worker: one model replica doing continuous batching with chunked prefill over a StepModel.
+
+Scheduling (vLLM v1 / Sarathi style): every step runs one decode token for
+every running sequence; if prompts are waiting, the step also carries prefill
+chunks from the token budget left over (at least `min_chunk` tokens, so prefill
+never starves). Steps without prefill are fast-forwarded: the worker computes
+how many decode steps run before the next completion or the KV limit, and
+schedules one event for the whole run; an arrival cuts the run at the next
+step boundary. Costs come only from the StepModel:
+
+* decode: the running set of n sequences is cut into m micro-batches (the best
+  m of 1, 2, 4, ..., n). Each sequence then produces one token every
+  max(latency(b), m * interval(b)) seconds, b = ceil(n / m); on a GPU m = 1.
+* mixed step: that decode period plus the prefill chunk's interval; the
+  chunk's first token appears after its latency.
+
+Contexts are given to the StepModel as a uniform batch at the mean context,
+rounded to a bucket of max(256 tokens, ~1.6 %) so costs can be cached.
+Preemption is by recompute (the newest sequence gives back its KV and
+re-prefills prompt + generated tokens later).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+from lpxsim.serving.engine import EventKind
+from lpxsim.serving.kvcache import KvStore
+from lpxsim.serving.request import Request
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+
+if TYPE_CHECKING:
+    from lpxsim.serving.sim import Simulation
+
+
+def ctx_bucket(ctx: float) -> int:
+    """Round a context to max(256 tokens, 1/64 of its magnitude) so step costs can be cached."""
+    c = int(ctx)
+    q = max(256, 1 << max(0, c.bit_length() - 7))
+    return max(1, ((c + q // 2) // q) * q)
+
+
+class SharedResource:
+    """A resource several workers time-share (an FFN rack behind attention GPUs, a drafter rack)."""
+
+    __slots__ = ("name", "active")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.active = 0
+
+
+class Worker:
+    """One replica. `role`: aggregated | prefill (hands KV off after the first token) | decode."""
+
+    def __init__(self, sim: Simulation, pool: str, index: int, model: StepModel, sched, role: str,
+                 share: SharedResource | None = None) -> None:
+        self.sim = sim
+        self.engine = sim.engine
+        self.pool = pool
+        self.index = index
+        self.model = model
+        self.role = role
+        self.share = share
+        self.kv = KvStore(model.kv_capacity_bytes())
+        self.block = int(sched.block_tokens)
+        self.budget = int(sched.token_budget)
+        self.min_chunk = int(sched.min_chunk_tokens)
+        self.max_run = int(sched.max_run_steps)
+        self.max_batch = max(1, min(int(sched.max_batch), int(model.max_batch())))
+        self.waiting: deque[Request] = deque()
+        self.prefilling: deque[Request] = deque()
+        self.finish_heap: list[tuple[int, int, Request]] = []
+        self.queued_tokens = 0
+        self.n_dec = 0
+        self.ctx_sum = 0
+        self.g_sum = 0.0
+        self.steps = 0
+        self.busy = False
+        self.version = 0
+        self.run_start = 0.0
+        self.run_dt = 0.0
+        self.run_k = 0
+        self.run_chunks: list[tuple[Request, int]] | None = None
+        self.run_first_tok = 0.0
+        self._period: dict = {}
+        self._kvb: dict[int, float] = {}
+        # statistics
+        self.busy_s = 0.0
+        self.tokens_out = 0
+        self.kv_integral = 0.0
+        self.kv_last_t = 0.0
+        self.itl: list[tuple[float, int]] = []
+        self.preemptions = 0
+        self.rejected = 0
+        self._init_kv_growth()
+
+    # --- cost helpers ---------------------------------------------------------------
+    def _init_kv_growth(self) -> None:
+        m = self.model
+        self.g_all = m.kv_bytes(2) - m.kv_bytes(1)  # every layer grows (below the sliding windows)
+        far = 1 << 22
+        self.g_full = m.kv_bytes(far + 1) - m.kv_bytes(far)  # only full-attention layers grow
+        w = 1
+        while w < far and m.kv_bytes(w + 1) - m.kv_bytes(w) > self.g_full + 1e-9:
+            w *= 2
+        self.window_ctx = w  # beyond this context only full-attention layers grow
+
+    def kvb(self, tokens: int) -> float:
+        """KV bytes of one sequence of `tokens` tokens, rounded up to whole blocks (cached)."""
+        t = -(-tokens // self.block) * self.block
+        b = self._kvb.get(t)
+        if b is None:
+            b = self._kvb[t] = float(self.model.kv_bytes(t))
+        return b
+
+    def period(self, n: int, ctx: float) -> float:
+        """Seconds between successive tokens of each of `n` running sequences at mean context `ctx`.
+
+        The running set is cut into m micro-batches (m in 1, 2, 4, ..., n; the best is taken, as
+        `lpxsim.plan.estimate` does): the period is max(latency(b), m x interval(b)), b = ceil(n/m).
+        On a GPU (latency == interval) m = 1 wins; on a pipelined LPX several are in flight.
+        """
+        c = ctx_bucket(ctx)
+        key = (n, c, self.share.active if self.share is not None else 0)
+        p = self._period.get(key)
+        if p is None:
+            p = math.inf
+            m = 1
+            while True:
+                b = -(-n // m)
+                cost = self.model.decode_step(DecodeBatch.uniform(b, c))
+                p = min(p, max(cost.latency_s, m * cost.interval_s))
+                if m >= n:
+                    break
+                m = min(n, m * 2)
+            self._period[key] = p
+        return p
+
+    # --- load as the router sees it ---------------------------------------------------
+    def active_tokens(self) -> int:
+        """Tokens of KV this worker holds or has queued (Dynamo's decode_blocks x block size)."""
+        return self.ctx_sum + self.queued_tokens
+
+    def load(self) -> int:
+        return self.n_dec + len(self.prefilling) + len(self.waiting)
+
+    def prefix_units(self, req: Request) -> int:
+        ids = req.unit_ids(req.isl)
+        return self.kv.match(ids) if ids else 0
+
+    # --- entry points -----------------------------------------------------------------
+    def submit(self, req: Request) -> None:
+        """A request arrives (new, re-queued, or prefilled elsewhere with its KV)."""
+        req.pool, req.worker = self.pool, self.index
+        self.waiting.append(req)
+        self.queued_tokens += req.isl + req.generated
+        if not self.busy:
+            self.plan()
+        elif self.run_chunks is None and self.run_k > 1:
+            self._cut_run()
+
+    def _cut_run(self) -> None:
+        """End the current fast-forwarded decode run at the next step boundary."""
+        now = self.engine.now
+        done = int((now - self.run_start) / self.run_dt) + 1
+        if done < self.run_k:
+            self.version += 1
+            self.run_k = done
+            self.engine.schedule(self.run_start + done * self.run_dt, EventKind.STEP_END, self._on_step_end,
+                                 self.version)
+
+    # --- admission ----------------------------------------------------------------------
+    def _admit(self) -> None:
+        kv = self.kv
+        while self.waiting and self.n_dec + len(self.prefilling) < self.max_batch:
+            req = self.waiting[0]
+            ctx = req.isl + req.generated
+            prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
+            m, ids = 0, ()
+            if not prefilled:
+                ids = req.unit_ids(ctx)
+                m = kv.match(ids) if ids else 0
+                if m * req.hash_block_tokens >= ctx:
+                    m = (ctx - 1) // req.hash_block_tokens
+            shared_tok = m * req.hash_block_tokens
+            shared = self.kvb(shared_tok) if m else 0.0
+            need = self.kvb(ctx + 1) - shared
+            if self.kvb(req.isl + req.osl) > kv.capacity:
+                self.waiting.popleft()
+                self.queued_tokens -= ctx
+                self.rejected += 1
+                self.sim.reject(req, "kv_capacity: one sequence needs more KV than the worker holds")
+                continue
+            if m:
+                kv.acquire(ids[:m])
+            if not kv.make_room(need):
+                if m:
+                    kv.release(ids[:m])
+                break
+            self.waiting.popleft()
+            self.queued_tokens -= ctx
+            kv.charge(need)
+            req.kv_charge = need
+            req.units_ref = ids[:m]
+            if prefilled:
+                self._join(req)
+                continue
+            if req.preemptions == 0 and req.generated == 0:
+                req.cached_tokens = shared_tok
+                kv.hits_tokens += shared_tok
+            req.prefill_ctx = shared_tok
+            req.prefill_left = ctx - shared_tok
+            self.prefilling.append(req)
+            self.queued_tokens += req.prefill_left
+
+    # --- planning ---------------------------------------------------------------------
+    def plan(self) -> None:
+        """Choose the next step (mixed prefill+decode, or a fast-forwarded decode run) or go idle."""
+        self._admit()
+        if self.prefilling:
+            self._plan_mixed()
+        elif self.n_dec:
+            self._plan_decode()
+        else:
+            self._set_busy(False)
+
+    def _set_busy(self, busy: bool) -> None:
+        if busy != self.busy:
+            self.busy = busy
+            if self.share is not None:
+                self.share.active += 1 if busy else -1
+
+    def _plan_mixed(self) -> None:
+        left = max(self.budget - self.n_dec, self.min_chunk)
+        chunks: list[tuple[Request, int]] = []
+        tok = ctx = 0
+        for req in self.prefilling:
+            if left <= 0:
+                break
+            t = min(req.prefill_left, left)
+            chunks.append((req, t))
+            left -= t
+            tok += t
+            ctx += req.prefill_ctx
+        if self.n_dec and not self._room_for(1):
+            self._preempt()
+            return self.plan()
+        dec = self.period(self.n_dec, self.ctx_sum / self.n_dec) if self.n_dec else 0.0
+        n = len(chunks)
+        cost = self.model.prefill(PrefillChunk(tokens=max(1, round(tok / n)), context=ctx // n, sequences=n))
+        now = self.engine.now
+        self.run_chunks = chunks
+        self.run_start, self.run_k = now, 1
+        self.run_dt = dec + cost.interval_s
+        self.run_first_tok = now + dec + cost.latency_s
+        self._start(now + self.run_dt)
+
+    def _room_for(self, steps: int) -> bool:
+        return self.kv.make_room(self.g_sum * steps)
+
+    def _plan_decode(self) -> None:
+        k = self.finish_heap[0][0] - self.steps
+        if self.g_sum > 0:
+            k = min(k, int(self.kv.free_total() // self.g_sum))
+        k = min(k, self.max_run)
+        if k < 1:
+            self._preempt()
+            return self.plan()
+        self._room_for(k)
+        dt = self.period(self.n_dec, self.ctx_sum / self.n_dec + k / 2)
+        now = self.engine.now
+        self.run_chunks = None
+        self.run_start, self.run_k, self.run_dt = now, k, dt
+        self._start(now + k * dt)
+
+    def _start(self, end: float) -> None:
+        self._set_busy(True)
+        self.version += 1
+        self.engine.schedule(end, EventKind.STEP_END, self._on_step_end, self.version)
+
+    # --- step completion ----------------------------------------------------------------
+    def _on_step_end(self, version: int) -> None:
+        if version != self.version:
+            return
+        now = self.engine.now
+        self._kv_account(now)
+        k = self.run_k
+        self.busy_s += now - self.run_start
+        if self.n_dec:
+            self._advance(k, (now - self.run_start) / k)
+        chunks = self.run_chunks
+        if chunks is not None:
+            self.run_chunks = None
+            for req, t in chunks:
+                req.prefill_left -= t
+                req.prefill_ctx += t
+                self.queued_tokens -= t
+                if req.prefill_left == 0:
+                    self.prefilling.remove(req)
+                    self._prefill_done(req, max(now, self.run_first_tok))
+        self._set_busy(False)
+        self.plan()
+
+    def _kv_account(self, now: float) -> None:
+        self.kv_integral += self.kv.used * (now - self.kv_last_t)
+        self.kv_last_t = now
+        if self.kv.used > self.kv.peak:
+            self.kv.peak = self.kv.used
+
+    def _advance(self, k: int, dt: float) -> None:
+        n = self.n_dec
+        self.steps += k
+        self.ctx_sum += n * k
+        self.kv.charge(self.g_sum * k)
+        self.tokens_out += n * k
+        self.itl.append((dt, n * k))
+        heap = self.finish_heap
+        while heap and heap[0][0] <= self.steps:
+            self._finish(heapq.heappop(heap)[2])
+
+    def _prefill_done(self, req: Request, t_tok: float) -> None:
+        """The prompt (and any recomputed tokens) are in KV; the prefill produced one token."""
+        self._cache_units(req, req.isl + req.generated, referenced=True)
+        req.generated += 1
+        self.tokens_out += 1
+        if req.first_token_s != req.first_token_s:
+            req.first_token_s = t_tok
+        if req.generated >= req.osl:
+            req.finish_s = t_tok
+            self._release(req, req.isl + req.generated)
+            self.sim.complete(req, t_tok)
+        elif self.role == "prefill":
+            self.sim.handoff(req, self, t_tok)
+        elif t_tok <= self.engine.now:
+            self._join(req)
+        else:
+            self.engine.schedule(t_tok, EventKind.JOIN, self._on_join, req)
+
+    def _on_join(self, req: Request) -> None:
+        self._join(req)
+        if not self.busy:
+            self.plan()
+        elif self.run_chunks is None and self.run_k > 1:
+            self._cut_run()
+
+    def _cache_units(self, req: Request, tokens: int, referenced: bool) -> None:
+        ids = req.unit_ids(tokens)
+        have = len(req.units_ref)
+        if len(ids) <= have:
+            return
+        u = req.hash_block_tokens
+        sizes = [self.kvb((j + 1) * u) - self.kvb(j * u) for j in range(have, len(ids))]
+        new = ids[have:]
+        req.kv_charge -= self.kv.insert(new, sizes, referenced)
+        if referenced:
+            req.units_ref = ids
+
+    # --- decode set -------------------------------------------------------------------
+    def _join(self, req: Request) -> None:
+        ctx = req.isl + req.generated
+        req.ctx0 = ctx
+        req.join_step = self.steps
+        req.finish_step = self.steps + (req.osl - req.generated)
+        g = self.g_all if ctx < self.window_ctx else self.g_full
+        req.kv_growth = g
+        self.g_sum += g
+        self.n_dec += 1
+        self.ctx_sum += ctx
+        heapq.heappush(self.finish_heap, (req.finish_step, req.rid, req))
+
+    def _leave(self, req: Request) -> int:
+        """Remove from the decode set; returns its context now."""
+        done = self.steps - req.join_step
+        ctx = req.ctx0 + done
+        self.n_dec -= 1
+        self.ctx_sum -= ctx
+        self.g_sum -= req.kv_growth
+        req.kv_charge += req.kv_growth * done
+        req.generated += done
+        if self.n_dec == 0:  # clear float drift
+            self.g_sum = 0.0
+        return ctx
+
+    def _finish(self, req: Request) -> None:
+        ctx = self._leave(req)
+        now = self.engine.now
+        req.finish_s = now
+        self._release(req, ctx)
+        self.sim.complete(req, now)
+
+    def _release(self, req: Request, ctx: int) -> None:
+        """Give back a sequence's KV; its complete units stay cached (evictable)."""
+        if req.session_hash_base >= 0:
+            self._cache_units(req, ctx, referenced=True)
+        self.kv.release(req.units_ref)
+        self.kv.free(req.kv_charge)
+        req.kv_charge = 0.0
+        req.units_ref = ()
+
+    def release_handoff(self, req: Request) -> None:
+        """The KV of a prefilled request has reached the decode worker: free it here."""
+        self._kv_account(self.engine.now)
+        self._release(req, req.isl + req.generated)
+        if not self.busy:
+            self.plan()
+
+    def _preempt(self) -> None:
+        """Recompute preemption: the most recently joined sequence gives back its KV and re-queues."""
+        heap = self.finish_heap
+        victim = max(heap, key=lambda e: (e[2].join_step, e[2].rid))[2]
+        heap.remove(next(e for e in heap if e[2] is victim))
+        heapq.heapify(heap)
+        ctx = self._leave(victim)
+        self._release(victim, ctx)
+        victim.preemptions += 1
+        self.preemptions += 1
+        victim.handoff_s = float("nan")
+        self.waiting.appendleft(victim)
+        self.queued_tokens += victim.isl + victim.generated

@@ -1,0 +1,337 @@
+"""Workloads: synthetic (Poisson, gamma or closed-loop arrivals), agentic sessions, and trace replay.
+
+A workload yields requests in arrival order (`arrivals`) and may create
+follow-up requests when one completes (`on_complete`): the next request of a
+closed-loop user, or the next turn of an agentic session. All randomness comes
+from the run's one generator, drawn in a fixed order, so a seed fixes the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lpxsim.errors import UserError
+from lpxsim.serving.config import read_yaml, validation_error
+from lpxsim.serving.request import Request
+
+
+class Dist(BaseModel):
+    """A distribution of a positive quantity: fixed, uniform, lognormal, normal, exponential, beta."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["fixed", "uniform", "lognormal", "normal", "exponential", "beta"] = "fixed"
+    value: float | None = None  # fixed
+    low: float | None = None  # uniform
+    high: float | None = None
+    median: float | None = None  # lognormal
+    sigma: float | None = None  # lognormal (of log), normal (sd)
+    mean: float | None = None  # normal, exponential
+    a: float | None = None  # beta
+    b: float | None = None
+    min: float | None = None  # clip
+    max: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return {"kind": "fixed", "value": v}
+        return v
+
+    @model_validator(mode="after")
+    def _params(self) -> Dist:
+        need = {"fixed": ("value",), "uniform": ("low", "high"), "lognormal": ("median", "sigma"),
+                "normal": ("mean", "sigma"), "exponential": ("mean",), "beta": ("a", "b")}[self.kind]
+        missing = [k for k in need if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"{self.kind} distribution needs {', '.join(missing)}")
+        if self.kind == "uniform" and self.high < self.low:
+            raise ValueError("uniform needs low <= high")
+        return self
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        k = self.kind
+        if k == "fixed":
+            x = np.full(n, float(self.value))
+        elif k == "uniform":
+            x = rng.uniform(self.low, self.high, n)
+        elif k == "lognormal":
+            x = self.median * np.exp(self.sigma * rng.standard_normal(n))
+        elif k == "normal":
+            x = rng.normal(self.mean, self.sigma, n)
+        elif k == "exponential":
+            x = rng.exponential(self.mean, n)
+        else:
+            x = rng.beta(self.a, self.b, n)
+        if self.min is not None or self.max is not None:
+            x = np.clip(x, self.min, self.max)
+        return x
+
+
+class Arrival(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    process: Literal["poisson", "gamma", "closed"] = "poisson"
+    rate: float | None = Field(None, gt=0)  # requests (or sessions) per second
+    cv: float = Field(1.0, gt=0)  # gamma: coefficient of variation of inter-arrival times
+    concurrency: int | None = Field(None, ge=1)  # closed loop: users always in flight
+
+    @model_validator(mode="after")
+    def _need(self) -> Arrival:
+        if self.process == "closed" and self.concurrency is None:
+            raise ValueError("closed-loop arrivals need concurrency")
+        if self.process != "closed" and self.rate is None:
+            raise ValueError(f"{self.process} arrivals need rate")
+        return self
+
+
+class RequestClass(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    weight: float = Field(1.0, gt=0)
+
+
+class SharedPrefix(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tokens: int = Field(..., ge=1)  # leading tokens shared inside a group (system prompt)
+    groups: int = Field(1, ge=1)
+
+
+class Session(BaseModel):
+    """Agentic session: each turn's prompt = previous context + tool output; think/tool time between."""
+
+    model_config = ConfigDict(extra="forbid")
+    turns: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=20))
+    first_isl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=8000))
+    tool_tokens: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=4000))
+    think_s: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=2.0))
+
+
+class Slo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ttft_s: float = Field(2.0, gt=0)
+    tpot_s: float = Field(0.05, gt=0)
+
+
+class WorkloadConfig(BaseModel):
+    """A workload file."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = "workload"
+    kind: Literal["synthetic", "agentic", "trace"] = "synthetic"
+    num_requests: int | None = Field(None, ge=1)  # synthetic: requests; agentic: sessions
+    duration_s: float | None = Field(None, gt=0)
+    arrival: Arrival = Field(default_factory=lambda: Arrival(process="poisson", rate=1.0))
+    isl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=1024))
+    osl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=256))
+    classes: list[RequestClass] = Field(default_factory=list)
+    shared_prefix: SharedPrefix | None = None
+    session: Session = Field(default_factory=Session)
+    acceptance: Dist = Field(default_factory=lambda: Dist(kind="beta", a=7.0, b=3.0))
+    slo: Slo = Field(default_factory=Slo)
+    trace: str | None = None
+    rate_scale: float = Field(1.0, gt=0)
+    hash_block_tokens: int = Field(512, ge=1)
+
+    @model_validator(mode="after")
+    def _complete(self) -> WorkloadConfig:
+        if self.kind == "trace" and not self.trace:
+            raise ValueError("a trace workload needs trace: NAME or PATH")
+        if self.kind != "trace" and self.num_requests is None and self.duration_s is None:
+            raise ValueError("give num_requests or duration_s")
+        return self
+
+
+def load_workload(source) -> WorkloadConfig:
+    raw = source if isinstance(source, dict) else read_yaml(source, "workload")
+    try:
+        return WorkloadConfig.model_validate(raw)
+    except ValidationError as e:
+        raise validation_error("workload", e) from None
+
+
+# --- runtime workloads ----------------------------------------------------------------------
+
+
+class Workload:
+    """Base: arrival iterator + completion hook. Subclasses fill `arrivals`."""
+
+    def __init__(self, cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None) -> None:
+        self.cfg = cfg
+        self.rng = rng
+        self.duration_s = duration_s if duration_s is not None else cfg.duration_s
+        self.next_id = 0
+        self._class_names = [c.name for c in cfg.classes]
+        w = np.array([c.weight for c in cfg.classes], dtype=float)
+        self._class_p = w / w.sum() if len(w) else w
+
+    def _rid(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def _classes(self, n: int) -> list[str]:
+        if not self._class_names:
+            return [""] * n
+        idx = self.rng.choice(len(self._class_names), size=n, p=self._class_p)
+        return [self._class_names[i] for i in idx]
+
+    def _accept(self, n: int) -> np.ndarray:
+        return self.cfg.acceptance.sample(self.rng, n)
+
+    def _in_window(self, t: float) -> bool:
+        return self.duration_s is None or t <= self.duration_s
+
+    def arrivals(self) -> Iterator[Request]:
+        raise NotImplementedError
+
+    def on_complete(self, req: Request, now: float) -> list[Request]:
+        return []
+
+
+def _interarrivals(arr: Arrival, rng: np.random.Generator, n: int) -> np.ndarray:
+    mean = 1.0 / arr.rate
+    if arr.process == "poisson":
+        return rng.exponential(mean, n)
+    shape = 1.0 / (arr.cv * arr.cv)
+    return rng.gamma(shape, mean / shape, n)
+
+
+class SyntheticWorkload(Workload):
+    """Independent requests with ISL/OSL distributions; open loop (Poisson/gamma) or closed loop."""
+
+    CHUNK = 4096
+
+    def _batch(self, n: int, times: np.ndarray) -> list[Request]:
+        cfg = self.cfg
+        isl = np.maximum(1, np.rint(cfg.isl.sample(self.rng, n))).astype(int)
+        osl = np.maximum(1, np.rint(cfg.osl.sample(self.rng, n))).astype(int)
+        klass = self._classes(n)
+        acc = self._accept(n)
+        sp = cfg.shared_prefix
+        groups = self.rng.integers(sp.groups, size=n) if sp else None
+        out = []
+        u = cfg.hash_block_tokens
+        for i in range(n):
+            ids: tuple[int, ...] = ()
+            if sp:
+                g = int(groups[i])
+                shared_units = min(sp.tokens, int(isl[i])) // u
+                rid_base = -(self.next_id + 1) * 1_000_003  # private (never shared) units after the prefix
+                ids = tuple(10_000_000 + g * 100_000 + j for j in range(shared_units)) + tuple(
+                    rid_base - j for j in range(int(isl[i]) // u - shared_units))
+            r = Request(self._rid(), float(times[i]), int(isl[i]), int(osl[i]), hash_ids=ids,
+                        hash_block_tokens=u, klass=klass[i])
+            r.accept_rate = float(acc[i])
+            out.append(r)
+        return out
+
+    def arrivals(self) -> Iterator[Request]:
+        cfg = self.cfg
+        if cfg.arrival.process == "closed":
+            c = cfg.arrival.concurrency
+            self._left = (cfg.num_requests or 1 << 62) - c
+            yield from self._batch(c, np.zeros(c))
+            return
+        remaining = cfg.num_requests if cfg.num_requests is not None else 1 << 62
+        t = 0.0
+        while remaining > 0:
+            n = min(self.CHUNK, remaining)
+            times = t + np.cumsum(_interarrivals(cfg.arrival, self.rng, n))
+            t = float(times[-1])
+            for r in self._batch(n, times):
+                if not self._in_window(r.arrival_s):
+                    return
+                yield r
+            remaining -= n
+
+    def on_complete(self, req: Request, now: float) -> list[Request]:
+        if self.cfg.arrival.process != "closed" or self._left <= 0 or not self._in_window(now):
+            return []
+        self._left -= 1
+        return self._batch(1, np.array([now]))
+
+
+class AgenticWorkload(Workload):
+    """Multi-turn agent sessions over a growing context (prefix-cached turn to turn)."""
+
+    SESSION_STRIDE = 1 << 24  # prefix-unit id space per session
+
+    def __init__(self, cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None) -> None:
+        super().__init__(cfg, rng, duration_s)
+        self.sessions: dict[int, dict] = {}
+        self.n_sessions = 0
+
+    def _new_session(self, t: float) -> Request:
+        s = self.cfg.session
+        sid = self.n_sessions
+        self.n_sessions += 1
+        turns = max(1, int(round(s.turns.sample(self.rng, 1)[0])))
+        state = {
+            "turns": turns,
+            "turn": 0,
+            "ctx": max(1, int(round(s.first_isl.sample(self.rng, 1)[0]))),
+            "klass": self._classes(1)[0],
+            "accept": float(self._accept(1)[0]),
+        }
+        self.sessions[sid] = state
+        return self._turn(sid, t)
+
+    def _turn(self, sid: int, t: float) -> Request:
+        st = self.sessions[sid]
+        osl = max(1, int(round(self.cfg.osl.sample(self.rng, 1)[0])))
+        r = Request(self._rid(), t, st["ctx"], osl, hash_block_tokens=self.cfg.hash_block_tokens,
+                    session_hash_base=sid * self.SESSION_STRIDE, session=sid, turn=st["turn"], klass=st["klass"])
+        r.accept_rate = st["accept"]
+        return r
+
+    def arrivals(self) -> Iterator[Request]:
+        cfg = self.cfg
+        limit = cfg.num_requests if cfg.num_requests is not None else 1 << 62
+        if cfg.arrival.process == "closed":
+            self._left = limit - cfg.arrival.concurrency
+            for _ in range(min(limit, cfg.arrival.concurrency)):
+                yield self._new_session(0.0)
+            return
+        self._left = 0
+        t = 0.0
+        for _ in range(limit):
+            t += float(_interarrivals(cfg.arrival, self.rng, 1)[0])
+            if not self._in_window(t):
+                return
+            yield self._new_session(t)
+
+    def on_complete(self, req: Request, now: float) -> list[Request]:
+        st = self.sessions.get(req.session)
+        if st is None:
+            return []
+        s = self.cfg.session
+        st["turn"] += 1
+        if st["turn"] >= st["turns"]:
+            del self.sessions[req.session]
+            if self.cfg.arrival.process == "closed" and self._left > 0 and self._in_window(now):
+                self._left -= 1
+                return [self._new_session(now)]
+            return []
+        tool = max(0, int(round(s.tool_tokens.sample(self.rng, 1)[0])))
+        think = max(0.0, float(s.think_s.sample(self.rng, 1)[0]))
+        st["ctx"] = req.isl + req.osl + tool
+        return [self._turn(req.session, now + think)]
+
+
+def make_workload(cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None = None) -> Workload:
+    if cfg.kind == "synthetic":
+        return SyntheticWorkload(cfg, rng, duration_s)
+    if cfg.kind == "agentic":
+        return AgenticWorkload(cfg, rng, duration_s)
+    from lpxsim.serving.traces import TraceWorkload
+
+    return TraceWorkload(cfg, rng, duration_s)
+
+
+def check_positive(name: str, v: float) -> None:
+    if not v > 0:
+        raise UserError(name, f"expected a positive number, got {v}")
