@@ -1,0 +1,17 @@
+"""GPU backend: op-level roofline with fitted efficiencies, kernel overheads and alpha-beta collectives."""
+
+from lpxsim.gpu.collectives import Fabric, fabric_for, scale_out_fabric, scale_up_fabric
+from lpxsim.gpu.layout import Layout
+from lpxsim.gpu.params import GpuParams, fitted_params
+from lpxsim.gpu.step import GpuStepModel
+
+__all__ = [
+    "Fabric",
+    "GpuParams",
+    "GpuStepModel",
+    "Layout",
+    "fabric_for",
+    "fitted_params",
+    "scale_out_fabric",
+    "scale_up_fabric",
+]

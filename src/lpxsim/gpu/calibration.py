@@ -1,0 +1,152 @@
+"""Calibration of the GPU cost model on measured serving points (InferenceX, DeepSeek-R1-0528).
+
+Each measured configuration (hardware, framework, precision, TP/EP/DP-attention,
+ISL/OSL, concurrency) becomes a GpuStepModel and a closed-loop steady-state
+estimate (`lpxsim.plan.estimate.steady_state`). The fit minimises the log error
+of TPOT and of total (input + output) tok/s per GPU with
+scipy.optimize.least_squares over the few shared parameters of
+`GpuParams` (FITTED_NAMES), within physical bounds.
+
+Data handling (docs/assumptions.md, "GPU cost model"):
+- InferenceX draws request lengths uniformly in [0.8, 1] x nominal, so the mean
+  is 0.9 x nominal. The data confirm it: (e2el - ttft) / tpot + 1 gives a mean
+  output length of 0.90 x OSL on every ISL/OSL pair.
+- Several dated runs of one configuration are merged by their median.
+- Throughput of rows flagged `flag_intvty_vs_n_gpus_gt15pct` is not used (a
+  benchmark artefact per the data's README); their latencies are.
+- KV cache format: SGLang serves DeepSeek-R1 with a bf16 KV cache by default,
+  TensorRT-LLM's DeepSeek recipes use an fp8 KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, GpuParams
+from lpxsim.gpu.step import GpuStepModel
+
+DATA_FILE = "inferencex_dsr1_calibration.csv"
+LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x nominal)
+SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
+KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}
+CONFIG_KEYS = ["hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc"]
+
+
+def data_path() -> Path:
+    """The packaged copy of the calibration CSV."""
+    return Path(str(resources.files("lpxsim").joinpath("data", "measured", DATA_FILE)))
+
+
+def load_points(path: str | Path | None = None) -> pd.DataFrame:
+    """One row per measured configuration: median TPOT/TTFT over its runs, median tok/s/GPU over unflagged runs."""
+    d = pd.read_csv(path or data_path())
+    d["dp_attention"] = d["dp_attention"].astype(str).str.lower().isin(("true", "1"))
+    ok = d["flag_intvty_vs_n_gpus_gt15pct"].fillna(0).astype(int) == 0
+    lat = d.groupby(CONFIG_KEYS).agg(
+        runs=("tpot_median_s", "size"), tpot_s=("tpot_median_s", "median"), ttft_s=("ttft_median_s", "median")
+    )
+    tput = d[ok].groupby(CONFIG_KEYS).agg(
+        total_tok_s_per_gpu=("tput_per_gpu", "median"), output_tok_s_per_gpu=("output_tput_per_gpu", "median")
+    )
+    pts = lat.join(tput, how="left").reset_index()
+    return pts.sort_values(CONFIG_KEYS).reset_index(drop=True)
+
+
+@dataclass
+class PointModel:
+    """A measured configuration with its step model (features cached across parameter updates)."""
+
+    row: dict
+    step: GpuStepModel
+
+    def predict(self, params: GpuParams) -> dict[str, float]:
+        from lpxsim.plan.estimate import steady_state
+
+        self.step.params = params
+        r = self.row
+        isl = round(LENGTH_RATIO * r["isl"])
+        osl = round(LENGTH_RATIO * r["osl"])
+        est = steady_state(self.step, isl, osl, int(r["conc"]), prefill_chunk=self.step.prefill_chunk)
+        return {
+            "tpot_s": est.tpot_s,
+            "ttft_s": est.ttft_s,
+            "total_tok_s_per_gpu": est.total_tok_s_per_chip,
+            "output_tok_s_per_gpu": est.output_tok_s_per_chip,
+        }
+
+
+def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list[PointModel], list[dict]]:
+    """Step models for every calibration configuration, and the configurations the model says do not fit."""
+    from lpxsim.errors import UserError
+
+    out, rejected = [], []
+    for r in points.to_dict("records"):
+        step = GpuStepModel(
+            model, SYSTEMS[r["hardware"]], tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=bool(r["dp_attention"]),
+            weights=r["precision"], kv=KV_FORMAT.get(r["framework"], "bf16"),
+        )
+        pm = PointModel(r, step)
+        try:
+            pm.predict(step.params)
+        except UserError as e:  # KV of all streams does not fit: the engine would have queued them
+            rejected.append(r | {"reason": str(e)})
+            continue
+        out.append(pm)
+    return out, rejected
+
+
+def predict(pms: list[PointModel], params: GpuParams) -> pd.DataFrame:
+    """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration."""
+    rows = []
+    for pm in pms:
+        p = pm.predict(params)
+        row = dict(pm.row)
+        for k, v in p.items():
+            row[f"pred_{k}"] = v
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for k in ("tpot_s", "ttft_s", "total_tok_s_per_gpu", "output_tok_s_per_gpu"):
+        df[f"err_{k}_pct"] = 100.0 * (df[f"pred_{k}"] / df[k] - 1.0)
+    return df
+
+
+def _residuals(x: np.ndarray, pms: list[PointModel], base: GpuParams) -> np.ndarray:
+    params = replace(base, **dict(zip(FITTED_NAMES, (float(v) for v in x), strict=True)))
+    res = []
+    for pm in pms:
+        p = pm.predict(params)
+        res.append(math.log(p["tpot_s"] / pm.row["tpot_s"]))
+        meas = pm.row.get("total_tok_s_per_gpu")
+        res.append(math.log(p["total_tok_s_per_gpu"] / meas) if meas == meas and meas else 0.0)
+    return np.asarray(res)
+
+
+def fit(pms: list[PointModel], base: GpuParams | None = None) -> GpuParams:
+    """Least-squares fit of FITTED_NAMES on log errors of TPOT and total tok/s per GPU."""
+    from scipy.optimize import least_squares
+
+    base = base or GpuParams()
+    x0 = np.array([getattr(base, n) for n in FITTED_NAMES])
+    lo = np.array([BOUNDS[n][0] for n in FITTED_NAMES])
+    hi = np.array([BOUNDS[n][1] for n in FITTED_NAMES])
+    scale = np.maximum(np.abs(x0), 1e-6)
+    sol = least_squares(_residuals, np.clip(x0, lo, hi), bounds=(lo, hi), x_scale=scale, args=(pms, base),
+                        method="trf", max_nfev=200)
+    return replace(base, **dict(zip(FITTED_NAMES, (float(v) for v in sol.x), strict=True)))
+
+
+def summary(df: pd.DataFrame) -> dict[str, float]:
+    """Median absolute % errors of TPOT, total and output tok/s per GPU."""
+    return {
+        "points": int(len(df)),
+        "tpot_mdape_pct": float(df["err_tpot_s_pct"].abs().median()),
+        "total_tok_s_per_gpu_mdape_pct": float(df["err_total_tok_s_per_gpu_pct"].abs().median()),
+        "output_tok_s_per_gpu_mdape_pct": float(df["err_output_tok_s_per_gpu_pct"].abs().median()),
+        "ttft_mdape_pct": float(df["err_ttft_s_pct"].abs().median()),
+    }

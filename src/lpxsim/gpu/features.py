@@ -1,0 +1,185 @@
+"""Per-GPU work of one step: each op of the graph as seen by the busiest GPU of a replica.
+
+The cost model (cost.py) prices these rows with the parameters; the rows do not
+depend on the parameters, so the fit can re-price them cheaply. A row holds:
+FLOPs, the achieved large-shape FLOP rate for the op's format, matmul rows M
+(small M is inefficient), bytes split by kind of traffic (dense weights and
+activations, routed-expert weights, KV), and the kernel count. Collectives of
+the step are priced here directly from the catalog's alpha-beta fabrics.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from lpxsim.gpu.collectives import Fabric
+from lpxsim.gpu.layout import Layout, busiest_share
+from lpxsim.graph import Op, OpGraph
+
+# Ops of the attention half of a layer (name suffix after "L<i>.").
+ATTENTION_OPS = frozenset({
+    "attn_norm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "v_norm", "rope", "kv_write", "attention",
+    "o_proj", "attn_post_norm", "attn_residual", "q_a_proj", "q_a_norm", "q_b_proj", "kv_a_proj", "kv_a_norm",
+    "q_absorb", "v_absorb",
+})
+REPLICATED_UNDER_TP = frozenset({"q_a_proj", "kv_a_proj", "q_a_norm", "kv_a_norm"})  # MLA down-projections
+HEAD_SPLIT = frozenset({"q_proj", "q_b_proj", "o_proj", "q_absorb", "v_absorb", "q_norm", "rope"})
+KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
+# Kernels an op launches. Residual adds are fused into the next norm (fused add-RMSNorm in SGLang,
+# vLLM, TRT-LLM); a router is a gate GEMM plus top-k; routed experts are align/sort, two grouped GEMMs
+# and the activation. A matmul on quantized weights (fp8, fp4) adds one kernel that quantizes its
+# activations (per-token-group scales). Assumption "gpu-kernel-counts" in docs/assumptions.md.
+KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
+QUANT_KERNELS = 1.0
+
+
+@dataclass
+class StepFeatures:
+    """Per-op arrays for the busiest GPU of a replica, plus collective seconds."""
+
+    flops: np.ndarray
+    rate: np.ndarray  # achieved large-shape FLOP/s for each op's format (0 = no compute)
+    rows: np.ndarray  # M of the matmul (tokens per expert for grouped experts)
+    dense_bytes: np.ndarray  # weights of dense matmuls, norms and activations
+    expert_bytes: np.ndarray
+    kv_bytes: np.ndarray
+    kernels: np.ndarray
+    is_attention_core: np.ndarray  # attention ops (priced at the flash-attention rate)
+    is_attn_half: np.ndarray  # ops of the attention half of a layer (AFD split)
+    collective_s: float
+    attn_collective_s: float
+    collectives: float  # collective calls in the step
+    attn_collectives: float
+    layer_count: int
+
+
+def _suffix(op: Op) -> str:
+    return op.name.split(".", 1)[1] if op.name.startswith("L") and "." in op.name else op.name
+
+
+def _share(op: Op, layout: Layout, att_frac: float) -> tuple[float, float, float]:
+    """(weight divisor, work fraction, kv fraction) of `op` on the busiest GPU of a stage."""
+    tp, suf = layout.tp, _suffix(op)
+    if suf in ATTENTION_OPS:
+        if layout.dp_attention:
+            return 1.0, att_frac, att_frac
+        if suf in REPLICATED_UNDER_TP or suf in ("attn_norm", "attn_residual", "attn_post_norm"):
+            return 1.0, 1.0, 1.0
+        if suf in HEAD_SPLIT or suf == "attention":
+            kv_div = 1.0 if op.attrs.get("mla") else min(tp, int(op.shape[2]) if suf == "attention" else tp)
+            return float(tp), 1.0 / tp, 1.0 / kv_div
+        if suf in KV_HEAD_SPLIT:
+            kvh = int(op.attrs.get("heads", 0) or 0) or tp
+            div = 1.0 if op.attrs.get("mla") else float(min(tp, kvh))
+            return div, 1.0 / div, 1.0 / div
+        return 1.0, 1.0, 1.0
+    if op.kind in ("matmul", "elementwise") and suf not in ("ffn_combine",):
+        return float(tp), 1.0 / tp, 1.0  # dense/shared MLP and the vocab-parallel head
+    if op.kind in ("norm", "residual", "embed") or suf == "ffn_combine":
+        return 1.0, (att_frac if layout.dp_attention else 1.0), 1.0
+    return 1.0, 1.0, 1.0
+
+
+def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, float]:
+    """(expert weight bytes, FLOPs, rows per expert) of the grouped expert op on the busiest GPU.
+
+    Each of the ep expert groups holds E/ep experts, each split over tp/ep GPUs. The number of
+    distinct experts a group touches has mean n p and variance n p (1 - p) (n = E/ep experts, each hit
+    with probability p); the busiest group is taken at mean + sigma sqrt(2 ln ep), the usual
+    expected-maximum estimate, capped at n.
+    """
+    e_total = float(op.attrs["num_experts"]) * (1.0 - skew) if skew else float(op.attrs["num_experts"])
+    touched = float(op.attrs["expected_experts"])
+    per_group = e_total / layout.ep
+    p = min(1.0, touched / e_total)
+    mean = per_group * p
+    busiest = mean
+    if layout.ep > 1:
+        busiest = min(per_group, mean + math.sqrt(per_group * p * (1.0 - p) * 2.0 * math.log(layout.ep)))
+    slice_div = layout.tp / layout.ep
+    nbytes = busiest * float(op.attrs["expert_bytes"]) / slice_div
+    flops = op.flops / layout.tp * (busiest / mean if mean > 0 else 1.0)
+    rows = op.tokens * float(op.attrs["top_k"]) / max(touched, 1e-9)
+    return nbytes, flops, rows
+
+
+def build(
+    graph: OpGraph, layout: Layout, rates: dict[str, float], fabric: Fabric, expert_skew: float = 0.0
+) -> StepFeatures:
+    """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`."""
+    seqs = graph.phase.sequences
+    att_frac = busiest_share(seqs, layout.tp) / seqs if layout.dp_attention else 1.0
+    n = len(graph.ops)
+    cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
+    core = np.zeros(n, dtype=bool)
+    attn_half = np.zeros(n, dtype=bool)
+    quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
+    for i, op in enumerate(graph.ops):
+        div, work, kvf = _share(op, layout, att_frac)
+        attn_half[i] = _suffix(op) in ATTENTION_OPS
+        cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
+        act = (op.act_in_bytes + op.act_out_bytes) * work
+        if op.kind == "experts":
+            eb, fl, rows = _expert_row(op, layout, expert_skew)
+            cols["expert"][i], cols["flops"][i], cols["rows"][i] = eb, fl, rows
+            cols["dense"][i] = act
+            cols["rate"][i] = rates[graph.weights]
+            continue
+        cols["flops"][i] = op.flops * work
+        cols["dense"][i] = op.weight_bytes / div + act
+        cols["kv"][i] = (op.kv_read_bytes + op.kv_write_bytes) * kvf
+        if op.kind in ("matmul", "router"):
+            cols["rate"][i] = rates[graph.weights]
+            cols["rows"][i] = op.tokens * (work * div if div > 1 else work)
+        elif op.kind == "attention":
+            cols["rate"][i] = rates["attention"]
+            cols["rows"][i] = max(1.0, op.tokens * work)
+            core[i] = True
+    coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
+    return StepFeatures(
+        flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
+        expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
+        is_attn_half=attn_half, collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
+        attn_collectives=attn_calls, layer_count=graph.model.num_layers,
+    )
+
+
+def _collectives(
+    graph: OpGraph, layout: Layout, fabric: Fabric, att_frac: float
+) -> tuple[float, float, float, float]:
+    """(collective seconds of the step, those of the attention half, calls, calls of the attention half).
+
+    Per layer under plain TP: an all-reduce after the attention output projection and one after
+    the FFN/MoE (EP without DP-attention also ends in an all-reduce in SGLang/TRT-LLM). With
+    DP-attention the FFN side gathers tokens and scatters the result (all-gather + reduce-scatter),
+    or with EP dispatches and combines them (two all-to-alls). Plus the vocab-parallel embedding
+    all-reduce, the logits all-gather, and pipeline-stage sends.
+    """
+    m, tp = graph.model, layout.tp
+    ab = graph.act_bytes_per_element
+    tokens = graph.phase.tokens
+    hidden_bytes = tokens * m.hidden_size * ab
+    per_layer_attn = 0.0 if layout.dp_attention else fabric.all_reduce_s(hidden_bytes, tp)
+    if not layout.dp_attention:
+        per_layer_ffn = fabric.all_reduce_s(hidden_bytes, tp)
+    elif layout.ep > 1:
+        local = hidden_bytes * att_frac
+        topk = max((layer.ffn.top_k for layer in m.layers if layer.ffn.is_moe), default=1)
+        per_layer_ffn = 2.0 * fabric.all_to_all_s(local * topk, tp)
+    else:
+        per_layer_ffn = fabric.all_gather_s(hidden_bytes, tp) + fabric.reduce_scatter_s(hidden_bytes, tp)
+    head_rows = graph.phase.sequences if graph.phase.kind == "prefill" else tokens
+    logits = fabric.all_gather_s(head_rows * m.vocab_size * 4.0, tp)
+    embed = 0.0 if layout.dp_attention else fabric.all_reduce_s(hidden_bytes, tp)
+    p2p = (layout.pp - 1) * fabric.p2p_s(hidden_bytes) if layout.pp > 1 else 0.0
+    L = m.num_layers
+    attn = L * per_layer_attn
+    if tp == 1:
+        return p2p, 0.0, float(layout.pp - 1), 0.0
+    ffn_calls = 2.0 if layout.dp_attention else 1.0
+    attn_calls = 0.0 if layout.dp_attention else float(L)
+    calls = attn_calls + L * ffn_calls + 1.0 + (0.0 if layout.dp_attention else 1.0) + (layout.pp - 1)
+    return attn + L * per_layer_ffn + logits + embed + p2p, attn, calls, attn_calls

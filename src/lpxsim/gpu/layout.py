@@ -1,0 +1,109 @@
+"""A parallel layout of one model on GPUs: tensor, expert, pipeline and attention-data parallelism.
+
+One replica spans tp x pp GPUs: tp GPUs per pipeline stage, pp stages. Expert
+parallelism runs inside the TP group (ep divides tp), as SGLang and
+TensorRT-LLM do on one node: each GPU holds E/ep whole experts, each split over
+tp/ep GPUs. With attention data-parallelism the tp GPUs of a stage each run
+attention for their own share of the sequences (attention weights replicated,
+KV not), and the FFN/MoE part runs over the gathered tokens. `replicas`
+independent copies of the replica sit behind one router.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lpxsim.errors import UserError
+from lpxsim.specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    replicas: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+    def label(self) -> str:
+        s = f"TP{self.tp}"
+        if self.ep > 1:
+            s += f"/EP{self.ep}"
+        if self.pp > 1:
+            s += f"/PP{self.pp}"
+        if self.dp_attention:
+            s += "/DPattn"
+        if self.replicas > 1:
+            s += f" x{self.replicas}"
+        return s
+
+    @classmethod
+    def make(
+        cls, model: ModelSpec, gpus: int | None, tp: int | None, ep: int = 1, pp: int = 1, dp_attention: bool = False
+    ) -> Layout:
+        """Validate a layout for `model`; `gpus` defaults to tp x pp, `tp` to gpus / pp."""
+        for name, v in (("ep", ep), ("pp", pp)):
+            if not isinstance(v, int) or v < 1:
+                raise UserError(name, f"expected a positive integer, got {v!r}")
+        if tp is None and gpus is None:
+            raise UserError("tp", "give --tp or --gpus")
+        if tp is None:
+            if gpus % pp:  # type: ignore[operator]
+                raise UserError("gpus", f"{gpus} GPUs do not split into {pp} pipeline stages")
+            tp = gpus // pp  # type: ignore[operator]
+        if not isinstance(tp, int) or tp < 1:
+            raise UserError("tp", f"expected a positive integer, got {tp!r}")
+        gpus = tp * pp if gpus is None else gpus
+        if not isinstance(gpus, int) or gpus < 1 or gpus % (tp * pp):
+            raise UserError("gpus", f"{gpus} GPUs is not a multiple of tp x pp = {tp * pp}")
+        _check_model_split(model, tp, ep, pp, dp_attention)
+        return cls(tp=tp, ep=ep, pp=pp, dp_attention=dp_attention, replicas=gpus // (tp * pp))
+
+
+def _check_model_split(model: ModelSpec, tp: int, ep: int, pp: int, dp_attention: bool) -> None:
+    if pp > model.num_layers:
+        raise UserError("pp", f"{pp} stages for {model.num_layers} layers")
+    heads = model.layers[0].attention.num_heads
+    if not dp_attention and heads % tp:
+        raise UserError("tp", f"{model.name} has {heads} attention heads, not divisible by tp={tp}")
+    if ep > 1:
+        if not model.is_moe:
+            raise UserError("ep", f"{model.name} is dense; expert parallelism needs a MoE model")
+        experts = next(layer.ffn.num_experts for layer in model.layers if layer.ffn.is_moe)
+        if tp % ep:
+            raise UserError("ep", f"ep={ep} must divide tp={tp} (experts are spread inside the TP group)")
+        if experts % ep:
+            raise UserError("ep", f"{experts} experts do not split evenly over ep={ep}")
+
+
+def busiest_share(sequences: int, ranks: int) -> int:
+    """Sequences on the busiest of `ranks` data-parallel ranks."""
+    return math.ceil(sequences / ranks)
+
+
+def kv_split(model: ModelSpec, layout: Layout) -> float:
+    """How many ways a replica's KV is divided over the GPUs of one stage (the rest is replication).
+
+    MLA's latent is shared by all heads, so under tensor parallelism every GPU keeps all of it;
+    GQA splits over at most num_kv_heads GPUs; attention data-parallelism splits sequences over tp.
+    Weighted over layers by KV bytes per token, so mixed models get one effective figure.
+    """
+    if layout.dp_attention:
+        return float(layout.tp)
+    num = den = 0.0
+    for layer in model.layers:
+        a = layer.attention
+        per_tok = (a.kv_lora_rank + a.qk_rope_head_dim) if a.kind == "mla" else 2 * a.num_kv_heads * a.head_dim
+        split = 1 if a.kind == "mla" else min(layout.tp, a.num_kv_heads)
+        num += per_tok
+        den += per_tok / split
+    return num / den if den else 1.0

@@ -1,0 +1,97 @@
+"""HBM budget of one GPU: weights, activations, runtime reserve, and what is left for KV.
+
+KV bytes per GPU = (HBM - weights - activation workspace) x mem_fraction, the
+TensorRT-LLM convention (`free_gpu_memory_fraction`, default 0.9): the rest of
+the free memory is the runtime reserve (CUDA context, NCCL buffers, CUDA
+graphs). The fraction-of-total convention (SGLang --mem-fraction-static) would
+refuse DeepSeek-R1 fp8 on 4 B200s, which TensorRT-LLM serves in the
+calibration data. The activation workspace is sized for the largest prefill
+chunk. The replica's KV capacity in logical bytes (what
+`kv_bytes(context)` counts) is the per-GPU space times its GPUs divided by how
+often the KV is replicated (MLA under TP: on every GPU of a stage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lpxsim.gpu.layout import Layout, kv_split
+from lpxsim.specs.accounting import param_counts
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.precision import get_precision
+
+# Live activation tensors of one layer during a prefill chunk, in units of hidden-size rows
+# (residual, norm output, q/k/v, attention output, MLP gate+up/intermediate): an assumption
+# ("gpu-activation-workspace"), within the range the engines' profiling runs reserve.
+ACT_ROWS_PER_TOKEN = 8.0
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Bytes on the busiest GPU of the replica."""
+
+    hbm_bytes: float
+    usable_bytes: float  # hbm - reserve
+    weight_bytes: float
+    activation_bytes: float
+    kv_bytes: float  # left for KV on this GPU (may be negative: does not fit)
+    kv_split: float  # ways a replica's KV is divided over the GPUs of a stage
+
+    @property
+    def fits(self) -> bool:
+        return self.kv_bytes > 0
+
+
+def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str) -> float:
+    """Weights on the busiest GPU: layers of one pipeline stage, split per the layout, plus embeddings."""
+    wb = get_precision(weights, "weights").bytes_per_element
+    counts = param_counts(model)
+    tp, h = layout.tp, model.hidden_size
+    per_stage = -(-model.num_layers // layout.pp)
+    layer_bytes = []
+    for layer, lp in zip(model.layers, counts.layers, strict=True):
+        a = layer.attention
+        if layout.dp_attention:
+            attn = float(lp.attention)
+        elif a.kind == "mla":  # q_a / kv_a down-projections replicated, the rest split by heads
+            down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+            attn = down + (lp.attention - down) / tp
+        else:
+            attn = lp.attention / tp
+        layer_bytes.append((attn + lp.ffn_total / tp + lp.norms) * wb)
+    layer_bytes.sort(reverse=True)
+    emb = (counts.embedding + counts.lm_head) / tp * wb
+    return sum(layer_bytes[:per_stage]) + emb
+
+
+def activation_bytes_per_gpu(model: ModelSpec, chunk_tokens: int, max_batch: int, act: str = "bf16") -> float:
+    """Activation workspace for one prefill chunk, plus fp32 logits for the largest decode batch."""
+    ab = get_precision(act, "activations").bytes_per_element
+    return chunk_tokens * model.hidden_size * ab * ACT_ROWS_PER_TOKEN + model.vocab_size * 4.0 * max_batch
+
+
+def budget(
+    model: ModelSpec,
+    layout: Layout,
+    hbm_bytes: float,
+    weights: str,
+    mem_fraction: float,
+    chunk_tokens: int,
+    max_batch: int,
+) -> MemoryBudget:
+    """The HBM budget of the busiest GPU of one replica."""
+    w = weight_bytes_per_gpu(model, layout, weights)
+    a = activation_bytes_per_gpu(model, chunk_tokens, max_batch)
+    free = hbm_bytes - w - a
+    kv = free * mem_fraction if free > 0 else free
+    return MemoryBudget(hbm_bytes, hbm_bytes - max(free, 0.0) * (1.0 - mem_fraction), w, a, kv,
+                        kv_split(model, layout))
+
+
+def replica_kv_capacity_bytes(b: MemoryBudget, layout: Layout) -> float:
+    """Logical KV bytes one replica holds: per-GPU space x GPUs / replication."""
+    if b.kv_bytes <= 0:
+        return 0.0
+    # a stage of tp GPUs stores (kv_split / tp) of each sequence's layers per GPU; pp stages hold
+    # disjoint layers, so the replica's capacity scales with pp at equal per-GPU space.
+    return b.kv_bytes * b.kv_split * layout.pp

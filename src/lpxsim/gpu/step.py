@@ -1,0 +1,210 @@
+"""GpuStepModel: the GPU backend behind the StepModel seam.
+
+One object covers `gpus` GPUs: `replicas` copies of a tp x pp replica behind a
+router that balances sequences evenly. A decode step of B sequences costs one
+replica's step at ceil(B / replicas) sequences; a prefill chunk occupies the
+replicas it needs, so its initiation interval is its latency times the share of
+the replicas it keeps busy. On a single replica latency == interval, as on any
+GPU engine (no layer pipelining across micro-batches).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.gpu import memory
+from lpxsim.gpu.collectives import fabric_for
+from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
+from lpxsim.gpu.features import StepFeatures, build
+from lpxsim.gpu.layout import Layout
+from lpxsim.gpu.params import GpuParams, fitted_params
+from lpxsim.graph import Phase, lower
+from lpxsim.specs.accounting import kv_bytes_per_sequence
+from lpxsim.specs.hardware import SystemSpec
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.precision import get_precision
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+
+DEFAULT_MAX_BATCH = 1024  # running sequences per replica (SGLang/vLLM cap their CUDA-graph batch near this)
+DEFAULT_PREFILL_CHUNK = 8192
+# Achieved/peak matmul ratio when the catalog has no MAMF figure for a chip: mean of the
+# measured MAMF table in hardware.md §9 (NVIDIA parts 72-80%). Assumption "gpu-mamf-default".
+MAMF_DEFAULT = 0.75
+_CACHE_SIZE = 4096
+
+
+def _achieved_rate(system: SystemSpec, fmt: str) -> float:
+    """Best-shape achieved matmul FLOP/s for a compute format (MAMF), from the catalog where measured."""
+    chip = system.chip
+    peak = chip.flops(fmt)
+    got = chip.extra.get(f"matmul_achieved_{fmt}_flops")
+    if got is not None:
+        return float(got)
+    ratios = [
+        float(chip.extra[f"matmul_achieved_{f}_flops"]) / float(chip.peak_flops[f])
+        for f in ("fp8", "bf16")
+        if f"matmul_achieved_{f}_flops" in chip.extra and f in chip.peak_flops
+    ]
+    return peak * (ratios[0] if ratios else MAMF_DEFAULT)
+
+
+class GpuStepModel:
+    """Cost of decode steps, prefill chunks and verification on GPUs, from the op graph."""
+
+    def __init__(
+        self,
+        model: str | ModelSpec,
+        system: str | SystemSpec = "h200-hgx",
+        gpus: int | None = None,
+        tp: int | None = None,
+        ep: int = 1,
+        pp: int = 1,
+        dp_attention: bool = False,
+        weights: str = "fp8",
+        kv: str = "bf16",
+        cuda_graphs: bool = True,
+        mem_fraction: float = 0.9,
+        kv_layout: str = "separate",
+        expert_skew: float = 0.0,
+        prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        params: GpuParams | None = None,
+    ) -> None:
+        from lpxsim.catalog import get_model, get_system
+
+        self.model = get_model(model)
+        self.system = get_system(system) if isinstance(system, str) else system
+        if self.system.chip.kind != "gpu":
+            raise UserError("system", f"{self.system.name} is not a GPU system")
+        if not 0.0 < mem_fraction <= 1.0:
+            raise UserError("mem_fraction", f"expected a fraction in (0, 1], got {mem_fraction}")
+        if not 0.0 <= expert_skew < 1.0:
+            raise UserError("expert_skew", f"expected a value in [0, 1), got {expert_skew}")
+        if tp is None and gpus is None:
+            tp = self.system.topology.chips_per_node
+        self.layout = Layout.make(self.model, gpus, tp, ep, pp, dp_attention)
+        limit = self.system.max_units * self.system.chips_per_unit
+        if self.layout.gpus > limit:
+            raise UserError("gpus", f"{self.layout.gpus} GPUs exceed {self.system.name}'s {limit}")
+        self.weights = get_precision(weights, "weights").name
+        self.kv = get_precision(kv, "kv").name
+        self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
+        self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
+        self.params = params or fitted_params()
+        self.bw_Bps = float(self.system.chip.memory_bw_Bps)
+        self.fabric = fabric_for(self.system, self.layout.tp, cuda_graphs)
+        self.rates = {
+            self.weights: _achieved_rate(self.system, get_precision(self.weights).compute),
+            "attention": _achieved_rate(self.system, get_precision(self.kv).compute),
+        }
+        self.memory = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
+                                    mem_fraction, prefill_chunk, max_batch)
+        if not self.memory.fits:
+            raise DoesNotFit(
+                "gpus",
+                f"{self.model.name} at {self.weights} needs {self.memory.weight_bytes / 1e9:,.1f} GB of weights "
+                f"+ {self.memory.activation_bytes / 1e9:,.1f} GB activations per GPU with {self.layout.label()}; "
+                f"a {self.system.chip.name} has {self.memory.hbm_bytes / 1e9:,.1f} GB; "
+                f"use more GPUs or a smaller format",
+            )
+        self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
+
+    # --- the StepModel seam -------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.system.name} {self.layout.label()} {self.weights}"
+
+    @property
+    def chips(self) -> int:
+        return self.layout.gpus
+
+    @property
+    def power_w(self) -> float:
+        """This replica group's share of its nodes'/racks' power (per-GPU share of the unit)."""
+        return float(self.system.power_w) / self.system.chips_per_unit * self.chips
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        return StepCost.serial(self.decode_breakdown(batch).total_s)
+
+    def prefill(self, chunk: PrefillChunk) -> StepCost:
+        """A prefill chunk (no CUDA graphs: engines capture graphs for decode only).
+
+        With attention data-parallelism the engine prefills one sequence per attention rank in
+        one forward pass, so a lone sequence is priced inside a pass of tp sequences and holds
+        the replica for its 1/tp share of that pass.
+        """
+        per = math.ceil(chunk.sequences / self.layout.replicas)
+        busy = math.ceil(chunk.sequences / per)
+        share = 1.0
+        if self.layout.dp_attention and per < self.layout.tp:
+            share, per = per / self.layout.tp, self.layout.tp
+        f = self._get("prefill", chunk.tokens, (chunk.context,) * per)
+        t = price(f, self.params, self.bw_Bps, graphs=False).total_s
+        return StepCost(t, t * share * busy / self.layout.replicas)
+
+    def verify(self, batch: DecodeBatch, k: int) -> StepCost:
+        if k < 0:
+            raise UserError("k", f"expected k >= 0 draft tokens, got {k}")
+        f = self._get("verify", k + 1, self._replica_contexts(batch))
+        return StepCost.serial(price(f, self.params, self.bw_Bps, self.cuda_graphs).total_s)
+
+    def kv_capacity_bytes(self) -> float:
+        return memory.replica_kv_capacity_bytes(self.memory, self.layout) * self.layout.replicas
+
+    def kv_bytes(self, context: int) -> float:
+        return kv_bytes_per_sequence(self.model, context, self.kv, self.kv_layout)
+
+    def max_batch(self) -> int:
+        return self._max_batch * self.layout.replicas
+
+    # --- attention/FFN disaggregation hooks ---------------------------------------------
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.num_layers
+
+    @property
+    def activation_bytes_per_token(self) -> float:
+        """Hidden-state bytes one token carries between the attention and FFN halves of a layer."""
+        return self.model.hidden_size * 2.0
+
+    def attention_step(self, batch: DecodeBatch) -> StepCost:
+        """The attention half of all layers (incl. its collectives) of one decode step."""
+        return StepCost.serial(self.decode_breakdown(batch).attn_s)
+
+    def ffn_step(self, tokens: int) -> StepCost:
+        """The FFN/MoE half of all layers, the head and the step overhead, for `tokens` tokens."""
+        return StepCost.serial(self.decode_breakdown(DecodeBatch.uniform(tokens, 1)).ffn_s)
+
+    # --- detail -------------------------------------------------------------------------
+
+    def decode_breakdown(self, batch: DecodeBatch) -> StepBreakdown:
+        """Where the seconds of one decode step go (busiest GPU)."""
+        f = self._get("decode", 1, self._replica_contexts(batch))
+        return price(f, self.params, self.bw_Bps, self.cuda_graphs)
+
+    def decode_roofline_s(self, batch: DecodeBatch) -> float:
+        """Pure HBM roofline of a decode step on the busiest GPU: bytes / spec bandwidth."""
+        return roofline_s(self._get("decode", 1, self._replica_contexts(batch)), self.bw_Bps)
+
+    def _replica_contexts(self, batch: DecodeBatch) -> tuple[int, ...]:
+        if batch.size <= 0:
+            raise UserError("batch", "a decode step needs at least one sequence")
+        return tuple(batch.contexts[:: self.layout.replicas])
+
+    def _get(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
+        key = (kind, new_tokens, contexts)
+        f = self._features.get(key)
+        if f is not None:
+            self._features.move_to_end(key)
+            return f
+        phase = Phase(kind, contexts, new_tokens)  # type: ignore[arg-type]
+        graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
+        f = build(graph, self.layout, self.rates, self.fabric, self.expert_skew)
+        self._features[key] = f
+        if len(self._features) > _CACHE_SIZE:
+            self._features.popitem(last=False)
+        return f
