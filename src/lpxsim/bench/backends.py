@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from functools import cache
 
+from lpxsim.errors import UserError
 from lpxsim.stepmodel import StepModel
 
 
-class BackendUnavailable(RuntimeError):
-    """The backend needed for a system is not importable in this build."""
+class BackendUnavailable(UserError):
+    """The backend needed for a system is not importable in this build (reported, never papered over)."""
 
 
 @cache
@@ -25,7 +26,7 @@ def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16") 
     try:
         return make_step_model(model, system, weights=weights, kv=kv)
     except ImportError as e:
-        raise BackendUnavailable(f"the backend for {system} is not available in this build: {e}") from None
+        raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None
 
 
 def hardware_label(step: StepModel) -> str:

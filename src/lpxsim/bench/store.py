@@ -16,6 +16,10 @@ from typing import Any
 
 import pandas as pd
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_FILE_MODE = 0o666 & ~_UMASK  # what open() would have given; mkstemp alone gives 0600
+
 
 def point_key(params: dict[str, Any]) -> str:
     """A stable file name for a point: hash of its parameters in canonical JSON."""
@@ -30,6 +34,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -47,6 +52,7 @@ def atomic_write_parquet(path: Path, df: pd.DataFrame) -> None:
     os.close(fd)
     try:
         df.to_parquet(tmp, index=False)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -154,8 +154,12 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
 
 
 def _guarded(evaluate: Callable[[dict], dict], p: dict) -> dict:
+    from lpxsim.bench.backends import BackendUnavailable
+
     try:
         return evaluate(p)
+    except BackendUnavailable:  # not a property of this point: stop the sweep and say so
+        raise
     except UserError as e:
         return {**p, "fits": False, "error": str(e)}
 

@@ -1,0 +1,106 @@
+"""`lpxsim bench aa`: Artificial Analysis' output-speed methodology, simulated, beside the published figures."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.common import emit_json, err, out
+from lpxsim.errors import UserError
+
+_SUFFIX = {"k": 1_000, "m": 1_000_000}
+
+
+def parse_int_list(text: str, field: str) -> list[int]:
+    """'10000,100K,1m' -> [10000, 100000, 1000000]; a user error names `field` otherwise."""
+    values = []
+    for part in (p.strip().lower() for p in text.split(",")):
+        if not part:
+            continue
+        scale = _SUFFIX.get(part[-1], 1)
+        num = part[:-1] if scale > 1 else part
+        try:
+            v = round(float(num.replace("_", "")) * scale)
+        except ValueError:
+            raise UserError(field, f"expected comma-separated positive integers (10000,100K), got {text!r}") from None
+        if v <= 0:
+            raise UserError(field, f"expected positive integers, got {part!r}")
+        values.append(v)
+    if not values:
+        raise UserError(field, "expected at least one value")
+    return values
+
+
+def aa_json(points, setup, per_request_path: str | None) -> dict:
+    """The one JSON object of `lpxsim bench aa`."""
+    first = points[0]
+    method = asdict(setup)
+    method["conversion"] = {"o200k_per_native": setup.conversion.o200k_per_native,
+                            "source": setup.conversion.source}
+    return {
+        "benchmark": "artificial-analysis-output-speed",
+        "model": first.model, "system": first.system, "hardware": first.hardware, "concurrency": 1,
+        "tokenizer": "o200k_base", "method": method,
+        "points": [p.row() for p in points],
+        "per_request_parquet": per_request_path,
+    }
+
+
+def print_aa(points, setup) -> None:
+    """Readable table: speed percentiles with context, concurrency and hardware, beside published figures."""
+    first = points[0]
+    t = Table(title=f"Artificial Analysis output speed, {first.model} on {first.hardware}, concurrency 1, "
+                    f"{setup.requests} sequential requests (o200k_base tok/s)")
+    for col in ("context", "conc.", "median", "P5", "P25", "P75", "P95", "TTFT median", "published", "diff"):
+        t.add_column(col, justify="right")
+    for p in points:
+        s = p.output_speed
+        pub = f"{p.published.value:,.0f} ({p.published.id})" if p.published else "-"
+        diff = f"{p.diff_pct:+.1f} %" if p.diff_pct is not None else "-"
+        t.add_row(f"{p.context:,}", "1", *(f"{s[k]:,.0f}" for k in ("median", "p5", "p25", "p75", "p95")),
+                  f"{p.ttft_s['median'] * 1e3:,.1f} ms", pub, diff)
+    out.print(t)
+    out.print(f"tokens: o200k = native x {setup.conversion.o200k_per_native:g} ({setup.conversion.source})")
+
+
+def register(app: typer.Typer) -> None:
+    bench_app = typer.Typer(help="Benchmarks with a published methodology.", no_args_is_help=True)
+    app.add_typer(bench_app, name="bench")
+
+    @bench_app.command("aa")
+    def aa_cmd(
+        model: str = typer.Argument(..., help="catalog name or path to a config.json"),
+        system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, ..."),
+        contexts: str = typer.Option("10000,100000", "--contexts", help="input contexts, o200k tokens"),
+        requests: int = typer.Option(16, "--requests", help="sequential requests per context"),
+        seed: int = typer.Option(0, "--seed", help="seed of the answer-length draw"),
+        output_median: int = typer.Option(500, "--output-median", help="median answer length, o200k tokens"),
+        token_ratio: float = typer.Option(1.0, "--token-ratio", help="o200k tokens per native token"),
+        prompt_file: Path | None = typer.Option(None, "--prompt-file",
+                                                 help="a prompt text: its o200k length is the context"),
+        weights: str = typer.Option("fp8", "--weights", help="weight precision"),
+        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        per_request: Path | None = typer.Option(None, "--per-request", help="write per-request rows (parquet)"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Median (P5-P95) output speed at concurrency 1, with TTFT, beside published figures (AA method)."""
+        from lpxsim.bench.aa import AASetup, run_aa
+        from lpxsim.bench.store import atomic_write_parquet
+        from lpxsim.bench.tokens import TokenConversion, count_file
+
+        ctxs = [count_file(prompt_file)] if prompt_file else parse_int_list(contexts, "contexts")
+        setup = AASetup(contexts=tuple(ctxs), requests=requests, seed=seed,
+                        output_median=output_median, output_min=min(64, max(1, output_median)),
+                        output_max=max(4096, output_median),
+                        conversion=TokenConversion(token_ratio))
+        err.print(f"[dim]AA method: {requests} sequential requests x {len(ctxs)} contexts on {system}[/dim]")
+        points, rows = run_aa(model, system, setup, weights=weights, kv=kv)
+        if per_request:
+            atomic_write_parquet(per_request, rows)
+        if as_json:
+            emit_json(aa_json(points, setup, str(per_request) if per_request else None))
+        else:
+            print_aa(points, setup)

@@ -1,0 +1,69 @@
+"""`lpxsim sweep`: tok/s per user vs aggregate tok/s and tok/s per MW over context x concurrency."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.bench_cmd import parse_int_list
+from lpxsim.cli.common import emit_json, err, out
+
+TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
+              "ttft_s", "on_frontier")
+
+
+def print_sweep(df) -> None:
+    """Readable table: every row with its context, concurrency and hardware."""
+    t = Table(title="Sweep: tok/s per user vs aggregate (every row at its context, concurrency, hardware)")
+    for col in ("system/mode", "context", "conc.", "hardware", "tok/s/user", "tok/s total", "tok/s/MW",
+                "TTFT", "frontier"):
+        t.add_column(col, justify="right")
+    for _, r in df.iterrows():
+        if not bool(r.get("fits", True)):
+            t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}", str(r.get("hardware", "")),
+                      "does not fit", "", "", "", "")
+            continue
+        ceiling = " (KV ceiling)" if bool(r.get("at_ceiling", False)) else ""
+        t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
+                  str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
+                  f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", "*" if r["on_frontier"] else "")
+    out.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sweep")
+    def sweep_cmd(
+        model: str = typer.Argument(..., help="catalog name or path to a config.json"),
+        systems: str = typer.Option("lpx,vr-nvl72", "--systems", help="comma-separated systems"),
+        contexts: str = typer.Option("10000,100000", "--contexts", help="input contexts (tokens)"),
+        concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency", help="concurrent users"),
+        osl: int = typer.Option(1024, "--osl", help="output tokens per request"),
+        weights: str = typer.Option("fp8", "--weights", help="weight precision"),
+        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
+        executor: str = typer.Option("process", "--executor", help="process, thread, serial or dask"),
+        workers: int | None = typer.Option(None, "--workers", help="local workers (default: CPU count)"),
+        scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://...)"),
+        out_dir: Path = typer.Option(Path("lpxsim-sweep"), "--out", help="results directory (resumable)"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Per system: tok/s per user vs aggregate and per MW up to the KV ceiling; frontier PNG; resumable."""
+        from lpxsim.bench.sweep import grid, run_sweep
+        from lpxsim.catalog import get_model
+        from lpxsim.report.plots import frontier_png
+
+        name = get_model(model).name
+        targets = [s.strip() for s in systems.split(",") if s.strip()]
+        points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency"),
+                      osl=osl, weights=weights, kv=kv, ceiling=ceiling)
+        df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
+                       progress=True)
+        png = frontier_png(df, out_dir / "frontier.png")
+        err.print(f"[dim]{len(df)} points in {out_dir}/sweep.parquet, frontier in {png}[/dim]")
+        if as_json:
+            emit_json({"model": name, "systems": targets, "osl": osl, "results": str(out_dir / "sweep.parquet"),
+                       "frontier_png": str(png), "rows": df.to_dict(orient="records")})
+        else:
+            print_sweep(df)

@@ -1,0 +1,92 @@
+"""Interactive plotly charts for the HTML report. Every per-user speed carries context, concurrency, hardware."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#4b5563"]
+LAYOUT = dict(template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=50),
+              legend=dict(orientation="h", y=-0.2), font=dict(size=12))
+
+
+def capacity_chart(df: pd.DataFrame) -> go.Figure:
+    """Stacked memory bars (weights, reserve, KV in use, free) per context, one panel per system, GB."""
+    systems = list(dict.fromkeys(df["system"]))
+    titles = [str(df[df["system"] == s]["hardware"].iloc[0]) for s in systems]
+    fig = make_subplots(rows=1, cols=len(systems), subplot_titles=titles)
+    parts = (("weights_gb", "weights", "#2563eb"), ("reserve_gb", "buffers / reserve", "#94a3b8"),
+             ("kv_gb", "KV of max streams", "#16a34a"), ("free_gb", "free", "#d1d5db"))
+    for j, s in enumerate(systems, start=1):
+        g = df[df["system"] == s]
+        x = [f"{int(c):,} tokens" for c in g["context"]]
+        for col, name, color in parts:
+            fig.add_trace(go.Bar(x=x, y=g[col], name=name, marker_color=color, legendgroup=name, showlegend=j == 1,
+                                 hovertemplate=f"{s} %{{x}}<br>{name}: %{{y:,.1f}} GB<extra></extra>"), row=1, col=j)
+        fig.add_trace(go.Scatter(x=x, y=g["total_gb"] * 1.04, mode="text", showlegend=False, hoverinfo="skip",
+                                 text=[f"<b>{n:,} streams</b>" for n in g["max_streams"]]), row=1, col=j)
+        fig.update_yaxes(title_text="GB" if j == 1 else None, row=1, col=j)
+    fig.update_layout(barmode="stack", title="Memory of one unit and the concurrency ceiling (streams that fit)",
+                      **LAYOUT)
+    return fig
+
+
+def aa_chart(points: pd.DataFrame) -> go.Figure:
+    """AA median (P5-P95) per system and context, with the published figures as stars."""
+    fig = go.Figure()
+    for i, (system, g) in enumerate(points.groupby("system", sort=True)):
+        g = g.sort_values("context")
+        x = [f"{int(c):,}" for c in g["context"]]
+        fig.add_trace(go.Bar(
+            x=x, y=g["speed_median"], name=f"{g['hardware'].iloc[0]} (simulated)", marker_color=PALETTE[i % 7],
+            error_y=dict(type="data", symmetric=False, array=g["speed_p95"] - g["speed_median"],
+                         arrayminus=g["speed_median"] - g["speed_p5"]),
+            hovertemplate=f"{system}<br>context %{{x}} tokens, concurrency 1<br>median %{{y:,.0f}} tok/s<extra></extra>",
+        ))
+    pub = points.dropna(subset=["published"])
+    if len(pub):
+        fig.add_trace(go.Scatter(
+            x=[f"{int(c):,}" for c in pub["context"]], y=pub["published"], mode="markers+text",
+            marker=dict(symbol="star", size=16, color="black"), name="published (Artificial Analysis)",
+            text=[f"{v:,.0f} ({i})" for v, i in zip(pub["published"], pub["published_id"], strict=True)],
+            textposition="top center",
+        ))
+    fig.update_layout(barmode="group", title="Artificial Analysis method: output tok/s per user, concurrency 1",
+                      xaxis_title="input context (o200k tokens)", yaxis_title="output tok/s (o200k)", **LAYOUT)
+    return fig
+
+
+def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "aggregate output tok/s") -> go.Figure:
+    """Interactivity vs throughput, one panel per context, one line per system/mode over concurrency."""
+    ok = df[df["fits"].astype(bool)].dropna(subset=["tok_s_user", y]) if "fits" in df else df
+    contexts = sorted(ok["context"].unique())
+    fig = make_subplots(rows=1, cols=max(1, len(contexts)),
+                        subplot_titles=[f"context {int(c):,} tokens" for c in contexts] or [""])
+    targets = sorted(ok["target"].unique())
+    for col, ctx in enumerate(contexts, start=1):
+        for i, t in enumerate(targets):
+            g = ok[(ok["context"] == ctx) & (ok["target"] == t)].sort_values("concurrency")
+            if g.empty:
+                continue
+            fig.add_trace(go.Scatter(
+                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=str(g["hardware"].iloc[0]),
+                legendgroup=t, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
+                customdata=g[["concurrency", "context"]].to_numpy(),
+                hovertemplate=f"{t}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
+                              f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}<extra></extra>",
+            ), row=1, col=col)
+        fig.update_xaxes(title_text="output tok/s per user", rangemode="tozero", row=1, col=col)
+        fig.update_yaxes(title_text=y_title if col == 1 else None, rangemode="tozero", tickformat="~s", row=1, col=col)
+    fig.update_layout(title=f"Interactivity vs {y_title} (points: concurrency 1 ... KV ceiling)", **LAYOUT)
+    return fig
+
+
+def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) -> go.Figure:
+    """Grouped bars of several metrics per row label (e.g. tok/s/user and tok/s/MW per serving mode)."""
+    fig = make_subplots(rows=1, cols=len(ys), subplot_titles=[t for _, t in ys])
+    for j, (col, _) in enumerate(ys, start=1):
+        fig.add_trace(go.Bar(x=df[x], y=df[col], marker_color=[PALETTE[i % 7] for i in range(len(df))],
+                             showlegend=False, hovertemplate="%{x}: %{y:,.0f}<extra></extra>"), row=1, col=j)
+    fig.update_layout(title=title, **LAYOUT)
+    return fig

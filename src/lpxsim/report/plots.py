@@ -1,0 +1,78 @@
+"""Static PNG charts (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+
+from lpxsim.bench.store import atomic_write_bytes  # noqa: E402
+
+
+def _save(fig, path: Path) -> Path:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(Path(path), buf.getvalue())
+    return Path(path)
+
+
+def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
+                 y_label: str = "aggregate output tok/s (per replica)") -> Path:
+    """Interactivity vs throughput: one panel per context, one line per system/mode over concurrency."""
+    ok = df[df["fits"].astype(bool)] if "fits" in df else df
+    ok = ok.dropna(subset=["tok_s_user", y]) if {"tok_s_user", y} <= set(ok.columns) else ok.iloc[0:0]
+    contexts = sorted(ok["context"].unique()) if len(ok) else [0]
+    fig, axes = plt.subplots(1, len(contexts), figsize=(5.2 * len(contexts), 4.2), squeeze=False)
+    for ax, ctx in zip(axes[0], contexts, strict=True):
+        sub = ok[ok["context"] == ctx] if len(ok) else ok
+        for target, g in sub.groupby("target", sort=True):
+            g = g.sort_values("concurrency")
+            hw = g["hardware"].iloc[0] if "hardware" in g else target
+            ax.plot(g["tok_s_user"], g[y], marker="o", label=hw)
+            for _, r in g.iterrows():
+                ax.annotate(f"c={int(r['concurrency'])}", (r["tok_s_user"], r[y]), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+        if sub.empty:
+            ax.text(0.5, 0.5, "no operating point fits", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel("output tok/s per user")
+        ax.set_ylabel(y_label)
+        ax.set_title(f"context {int(ctx):,} tokens")
+        if len(sub):
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_xlim(left=0)
+            ax.legend(fontsize=7)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle("Interactivity vs throughput (c = concurrency; each point at its context and hardware)")
+    return _save(fig, Path(path))
+
+
+def aa_png(points: pd.DataFrame, path: str | Path) -> Path:
+    """AA median output speed (P5-P95 whiskers) per context and system, with published figures as marks."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    for _system, g in points.groupby("system", sort=True):
+        g = g.sort_values("context")
+        lo = g["speed_median"] - g["speed_p5"]
+        hi = g["speed_p95"] - g["speed_median"]
+        ax.errorbar(g["context"], g["speed_median"], yerr=[lo, hi], marker="o", capsize=4,
+                    label=f"{g['hardware'].iloc[0]} (simulated median, P5-P95)")
+    pub = points.dropna(subset=["published"]) if "published" in points else points.iloc[0:0]
+    if len(pub):
+        ax.scatter(pub["context"], pub["published"], marker="*", s=160, color="black", zorder=5,
+                   label="published (Artificial Analysis)")
+    ax.set_xscale("log")
+    ax.set_xlabel("input context (o200k tokens)")
+    ax.set_ylabel("output tok/s per user (o200k)")
+    ax.set_title("Artificial Analysis method, concurrency 1")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, Path(path))

@@ -1,0 +1,135 @@
+"""`lpxsim tour`: the main job on built-in defaults, written as one self-contained HTML report.
+
+Gemma 4 31B on one LPX rack and one Vera Rubin NVL72: the capacity breakdown
+and concurrency ceiling, the Artificial Analysis benchmark beside the published
+figures, the context x concurrency sweep, the heterogeneous serving modes, and a
+MoE model for contrast. Writes OUT/index.html, the PNGs and OUT/results.parquet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from lpxsim.bench.store import atomic_write_parquet
+from lpxsim.report.html import Note, Section, Table, write_report
+from lpxsim.report.tour_sections import (
+    SectionResult,
+    TourConfig,
+    aa_section,
+    assumptions_section,
+    capacity_section,
+    guarded,
+    moe_section,
+    sweep_section,
+)
+
+
+@dataclass
+class TourResult:
+    out: Path
+    index_html: Path
+    results_parquet: Path
+    pngs: list[Path]
+    summary: list[str] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(s == "error" for s in self.statuses.values())
+
+
+def _steps(cfg: TourConfig, out: Path) -> list[tuple[str, Callable[[], SectionResult]]]:
+    from lpxsim.report.modes import modes_section
+
+    return [
+        ("capacity", lambda: capacity_section(cfg)),
+        ("aa", lambda: aa_section(cfg)),
+        ("sweep", lambda: sweep_section(cfg, out)),
+        ("modes", lambda: modes_section(cfg)),
+        ("moe", lambda: moe_section(cfg)),
+        ("assumptions", lambda: assumptions_section(cfg)),
+    ]
+
+
+def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
+             log: Callable[[str], None] = lambda s: None) -> TourResult:
+    """Run every section, write the report, and return the summary."""
+    cfg = cfg or TourConfig()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, SectionResult] = {}
+    for name, fn in _steps(cfg, out):
+        log(f"tour: {name}")
+        results[name] = guarded(name, fn)
+    sections = [r.section for r in results.values()]
+    summary = [line for r in results.values() for line in r.summary]
+    intro = summary_section(cfg, results)
+    index = write_report(out / "index.html", "lpxsim tour: NVIDIA Groq 3 LPX and Vera Rubin NVL72",
+                         f"{cfg.model} (dense) and {cfg.moe_model} (MoE) on {', '.join(cfg.systems)}; "
+                         f"contexts {', '.join(f'{c:,}' for c in cfg.contexts)} tokens", [intro, *sections])
+    parquet = out / "results.parquet"
+    atomic_write_parquet(parquet, combine({k: v for r in results.values() for k, v in r.tables.items()}))
+    return TourResult(out, index, parquet, sorted(out.glob("*.png")), summary,
+                      {k: r.status for k, r in results.items()})
+
+
+def combine(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One long table: every section's rows with a `table` column; mixed-type columns become text."""
+    frames = [df.assign(table=name) for name, df in tables.items() if len(df)]
+    if not frames:
+        return pd.DataFrame({"table": pd.Series(dtype=str)})
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    for col in df.columns:
+        if df[col].dtype == object:
+            kinds = {type(v) for v in df[col].dropna()}
+            if len(kinds) > 1 or (kinds and not kinds <= {str}):
+                df[col] = df[col].map(lambda v: None if v is None or v != v else str(v))
+    cols = ["table"] + [c for c in df.columns if c != "table"]
+    return df[cols]
+
+
+def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame:
+    """Batch-1 speed next to the concurrency ceiling, per system and context: the article's point in one table."""
+    aa = results["aa"].tables.get(f"aa_{cfg.model}", pd.DataFrame())
+    cap = results["capacity"].tables.get("capacity", pd.DataFrame())
+    sw = results["sweep"].tables.get("sweep", pd.DataFrame())
+    rows = []
+    for s in cfg.systems:
+        for ctx in cfg.contexts:
+            row: dict = {"system": s, "context": ctx}
+            a = aa[(aa["system"] == s) & (aa["context"] == ctx)] if len(aa) else aa
+            if len(a):
+                r = a.iloc[0]
+                row |= {"hardware": r["hardware"], "tok/s/user @ concurrency 1 (AA median)": r["speed_median"],
+                        "published": r["published"], "diff %": r["diff_pct"]}
+            c = cap[(cap["system"] == s) & (cap["context"] == ctx)] if len(cap) else cap
+            if len(c):
+                row.setdefault("hardware", c.iloc[0]["hardware"])
+                row["KV ceiling (streams)"] = int(c.iloc[0]["max_streams"])
+            w = sw[(sw["target"] == s) & (sw["context"] == ctx) & sw["at_ceiling"] & sw["fits"]] if len(sw) else sw
+            if len(w):
+                r = w.iloc[0]
+                row |= {"concurrency at ceiling": int(r["concurrency"]), "tok/s/user @ ceiling": r["tok_s_user"],
+                        "aggregate tok/s @ ceiling": r["tok_s_total"], "tok/s per MW @ ceiling": r["tok_s_per_mw"]}
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    first = [c for c in ("system", "hardware", "context") if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Section:
+    """Headline table plus a note for every section that is missing or failed."""
+    sec = Section("Summary: batch-1 speed is not fleet capacity",
+                  f"{cfg.model} at concurrency 1 (Artificial Analysis method) next to the most streams that fit and "
+                  "what each of them gets there. Per-user speed is always shown with its context, concurrency "
+                  "and hardware.")
+    sec.add(Table(headline(cfg, results), css="headline"))
+    for name, r in results.items():
+        if r.status != "ok":
+            for line in r.summary or [f"{name}: {r.status}"]:
+                sec.add(Note(line, "error" if r.status == "error" else "warn"))
+    return sec

@@ -1,0 +1,222 @@
+"""The sections of `lpxsim tour`. Each returns a SectionResult: a report section, its tables, summary lines.
+
+Sections call the real APIs (plan.capacity, bench.aa, bench.sweep, serving).
+A section whose backend is missing from this build says so in the report and
+the summary; it never shows invented numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from lpxsim.bench.backends import BackendUnavailable
+from lpxsim.errors import UserError
+from lpxsim.report.html import Chart, Image, Note, Section, Table
+
+
+@dataclass(frozen=True)
+class TourConfig:
+    """The tour's built-in defaults (each a CLI option)."""
+
+    model: str = "gemma-4-31b"
+    moe_model: str = "gpt-oss-120b"
+    systems: tuple[str, ...] = ("lpx", "vr-nvl72")
+    contexts: tuple[int, ...] = (10_000, 100_000)
+    sweep_contexts: tuple[int, ...] = (10_000, 32_000, 100_000)
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    requests: int = 8
+    osl: int = 1024
+    weights: str = "fp8"
+    kv: str = "bf16"
+    executor: str = "serial"
+    workers: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class SectionResult:
+    section: Section
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+    status: str = "ok"  # ok | unavailable | error
+
+
+def guarded(title: str, fn: Callable[[], SectionResult]) -> SectionResult:
+    """Run a section; a missing backend or a user-level limit becomes an honest note, not a crash."""
+    try:
+        return fn()
+    except BackendUnavailable as e:
+        return SectionResult(Section(title).add(Note(e.message, "warn")), summary=[f"{title}: {e.message}"],
+                             status="unavailable")
+    except ImportError as e:
+        msg = f"not available in this build: {e}"
+        return SectionResult(Section(title).add(Note(msg, "warn")), summary=[f"{title}: {msg}"], status="unavailable")
+    except UserError as e:
+        return SectionResult(Section(title).add(Note(str(e), "warn")), summary=[f"{title}: {e}"], status="unavailable")
+    except Exception as e:  # a bug: shown in the report and the summary, and the tour exits non-zero
+        msg = f"failed: {type(e).__name__}: {e}"
+        return SectionResult(Section(title).add(Note(msg, "error")), summary=[f"{title}: {msg}"], status="error")
+
+
+def capacity_table(model: str, systems, contexts, weights: str, kv: str) -> pd.DataFrame:
+    """Memory breakdown and concurrency ceiling per system and context (plan.capacity)."""
+    from lpxsim.plan.capacity import capacity
+
+    rows = []
+    for s in systems:
+        for ctx in contexts:
+            r = capacity(model, s, ctx, weights=weights, kv=kv)
+            b = r.breakdown
+            rows.append({
+                "model": r.model, "system": r.system, "hardware": f"{r.chips} x {r.chip}, {r.power_w / 1e3:,.0f} kW",
+                "context": ctx, "weights": weights, "kv": f"{kv} {r.kv_layout}",
+                "total_gb": b.total_bytes / 1e9, "weights_gb": b.weights_bytes / 1e9,
+                "reserve_gb": b.reserve_bytes / 1e9, "kv_per_stream_gb": r.kv_bytes_per_stream / 1e9,
+                "kv_gb": b.kv_bytes / 1e9, "free_gb": b.free_bytes / 1e9, "max_streams": r.max_streams,
+                "chips_for_weights": r.chips_for_weights, "units_needed": r.units_needed,
+            })
+    return pd.DataFrame(rows)
+
+
+def kv_alternatives(model: str, system: str, context: int, weights: str) -> pd.DataFrame:
+    from lpxsim.plan.capacity import capacity
+
+    r = capacity(model, system, context, weights=weights)
+    return pd.DataFrame([{"system": system, "context": context, "kv precision": a.kv, "kv layout": a.kv_layout,
+                          "kv_per_stream_gb": a.kv_bytes_per_stream / 1e9, "max_streams": a.max_streams}
+                         for a in r.alternatives])
+
+
+def capacity_section(cfg: TourConfig) -> SectionResult:
+    from lpxsim.report.charts import capacity_chart
+
+    df = capacity_table(cfg.model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv)
+    alt = kv_alternatives(cfg.model, cfg.systems[0], max(cfg.contexts), cfg.weights)
+    sec = Section(f"{cfg.model}: memory and the concurrency ceiling",
+                  "How many streams fit next to the weights at each context: the number that decides fleet "
+                  "capacity, which batch-1 speed does not tell.")
+    sec.add(Chart(capacity_chart(df))).add(Table(df, "memory breakdown per unit (GB)"))
+    sec.add(Table(alt, f"KV precision and layout vs streams on {cfg.systems[0]} at {max(cfg.contexts):,} tokens"))
+    lines = [f"ceiling {r.system} @ {r.context:,} tokens: {r.max_streams} streams ({r.hardware})"
+             for r in df.itertuples()]
+    return SectionResult(sec, {"capacity": df, "kv_alternatives": alt}, lines)
+
+
+def aa_section(cfg: TourConfig, model: str | None = None, contexts=None, title: str | None = None) -> SectionResult:
+    from lpxsim.bench.aa import AASetup
+    from lpxsim.report.charts import aa_chart
+
+    model = model or cfg.model
+    setup = AASetup(contexts=tuple(contexts or cfg.contexts), requests=cfg.requests, seed=cfg.seed)
+    sec = Section(title or f"{model}: Artificial Analysis method (concurrency 1)",
+                  f"{setup.requests} sequential requests per context; output speed = o200k tokens after the first "
+                  f"chunk / time from first chunk to last; median and P5-P95; answer lengths drawn (seed "
+                  f"{setup.seed}) around {setup.output_median} tokens; o200k = native x "
+                  f"{setup.conversion.o200k_per_native:g} (assumed). Published figures are for comparison only.")
+    rows, lines = [], []
+    for s in cfg.systems:
+        res = guarded(s, lambda s=s: _aa_rows(model, s, setup, cfg))
+        if res.status != "ok":
+            sec.add(Note(f"{s}: {res.summary[0]}", "warn"))
+            lines += res.summary
+            continue
+        rows.append(res.tables["aa"])
+        lines += res.summary
+    if rows:
+        df = pd.concat(rows, ignore_index=True)
+        sec.add(Chart(aa_chart(df))).add(Table(_aa_view(df), "output speed, o200k tok/s"))
+        return SectionResult(sec, {f"aa_{model}": df}, lines)
+    return SectionResult(sec, {}, lines, "unavailable")
+
+
+def _aa_rows(model, system, setup, cfg) -> SectionResult:
+    from lpxsim.bench.aa import run_aa
+
+    points, _ = run_aa(model, system, setup, weights=cfg.weights, kv=cfg.kv)
+    df = pd.DataFrame([p.row() for p in points])
+    lines = []
+    for p in points:
+        cmp = f" vs published {p.published.value:,.0f} ({p.published.id}, {p.diff_pct:+.1f} %)" if p.published else ""
+        lines.append(f"AA {p.model} on {p.hardware} @ {p.context:,} tokens, concurrency 1: "
+                     f"median {p.output_speed['median']:,.0f} tok/s{cmp}")
+    return SectionResult(Section(system), {"aa": df}, lines)
+
+
+def _aa_view(df: pd.DataFrame) -> pd.DataFrame:
+    cols = ["system", "hardware", "context", "concurrency", "speed_median", "speed_p5", "speed_p25", "speed_p75",
+            "speed_p95", "ttft_median_s", "published", "published_id", "diff_pct"]
+    return df[[c for c in cols if c in df.columns]]
+
+
+def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
+    from lpxsim.bench.sweep import grid, run_sweep
+    from lpxsim.report.charts import frontier_chart
+    from lpxsim.report.plots import frontier_png
+
+    pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
+               kv=cfg.kv)
+    df = run_sweep(pts, out / "sweep", executor=cfg.executor, workers=cfg.workers, progress=True)
+    png = frontier_png(df, out / "frontier.png")
+    png_mw = frontier_png(df, out / "frontier_per_mw.png", y="tok_s_per_mw", y_label="output tok/s per MW")
+    sec = Section(f"{cfg.model}: context x concurrency sweep",
+                  f"Steady state (closed loop, OSL {cfg.osl}) from concurrency 1 up to each system's KV ceiling. "
+                  "Per-user speed falls as the batch grows while aggregate throughput rises: the frontier is the "
+                  "menu a planner chooses from.")
+    sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
+    view = df[[c for c in ("target", "context", "concurrency", "at_ceiling", "hardware", "tok_s_user", "tok_s_total",
+                           "tok_s_per_mw", "ttft_s", "on_frontier", "fits") if c in df.columns]]
+    sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
+    sec.add(Image(png, "frontier.png (matplotlib)"))
+    lines = []
+    ok = df[df["fits"].astype(bool)]
+    for (t, ctx), g in ok.groupby(["target", "context"]):
+        best = g.loc[g["tok_s_total"].idxmax()]
+        lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
+                     f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user)")
+    return SectionResult(sec, {"sweep": df}, lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def moe_section(cfg: TourConfig) -> SectionResult:
+    """The MoE model beside the dense one: capacity and AA at the tour's contexts."""
+    from lpxsim.report.charts import capacity_chart
+
+    df = capacity_table(cfg.moe_model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv)
+    sec = Section(f"Dense 31B is not your MoE production model: {cfg.moe_model}",
+                  "The same hardware and contexts with a mixture-of-experts model: all experts' weights must be "
+                  "resident, so the memory left for KV, and with it the concurrency ceiling, differs.")
+    sec.add(Chart(capacity_chart(df))).add(Table(df, f"{cfg.moe_model}: memory breakdown per unit (GB)"))
+    aa = aa_section(cfg, cfg.moe_model, (min(cfg.contexts),), f"{cfg.moe_model}: AA method")
+    sec.blocks += aa.section.blocks
+    lines = [f"MoE ceiling {r.system} @ {r.context:,}: {r.max_streams} streams" for r in df.itertuples()]
+    return SectionResult(sec, {"moe_capacity": df, **aa.tables}, lines + aa.summary,
+                         "ok" if aa.status == "ok" else aa.status)
+
+
+def assumptions_section(cfg: TourConfig) -> SectionResult:
+    """Every assumed (U) or derived (E) hardware number with its source, plus the benchmark's own assumptions."""
+    from lpxsim.bench.published import PUBLISHED
+    from lpxsim.catalog import get_system
+
+    rows = [{"system": s, **r._asdict()} for s in cfg.systems for r in get_system(s).provenance_rows()
+            if r.grade in ("U", "E")]
+    bench = pd.DataFrame([
+        {"parameter": "o200k tokens per native token", "value": "1.0", "source":
+         "assumption:aa-token-ratio: no public Gemma-4 vs o200k ratio; --token-ratio to change"},
+        {"parameter": "AA answer length", "value": "log-normal, median 500, sigma 0.5, [64, 4096] tokens", "source":
+         "assumption:aa-answer-length: AA normalises E2E to 500 output tokens; per-request lengths unpublished"},
+        {"parameter": "streamed chunk", "value": "1 token", "source": "assumption:aa-chunk: servers stream each token"},
+        {"parameter": "prefill chunk", "value": "8192 tokens", "source": "vLLM default max_num_batched_tokens"},
+    ])
+    pub = pd.DataFrame([{"id": p.id, "model": p.model, "system": p.system, "metric": p.metric, "context": p.context,
+                         "value": p.value, "source": p.source, "role": p.role} for p in PUBLISHED])
+    sec = Section("Assumptions and sources",
+                  "Grades: P primary, S third party, E derived, U assumed. Only E and U rows are listed; "
+                  "`lpxsim system NAME` prints every number with its source.")
+    sec.add(Table(pd.DataFrame(rows), "hardware numbers that are derived or assumed"))
+    sec.add(Table(bench, "benchmark method assumptions (docs/assumptions.md, 'Benchmarks and reports')"))
+    sec.add(Table(pub, "published figures: used only for comparison, never as inputs"))
+    return SectionResult(sec, {"assumptions": pd.DataFrame(rows)}, [])
