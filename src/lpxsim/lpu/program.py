@@ -125,6 +125,7 @@ class Buffer:
     region: str = ""  # name of the Region on `chip` that holds it
     heads: Range | None = None  # attention-shaped buffers: which query heads
     lse_shape: tuple[int, ...] = ()  # "lse" partials: (rows, heads)
+    offset_bytes: int = 0  # offset inside `region`; buffers share bytes only with disjoint lifetimes
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,171 @@
+"""The LPX compiler pipeline: lower -> partition -> place -> route + schedule -> verify.
+
+`compile_program` is the one entry point (the CLI and `LpxStepModel` call it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+
+from lpxsim.catalog import get_model, get_system
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.graph import OpGraph, Phase, lower
+from lpxsim.lpu.arch import Arch, arch_for
+from lpxsim.lpu.emit import emit_all
+from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
+from lpxsim.lpu.lowering import Lowerer
+from lpxsim.lpu.place import lifetimes, place
+from lpxsim.lpu.program import LayoutInfo, Program
+from lpxsim.lpu.schedule import Scheduler
+from lpxsim.lpu.timing import Timing, summarize
+from lpxsim.lpu.verify import VerifyReport, verify
+from lpxsim.specs.hardware import SystemSpec
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.topology import chip_graph
+
+
+@dataclass
+class Target:
+    """What the layout must hold and is optimised for."""
+
+    context: int = 8192
+    concurrency: int = 1
+
+
+@dataclass
+class CompileResult:
+    program: Program
+    report: VerifyReport
+    timing: Timing
+    layout: Layout
+    memory: dict[int, dict] = field(default_factory=dict)
+    compile_s: float = 0.0
+    candidates: list[dict] = field(default_factory=list)
+
+
+def resolve_system(system: str | SystemSpec, racks: float | None, chips: int | None,
+                   variant: str | None = None) -> tuple[SystemSpec, int, int]:
+    """(system, chips available, racks spanned) from --racks / --chips."""
+    s = get_system(system)
+    if not s.is_lpu:
+        raise UserError("system", f"{s.name} is not an LPU system; the LPX compiler targets LPU systems")
+    if variant:
+        s = s.with_topology(variant)
+    per = s.chips_per_unit
+    if racks is not None and chips is not None:
+        raise UserError("racks", "give either --racks or --chips, not both")
+    if chips is not None:
+        if chips <= 0:
+            raise UserError("chips", f"expected a positive number of chips, got {chips}")
+        n = int(chips)
+    elif racks is not None:
+        if racks <= 0 or abs(racks * per - round(racks * per)) > 1e-9:
+            raise UserError("racks", f"expected a positive number of racks making whole chips, got {racks}")
+        n = int(round(racks * per))
+    else:
+        n = per
+    units = math.ceil(n / per)
+    if units > s.max_units:
+        raise UserError("chips", f"{n} chips need {units} {s.unit_name}s; {s.name} joins at most {s.max_units}")
+    return s, n, units
+
+
+def default_phase(target: Target, replicas: int) -> Phase:
+    batch = max(1, math.ceil(target.concurrency / max(1, replicas)))
+    return Phase.decode([target.context] * batch)
+
+
+def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, layout: Layout,
+                  n_chips: int) -> tuple[Program, dict[int, dict]]:
+    """Schedule one replica of `layout` for `graph` and place it; raises DoesNotFit on SRAM overflow."""
+    cg = chip_graph(system, units)
+    check_shape(layout, system.topology.chips_per_node, n_chips)
+    stages = realise(graph.model, layout, graph.weights)
+    sched = Scheduler(arch, cg)
+    lw = Lowerer(graph, arch, sched, layout, stages)
+    emit_all(lw)
+    produced = {i.output for i in sched.instructions}
+    life = lifetimes(sched.instructions, sched.transfers, sched.ready)
+    regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
+    instrs = sorted(sched.instructions, key=lambda i: (i.chip, i.cycle_start, i.id))
+    info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
+                      kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages))
+    ph = graph.phase
+    prog = Program(
+        system=system.name, model=graph.model.name,
+        phase={"kind": ph.kind, "contexts": list(ph.contexts), "new_tokens": ph.new_tokens},
+        weights=graph.weights, kv=graph.kv, kv_layout=graph.kv_layout, clock_hz=arch.clock_hz,
+        chip_sram_bytes=arch.sram_bytes, layout=info, regions=regions, buffers=buffers, instructions=instrs,
+        transfers=sched.transfers, links=sched.links,
+        meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted)},
+    )
+    return prog, summary
+
+
+def compile_program(
+    model: str | ModelSpec,
+    system: str | SystemSpec = "lpx",
+    *,
+    racks: float | None = None,
+    chips: int | None = None,
+    context: int = 8192,
+    concurrency: int = 1,
+    phase: Phase | None = None,
+    weights: str = "fp8",
+    kv: str = "bf16",
+    kv_layout: str = "separate",
+    layout: Layout | str | dict | None = None,
+    chip_sram_bytes: int | None = None,
+    variant: str | None = None,
+    run_verify: bool = True,
+) -> CompileResult:
+    """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it."""
+    t0 = time.perf_counter()
+    m = get_model(model)
+    s, n_chips, units = resolve_system(system, racks, chips, variant)
+    arch = arch_for(s).with_sram(chip_sram_bytes)
+    if context < 0 or concurrency <= 0:
+        raise UserError("context", "context must be >= 0 and concurrency > 0")
+    target = Target(context=context, concurrency=concurrency)
+    from lpxsim.lpu.partition import choose_layout
+
+    forced = _forced(layout)
+    candidates: list[Layout]
+    cands_info: list[dict] = []
+    if forced is not None and all(k in forced for k in ("tp", "stages")):
+        candidates = [Layout(**{"replicas": 1, "kv_seq_split": 1, **forced})]
+    else:
+        candidates, cands_info = choose_layout(m, s, arch, n_chips, target, weights, kv, kv_layout, forced or {})
+    last_err: Exception | None = None
+    for lay in candidates:
+        ph = phase or default_phase(target, lay.replicas)
+        graph = lower(m, ph, weights=weights, kv=kv, kv_layout=kv_layout)
+        try:
+            prog, summary = build_program(graph, s, units, arch, lay, n_chips)
+        except DoesNotFit as e:
+            last_err = e
+            continue
+        rep = verify(prog) if run_verify else VerifyReport(ok=True)
+        timing = summarize(prog, graph, arch)
+        prog.meta["layout"] = lay.describe()
+        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info)
+    if last_err is not None:
+        raise last_err
+    raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "
+                              f"({arch.sram_bytes / 1e6:,.0f} MB each) at context {context:,}, concurrency {concurrency}")
+
+
+def _forced(layout: Layout | str | dict | None) -> dict[str, int] | None:
+    if layout is None:
+        return None
+    if isinstance(layout, Layout):
+        return {"tp": layout.tp, "stages": layout.stages, "replicas": layout.replicas,
+                "kv_seq_split": layout.kv_seq_split}
+    if isinstance(layout, dict):
+        return dict(layout)
+    return parse_layout(layout)
+
+
+__all__ = ["CompileResult", "Target", "compile_program", "resolve_system", "replace"]

@@ -1,0 +1,139 @@
+"""A layout of one model on LPUs: stage groups, tensor-parallel degree, KV split, replicas.
+
+`Layout` is the decision the partitioner searches over (and a user may force
+with a string such as ``"tp=16,stages=16,kvsplit=4"``); `realise` turns it into
+concrete stages (layer ranges) on concrete chips of the topology.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.lpu.program import Stage
+from lpxsim.specs.accounting import layer_weight_bytes
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.precision import get_precision
+
+
+@dataclass(frozen=True)
+class Layout:
+    """tp chips per stage, `stages` pipeline stages, `replicas` data-parallel copies.
+
+    `kv_seq_split`: how many chips of a stage split one stream's full-attention KV
+    along the sequence (flash-decoding); heads are split over tp / kv_seq_split chips.
+    """
+
+    tp: int
+    stages: int
+    replicas: int = 1
+    kv_seq_split: int = 1
+
+    @property
+    def chips(self) -> int:
+        return self.tp * self.stages * self.replicas
+
+    def describe(self) -> str:
+        return f"tp={self.tp},stages={self.stages},kvsplit={self.kv_seq_split},replicas={self.replicas}"
+
+
+_KEYS = {"tp": "tp", "stages": "stages", "pp": "stages", "kvsplit": "kv_seq_split", "kv_seq_split": "kv_seq_split",
+         "replicas": "replicas", "dp": "replicas"}
+
+
+def parse_layout(text: str) -> dict[str, int]:
+    """Parse ``"tp=16,stages=16,kvsplit=4,replicas=1"`` (any subset) into Layout fields."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, val = part.partition("=")
+        key = key.strip().lower()
+        if key not in _KEYS or not val.strip().isdigit() or int(val) <= 0:
+            raise UserError("layout", f"bad item {part!r}; expected e.g. tp=16,stages=16,kvsplit=4,replicas=1")
+        out[_KEYS[key]] = int(val)
+    if not out:
+        raise UserError("layout", "empty layout; expected e.g. tp=16,stages=16,kvsplit=4")
+    return out
+
+
+def layer_costs(model: ModelSpec, weights: str) -> list[float]:
+    """Weight bytes per pipeline unit: [embed, layer 0, ..., layer L-1, head] (tied embeddings on the head)."""
+    wb = get_precision(weights, "weights").bytes_per_element
+    table = model.vocab_size * model.hidden_size * wb
+    per_layer = layer_weight_bytes(model, weights)
+    head = table + model.hidden_size * wb
+    embed = 0.0 if model.tie_embeddings else table
+    return [embed, *per_layer, head]
+
+
+def split_layers(model: ModelSpec, stages: int, weights: str) -> list[tuple[int, int]]:
+    """Contiguous layer ranges per stage, balanced by weight bytes (embedding on stage 0, head on the last)."""
+    L = model.num_layers
+    if stages > L:
+        raise UserError("stages", f"{stages} stages for {L} layers; expected at most {L}")
+    costs = layer_costs(model, weights)
+    w = costs[1:-1]
+    w[0] += costs[0]
+    w[-1] += costs[-1]
+    total = sum(w)
+    bounds, acc, s = [0], 0.0, 1
+    for i, c in enumerate(w):
+        remaining_layers = L - (i + 1)
+        remaining_stages = stages - s
+        acc += c
+        due = acc >= total * s / stages or remaining_layers == remaining_stages
+        if s < stages and due and remaining_layers >= remaining_stages:
+            bounds.append(i + 1)
+            s += 1
+    bounds.append(L)
+    while len(bounds) < stages + 1:  # degenerate balance: split the largest range
+        widths = [(bounds[i + 1] - bounds[i], i) for i in range(len(bounds) - 1)]
+        width, i = max(widths)
+        bounds.insert(i + 1, bounds[i] + width // 2)
+    return [(bounds[i], bounds[i + 1]) for i in range(stages)]
+
+
+def check_shape(layout: Layout, chips_per_node: int, n_chips: int) -> None:
+    """The layout's groups must tile nodes: tp divides a node, or is a whole number of nodes."""
+    tp = layout.tp
+    if tp <= 0 or layout.stages <= 0 or layout.replicas <= 0 or layout.kv_seq_split <= 0:
+        raise UserError("layout", "tp, stages, replicas and kvsplit must be positive")
+    if not (chips_per_node % tp == 0 or tp % chips_per_node == 0):
+        raise UserError("layout", f"tp={tp} must divide or be a multiple of the {chips_per_node} chips of a node")
+    if tp % layout.kv_seq_split:
+        raise UserError("layout", f"kvsplit={layout.kv_seq_split} must divide tp={tp}")
+    if layout.chips > n_chips:
+        raise DoesNotFit("chips", f"layout {layout.describe()} needs {layout.chips} chips; the system has {n_chips}")
+
+
+def realise(model: ModelSpec, layout: Layout, weights: str) -> list[Stage]:
+    """Concrete stages for every replica: consecutive groups of `tp` chips in global chip order."""
+    ranges = split_layers(model, layout.stages, weights)
+    stages: list[Stage] = []
+    for r in range(layout.replicas):
+        for s, (lo, hi) in enumerate(ranges):
+            g = r * layout.stages + s
+            chips = tuple(range(g * layout.tp, (g + 1) * layout.tp))
+            last = s == layout.stages - 1
+            embed_here = last if model.tie_embeddings else s == 0
+            stages.append(Stage(index=s, replica=r, layers=(lo, hi), chips=chips, head=last, embed=embed_here))
+    return stages
+
+
+def balanced(n: int, parts: int, i: int) -> tuple[int, int]:
+    """The i-th of `parts` contiguous, balanced ranges over range(n)."""
+    return (n * i) // parts, (n * (i + 1)) // parts
+
+
+def heads_split(tp: int, heads: int, want_seq: int) -> tuple[int, int]:
+    """(head shards, sequence shards) for a layer: shards multiply to tp, head shards <= heads."""
+    seq = want_seq
+    while tp // seq > heads or tp % seq:
+        seq += 1
+        if seq > tp:
+            return 1, tp
+    return tp // seq, seq
+
+
+def min_stages_for(total_bytes: float, tp: int, sram: float) -> int:
+    return max(1, math.ceil(total_bytes / (tp * sram)))

@@ -1,0 +1,278 @@
+"""Map each graph op onto its stage's chips: slices, collectives, transfers, timed by the Scheduler.
+
+Inside a stage of `tp` chips the split is Megatron-style: the residual stream
+is replicated; q/k/v projections split by heads (KV heads replicated when the
+split is finer than the KV heads), the gate/up projection by intermediate
+columns, o_proj and down by rows (partial sums, all-reduced), experts by
+expert ranges (partial sums), logits by vocabulary. A full-attention layer may
+also split each stream's KV along the sequence over `kv_seq_split` chips:
+each computes attention over its key chunk, the chunks' log-sum-exps are
+exchanged (a few bytes) and every chip rescales its own chunk's output before
+o_proj, whose all-reduce then also sums over the chunks (exact, flash-decoding
+style). Stages hand the residual stream to the next stage chip by chip.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lpxsim.graph import Op, OpGraph
+from lpxsim.lpu.arch import Arch
+from lpxsim.lpu.layout import Layout, balanced, heads_split
+from lpxsim.lpu.program import Range, Stage
+from lpxsim.lpu.schedule import Scheduler
+from lpxsim.specs.accounting import kv_elements_per_token
+from lpxsim.specs.precision import get_precision
+
+REP, COLS, SUM = "rep", "cols", "sum"
+ALLREDUCE_DIRECT_MAX_BYTES = 64 * 1024  # above this, reduce-scatter + all-gather (fewer bytes per link)
+
+
+@dataclass
+class Dist:
+    """How an op's output is spread over chips: kind + per-chip buffer id and column range."""
+
+    kind: str
+    bufs: dict[int, str]
+    cols: dict[int, Range] = field(default_factory=dict)
+    width: int = 0
+
+
+@dataclass
+class AttnSplit:
+    """Per chip of a stage: query heads, KV heads, and the sequence chunk of one layer's attention."""
+
+    heads: dict[int, Range]
+    kv_heads: dict[int, Range]
+    seq_index: dict[int, int]
+    seq_shards: int
+    chunk: dict[int, Range]  # key positions stored/read (same for every sequence)
+
+
+@dataclass
+class ChipUse:
+    """Bytes per chip the placement must provide."""
+
+    weights: dict[str, float] = field(default_factory=dict)  # region name -> bytes
+    kv: dict[str, float] = field(default_factory=dict)
+
+
+class Lowerer:
+    """Emits instructions/transfers for every op of `graph` over `stages` of one replica."""
+
+    def __init__(self, graph: OpGraph, arch: Arch, sched: Scheduler, layout: Layout, stages: list[Stage]) -> None:
+        self.g, self.arch, self.s, self.layout = graph, arch, sched, layout
+        self.m = graph.model
+        self.stages = [st for st in stages if st.replica == 0]
+        self.wprec = get_precision(graph.weights, "weights")
+        self.wb = self.wprec.bytes_per_element
+        self.kvb = get_precision(graph.kv, "kv").bytes_per_element
+        self.ab = graph.act_bytes_per_element
+        self.M = graph.phase.tokens
+        self.dist: dict[str, Dist] = {}
+        self.use: dict[int, ChipUse] = {}
+        self.attn: dict[int, AttnSplit] = {}
+        self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
+        total_keys = [c + graph.phase.new_tokens for c in graph.phase.contexts]
+        self.max_keys = max(total_keys)
+
+    # --- helpers ------------------------------------------------------------------------
+    def stage_of(self, layer: int) -> Stage:
+        L = self.m.num_layers
+        for st in self.stages:
+            if layer == -1 and st.embed:
+                return st
+            if layer == L and st.head:
+                return st
+            if st.layers[0] <= layer < st.layers[1]:
+                return st
+        raise AssertionError(f"no stage holds layer {layer}")
+
+    def chip_use(self, chip: int) -> ChipUse:
+        return self.use.setdefault(chip, ChipUse())
+
+    def add_weight(self, chip: int, op: Op, nbytes: float, tag: str = "") -> None:
+        if nbytes > 0:
+            self.chip_use(chip).weights[f"w:{op.name}{tag}"] = nbytes
+
+    def mem_cycles(self, nbytes: float) -> float:
+        return nbytes / self.arch.mem_bytes_per_cycle
+
+    def vxm_cycles(self, elems: float, nbytes: float) -> float:
+        return max(elems / self.arch.vxm_ops_per_cycle, self.mem_cycles(nbytes))
+
+    def rep_on(self, name: str, chips: tuple[int, ...]) -> dict[int, str]:
+        """Buffers holding op `name`'s full value on each of `chips` (all-reduce / hand-off as needed)."""
+        d = self.dist[name]
+        if d.kind == SUM:
+            d = self.allreduce(name)
+        elif d.kind == COLS:
+            d = self.allgather(name)
+        missing = [c for c in chips if c not in d.bufs]
+        if not missing:
+            return {c: d.bufs[c] for c in chips}
+        srcs = sorted(d.bufs)
+        for i, c in enumerate(missing):
+            src = srcs[i % len(srcs)] if len(srcs) != len(chips) else srcs[chips.index(c)]
+            buf = d.bufs[src]
+            nbytes = self.s.buffers[buf].bytes
+            dst = self.s.buffer(f"{name}@{c}<{src}", c, name, nbytes)
+            self.s.send(src, c, buf, dst, nbytes)
+            d.bufs[c] = dst
+        return {c: d.bufs[c] for c in chips}
+
+    # --- collectives --------------------------------------------------------------------
+    def _node_groups(self, chips: list[int]) -> list[list[int]]:
+        cpn = self.s.graph.topology.chips_per_node
+        groups: dict[int, list[int]] = {}
+        for c in chips:
+            groups.setdefault(c // cpn, []).append(c)
+        return list(groups.values())
+
+    def _reduce_local(self, name: str, chip: int, inputs: tuple[str, ...], out: str, nbytes: float,
+                      partial_out: bool) -> None:
+        self.s.buffer(out, chip, name, nbytes, partial="sum" if partial_out else None)
+        elems = nbytes / self.ab * len(inputs)
+        self.s.instr(chip, "VXM", name, "reduce", inputs, out, self.vxm_cycles(elems, nbytes * len(inputs)))
+
+    def allreduce(self, name: str) -> Dist:
+        """Sum the partials of `name` onto every chip that holds one (direct, RS+AG, or by node)."""
+        d = self.dist[name]
+        chips = sorted(d.bufs)
+        nbytes = float(self.s.buffers[d.bufs[chips[0]]].bytes)
+        groups = self._node_groups(chips)
+        if len(chips) == 1:
+            out = Dist(REP, dict(d.bufs), width=d.width)
+        elif len(groups) == 1 and nbytes > ALLREDUCE_DIRECT_MAX_BYTES and d.width >= len(chips):
+            out = self._rs_ag(name, d, chips, nbytes)
+        else:
+            level = self._direct_level(name, d.bufs, groups, nbytes, "n", partial_out=len(groups) > 1)
+            if len(groups) > 1:
+                cpn = self.s.graph.topology.chips_per_node
+                rails: dict[int, list[int]] = {}
+                for c in chips:
+                    rails.setdefault(c % cpn, []).append(c)
+                level = self._direct_level(name, level, list(rails.values()), nbytes, "r", partial_out=False)
+            out = Dist(REP, level, width=d.width)
+        self.dist[name] = out
+        return out
+
+    def _direct_level(self, name: str, bufs: dict[int, str], groups: list[list[int]], nbytes: float, tag: str,
+                      partial_out: bool) -> dict[int, str]:
+        """Every chip sends its partial to every peer of its group; each sums what it holds."""
+        out: dict[int, str] = {}
+        for grp in groups:
+            recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
+            for src in grp:
+                for dst in grp:
+                    if src != dst:
+                        bid = self.s.buffer(f"{name}#{tag}{src}@{dst}", dst, name, nbytes, partial="sum")
+                        self.s.send(src, dst, bufs[src], bid, nbytes)
+                        recv[dst].append(bid)
+            for c in grp:
+                if len(grp) == 1:
+                    out[c] = bufs[c]
+                    continue
+                bid = f"{name}@{c}" if not partial_out else f"{name}#{tag}sum@{c}"
+                self._reduce_local(name, c, tuple(recv[c]), bid, nbytes, partial_out)
+                out[c] = bid
+        return out
+
+    def _rs_ag(self, name: str, d: Dist, chips: list[int], nbytes: float) -> Dist:
+        """Reduce-scatter (chip i sums column slice i) then all-gather and concatenate."""
+        n, width = len(chips), d.width
+        rows = self.s.buffers[d.bufs[chips[0]]].bytes / max(width, 1)
+        slices = {c: balanced(width, n, i) for i, c in enumerate(chips)}
+        red: dict[int, str] = {}
+        for c in chips:
+            lo, hi = slices[c]
+            part = (hi - lo) * rows
+            ins = [d.bufs[c]]
+            for src in chips:
+                if src != c:
+                    bid = self.s.buffer(f"{name}#rs{src}@{c}", c, name, part, cols=(lo, hi), partial="sum")
+                    self.s.send(src, c, d.bufs[src], bid, part)
+                    ins.append(bid)
+            out = self.s.buffer(f"{name}#cols@{c}", c, name, part, cols=(lo, hi))
+            self.s.instr(c, "VXM", name, "reduce", tuple(ins), out,
+                         self.vxm_cycles(part / self.ab * n, part * n), attrs={"cols": (lo, hi)})
+            red[c] = out
+        return self._gather(name, Dist(COLS, red, slices, width), chips)
+
+    def _gather(self, name: str, d: Dist, chips: list[int]) -> Dist:
+        out: dict[int, str] = {}
+        for c in chips:
+            ins, parts = [], []
+            for src in chips:
+                lo, hi = d.cols[src]
+                nbytes = self.s.buffers[d.bufs[src]].bytes
+                if src == c:
+                    ins.append(d.bufs[c])
+                else:
+                    bid = self.s.buffer(f"{name}#ag{src}@{c}", c, name, nbytes, cols=(lo, hi))
+                    self.s.send(src, c, d.bufs[src], bid, nbytes)
+                    ins.append(bid)
+                parts.append((lo, hi))
+            total = sum(self.s.buffers[b].bytes for b in ins)
+            bid = self.s.buffer(f"{name}@{c}", c, name, total)
+            self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total),
+                         attrs={"parts": tuple(parts)})
+            out[c] = bid
+        return Dist(REP, out, width=d.width)
+
+    def allgather(self, name: str) -> Dist:
+        d = self.dist[name]
+        chips = sorted(d.bufs)
+        if len(chips) == 1 or all(d.cols[c] == (0, d.width) for c in chips):
+            out = Dist(REP, dict(d.bufs), width=d.width)
+        else:
+            out = self._gather(name, d, chips)
+        self.dist[name] = out
+        return out
+
+    # --- attention split ----------------------------------------------------------------
+    def attn_split(self, layer: int) -> AttnSplit:
+        if layer in self.attn:
+            return self.attn[layer]
+        a = self.m.layers[layer].attention
+        chips = self.stage_of(layer).chips
+        tp = len(chips)
+        want = self.layout.kv_seq_split if a.window is None else 1
+        h_par, seq = heads_split(tp, a.num_heads, want)
+        kvh = 1 if a.kind == "mla" else a.num_kv_heads
+        group = max(1, a.num_heads // kvh)
+        heads, kv_heads, seq_index, chunk = {}, {}, {}, {}
+        for j, c in enumerate(chips):
+            t, s = divmod(j, seq)
+            h0, h1 = balanced(a.num_heads, h_par, t)
+            heads[c] = (h0, h1)
+            kv_heads[c] = (0, 1) if a.kind == "mla" else (h0 // group, (max(h1, h0 + 1) - 1) // group + 1)
+            seq_index[c] = s
+            chunk[c] = balanced(self.max_keys, seq, s)
+        sp = AttnSplit(heads, kv_heads, seq_index, seq, chunk)
+        self.attn[layer] = sp
+        return sp
+
+
+def attended_in_chunk(context: int, new: int, window: int | None, lo: int, hi: int) -> tuple[float, int]:
+    """(query-key pairs, distinct keys) inside key chunk [lo, hi) for `new` causal positions after `context`."""
+    ends = np.arange(context + 1, context + new + 1, dtype=np.int64)  # keys visible to each new row: [start, end)
+    starts = np.zeros_like(ends) if window is None else np.maximum(0, ends - window)
+    over = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
+    distinct = max(0, min(int(ends[-1]), hi) - max(int(starts[0]), lo))
+    return float(over.sum()), distinct
+
+
+def kv_token_bytes(op: Op, graph: OpGraph, kv_heads: int, kvb: float) -> float:
+    """KV bytes per token for `kv_heads` of this layer's cache."""
+    a = graph.model.layers[op.layer].attention
+    per = kv_elements_per_token(a, graph.kv_layout)
+    total_heads = 1 if a.kind == "mla" else a.num_kv_heads
+    return per * kvb * kv_heads / total_heads
+
+
+def ceil_div(a: float, b: float) -> int:
+    return int(math.ceil(a / b))

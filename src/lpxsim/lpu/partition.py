@@ -1,0 +1,147 @@
+"""Partition search: which layout (tp, stages, KV sequence split, replicas) to compile.
+
+Every candidate that tiles the topology is checked against each chip's SRAM
+(weights of its stage / tp, q/o projections replicated over the KV sequence
+split, its KV share at the target context and concurrency, a reserve for
+activations and buffers) and priced with a per-layer critical-path estimate
+built from the same cycle costs the scheduler uses. Candidates come back best
+first; the compiler compiles the first one that places.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lpxsim.lpu.arch import Arch
+from lpxsim.lpu.layout import Layout, balanced, heads_split, layer_costs, split_layers
+from lpxsim.specs.accounting import kv_elements_per_token
+from lpxsim.specs.hardware import SystemSpec
+from lpxsim.specs.model import ModelSpec
+from lpxsim.specs.precision import get_precision
+
+RESERVE_FRACTION = 0.02  # SRAM kept per chip for activations and transfer buffers in the search
+
+
+def _tp_options(cpn: int, n: int) -> list[int]:
+    opts = [d for d in range(1, cpn + 1) if cpn % d == 0]
+    k = 2
+    while cpn * k <= n:
+        opts.append(cpn * k)
+        k *= 2
+    return [t for t in opts if t <= n]
+
+
+def _layer_kv_per_chip(model: ModelSpec, layer: int, tp: int, kvsplit: int, kvb: float, layout_kv: str,
+                       context: int, streams: int) -> tuple[float, int]:
+    """(worst chip's KV bytes for this layer, sequence shards) at `context` for `streams` streams."""
+    a = model.layers[layer].attention
+    want = kvsplit if a.window is None else 1
+    h_par, seq = heads_split(tp, a.num_heads, want)
+    kvh = 1 if a.kind == "mla" else a.num_kv_heads
+    group = max(1, a.num_heads // kvh)
+    worst_heads = 0
+    for t in range(h_par):
+        h0, h1 = balanced(a.num_heads, h_par, t)
+        n = 1 if a.kind == "mla" else ((max(h1, h0 + 1) - 1) // group + 1) - h0 // group
+        worst_heads = max(worst_heads, n)
+    tokens = context + 1 if a.window is None else min(context + 1, a.window + 1)
+    per_tok = kv_elements_per_token(a, layout_kv) * kvb * worst_heads / kvh
+    return per_tok * math.ceil(tokens / seq) * streams, seq
+
+
+def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: str, context: int,
+               streams: int) -> float:
+    """Worst chip's SRAM need (weights + KV) for this layout."""
+    wb = get_precision(weights, "weights").bytes_per_element
+    kvb = get_precision(kv, "kv").bytes_per_element
+    costs = layer_costs(model, weights)
+    worst = 0.0
+    for s, (lo, hi) in enumerate(split_layers(model, lay.stages, weights)):
+        w = sum(costs[1 + i] for i in range(lo, hi))
+        if s == 0:
+            w += costs[0]
+        if s == lay.stages - 1:
+            w += costs[-1]
+        per_chip = w / lay.tp
+        extra = kvb_total = 0.0
+        for i in range(lo, hi):
+            a = model.layers[i].attention
+            _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
+            if seq > 1:  # q and o projections replicated over the sequence shards
+                qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
+                extra += qo * (seq - 1) / lay.tp
+            k, _ = _layer_kv_per_chip(model, i, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
+            kvb_total += k
+        worst = max(worst, per_chip + extra + kvb_total)
+    return worst
+
+
+def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: Layout, weights: str,
+                       context: int, batch: int) -> float:
+    """Critical-path estimate of one decode step (ranking only; the compiled schedule is the answer)."""
+    links = system.topology.links
+    intra = links.get("intra_node") or next(iter(links.values()))
+    hop = float(intra.latency_s)
+    bw = intra.bandwidth_Bps
+    f = arch.clock_hz
+    ov = arch.op_overhead / f
+    lat = {"MXM": (arch.mxm_latency) / f + ov, "VXM": arch.vxm_latency / f + ov, "MEM": arch.mem_latency / f + ov}
+    costs = layer_costs(model, weights)
+    mem_bps = arch.mem_bytes_per_cycle * f
+    h_bytes = batch * model.hidden_size * 2.0
+    cross = lay.tp > system.topology.chips_per_node
+    ar = 0.0 if lay.tp == 1 else (hop + h_bytes / bw + lat["VXM"]) * (2 if cross else 1)
+    total = 0.0
+    for i in range(model.num_layers):
+        a = model.layers[i].attention
+        _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
+        sweep = costs[1 + i] / lay.tp / mem_bps
+        kv_elems = kv_elements_per_token(a, "separate")
+        keys = context + 1 if a.window is None else min(context + 1, a.window)
+        kvh = 1 if a.kind == "mla" else a.num_kv_heads
+        h_par = lay.tp // seq
+        kv_read = batch * keys / seq * kv_elems * 2.0 * max(1.0, kvh / h_par) / kvh / mem_bps
+        chain = 7 * lat["VXM"] + 5 * lat["MXM"] + lat["MEM"] + 2 * ar + sweep + kv_read
+        if seq > 1:
+            chain += hop + lat["VXM"]
+        total += chain
+    total += (lay.stages - 1) * (hop + h_bytes / (bw / 2))
+    total += costs[-1] / lay.tp / mem_bps + 2 * (lat["MXM"] + lat["VXM"]) + 2 * hop
+    return total
+
+
+def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int, target, weights: str, kv: str,
+                  kv_layout: str, forced: dict[str, int]) -> tuple[list[Layout], list[dict]]:
+    """Feasible layouts, best first (per-user token period at the target), with their estimates."""
+    cpn = system.topology.chips_per_node
+    L = model.num_layers
+    sram = arch.sram_bytes * (1.0 - RESERVE_FRACTION)
+    rows: list[tuple[float, int, Layout]] = []
+    info: list[dict] = []
+    tps = [forced["tp"]] if "tp" in forced else _tp_options(cpn, n_chips)
+    for tp in tps:
+        splits = [forced["kv_seq_split"]] if "kv_seq_split" in forced else [d for d in (1, 2, 4, 8, 16) if tp % d == 0]
+        for reps in ([forced["replicas"]] if "replicas" in forced else [1, 2, 4, 8]):
+            max_stages = min(L, n_chips // (tp * reps))
+            if max_stages < 1:
+                continue
+            stage_opts = [forced["stages"]] if "stages" in forced else sorted({max_stages, *_fewer(max_stages)})
+            for S in stage_opts:
+                if max_stages < S or S < 1:
+                    continue
+                streams = math.ceil(target.concurrency / reps)
+                for p in splits:
+                    lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p)
+                    need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams)
+                    if need > sram:
+                        continue
+                    est = estimate_latency_s(model, system, arch, lay, weights, target.context, streams)
+                    period = est  # a stream's next token waits for its previous one
+                    rows.append((period, lay.chips, lay))
+                    info.append({"layout": lay.describe(), "chip_bytes": need, "est_latency_s": est})
+    rows.sort(key=lambda r: (round(r[0], 12), r[1], r[2].kv_seq_split, r[2].replicas))
+    return [r[2] for r in rows[:6]], info
+
+
+def _fewer(max_stages: int) -> list[int]:
+    return [s for s in (max_stages // 2, max_stages // 4) if s >= 1]

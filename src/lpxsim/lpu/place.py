@@ -1,0 +1,113 @@
+"""Placement: explicit SRAM regions per chip, and buffer offsets by liveness.
+
+Per chip, in address order: one region per weight slice, one KV region per
+layer, an activation region (buffers this chip produces) and a transfer
+buffer region (buffers it receives). Buffers share their region's bytes only
+when their lifetimes (first write to last read) do not overlap: a first-fit
+interval allocator assigns offsets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from lpxsim.errors import DoesNotFit
+from lpxsim.lpu.lowering import ChipUse
+from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
+from lpxsim.lpu.schedule import Ready
+
+ALIGN = 320  # one vector
+
+
+def _align(n: float) -> int:
+    return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
+
+
+def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
+              ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
+    """Per buffer: (cycle it starts being written, cycle of its last read)."""
+    last: dict[str, int] = {}
+    for ins in instructions:
+        for b in ins.inputs:
+            last[b] = max(last.get(b, 0), ins.cycle_end)
+    for tr in transfers:
+        last[tr.src_buffer] = max(last.get(tr.src_buffer, 0), tr.end_cycle)
+    out = {}
+    for bid, rd in ready.items():
+        out[bid] = (rd.first, max(rd.end, last.get(bid, rd.end)) + 1)
+    return out
+
+
+def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], int]:
+    """items (id, size, start, end) -> offsets and region size; live intervals never share bytes."""
+    offsets: dict[str, int] = {}
+    active: list[tuple[int, int, int]] = []  # (offset, size, end)
+    top = 0
+    for bid, size, start, end in sorted(items, key=lambda x: (x[2], x[0])):
+        active = [a for a in active if a[2] > start]
+        active.sort()
+        off = 0
+        for a_off, a_size, _ in active:
+            if off + size <= a_off:
+                break
+            off = max(off, a_off + a_size)
+        offsets[bid] = off
+        active.append((off, size, end))
+        top = max(top, off + size)
+    return offsets, top
+
+
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
+          life: dict[str, tuple[int, int]], sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
+    """Regions for every chip, buffers with region names, and a per-chip byte summary."""
+    per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
+    recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
+    for b in buffers.values():
+        s, e = life.get(b.id, (0, 1))
+        item = (b.id, _align(max(b.bytes, 1)), s, e)
+        (per_chip if b.id in produced_here else recv_chip)[b.chip].append(item)
+    regions: list[Region] = []
+    new_bufs: dict[str, Buffer] = {}
+    summary: dict[int, dict] = {}
+    chips = sorted(set(use) | set(per_chip) | set(recv_chip))
+    for c in chips:
+        cu = use.get(c, ChipUse())
+        off = 0
+        totals = {"weights": 0, "kv": 0, "act": 0, "buffer": 0}
+        for name, nbytes in sorted(cu.weights.items()):
+            size = _align(nbytes)
+            regions.append(Region(c, name, "weights", off, size))
+            off += size
+            totals["weights"] += size
+        for name, nbytes in sorted(cu.kv.items()):
+            size = _align(nbytes)
+            if size:
+                regions.append(Region(c, name, "kv", off, size))
+                off += size
+                totals["kv"] += size
+        for kind, items in (("act", per_chip[c]), ("buffer", recv_chip[c])):
+            offs, size = _first_fit(items)
+            size = _align(size)
+            if size:
+                rname = f"{kind}@{c}"
+                regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
+                for bid, boff in offs.items():
+                    b = buffers[bid]
+                    new_bufs[bid] = Buffer(b.id, b.chip, b.op, b.cols, b.partial, b.bytes, rname, b.heads,
+                                           b.lse_shape, boff)
+                off += size
+                totals[kind] = size
+            for bid in offs:
+                new_bufs.setdefault(bid, buffers[bid])
+        if off > sram_bytes:
+            raise DoesNotFit(
+                "layout",
+                f"chip {c} needs {off / 1e6:,.1f} MB (weights {totals['weights'] / 1e6:,.1f}, KV {totals['kv'] / 1e6:,.1f}, "
+                f"activations {totals['act'] / 1e6:,.1f}, buffers {totals['buffer'] / 1e6:,.1f}) > {sram_bytes / 1e6:,.1f} MB SRAM",
+            )
+        summary[c] = {**totals, "used": off}
+    for bid, b in buffers.items():
+        new_bufs.setdefault(bid, b)
+    return regions, new_bufs, summary
+
