@@ -8,6 +8,8 @@ is not installed or not finished.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import UserError
 from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
@@ -42,8 +44,11 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     chips = chips_per_worker(pool)
     kind = "lpx" if system.is_lpu else "gpu"
     if pool.backend == "analytic":
+        hw = AnalyticHardware.from_system(system)
+        if pool.memory_fraction is not None:
+            hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
         return AnalyticStepModel(
-            model, AnalyticHardware.from_system(system), chips, weights=pool.weights, kv=pool.kv,
+            model, hw, chips, weights=pool.weights, kv=pool.kv,
             part=part, stages=pool.stages, tp=pool.tp, max_batch_size=pool.max_batch or 512,
             kv_layout=pool.kv_layout, label=f"analytic:{model.name}@{system.name}x{chips}" + (
                 f"[{part}]" if part != "all" else ""),

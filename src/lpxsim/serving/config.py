@@ -44,6 +44,7 @@ class PoolConfig(_Strict):
     kv_layout: Literal["separate", "k-once"] = "separate"
     role: Role = "aggregated"
     max_batch: int | None = Field(None, ge=1)
+    memory_fraction: float | None = Field(None, gt=0, le=1)  # analytic: share of memory usable (weights + KV)
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:

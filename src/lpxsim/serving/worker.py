@@ -155,7 +155,8 @@ class Worker:
     # --- entry points -----------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """A request arrives (new, re-queued, or prefilled elsewhere with its KV)."""
-        req.pool, req.worker = self.pool, self.index
+        if self.role != "decode":  # a decode worker's place is recorded at the hand-off
+            req.pool, req.worker = self.pool, self.index
         self.waiting.append(req)
         self.queued_tokens += req.isl + req.generated
         if not self.busy:

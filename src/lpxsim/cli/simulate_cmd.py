@@ -1,0 +1,128 @@
+"""`lpxsim simulate`: run the serving simulator on a fleet file and a workload file or a trace."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.common import _clean, emit_json, err, out
+from lpxsim.errors import UserError
+
+
+def _workload(workload: Path | None, trace: str | None, rate_scale: float):
+    from lpxsim.serving.workload import WorkloadConfig, load_workload
+
+    if (workload is None) == (trace is None):
+        raise UserError("workload", "give exactly one of --workload FILE or --trace NAME|PATH")
+    if not rate_scale > 0:
+        raise UserError("rate-scale", f"expected a positive factor, got {rate_scale}")
+    if trace is not None:
+        from lpxsim.serving.traces import trace_path
+
+        name = trace_path(trace).stem
+        return WorkloadConfig(name=name, kind="trace", trace=trace, rate_scale=rate_scale)
+    cfg = load_workload(workload)
+    if rate_scale != 1.0:
+        if cfg.kind == "trace":
+            cfg = cfg.model_copy(update={"rate_scale": cfg.rate_scale * rate_scale})
+        elif cfg.arrival.rate is not None:
+            cfg = cfg.model_copy(update={"arrival": cfg.arrival.model_copy(update={"rate": cfg.arrival.rate * rate_scale})})
+    return cfg
+
+
+def write_outputs(result, out_dir: Path) -> list[str]:
+    """requests.parquet, pools.parquet and summary.json, each written to a temp name then renamed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in (("requests.parquet", result.requests), ("pools.parquet", result.pools)):
+        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            frame.to_parquet(tmp, index=False)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out_dir / name)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        written.append(str(out_dir / name))
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".summary.json.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(_clean(result.summary), f, indent=2)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, out_dir / "summary.json")
+    written.append(str(out_dir / "summary.json"))
+    return written
+
+
+def _ms(x: float) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * 1e3:,.1f}"
+
+
+def _print(s: dict, pools) -> None:
+    t = Table(title=f"{s['fleet']} x {s['workload']}: {s['completed']:,} of {s['requests']:,} requests completed "
+                    f"({s['rejected']:,} rejected) over {s['makespan_s']:,.1f} s simulated")
+    for col in ("metric", "p50", "p90", "p99", "mean"):
+        t.add_column(col, justify="right")
+    for key, label in (("ttft_s", "TTFT ms"), ("tpot_s", "TPOT ms"), ("itl_s", "ITL ms"), ("e2e_s", "E2E ms")):
+        d = s[key]
+        t.add_row(label, _ms(d["p50"]), _ms(d["p90"]), _ms(d["p99"]), _ms(d["mean"]))
+    u = s["tok_s_user"]
+    t.add_row("tok/s/user", *(f"{u[k]:,.0f}" if math.isfinite(u[k]) else "-" for k in ("p50", "p90", "p99", "mean")))
+    out.print(t)
+    out.print(
+        f"tok/s/user {u['p50']:,.0f} (median) at mean concurrency {s['mean_concurrency']:,.1f} and mean context "
+        f"{s['mean_context']:,.0f} tokens; fleet {s['fleet_tok_s']:,.0f} output tok/s, "
+        f"{s['power_w'] / 1e3:,.1f} kW, {s['tok_s_per_mw']:,.0f} tok/s per MW; goodput "
+        f"{s['goodput_req_s']:,.2f} req/s under TTFT <= {s['slo']['ttft_s']} s, TPOT <= {s['slo']['tpot_s']} s"
+    )
+    pt = Table(title="pools")
+    for col in ("pool", "role", "hardware", "power kW", "utilisation", "KV mean", "KV peak", "prefix hits", "preempt"):
+        pt.add_column(col)
+    for r in pools.itertuples():
+        pt.add_row(r.pool, r.role, f"{r.workers} x {r.step_model}", f"{r.power_w / 1e3:,.1f}",
+                   f"{r.utilisation:.0%}" if math.isfinite(r.utilisation) else "-",
+                   f"{r.kv_occupancy_mean:.1%}" if math.isfinite(r.kv_occupancy_mean) else "-",
+                   f"{r.kv_occupancy_peak:.1%}" if math.isfinite(r.kv_occupancy_peak) else "-",
+                   f"{r.prefix_hit_tokens:,}", f"{r.preemptions:,}")
+    out.print(pt)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate_cmd(
+        fleet: Path = typer.Option(..., "--fleet", help="fleet YAML (see examples/fleets/)"),
+        workload: Path | None = typer.Option(None, "--workload", help="workload YAML (see examples/workloads/)"),
+        trace: str | None = typer.Option(None, "--trace", help="trace name (azure-code, azure-conv, mooncake-conversation, "
+                                         "mooncake-synthetic, tracelab-agent) or a file"),
+        rate_scale: float = typer.Option(1.0, "--rate-scale", help="multiply the arrival rate"),
+        duration: float | None = typer.Option(None, "--duration", help="stop new arrivals after S simulated seconds"),
+        seed: int = typer.Option(0, "--seed", help="random seed (same seed, same results)"),
+        out_dir: Path | None = typer.Option(None, "--out", help="write requests.parquet, pools.parquet, summary.json"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Simulate serving a workload on a fleet: TTFT/TPOT/ITL/E2E percentiles, goodput, tok/s per MW."""
+        from lpxsim.serving import simulate
+
+        if duration is not None and not duration > 0:
+            raise UserError("duration", f"expected a positive number of seconds, got {duration}")
+        wcfg = _workload(workload, trace, rate_scale)
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]:,.0f} s simulated"),
+                      console=err, transient=True) as bar:
+            task = bar.add_task("sim", total=None, t=0.0)
+            result = simulate(fleet, wcfg, seed=seed, duration_s=duration,
+                              on_progress=lambda t: bar.update(task, t=t))
+        written = write_outputs(result, out_dir) if out_dir is not None else []
+        if as_json:
+            emit_json({"summary": result.summary, "pools": result.pools.to_dict(orient="records"), "written": written})
+        else:
+            _print(result.summary, result.pools)
+            for w in written:
+                err.print(f"wrote {w}")

@@ -1,0 +1,83 @@
+"""`lpxsim simulate`: one JSON object, Parquet outputs, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from lpxsim.serving import load_fleet, load_workload, simulate
+from lpxsim.serving.engine import Engine, EventKind
+
+ROOT = Path(__file__).resolve().parents[1]
+FLEETS = sorted((ROOT / "examples" / "fleets").glob("*.yaml"))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "simulate", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+
+
+def test_json_is_one_object_and_out_writes_parquet(tmp_path):
+    p = _cli("--fleet", "examples/fleets/rubin-alone.yaml", "--trace", "tracelab-agent", "--seed", "1", "--json",
+             "--out", str(tmp_path / "o"))
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["summary"]["completed"] == 19 and d["summary"]["fleet"] == "rubin-alone"
+    df = pd.read_parquet(tmp_path / "o" / "requests.parquet")
+    assert len(df) == 19 and {"ttft_s", "tpot_s", "e2e_s", "tok_s_user"} <= set(df.columns)
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["requests"] == 19
+    assert not [f for f in (tmp_path / "o").iterdir() if f.name.startswith(".")]  # no temp files left
+
+
+@pytest.mark.parametrize("content,field", [
+    ("pools: [x", "fleet"),
+    ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, workers: 0}\n", "fleet.pools.0.workers"),
+    ("pools:\n  - {name: a, system: nope, model: gemma-4-31b}\n", "system"),
+    ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, role: prefill}\n", "fleet"),
+])
+def test_bad_fleet_is_one_line_exit_2(tmp_path, content, field):
+    f = tmp_path / "f.yaml"
+    f.write_text(content)
+    p = _cli("--fleet", str(f), "--trace", "azure-code")
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}")
+    assert p.stdout == ""
+
+
+def test_needs_exactly_one_workload_source():
+    p = _cli("--fleet", "examples/fleets/rubin-alone.yaml")
+    assert p.returncode == 2 and "workload" in p.stderr
+
+
+@pytest.mark.parametrize("path", FLEETS, ids=[f.stem for f in FLEETS])
+def test_example_fleets_load_and_run(path):
+    fl = load_fleet(path)
+    res = simulate(fl, {"kind": "synthetic", "num_requests": 30, "arrival": {"process": "poisson", "rate": 5.0},
+                        "classes": [{"name": "interactive"}, {"name": "throughput"}]}, seed=0)
+    assert res.summary["completed"] == 30
+    assert res.summary["power_w"] > 0
+
+
+def test_example_workloads_validate():
+    for p in sorted((ROOT / "examples" / "workloads").glob("*.yaml")):
+        load_workload(p)
+        assert yaml.safe_load(p.read_text())["name"]
+
+
+def test_engine_orders_by_time_then_kind_then_sequence():
+    e = Engine(seed=0)
+    seen = []
+    e.schedule(1.0, EventKind.ARRIVAL, seen.append, "arrival@1")
+    e.schedule(1.0, EventKind.STEP_END, seen.append, "step@1")
+    e.schedule(0.5, EventKind.TIMER, seen.append, "timer@0.5")
+    e.schedule(1.0, EventKind.STEP_END, seen.append, "step2@1")
+    e.run()
+    assert seen == ["timer@0.5", "step@1", "step2@1", "arrival@1"]
+    assert e.now == 1.0 and e.events == 4

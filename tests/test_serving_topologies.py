@@ -1,0 +1,94 @@
+"""PD, AFD, external drafter and class routing behave as their mechanisms say."""
+
+from __future__ import annotations
+
+import pytest
+
+from lpxsim.errors import UserError
+from lpxsim.serving import simulate
+from lpxsim.serving.afd import AfdStepModel
+from lpxsim.serving.backends import make_step_model
+from lpxsim.serving.config import load_fleet
+from lpxsim.serving.spec import Link
+from lpxsim.serving.worker import SharedResource
+from lpxsim.stepmodel import DecodeBatch
+from serving_fixtures import fleet, link, pool, synthetic
+
+PD = fleet(pool("pre", workers=2, role="prefill"), pool("dec", system="lpx", role="decode"),
+           links=[link("pre", "dec")])
+
+
+def test_pd_moves_kv_over_the_link_and_decodes_on_the_decode_pool():
+    res = simulate(PD, synthetic(n=100), seed=1)
+    df = res.requests
+    multi = df[df.osl > 1]
+    assert (multi["pool"] == "pre").all() and (multi["decode_pool"] == "dec").all()
+    # the KV transfer takes at least bytes / bandwidth + latency
+    step = make_step_model(load_fleet(PD).pools[0])
+    need = multi["isl"].map(lambda n: step.kv_bytes(n + 1) / 100e9 + 5e-6)
+    assert (multi["handoff_s"] >= need * (1 - 1e-9)).all()
+    slow = dict(PD, links=[link("pre", "dec", bandwidth_Bps=1e9)])
+    res_slow = simulate(slow, synthetic(n=100), seed=1)
+    assert res_slow.summary["e2e_s"]["mean"] > res.summary["e2e_s"]["mean"]
+
+
+def test_pd_needs_a_link():
+    with pytest.raises(UserError, match="links"):
+        simulate(dict(PD, links=[]), synthetic(n=5), seed=0)
+
+
+def _afd(bw: float, share_active: int, mb: int = 2) -> AfdStepModel:
+    f = load_fleet(fleet(pool("att", role="attention"), pool("ffn", system="lpx", role="ffn"),
+                         links=[link("att", "ffn")]))
+    a = make_step_model(f.pools[0], part="attention")
+    ff = make_step_model(f.pools[1], part="ffn")
+    sh = SharedResource("ffn")
+    sh.active = share_active
+    return AfdStepModel(a, ff, Link("l", bw, 5e-6), sh, attention_per_ffn=4, micro_batches=mb)
+
+
+def test_afd_activation_transfers_cost_time_and_contention_slows_it():
+    b = DecodeBatch.uniform(64, 4096)
+    fast, slow = _afd(1e12, 1).decode_step(b).latency_s, _afd(10e9, 1).decode_step(b).latency_s
+    assert slow > fast
+    # two crossings per layer per token at least: layers x 2 x latency
+    assert fast >= 60 * 2 * 5e-6
+    assert _afd(10e9, 4).decode_step(b).latency_s > slow  # four attention replicas share the link and FFN
+    # ping-pong hides transfer behind the other micro-batch's attention
+    assert _afd(100e9, 1, mb=2).decode_step(b).latency_s <= _afd(100e9, 1, mb=1).decode_step(b).latency_s
+
+
+def test_afd_kv_lives_on_the_attention_side():
+    m = _afd(100e9, 1)
+    assert m.kv_capacity_bytes() == m.attention.kv_capacity_bytes()
+    assert m.attention.weight_bytes < m.ffn.weight_bytes  # Gemma 4 31B: most weights are FFN
+
+
+def _drafter_fleet(**spec):
+    return fleet(pool("tgt", role="target"),
+                 pool("dr", system="lpx", model="gemma-4-assistant", role="drafter", chips_per_worker=64),
+                 links=[link("tgt", "dr")], speculation=spec)
+
+
+def test_drafting_speed_rises_with_acceptance():
+    wl = synthetic(n=60, osl={"kind": "fixed", "value": 300})
+    lo = simulate(_drafter_fleet(), dict(wl, acceptance={"kind": "fixed", "value": 0.3}), seed=0)
+    hi = simulate(_drafter_fleet(), dict(wl, acceptance={"kind": "fixed", "value": 0.9}), seed=0)
+    assert hi.summary["tpot_s"]["p50"] < lo.summary["tpot_s"]["p50"]
+    acc = hi.requests["spec_accepted"].sum() / (hi.requests["spec_rounds"].sum() * 4)
+    assert 0.6 < acc < 0.9  # 0.9 per token, truncated at k = 4 drafts -> ~0.74 mean fraction accepted
+
+
+def test_adaptive_draft_length_is_no_worse_than_a_bad_fixed_one():
+    wl = synthetic(n=60, osl={"kind": "fixed", "value": 300}, acceptance={"kind": "fixed", "value": 0.95})
+    fixed1 = simulate(_drafter_fleet(draft_tokens=1), wl, seed=0)
+    adaptive = simulate(_drafter_fleet(adaptive=True, max_draft_tokens=8), wl, seed=0)
+    assert adaptive.summary["tpot_s"]["p50"] < fixed1.summary["tpot_s"]["p50"]
+
+
+def test_afd_requires_split_capable_backends():
+    class Plain:
+        name, chips, power_w = "plain", 1, 1.0
+
+    with pytest.raises(UserError, match="attention"):
+        AfdStepModel(Plain(), Plain(), Link("l", 1e9, 0), SharedResource("s"), 1)
