@@ -32,7 +32,10 @@ KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
 # vLLM, TRT-LLM); a router is a gate GEMM plus top-k; routed experts are align/sort, two grouped GEMMs
 # and the activation. A matmul on quantized weights (fp8, fp4) adds one kernel that quantizes its
 # activations (per-token-group scales). Assumption "gpu-kernel-counts" in docs/assumptions.md.
+# Projections that read the same input are one GEMM in the engines (fused QKV; MLA's fused q_a + kv_a
+# "qkv_a_proj_with_mqa"): they launch no kernel of their own.
 KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
+FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
 QUANT_KERNELS = 1.0
 
 
@@ -120,7 +123,8 @@ def build(
     for i, op in enumerate(graph.ops):
         div, work, kvf = _share(op, layout, att_frac)
         attn_half[i] = _suffix(op) in ATTENTION_OPS
-        cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
+        if _suffix(op) not in FUSED_INTO_PREVIOUS:
+            cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
         if op.kind == "experts":
             eb, fl, rows = _expert_row(op, layout, expert_skew)

@@ -52,7 +52,7 @@ FITTED_NAMES = (
 # fractions within what GEMV/paged-attention kernels are reported to reach (hardware.md §9),
 # overheads from sub-microsecond to tens of microseconds per kernel or collective.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "weight_bw_eff": (0.6, 0.95),
+    "weight_bw_eff": (0.7, 0.95),
     "expert_bw_eff": (0.2, 0.95),
     "kv_bw_eff": (0.3, 0.95),
     "kernel_overhead_s": (0.5e-6, 20e-6),
