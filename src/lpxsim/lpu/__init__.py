@@ -1,1 +1,15 @@
-"""The LPX backend: compile a model onto LPUs (partition, place, route, schedule, verify) and time it."""
+"""The LPX backend: compile a model onto LPUs (partition, place, route, schedule, verify) and time it.
+
+- `compile_program(model, system, racks=|chips=, context=, concurrency=, layout=, chip_sram_bytes=)`
+  -> `CompileResult` (`.program`, `.report`, `.timing`, `.layout`).
+- `LpxStepModel(model, system="lpx", racks=|chips=, weights=, kv=, kv_layout=, layout=, context=)`
+  implements `lpxsim.stepmodel.StepModel`.
+"""
+
+from lpxsim.lpu.compiler import CompileResult, compile_program
+from lpxsim.lpu.layout import Layout
+from lpxsim.lpu.program import Program
+from lpxsim.lpu.stepmodel import LpxStepModel
+from lpxsim.lpu.verify import VerifyReport, verify
+
+__all__ = ["CompileResult", "Layout", "LpxStepModel", "Program", "VerifyReport", "compile_program", "verify"]

@@ -1,0 +1,182 @@
+"""`LpxStepModel`: the LPX backend behind the StepModel seam, answered from compiled schedules.
+
+The layout is chosen once, at construction, for a target context and
+concurrency (a deployment is compiled once and then serves every request), as
+one replica (the serving layer replicates). Each step shape is compiled per
+bucket (batch size, context) and cached; between context buckets the answer
+is interpolated linearly (KV reads grow linearly with context), which a test
+checks against direct compiles.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+
+from lpxsim.catalog import get_model
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.graph import Phase, lower
+from lpxsim.lpu.arch import arch_for
+from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
+from lpxsim.lpu.layout import Layout, parse_layout
+from lpxsim.lpu.partition import choose_layout
+from lpxsim.lpu.timing import summarize
+from lpxsim.specs.accounting import kv_bytes_per_sequence
+from lpxsim.specs.model import ModelSpec
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+
+CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
+DEFAULT_TARGET_CONTEXT = 131_072
+
+
+def _batch_bucket(b: int) -> int:
+    return b if b <= 4 else 1 << (b - 1).bit_length()
+
+
+def _bracket(x: int, grid: tuple[int, ...]) -> tuple[int, int]:
+    lo = max(g for g in grid if g <= x) if x >= grid[0] else grid[0]
+    hi = min((g for g in grid if g >= x), default=x)
+    return lo, hi
+
+
+class LpxStepModel:
+    """One replica of `model` compiled onto LPUs of `system` (default: the fewest racks it fits)."""
+
+    def __init__(self, model: str | ModelSpec, system: str = "lpx", racks: float | None = None,
+                 chips: int | None = None, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate",
+                 layout: str | Layout | None = None, context: int | None = None, concurrency: int = 1,
+                 chip_sram_bytes: int | None = None, variant: str | None = None) -> None:
+        self.model = get_model(model)
+        self.weights, self.kv, self.kv_layout = weights, kv, kv_layout
+        ctx = context if context is not None else min(self.model.max_context or DEFAULT_TARGET_CONTEXT,
+                                                      DEFAULT_TARGET_CONTEXT)
+        self.target = Target(context=int(ctx), concurrency=int(concurrency))
+        self._sram = chip_sram_bytes
+        self._variant = variant
+        self.system, self.n_chips, self.units = self._size(system, racks, chips, layout)
+        self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
+        self.layout = self._choose(layout)
+        self._cache: dict[tuple, CompileResult] = {}
+
+    # --- construction -------------------------------------------------------------------
+    def _size(self, system: str, racks: float | None, chips: int | None, layout):
+        if racks is not None or chips is not None:
+            return resolve_system(system, racks, chips, self._variant)
+        s, _, _ = resolve_system(system, None, None, self._variant)
+        for units in range(1, s.max_units + 1):
+            sys_, n, u = resolve_system(system, float(units), None, self._variant)
+            arch = arch_for(sys_).with_sram(self._sram)
+            if self._candidates(sys_, arch, n, layout):
+                return sys_, n, u
+        raise DoesNotFit("model", f"{self.model.name} ({self.weights}) does not fit {s.max_units} {s.unit_name}s "
+                                  f"of {s.name} at context {self.target.context:,}")
+
+    def _candidates(self, system, arch, n, layout) -> list[Layout]:
+        forced = parse_layout(layout) if isinstance(layout, str) else (
+            {"tp": layout.tp, "stages": layout.stages, "kv_seq_split": layout.kv_seq_split} if layout else {})
+        forced = {**forced, "replicas": 1}
+        cands, _ = choose_layout(self.model, system, arch, n, self.target, self.weights, self.kv,
+                                 self.kv_layout, forced)
+        return cands
+
+    def _choose(self, layout) -> Layout:
+        cands = self._candidates(self.system, self.arch, self.n_chips, layout)
+        for lay in cands:
+            try:
+                self._build(lay, Phase.decode([self.target.context] * self.target.concurrency))
+                return lay
+            except DoesNotFit:
+                continue
+        raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
+                                   f"at context {self.target.context:,}, concurrency {self.target.concurrency}")
+
+    def _build(self, lay: Layout, phase: Phase) -> CompileResult:
+        graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout)
+        prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
+        return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
+
+    # --- the StepModel protocol ---------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.model.name} on {self.system.name} ({self.layout.describe()})"
+
+    @property
+    def chips(self) -> int:
+        return self.layout.chips
+
+    @property
+    def power_w(self) -> float:
+        return float(self.system.power_w) * self.chips / self.system.chips_per_unit
+
+    def compile(self, phase: Phase) -> CompileResult:
+        """The compiled step for exactly this phase (cached)."""
+        key = (phase.kind, phase.contexts, phase.new_tokens)
+        if key not in self._cache:
+            self._cache[key] = self._build(self.layout, phase)
+        return self._cache[key]
+
+    def _cost(self, kind: str, batch: int, context: int, new: int) -> StepCost:
+        if batch <= 0:
+            raise UserError("batch", "a step needs at least one sequence")
+        b = _batch_bucket(batch)
+        lo, hi = _bracket(max(0, context), CONTEXT_BUCKETS)
+        costs = []
+        for ctx in sorted({lo, hi}):
+            ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]
+            t = self.compile(ph).timing
+            costs.append((ctx, t.latency_s, t.interval_s))
+        if len(costs) == 1:
+            _, lat, ii = costs[0]
+        else:
+            (c0, l0, i0), (c1, l1, i1) = costs
+            f = (context - c0) / (c1 - c0)
+            lat, ii = l0 + f * (l1 - l0), i0 + f * (i1 - i0)
+        if b != batch:  # between batch buckets: linear in the rows processed
+            small = _batch_bucket(max(1, b // 2)) if b > 4 else b
+            if small != b and small < batch:
+                s = self._cost(kind, small, context, new)
+                f = (batch - small) / (b - small)
+                lat = s.latency_s + f * (lat - s.latency_s)
+                ii = s.interval_s + f * (ii - s.interval_s)
+        return StepCost(lat, min(ii, lat))
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        ctx = int(round(sum(batch.contexts) / max(1, batch.size)))
+        return self._cost("decode", batch.size, ctx, 1)
+
+    def prefill(self, chunk: PrefillChunk) -> StepCost:
+        if chunk.tokens <= 0:
+            raise UserError("tokens", "a prefill chunk needs at least one token")
+        tokens = chunk.tokens if chunk.tokens <= 64 else 1 << (chunk.tokens - 1).bit_length()
+        c = self._cost("prefill", chunk.sequences, chunk.context, tokens)
+        scale = chunk.tokens / tokens
+        return StepCost(c.latency_s * scale, c.interval_s * scale) if scale < 1 else c
+
+    def verify(self, batch: DecodeBatch, k: int) -> StepCost:
+        if k < 0:
+            raise UserError("k", "draft length must be >= 0")
+        ctx = int(round(sum(batch.contexts) / max(1, batch.size)))
+        return self._cost("verify", batch.size, ctx, k + 1)
+
+    def kv_bytes(self, context: int) -> float:
+        return kv_bytes_per_sequence(self.model, context, self.kv, self.kv_layout)
+
+    @cached_property
+    def _free_per_stream(self) -> tuple[float, float]:
+        """(streams that fit at the target context, free SRAM bytes) from the compiled target step."""
+        res = self.compile(Phase.decode([self.target.context]))
+        kv_need, free_min = math.inf, math.inf
+        for s in res.memory.values():
+            free = self.arch.sram_bytes - (s["weights"] + s["act"] + s["buffer"])
+            if s["kv"] > 0:
+                kv_need = min(kv_need, free / s["kv"])
+            free_min = min(free_min, free)
+        return kv_need, free_min
+
+    def kv_capacity_bytes(self) -> float:
+        streams, _ = self._free_per_stream
+        return max(0.0, streams) * self.kv_bytes(self.target.context)
+
+    def max_batch(self) -> int:
+        streams, _ = self._free_per_stream
+        return int(max(1, min(1024, math.floor(streams))))
