@@ -1,0 +1,187 @@
+"""GPU cost model: collectives, KV capacity, MoE expert counting, the StepModel seam, known patterns."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lpxsim.catalog import get_model, get_system
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.gpu import Fabric, GpuStepModel, fabric_for
+from lpxsim.gpu.collectives import domain_size
+from lpxsim.gpu.memory import weight_bytes_per_gpu
+from lpxsim.graph import expected_experts_touched
+from lpxsim.specs.accounting import weight_bytes
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+
+# --- collectives -----------------------------------------------------------------------
+
+
+def test_ring_collectives_follow_alpha_beta():
+    f = Fabric("t", alpha_s=5e-6, bw_Bps=100e9)
+    assert f.all_reduce_s(1e9, 1) == 0.0
+    assert f.all_reduce_s(1e9, 8) == pytest.approx(5e-6 + 2 * 7 / 8 * 1e9 / 100e9)
+    assert f.all_gather_s(1e9, 8) == pytest.approx(5e-6 + 7 / 8 * 1e9 / 100e9)
+    assert f.reduce_scatter_s(1e9, 4) == pytest.approx(5e-6 + 3 / 4 * 1e9 / 100e9)
+    assert f.all_to_all_s(1e9, 2) == pytest.approx(5e-6 + 0.5 * 1e9 / 100e9)
+    # an all-reduce moves twice the bytes of a reduce-scatter (it is one plus an all-gather)
+    assert f.all_reduce_s(1e9, 8) - f.alpha_s == pytest.approx(2 * (f.reduce_scatter_s(1e9, 8) - f.alpha_s))
+    # small messages cost alpha, large ones bandwidth
+    assert f.all_reduce_s(1.0, 8) == pytest.approx(5e-6, rel=1e-3)
+
+
+def test_fabric_choice_follows_the_scale_up_domain():
+    hgx, nvl = get_system("h200-hgx"), get_system("gb200-nvl72")
+    assert domain_size(hgx) == 8 and domain_size(nvl) == 72
+    inside, across = fabric_for(hgx, 8), fabric_for(hgx, 16)
+    assert inside.name == "scale-up" and across.name == "scale-out"
+    assert across.alpha_s > inside.alpha_s and across.bw_Bps < inside.bw_Bps
+    assert fabric_for(nvl, 64).name == "scale-up"
+    # catalog NCCL figures: ~6 us alpha, 370 GB/s ring busBW on NVLink4
+    assert inside.alpha_s == pytest.approx(6e-6) and inside.bw_Bps == pytest.approx(370e9)
+    assert fabric_for(hgx, 8, cuda_graphs=False).alpha_s > inside.alpha_s
+
+
+# --- MoE expert counting -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("E", "k", "B"), [(256, 8, 1), (256, 8, 16), (128, 8, 64), (8, 2, 4)])
+def test_expected_experts_matches_monte_carlo(E, k, B):
+    rng = np.random.default_rng(7)
+    trials = 3000
+    hits = [len(np.unique(np.concatenate([rng.choice(E, k, replace=False) for _ in range(B)])))
+            for _ in range(trials)]
+    assert expected_experts_touched(E, k, B) == pytest.approx(np.mean(hits), rel=0.02)
+
+
+def test_expert_parallel_busiest_gpu_reads_at_least_the_mean():
+    b = DecodeBatch.uniform(8, 1024)
+    tp8 = GpuStepModel("deepseek-r1", "h200-hgx", tp=8)
+    ep8 = GpuStepModel("deepseek-r1", "h200-hgx", tp=8, ep=8)
+    fe_tp = tp8._get("decode", 1, b.contexts).expert_bytes.sum()
+    fe_ep = ep8._get("decode", 1, b.contexts).expert_bytes.sum()
+    assert fe_ep > fe_tp  # load imbalance over expert groups costs the busiest GPU
+    assert fe_ep < 3 * fe_tp
+
+
+# --- KV capacity and fit -------------------------------------------------------------------
+
+
+def test_kv_capacity_is_hbm_minus_weights_and_activations():
+    s = GpuStepModel("llama-3.1-70b", "h200-hgx", tp=8, mem_fraction=0.9)
+    mem = s.memory
+    assert mem.weight_bytes == pytest.approx(weight_bytes(get_model("llama-3.1-70b"), "fp8") / 8, rel=0.01)
+    assert mem.kv_bytes == pytest.approx((141e9 - mem.weight_bytes - mem.activation_bytes) * 0.9)
+    # GQA with 8 KV heads splits 8 ways under TP8: the replica holds 8 GPUs' worth of KV
+    assert s.kv_capacity_bytes() == pytest.approx(8 * mem.kv_bytes)
+    tokens = s.kv_capacity_bytes() / s.kv_bytes(1)
+    assert 1e6 < tokens < 4e6
+    assert GpuStepModel("llama-3.1-70b", "h200-hgx", tp=8, mem_fraction=0.5).kv_capacity_bytes() < s.kv_capacity_bytes()
+    two = GpuStepModel("llama-3.1-70b", "h200-hgx", gpus=16, tp=8)
+    assert two.kv_capacity_bytes() == pytest.approx(2 * s.kv_capacity_bytes())
+
+
+def test_mla_kv_is_replicated_under_tp_and_split_under_dp_attention():
+    tp = GpuStepModel("deepseek-r1", "h200-hgx", tp=8)
+    dp = GpuStepModel("deepseek-r1", "h200-hgx", tp=8, dp_attention=True)
+    assert tp.kv_capacity_bytes() == pytest.approx(tp.memory.kv_bytes)
+    # DP attention replicates attention weights, so less room per GPU, but 8x less KV replication
+    assert dp.memory.kv_bytes < tp.memory.kv_bytes
+    assert dp.kv_capacity_bytes() > 4 * tp.kv_capacity_bytes()
+
+
+def test_does_not_fit_is_a_clear_user_error():
+    with pytest.raises(DoesNotFit, match="GB of weights"):
+        GpuStepModel("deepseek-r1", "h100-hgx", tp=8)
+    with pytest.raises(DoesNotFit):
+        GpuStepModel("llama-3.1-405b", "h100-hgx", tp=1, weights="bf16")
+    assert weight_bytes_per_gpu(get_model("deepseek-r1"), GpuStepModel("deepseek-r1", "b200-hgx", tp=8).layout,
+                                "fp4") < 60e9
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"tp": 8, "ep": 3}, "ep"),
+        ({"tp": 4, "ep": 8}, "ep"),
+        ({"tp": 8, "pp": 0}, "pp"),
+        ({"gpus": 12, "tp": 8}, "gpus"),
+    ],
+)
+def test_bad_layouts_name_the_field(kw, field):
+    with pytest.raises(UserError) as e:
+        GpuStepModel("deepseek-r1", "b200-hgx", **kw)
+    assert e.value.field == field
+
+
+def test_dense_model_rejects_ep_and_lpx_is_not_a_gpu():
+    with pytest.raises(UserError, match="dense"):
+        GpuStepModel("llama-3.1-70b", "h200-hgx", tp=8, ep=2)
+    with pytest.raises(UserError) as e:
+        GpuStepModel("llama-3.1-8b", "lpx", tp=1)
+    assert e.value.field == "system"
+
+
+# --- the seam ------------------------------------------------------------------------------
+
+
+def test_step_model_seam():
+    s = GpuStepModel("llama-3.1-70b", "h200-hgx", tp=4)
+    assert isinstance(s, StepModel)
+    assert s.chips == 4 and s.power_w == pytest.approx(10200.0 / 8 * 4)
+    d = s.decode_step(DecodeBatch.uniform(16, 2048))
+    assert d.latency_s == d.interval_s > 0
+    assert s.verify(DecodeBatch.uniform(16, 2048), 3).latency_s > d.latency_s
+    p1, p2 = s.prefill(PrefillChunk(1024)), s.prefill(PrefillChunk(4096))
+    assert p2.latency_s > 3 * p1.latency_s  # prefill is compute-bound: ~linear in tokens
+    assert s.kv_bytes(2000) == pytest.approx(2 * s.kv_bytes(1000))
+    assert s.max_batch() >= 256
+    assert s.attention_step(DecodeBatch.uniform(16, 2048)).latency_s + s.ffn_step(16).latency_s == pytest.approx(
+        d.latency_s, rel=0.05)
+    assert s.num_layers == 80 and s.activation_bytes_per_token == 8192 * 2
+
+
+def test_longer_context_costs_more_and_sliding_windows_cap_it():
+    s = GpuStepModel("llama-3.1-70b", "h200-hgx", tp=8)
+    assert s.decode_step(DecodeBatch.uniform(32, 32768)).latency_s > s.decode_step(DecodeBatch.uniform(32, 1024)).latency_s
+    g = GpuStepModel("gpt-oss-120b", "h200-hgx", tp=1)
+    short, long_ = g.decode_step(DecodeBatch.uniform(8, 8192)), g.decode_step(DecodeBatch.uniform(8, 65536))
+    full_growth = 65536 / 8192
+    assert long_.latency_s / short.latency_s < full_growth / 2  # half the layers are window-capped
+
+
+def test_cuda_graphs_help_small_batches():
+    on = GpuStepModel("llama-3.1-8b", "h200-hgx", tp=1)
+    off = GpuStepModel("llama-3.1-8b", "h200-hgx", tp=1, cuda_graphs=False)
+    b = DecodeBatch.uniform(1, 512)
+    assert off.decode_step(b).latency_s > on.decode_step(b).latency_s
+
+
+def test_data_parallel_replicas_split_the_batch():
+    one = GpuStepModel("llama-3.1-8b", "h200-hgx", tp=1)
+    eight = GpuStepModel("llama-3.1-8b", "h200-hgx", gpus=8, tp=1)
+    assert eight.decode_step(DecodeBatch.uniform(64, 1024)).latency_s == pytest.approx(
+        one.decode_step(DecodeBatch.uniform(8, 1024)).latency_s)
+    p = eight.prefill(PrefillChunk(2048))
+    assert p.interval_s == pytest.approx(p.latency_s / 8)
+
+
+# --- known patterns: batch-1 decode against the model's own HBM roofline ----------------------
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-70b", "qwen3-32b", "gemma-4-31b"])
+def test_dense_batch1_decode_reaches_half_to_most_of_the_roofline(name):
+    s = GpuStepModel(name, "h200-hgx", tp=1)
+    b = DecodeBatch.uniform(1, 1024)
+    frac = s.decode_roofline_s(b) / s.decode_step(b).latency_s
+    assert 0.45 <= frac <= 0.85
+
+
+@pytest.mark.parametrize("name", ["deepseek-r1", "kimi-k2"])
+def test_large_moe_on_8_gpus_reaches_far_less(name):
+    s = GpuStepModel(name, "b200-hgx", tp=8, weights="fp4")
+    b = DecodeBatch.uniform(1, 1024)
+    assert s.decode_roofline_s(b) / s.decode_step(b).latency_s < 0.3
+    assert math.isfinite(s.decode_step(b).latency_s)
