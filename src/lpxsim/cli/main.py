@@ -30,6 +30,7 @@ def _main() -> None:
 COMMAND_MODULES = [
     "lpxsim.cli.catalog_cmds",
     "lpxsim.cli.capacity_cmd",
+    "lpxsim.cli.compile_cmd",
     "lpxsim.cli.estimate_cmd",
     "lpxsim.cli.simulate_cmd",
     "lpxsim.cli.bench_cmd",

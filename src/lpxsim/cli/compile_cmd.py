@@ -1,0 +1,105 @@
+"""`lpxsim compile`: lay a model out on LPUs, schedule it clock by clock, verify, and time it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.common import emit_json, err, fmt_bytes, out
+
+
+def compile_dict(res: Any, context: int, concurrency: int) -> dict[str, Any]:
+    """The JSON face of a CompileResult."""
+    p, t, lay = res.program, res.timing, res.layout
+    mem = res.memory
+    stages = []
+    for st in p.layout.stage_list:
+        if st.replica:
+            continue
+        used = [mem[c] for c in st.chips if c in mem]
+        stages.append({
+            "stage": st.index, "layers": list(st.layers), "chips": [st.chips[0], st.chips[-1]], "tp": len(st.chips),
+            "embed": st.embed, "head": st.head,
+            "max_chip_weights_bytes": max((u["weights"] for u in used), default=0),
+            "max_chip_kv_bytes": max((u["kv"] for u in used), default=0),
+            "max_chip_used_bytes": max((u["used"] for u in used), default=0),
+        })
+    batch = t.batch
+    return {
+        "model": p.model, "system": p.system, "context": context, "concurrency": concurrency,
+        "weights": p.weights, "kv": p.kv, "kv_layout": p.kv_layout, "layout": lay.describe(),
+        "verified": res.report.ok, "errors": res.report.errors[:20], "link_conflicts": res.report.link_conflicts,
+        "chips_used": lay.chips, "chips_available": p.meta.get("chips_available"),
+        "tok_s_user": t.tok_s_user, "tok_s_total": t.tok_s_user * batch * lay.replicas,
+        "tok_s_total_pipelined": min(t.tok_s_replica_pipelined, t.tok_s_user * batch * lay.stages) * lay.replicas,
+        "latency_s": t.latency_s, "interval_s": t.interval_s, "batch_per_replica": batch,
+        "sram_bw_util": t.sram_bw_util, "mxm_util": t.mxm_util, "link_util": t.link_util,
+        "instructions": len(p.instructions), "transfers": len(p.transfers), "links_used": len(p.links),
+        "clock_hz": p.clock_hz, "fitted": p.meta.get("fitted", []), "compile_s": res.compile_s,
+        "stages": stages,
+    }
+
+
+def _print(d: dict[str, Any]) -> None:
+    tab = Table(title=f"{d['model']} on {d['system']}: layout {d['layout']} ({d['chips_used']} chips)")
+    for col in ("stage", "layers", "chips", "tp", "weights/chip", "KV/chip", "SRAM used/chip"):
+        tab.add_column(col, justify="right")
+    for s in d["stages"]:
+        lo, hi = s["layers"]
+        extra = (" +embed" if s["embed"] else "") + (" +head" if s["head"] else "")
+        tab.add_row(str(s["stage"]), f"{lo}-{hi - 1}{extra}", f"{s['chips'][0]}-{s['chips'][1]}", str(s["tp"]),
+                    fmt_bytes(s["max_chip_weights_bytes"]), fmt_bytes(s["max_chip_kv_bytes"]),
+                    fmt_bytes(s["max_chip_used_bytes"]))
+    out.print(tab)
+    ok = "[green]verified[/green]" if d["verified"] else "[red]FAILED verification[/red]"
+    out.print(
+        f"{ok}: {d['instructions']:,} instructions, {d['transfers']:,} transfers on {d['links_used']:,} links, "
+        f"{d['link_conflicts']} link conflicts\n"
+        f"context {d['context']:,}, concurrency {d['concurrency']}: [bold]{d['tok_s_user']:,.0f} tok/s per user[/bold], "
+        f"{d['tok_s_total']:,.0f} tok/s total ({d['tok_s_total_pipelined']:,.0f} with micro-batches pipelined)\n"
+        f"latency {d['latency_s'] * 1e6:,.1f} us per step, interval {d['interval_s'] * 1e6:,.1f} us; "
+        f"SRAM BW {d['sram_bw_util']:.1%}, MXM {d['mxm_util']:.2%}, links {d['link_util']:.2%}; "
+        f"compiled in {d['compile_s']:.2f} s"
+    )
+    for e in d["errors"]:
+        err.print(f"  {e}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compile")
+    def compile_cmd(
+        model: str = typer.Argument(..., help="catalog name or path to a config.json"),
+        system: str = typer.Option("lpx", "--system", help="an LPU system: lpx, groq-v1"),
+        racks: float | None = typer.Option(None, "--racks", help="racks (default: one)"),
+        chips: int | None = typer.Option(None, "--chips", help="chips (instead of --racks)"),
+        context: int = typer.Option(8192, "--context", help="context length (tokens already in the KV cache)"),
+        concurrency: int = typer.Option(1, "--concurrency", help="concurrent streams the layout must hold"),
+        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp8, int8"),
+        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
+        layout: str | None = typer.Option(None, "--layout", help="force a layout, e.g. tp=16,stages=8,kvsplit=4"),
+        topology: str | None = typer.Option(None, "--topology", help="topology variant, e.g. trays-32x8"),
+        chip_sram: float | None = typer.Option(None, "--chip-sram-bytes", help="override SRAM per chip (tests)"),
+        trace: str | None = typer.Option(None, "--trace", help="write a Chrome trace-event JSON here"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Partition, place, route and schedule one decode step; verify it; print the plan and tok/s."""
+        from lpxsim.lpu import compile_program
+        from lpxsim.lpu.trace import write_trace
+
+        res = compile_program(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
+                              weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
+                              chip_sram_bytes=int(chip_sram) if chip_sram else None, variant=topology)
+        d = compile_dict(res, context, concurrency)
+        if trace:
+            d["trace"] = str(write_trace(res.program, trace))
+            err.print(f"trace written to {d['trace']} (open in ui.perfetto.dev)")
+        if as_json:
+            emit_json(d)
+        else:
+            _print(d)
+        if not res.report.ok:
+            raise typer.Exit(1)
+
