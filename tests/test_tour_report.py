@@ -16,7 +16,7 @@ from lpxsim.report.tour import run_tour
 from lpxsim.report.tour_sections import TourConfig
 
 SMALL = TourConfig(contexts=(10_000, 100_000), sweep_contexts=(10_000, 100_000), concurrency=(1, 8),
-                   requests=3, osl=256)
+                   requests=3, osl=256, agentic_sessions=8, agentic_turns=4, agentic_rate=2.0)
 
 
 @cache
@@ -73,11 +73,35 @@ def test_summary_puts_batch1_next_to_the_ceiling(tour):
     assert any("ceiling lpx @ 100,000" in s for s in tour.summary)
 
 
-def test_unavailable_section_is_said_not_invented(tour):
-    # until the serving simulator's entry point lands, the modes section must say so
-    if tour.statuses["modes"] != "ok":
-        assert any(s.startswith("modes:") for s in tour.summary)
-        assert "modes" in tour.index_html.read_text()
+def test_modes_section_compares_every_mode(tour):
+    assert tour.statuses["modes"] == "ok"
+    df = pd.read_parquet(tour.results_parquet)
+    modes = df[df["table"] == "modes"]
+    assert set(modes["mode"]) == {"rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter"}
+    assert modes[["mean_context", "mean_concurrency", "hardware", "tok_s_per_mw"]].notna().all().all()
+
+
+def test_a_missing_backend_is_said_not_invented(tmp_path):
+    from lpxsim.bench.backends import BackendUnavailable
+
+    def gpu_missing(model, system, weights="fp8", kv="bf16"):
+        if system == "vr-nvl72":
+            raise BackendUnavailable("system", "the backend for vr-nvl72 is not available in this build: test")
+        return analytic_step(model, system, weights, kv)
+
+    import lpxsim.bench.aa as aa
+    import lpxsim.bench.backends as be
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(be, "step_model", gpu_missing)
+        mp.setattr(aa, "step_model", gpu_missing)
+        res = run_tour(SMALL, tmp_path)
+    assert res.statuses["sweep"] == "ok" and not res.failed  # the sweep runs on what is available
+    assert any("vr-nvl72 is not available" in s for s in res.summary)
+    aa_rows = pd.read_parquet(res.results_parquet).query("table == 'aa_gemma-4-31b'")
+    assert set(aa_rows["system"]) == {"lpx"}  # nothing invented for the missing backend
+    sweep = pd.read_parquet(res.results_parquet).query("table == 'sweep'")
+    assert set(sweep["target"]) == {"lpx"}
 
 
 def test_tour_is_deterministic(tour, tmp_path):

@@ -185,7 +185,14 @@ def _point(step, model, system, ctx, isl, timings, speeds, setup) -> AAPoint:
 
 def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str = "fp8",
            kv: str = "bf16") -> tuple[list[AAPoint], pd.DataFrame]:
-    """AA benchmark of a catalog model on a catalog system (LPX or GPU), by their canonical names."""
+    """AA benchmark of a catalog model on a catalog system (LPX or GPU) or a fleet (mode name or YAML)."""
+    from lpxsim.bench.fleets import is_fleet
+
     setup = setup or AASetup()
-    model, system = get_model(model).name, get_system(system).name
+    model = get_model(model).name
+    if is_fleet(system):
+        from lpxsim.bench.aa_fleet import run_aa_on_fleet
+
+        return run_aa_on_fleet(system, model, setup)
+    system = get_system(system).name
     return run_aa_on_step(step_model(model, system, weights, kv), model, system, setup)

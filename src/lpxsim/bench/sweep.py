@@ -32,15 +32,19 @@ SORT_KEYS = ["model", "target", "context", "concurrency"]
 
 def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
          osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True) -> list[dict]:
-    """Every (target, context, concurrency) point, plus one at each KV ceiling when `ceiling`."""
-    concs = sorted(set(concurrencies)) + ([0] if ceiling else [])
+    """Every (target, context, concurrency) point, plus one at each system's KV ceiling when `ceiling`
+    (fleets have no single ceiling: their simulation rejects what does not fit)."""
+    from lpxsim.bench.fleets import is_fleet
+
+    concs = sorted(set(concurrencies))
     for c in concs:
-        if c < 0:
+        if c <= 0:
             raise UserError("concurrency", f"expected positive integers, got {c}")
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
          "weights": weights, "kv": kv}
-        for t in targets for ctx in sorted(set(contexts)) for c in concs
+        for t in targets for ctx in sorted(set(contexts))
+        for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
 
 
@@ -52,8 +56,12 @@ def kv_ceiling(step, context: int) -> int:
 
 
 def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
-    """One sweep point on a catalog system: steady-state tok/s per user, aggregate and per MW."""
+    """One sweep point: steady-state tok/s per user, aggregate and per MW (a system or a fleet/mode)."""
     from lpxsim.bench.backends import hardware_label, step_model
+    from lpxsim.bench.fleets import is_fleet
+
+    if is_fleet(p["target"]):
+        return evaluate_fleet_point(p)
     from lpxsim.plan.estimate import steady_state
 
     step = step_model(p["model"], p["target"], p["weights"], p["kv"])
@@ -68,6 +76,30 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     est = steady_state(step, isl=p["context"], osl=p["osl"], concurrency=conc)
     return {**row, "fits": True, "tok_s_user": est.tok_s_user, "tok_s_total": est.tok_s_total,
             "tok_s_per_mw": est.tok_s_per_mw, "ttft_s": est.ttft_s, "tpot_s": est.tpot_s}
+
+
+FLEET_REQUESTS_PER_USER = 4  # closed-loop requests per user in a fleet point: enough to pass the ramp-up
+
+
+def evaluate_fleet_point(p: dict[str, Any]) -> dict[str, Any]:
+    """A sweep point on a fleet: the serving simulator with `concurrency` closed-loop users."""
+    from lpxsim.bench.fleets import closed_workload, fleet_for, fleet_hardware, simulate_fleet
+
+    base = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")}, "at_ceiling": False,
+            "kv_ceiling": math.nan}
+    conc = p["concurrency"]
+    if conc == 0:  # a fleet's ceiling is what its simulation rejects, not one number: no ceiling point
+        return {**base, "concurrency": 0, "fits": False, "error": "no single KV ceiling for a fleet",
+                "tok_s_user": math.nan, "tok_s_total": math.nan, "tok_s_per_mw": math.nan}
+    wl = closed_workload(f"sweep-{p['context']}-{conc}", p["context"], p["osl"], conc,
+                         max(16, FLEET_REQUESTS_PER_USER * conc))
+    res = simulate_fleet(fleet_for(p["target"], p["model"]), wl)
+    s = res.summary
+    fits = s["completed"] > 0 and s["rejected"] == 0
+    return {**base, "concurrency": conc, "hardware": fleet_hardware(res), "chips": int(res.pools["chips"].sum()),
+            "power_kw": s["power_w"] / 1e3, "fits": fits, "tok_s_user": s["tok_s_user"].get("p50", math.nan),
+            "tok_s_total": s["fleet_tok_s"], "tok_s_per_mw": s["tok_s_per_mw"],
+            "ttft_s": s["ttft_s"].get("p50", math.nan), "tpot_s": s["tpot_s"].get("p50", math.nan)}
 
 
 class _SerialExecutor(cf.Executor):

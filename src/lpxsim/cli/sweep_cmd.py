@@ -22,8 +22,9 @@ def print_sweep(df) -> None:
         t.add_column(col, justify="right")
     for _, r in df.iterrows():
         if not bool(r.get("fits", True)):
+            why = r.get("error") if isinstance(r.get("error"), str) else "over the KV ceiling"
             t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}", str(r.get("hardware", "")),
-                      "does not fit", "", "", "", "")
+                      why, "", "", "", "")
             continue
         ceiling = " (KV ceiling)" if bool(r.get("at_ceiling", False)) else ""
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
@@ -51,11 +52,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per system: tok/s per user vs aggregate and per MW up to the KV ceiling; frontier PNG; resumable."""
         from lpxsim.bench.sweep import grid, run_sweep
-        from lpxsim.catalog import get_model
+        from lpxsim.catalog import get_model, get_system
         from lpxsim.report.plots import frontier_png
 
         name = get_model(model).name
+        from lpxsim.bench.fleets import is_fleet
+
         targets = [s.strip() for s in systems.split(",") if s.strip()]
+        targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
         points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency"),
                       osl=osl, weights=weights, kv=kv, ceiling=ceiling)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,

@@ -35,6 +35,9 @@ class TourConfig:
     executor: str = "serial"
     workers: int | None = None
     seed: int = 0
+    agentic_sessions: int = 64
+    agentic_turns: int = 10
+    agentic_rate: float = 8.0
 
 
 @dataclass
@@ -153,11 +156,23 @@ def _aa_view(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
+    from lpxsim.bench import backends
     from lpxsim.bench.sweep import grid, run_sweep
     from lpxsim.report.charts import frontier_chart
+
+    step_model = backends.step_model
     from lpxsim.report.plots import frontier_png
 
-    pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
+    available, missing = [], []
+    for s in cfg.systems:  # building the step model here also warms the cache the serial executor uses
+        try:
+            step_model(cfg.model, s, cfg.weights, cfg.kv)
+            available.append(s)
+        except BackendUnavailable as e:
+            missing.append(f"sweep: {e.message}")
+    if not available:
+        raise BackendUnavailable("systems", "; ".join(missing))
+    pts = grid(cfg.model, available, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
                kv=cfg.kv)
     df = run_sweep(pts, out / "sweep", executor=cfg.executor, workers=cfg.workers, progress=True)
     png = frontier_png(df, out / "frontier.png")
@@ -166,6 +181,8 @@ def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
                   f"Steady state (closed loop, OSL {cfg.osl}) from concurrency 1 up to each system's KV ceiling. "
                   "Per-user speed falls as the batch grows while aggregate throughput rises: the frontier is the "
                   "menu a planner chooses from.")
+    for m in missing:
+        sec.add(Note(m, "warn"))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
     view = df[[c for c in ("target", "context", "concurrency", "at_ceiling", "hardware", "tok_s_user", "tok_s_total",
                            "tok_s_per_mw", "ttft_s", "on_frontier", "fits") if c in df.columns]]
@@ -177,7 +194,7 @@ def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
         best = g.loc[g["tok_s_total"].idxmax()]
         lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
                      f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user)")
-    return SectionResult(sec, {"sweep": df}, lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+    return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
 
 
 def moe_section(cfg: TourConfig) -> SectionResult:

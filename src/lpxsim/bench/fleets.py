@@ -1,0 +1,117 @@
+"""Heterogeneous serving modes as fleets, and benchmarks that run them through the serving simulator.
+
+The built-in fleets mirror `examples/fleets/` (shipped here so an installed
+package has them): Vera Rubin NVL72 alone, LPX alone, and the three Rubin + LPX
+modes -- prefill/decode disaggregation (pd), attention/FFN disaggregation (afd)
+and LPX-drafts/Rubin-verifies speculative decoding (drafter). Pools use the
+serving layer's analytic roofline backend, the one backend that times attention
+and FFN separately (which AFD needs), so the modes are compared on one cost model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lpxsim.errors import UserError
+
+MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
+_ETH = {"kind": "ethernet", "latency_s": 5.0e-6}  # assumptions, as in examples/fleets
+
+
+def _pool(name, system, model, role, backend, **extra) -> dict:
+    return {"name": name, "system": system, "backend": backend, "model": model, "role": role, **extra}
+
+
+def builtin_fleet(mode: str, model: str, backend: str = "analytic") -> dict[str, Any]:
+    """The fleet dict of a built-in mode for `model` (one Rubin NVL72 rack and/or one LPX rack)."""
+    rubin = {"system": "vr-nvl72", "gpus_per_worker": 8}
+    if mode == "rubin-alone":
+        pools = [_pool("rubin", "vr-nvl72", model, "aggregated", backend, workers=9, gpus_per_worker=8)]
+        extra: dict[str, Any] = {}
+    elif mode == "lpx-alone":
+        pools = [_pool("lpx", "lpx", model, "aggregated", backend, workers=1, racks_per_worker=1)]
+        extra = {}
+    elif mode == "rubin-lpx-pd":
+        pools = [_pool("rubin-prefill", model=model, role="prefill", backend=backend, workers=4, **rubin),
+                 _pool("lpx-decode", "lpx", model, "decode", backend, workers=1, racks_per_worker=1)]
+        extra = {"links": [{"between": ["rubin-prefill", "lpx-decode"], **_ETH, "bandwidth_Bps": 200e9,
+                            "latency_s": 10e-6}]}
+    elif mode == "rubin-lpx-afd":
+        pools = [_pool("rubin-attention", model=model, role="attention", backend=backend, workers=4, **rubin),
+                 _pool("lpx-ffn", "lpx", model, "ffn", backend, workers=1, racks_per_worker=1)]
+        extra = {"links": [{"between": ["rubin-attention", "lpx-ffn"], **_ETH, "bandwidth_Bps": 200e9}],
+                 "afd": {"micro_batches": 2}}
+    elif mode == "rubin-lpx-drafter":
+        pools = [_pool("rubin-target", model=model, role="target", backend=backend, workers=4, **rubin),
+                 _pool("lpx-drafter", "lpx", "gemma-4-assistant", "drafter", backend, workers=4, chips_per_worker=64)]
+        extra = {"links": [{"between": ["rubin-target", "lpx-drafter"], **_ETH, "bandwidth_Bps": 100e9}],
+                 "speculation": {"draft_tokens": 4, "adaptive": True, "max_draft_tokens": 8}}
+    else:
+        raise UserError("system", f"unknown mode {mode!r}; expected a catalog system or one of {', '.join(MODES)}")
+    return {"name": mode, "description": f"built-in {mode} fleet for {model}", "pools": pools, **extra}
+
+
+def is_fleet(target: str) -> bool:
+    """A built-in mode name or a fleet YAML file."""
+    return target in MODES or target.endswith((".yaml", ".yml")) and Path(target).is_file()
+
+
+def fleet_for(target: str, model: str) -> dict | str:
+    return builtin_fleet(target, model) if target in MODES else target
+
+
+def closed_workload(name: str, isl: int, osl: dict | int, concurrency: int, requests: int) -> dict:
+    """Closed-loop synthetic workload: `concurrency` users, fixed input, the given output distribution."""
+    return {"name": name, "kind": "synthetic", "num_requests": requests,
+            "arrival": {"process": "closed", "concurrency": concurrency}, "isl": isl, "osl": osl}
+
+
+def agentic_workload(sessions: int = 6, turns: int = 8, rate: float = 0.5) -> dict:
+    """Agentic coding sessions (as examples/workloads/agentic-100k.yaml, fewer turns for the tour's budget)."""
+    return {"name": f"agentic-{sessions}x{turns}", "kind": "agentic", "num_requests": sessions,
+            "arrival": {"process": "poisson", "rate": rate},
+            "session": {"turns": turns, "first_isl": 8000, "tool_tokens": {"kind": "uniform", "low": 3000,
+                                                                            "high": 5000}, "think_s": 2.0},
+            "osl": {"kind": "uniform", "low": 200, "high": 600}, "slo": {"ttft_s": 3.0, "tpot_s": 0.01}}
+
+
+def simulate_fleet(fleet: dict | str, workload: dict, seed: int = 0):
+    """Run the serving simulator (imported lazily: a build without it reports so)."""
+    from lpxsim.serving import simulate
+
+    return simulate(fleet, workload, seed=seed)
+
+
+def fleet_hardware(res) -> str:
+    """'72 vr-nvl72 + 256 lpx, 186 kW': chips per system of a simulated fleet, and its power."""
+    chips: dict[str, int] = {}
+    for r in res.pools.itertuples():
+        chips[r.system] = chips.get(r.system, 0) + int(r.chips)
+    parts = " + ".join(f"{n} {sys}" for sys, n in chips.items())
+    return f"{parts}, {res.summary.get('power_w', math.nan) / 1e3:,.0f} kW"
+
+
+def mode_row(mode: str, res) -> dict:
+    """One row of a modes table: per-user speed with the context, concurrency and hardware it holds at."""
+    summary = res.summary
+    return {
+        "mode": mode, "hardware": fleet_hardware(res), "mean_context": summary["mean_context"],
+        "mean_concurrency": summary["mean_concurrency"], "completed": summary["completed"],
+        "tok_s_user_p50": summary["tok_s_user"].get("p50", math.nan),
+        "ttft_p50_s": summary["ttft_s"].get("p50", math.nan), "ttft_p90_s": summary["ttft_s"].get("p90", math.nan),
+        "fleet_tok_s": summary["fleet_tok_s"], "power_kw": summary["power_w"] / 1e3,
+        "tok_s_per_mw": summary["tok_s_per_mw"], "goodput_tok_s": summary["goodput_tok_s"],
+    }
+
+
+def aa_speeds_from_requests(df: pd.DataFrame, o200k_per_native: float) -> pd.Series:
+    """AA output speed per completed request of a simulation: tokens after the first / (finish - first)."""
+    from lpxsim.serving.request import DONE
+
+    done = df[df["status"] == DONE]
+    span = done["finish_s"] - done["first_token_s"]
+    return ((done["osl"] - 1) * o200k_per_native / span).where((done["osl"] > 1) & (span > 0))
