@@ -44,6 +44,7 @@ class _W:
         for h in cached_units:
             self.kv.units[h] = [1, 1.0]
         self._active = active
+        self.ctx_sum, self.queued_tokens = active, 0
 
     def active_tokens(self):
         return self._active

@@ -154,8 +154,8 @@ class AnalyticStepModel:
 
     # --- bytes and FLOPs ------------------------------------------------------------
     @cached_property
-    def _params(self) -> tuple[float, float, float, float]:
-        """(attention+embedding params, dense-FFN params, expert params total, expert params active/token)."""
+    def _params(self) -> tuple[float, float, float]:
+        """(attention + embedding + norm params, dense-FFN params, routed-expert params)."""
         pc = param_counts(self.model)
         attn = sum(p.attention + p.norms for p in pc.layers) + pc.embedding + pc.lm_head + pc.final_norm
         dense = expert_total = 0.0
@@ -168,20 +168,23 @@ class AnalyticStepModel:
                 expert_total += routed_total
             else:
                 dense += p.ffn_total
-        return attn, dense, expert_total, 0.0
+        return attn, dense, expert_total
 
     @cached_property
     def weight_bytes(self) -> float:
-        attn, dense, experts, _ = self._params
+        attn, dense, experts = self._params
         parts = {"all": attn + dense + experts, "attention": attn, "ffn": dense + experts}
         return parts[self.part] * self._wb
 
+    @cached_property
+    def _moe(self):
+        return next((layer.ffn for layer in self.model.layers if layer.ffn.is_moe), None)
+
     def _weights_touched(self, tokens: int) -> float:
-        attn, dense, experts, _ = self._params
+        attn, dense, experts = self._params
         touched = dense
-        moe = [layer.ffn for layer in self.model.layers if layer.ffn.is_moe]
-        if moe:
-            f = moe[0]
+        f = self._moe
+        if f is not None:
             frac = expected_experts_touched(f.num_experts, f.top_k, tokens) / f.num_experts
             touched += experts * frac
         if self.part == "attention":
@@ -190,16 +193,49 @@ class AnalyticStepModel:
             touched += attn
         return touched * self._wb
 
-    def _matmul_flops_per_token(self) -> float:
+    @cached_property
+    def _mm_flops(self) -> float:
         pc = param_counts(self.model)
         attn_mm = sum(p.attention for p in pc.layers) + (pc.lm_head or pc.embedding)
         ffn_mm = sum(p.ffn_active for p in pc.layers)
         return 2.0 * {"all": attn_mm + ffn_mm, "attention": attn_mm, "ffn": ffn_mm}[self.part]
 
+    def _matmul_flops_per_token(self) -> float:
+        return self._mm_flops
+
+    @cached_property
+    def _per_layer(self) -> tuple[float, list[tuple[int, float]], float, list[tuple[int, float]]]:
+        """KV bytes per token and attention FLOPs per context token, for full and windowed layers.
+
+        kv_bytes(c) = full * c + sum(b_w * min(c, w)), attention FLOPs likewise: the same rules as
+        `specs.accounting`, read per layer once because the simulator asks millions of times.
+        """
+        m = self.model
+        kv_full, kv_win, fl_full, fl_win = 0.0, {}, 0.0, {}
+        for layer in m.layers:
+            one = _one_layer(m, layer)
+            b = kv_bytes_per_sequence(one, 1, self.kv, self.kv_layout)
+            f = attention_flops_per_token(one, 1)
+            w = layer.attention.window
+            if w is None:
+                kv_full += b
+                fl_full += f
+            else:
+                kv_win[w] = kv_win.get(w, 0.0) + b
+                fl_win[w] = fl_win.get(w, 0.0) + f
+        return kv_full, sorted(kv_win.items()), fl_full, sorted(fl_win.items())
+
     def kv_bytes(self, context: int) -> float:
         if self.part == "ffn":
             return 0.0
-        return kv_bytes_per_sequence(self.model, int(context), self.kv, self.kv_layout)
+        full, win, _, _ = self._per_layer
+        c = int(context)
+        return full * c + sum(b * min(c, w) for w, b in win)
+
+    def _attn_flops(self, context: int) -> float:
+        _, _, full, win = self._per_layer
+        c = int(context)
+        return full * c + sum(f * min(c, w) for w, f in win)
 
     def kv_capacity_bytes(self) -> float:
         return self.chips * self.hw.memory_bytes * self.hw.usable_memory_fraction - self.weight_bytes
@@ -240,8 +276,8 @@ class AnalyticStepModel:
         )
         attn_fl = 0.0
         if self.part != "ffn":
-            attn_fl = sum(attention_flops_per_token(self.model, c) for c in batch.contexts) if b <= 4 else (
-                b * attention_flops_per_token(self.model, sum(batch.contexts) // b)
+            attn_fl = sum(self._attn_flops(c) for c in batch.contexts) if b <= 4 else (
+                b * self._attn_flops(sum(batch.contexts) // b)
             )
         sweep = self._roofline(self._weights_touched(b) + kv_read, b * self._matmul_flops_per_token() + attn_fl)
         # LPX: each stage holds 1/s of the bytes on 1/s of the chips, so a stage time equals the
@@ -258,7 +294,7 @@ class AnalyticStepModel:
         t, c, s = chunk.tokens, chunk.context, chunk.sequences
         tokens = t * s
         mid = c + t / 2.0
-        attn_fl = 0.0 if self.part == "ffn" else tokens * attention_flops_per_token(self.model, int(mid))
+        attn_fl = 0.0 if self.part == "ffn" else tokens * self._attn_flops(int(mid))
         kv_rw = s * self.kv_bytes(c + t)
         sweep = self._roofline(self._weights_touched(tokens) + kv_rw, tokens * self._matmul_flops_per_token() + attn_fl)
         # LPX: tokens stream through the stages; latency = the chunk's sweep + one weight sweep
@@ -295,6 +331,13 @@ class AnalyticStepModel:
             )
             self._cache[key] = m
         return m
+
+
+def _one_layer(m: ModelSpec, layer) -> ModelSpec:
+    """A one-layer copy of `m` (to read per-layer KV/FLOP coefficients through `specs.accounting`)."""
+    from dataclasses import replace
+
+    return replace(m, layers=(layer,))
 
 
 def stage_count_note(model: ModelSpec, chips: int) -> str:

@@ -41,7 +41,7 @@ class Router:
             self._rr[key] = i + 1
             return workers[i % len(workers)]
         if policy == "least_load":
-            return min(workers, key=lambda w: (w.load(), w.active_tokens(), w.index))
+            return min(workers, key=lambda w: (w.load(), w.active_tokens(), w.index))  # ties: lowest index
         if policy == "random":
             return workers[int(self.rng.integers(len(workers)))]
         return self._kv_pick(req, workers, use_prefix)
@@ -52,13 +52,15 @@ class Router:
         ids = req.unit_ids(isl) if use_prefix else ()
         unit = req.hash_block_tokens
         costs = []
+        best, best_cost = None, float("inf")
         for w in workers:
             cached = w.kv.match(ids) * unit if ids else 0
-            prefill_blocks = max(0, isl - cached) / block
-            costs.append(wgt * prefill_blocks + w.active_tokens() / block)
+            cost = (wgt * max(0, isl - cached) + w.ctx_sum + w.queued_tokens) / block
+            costs.append(cost)
+            if cost < best_cost:  # strict: ties go to the lowest index
+                best, best_cost = w, cost
         if self.temperature <= 0:
-            best = min(range(len(workers)), key=lambda i: (costs[i], i))
-            return workers[best]
+            return best
         lo = min(costs)
         weights = [math.exp(-(c - lo) / self.temperature) for c in costs]
         total = sum(weights)
