@@ -10,7 +10,7 @@ from lpxsim.errors import DoesNotFit
 from lpxsim.gpu import GpuStepModel, fitted_params
 from lpxsim.gpu.calibration import LENGTH_RATIO, load_points, point_models, predict, summary
 from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, fit_path
-from lpxsim.gpu.search import best_layout
+from lpxsim.gpu.search import best_layout, search_layouts
 from lpxsim.plan.estimate import steady_state
 
 CONCS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -41,11 +41,12 @@ def test_more_gpus_at_fixed_tp_never_lower_throughput(model, system, tp):
 
 
 def test_best_layout_goals_trade_latency_for_throughput():
-    lat = best_layout("llama-3.1-70b", "h200-hgx", gpus=8, goal="latency", concurrency=64)
-    thr = best_layout("llama-3.1-70b", "h200-hgx", gpus=8, goal="throughput", concurrency=64)
+    lat = search_layouts("llama-3.1-70b", "h200-hgx", gpus=8, goal="latency", concurrency=64)
+    thr = search_layouts("llama-3.1-70b", "h200-hgx", gpus=8, goal="throughput", concurrency=64)
     assert lat.estimate.tok_s_user >= thr.estimate.tok_s_user
     assert thr.estimate.total_tok_s_per_chip >= lat.estimate.total_tok_s_per_chip
     assert lat.step.chips == thr.step.chips == 8
+    assert isinstance(best_layout("llama-3.1-8b", "b200-hgx", gpus=2), GpuStepModel)
 
 
 def test_best_layout_says_when_nothing_fits():

@@ -47,7 +47,12 @@ def candidate_layouts(model: Any, gpus: int) -> list[dict[str, Any]]:
     return out
 
 
-def best_layout(
+def best_layout(model: Any, system: str = "h200-hgx", gpus: int = 8, goal: str = "latency", **kw: Any) -> GpuStepModel:
+    """The GpuStepModel of the best layout (see `search_layouts`; isl/osl/concurrency default to 1k/1k/1)."""
+    return search_layouts(model, system, gpus, goal, **kw).step
+
+
+def search_layouts(
     model: Any,
     system: str = "h200-hgx",
     gpus: int = 8,
