@@ -27,6 +27,7 @@ from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
 
 CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 DEFAULT_TARGET_CONTEXT = 131_072
+PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 
 def _batch_bucket(b: int) -> int:
@@ -145,12 +146,16 @@ class LpxStepModel:
         return self._cost("decode", batch.size, ctx, 1)
 
     def prefill(self, chunk: PrefillChunk) -> StepCost:
+        """A chunk streams through the pipeline in sub-chunks of at most PREFILL_ROWS tokens per sequence
+        (activations of a whole 8K-token chunk would not fit a chip's SRAM)."""
         if chunk.tokens <= 0:
             raise UserError("tokens", "a prefill chunk needs at least one token")
-        tokens = chunk.tokens if chunk.tokens <= 64 else 1 << (chunk.tokens - 1).bit_length()
-        c = self._cost("prefill", chunk.sequences, chunk.context, tokens)
-        scale = chunk.tokens / tokens
-        return StepCost(c.latency_s * scale, c.interval_s * scale) if scale < 1 else c
+        sub = min(chunk.tokens, PREFILL_ROWS)
+        n = math.ceil(chunk.tokens / sub)
+        mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle one
+        c = self._cost("prefill", chunk.sequences, mid, sub)
+        scale = chunk.tokens / (n * sub)
+        return StepCost((c.latency_s + (n - 1) * c.interval_s) * scale, n * c.interval_s * scale)
 
     def verify(self, batch: DecodeBatch, k: int) -> StepCost:
         if k < 0:

@@ -1,0 +1,199 @@
+"""The LPX compiler on tiny models: every compiled Program verifies, corruptions are caught, bad input is one error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.graph import Phase
+from lpxsim.lpu import Program, compile_program, verify
+from lpxsim.specs.model import ModelSpec
+
+DATA = Path(__file__).parent / "data" / "emulate"
+TINY = ["gemma4_tiny", "llama_tiny", "mixtral_tiny"]
+
+
+def tiny(name: str) -> ModelSpec:
+    return ModelSpec.from_path(DATA / f"{name}.json")
+
+
+def small(layout: str, name: str = "llama_tiny", chips: int = 8, sram: int = 400_000, context: int = 12,
+          concurrency: int = 2, **kw):
+    return compile_program(tiny(name), "lpx", chips=chips, context=context, concurrency=concurrency, layout=layout,
+                           chip_sram_bytes=sram, weights="bf16", **kw)
+
+
+@pytest.mark.parametrize("name", TINY)
+@pytest.mark.parametrize("layout", ["tp=4,stages=2,kvsplit=2", "tp=8,stages=1,kvsplit=4", "tp=2,stages=2",
+                                    "tp=1,stages=2"])
+def test_tiny_layouts_verify(name: str, layout: str) -> None:
+    r = small(layout, name)
+    assert r.report.ok, r.report.errors[:5]
+    assert r.report.link_conflicts == 0
+    assert r.timing.latency_s > 0 and r.timing.interval_s <= r.timing.latency_s + 1e-12
+
+
+def test_splits_are_explicit() -> None:
+    """tp=8 with kvsplit=2 on 8 query / 2 KV heads: heads split 4 ways, KV heads replicated, sequence split."""
+    r = small("tp=8,stages=1,kvsplit=2", context=20)
+    att = [i for i in r.program.instructions if i.kind == "attention" and i.op == "L0.attention"]
+    assert len(att) == 8
+    heads = {i.slice["heads"] for i in att}
+    assert heads == {(0, 2), (2, 4), (4, 6), (6, 8)}
+    seqs = {i.slice["kv_seq"] for i in att}
+    assert len(seqs) == 2  # two sequence chunks
+    kvh = [i.slice["kv_heads"] for i in att]
+    assert max(kvh.count(k) for k in set(kvh)) > 1  # a KV head held by several chips
+    kinds = {i.kind for i in r.program.instructions}
+    assert {"combine", "reduce"} <= kinds
+    mlp = [i for i in r.program.instructions if i.op == "L0.gate_up"]
+    assert len({i.slice["cols"] for i in mlp}) == 8
+
+
+def test_experts_split() -> None:
+    r = small("tp=4,stages=1", "mixtral_tiny", chips=4, sram=600_000)
+    ex = [i for i in r.program.instructions if i.kind == "experts" and i.op == "L0.experts"]
+    assert sorted(i.slice["experts"] for i in ex) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert r.report.ok
+
+
+def test_program_json_roundtrip() -> None:
+    r = small("tp=4,stages=2,kvsplit=2", "gemma4_tiny")
+    back = Program.from_json(r.program.to_json())
+    assert back.to_json() == r.program.to_json()
+    assert verify(back).ok
+
+
+def test_deterministic() -> None:
+    a = small("tp=4,stages=2,kvsplit=2").program.to_json()
+    b = small("tp=4,stages=2,kvsplit=2").program.to_json()
+    assert a == b
+
+
+# --- corruption is caught -------------------------------------------------------------------
+def _corrupt(p: Program, how: str) -> Program:
+    q = Program.from_dict(p.to_dict())
+    if how == "early_read":  # an instruction starting before its input arrives
+        for k, ins in enumerate(q.instructions):
+            if any(b in {t.dst_buffer for t in q.transfers} for b in ins.inputs):
+                q.instructions[k] = dataclasses.replace(ins, cycle_start=0, first_out_cycle=0)
+                return q
+    if how == "link_clash":  # two transfers on the same link direction at once
+        by_link: dict = {}
+        for k, t in enumerate(q.transfers):
+            by_link.setdefault(t.links[0], []).append(k)
+        k1, k2 = next(v for v in by_link.values() if len(v) > 1)[:2]
+        q.transfers[k2] = dataclasses.replace(q.transfers[k2], send_cycle=q.transfers[k1].send_cycle,
+                                              arrive_cycle=q.transfers[k2].arrive_cycle + 10**6,
+                                              end_cycle=q.transfers[k2].end_cycle + 10**6)
+        return q
+    if how == "region_overlap":
+        r0 = q.regions[0]
+        q.regions.append(dataclasses.replace(r0, name="intruder", offset_bytes=r0.offset_bytes))
+        return q
+    if how == "over_capacity":
+        q.regions[-1] = dataclasses.replace(q.regions[-1], size_bytes=q.chip_sram_bytes)
+        return q
+    if how == "missing_input":
+        ins = q.instructions[-1]
+        q.instructions[-1] = dataclasses.replace(ins, inputs=(*ins.inputs, "nothing@0"))
+        return q
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["early_read", "link_clash", "region_overlap", "over_capacity", "missing_input"])
+def test_corrupted_program_fails(how: str) -> None:
+    p = small("tp=4,stages=2,kvsplit=2").program
+    assert verify(p).ok
+    rep = verify(_corrupt(p, how))
+    assert not rep.ok
+    if how == "link_clash":
+        assert rep.link_conflicts > 0
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hidden=st.sampled_from([64, 128, 256]),
+    layers=st.integers(2, 4),
+    heads_kv=st.sampled_from([(4, 1), (4, 2), (8, 2), (4, 4)]),
+    moe=st.booleans(),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    stages=st.integers(1, 2),
+    kvsplit=st.sampled_from([1, 2]),
+    context=st.integers(0, 64),
+    batch=st.integers(1, 3),
+    variant=st.sampled_from([None, "trays-32x8"]),
+)
+def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit, context, batch, variant) -> None:
+    heads, kvh = heads_kv
+    if tp % kvsplit or tp * stages > 16:
+        return
+    cfg = {"model_type": "mixtral" if moe else "llama", "hidden_size": hidden, "intermediate_size": 2 * hidden,
+           "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kvh,
+           "head_dim": hidden // heads, "vocab_size": 512, "max_position_embeddings": 4096,
+           "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+    if moe:
+        cfg |= {"num_local_experts": 4, "num_experts_per_tok": 2}
+    m = ModelSpec.from_config(cfg, name="random")
+    r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
+                        layout=f"tp={tp},stages={stages},kvsplit={kvsplit}", chip_sram_bytes=8_000_000,
+                        weights="bf16", variant=variant)
+    assert r.report.ok, r.report.errors[:3]
+    assert not verify(_corrupt(r.program, "missing_input")).ok
+
+
+def test_multi_rack_and_prefill_verify() -> None:
+    m = tiny("llama_tiny")
+    r = compile_program(m, "lpx", racks=2, context=8, layout="tp=16,stages=2", weights="bf16")
+    assert r.report.ok
+    assert {r.program.links[lid].cls for lid in r.program.links} >= {"intra_node"}
+    r2 = compile_program(m, "lpx", chips=8, phase=Phase.prefill(32, context=16), layout="tp=4,stages=2",
+                         weights="bf16")
+    assert r2.report.ok
+
+
+# --- bad input ------------------------------------------------------------------------------
+def test_model_too_big_is_does_not_fit() -> None:
+    with pytest.raises(DoesNotFit):
+        compile_program("gemma-4-31b", "lpx", chips=16, context=1000)
+
+
+def test_forced_layout_over_sram() -> None:
+    with pytest.raises(DoesNotFit):
+        small("tp=1,stages=1", sram=50_000)
+
+
+@pytest.mark.parametrize("kw", [{"chips": 0}, {"chips": 100_000}, {"racks": 0.3}])
+def test_impossible_chip_count(kw) -> None:
+    with pytest.raises(UserError):
+        compile_program(tiny("llama_tiny"), "lpx", context=8, **kw)
+
+
+def test_bad_layout_string() -> None:
+    with pytest.raises(UserError):
+        small("tp=3,stages=1")
+    with pytest.raises(UserError):
+        small("tp=four")
+
+
+def test_gpu_system_rejected() -> None:
+    with pytest.raises(UserError):
+        compile_program(tiny("llama_tiny"), "h200-hgx", context=8)
+
+
+def test_trace_is_valid_json(tmp_path: Path) -> None:
+    from lpxsim.lpu.trace import write_trace
+
+    r = small("tp=4,stages=2,kvsplit=2")
+    path = write_trace(r.program, tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    ev = doc["traceEvents"]
+    assert any(e["ph"] == "X" and e["cat"] == "link" for e in ev)
+    assert all({"ph", "pid", "name"} <= set(e) for e in ev)
+    assert not list(tmp_path.glob(".*tmp"))
