@@ -32,10 +32,12 @@ COMMAND_MODULES = [
     "lpxsim.cli.capacity_cmd",
     "lpxsim.cli.compile_cmd",
     "lpxsim.cli.estimate_cmd",
+    "lpxsim.cli.emulate_cmd",
     "lpxsim.cli.simulate_cmd",
     "lpxsim.cli.bench_cmd",
     "lpxsim.cli.sweep_cmd",
     "lpxsim.cli.tour_cmd",
+    "lpxsim.cli.plan_cmd",
 ]
 # Modules still being written land here as they are created (checked by tests/test_cli_main.py).
 COMMAND_MODULES = [m for m in COMMAND_MODULES if importlib.util.find_spec(m) is not None]

@@ -70,9 +70,13 @@ class ProgramExecutor:
             raise ValueError(f"the step takes {phase.tokens} token ids, got {ids.shape}")
         ctx = I.StepContext(graph, self.weights, ids, positions(phase.contexts, phase.new_tokens))
         self._program, self._ctx = program, ctx
+        self._ops = {op.name for op in graph}
         self._regions = {(r.chip, r.name) for r in program.regions}
         for st in self.chips.values():
             st.buffers.clear()
+        for buf in program.buffers.values():  # step inputs: the token ids, present from cycle 0
+            if buf.op == "tokens":
+                self._chip(buf.chip).buffers[buf.id] = Value(ids, 0, 0)
         events: list[tuple[int, int, int, Instruction | Transfer]] = [
             (t.arrive_cycle, 0, t.id, t) for t in program.transfers
         ] + [(i.cycle_start, 1, i.id, i) for i in program.instructions]
@@ -98,14 +102,26 @@ class ProgramExecutor:
         if val.avail > t.send_cycle:
             raise EmulationError(src.op, t.src_chip, t.send_cycle, f"transfer {t.id} sends {t.src_buffer!r} "
                                  f"before it is ready (first vector at cycle {val.avail})")
-        if (src.op, src.cols, src.partial) != (dst.op, dst.cols, dst.partial) or dst.chip != t.dst_chip:
+        if (src.op, src.partial) != (dst.op, dst.partial) or dst.chip != t.dst_chip:
             raise EmulationError(src.op, t.dst_chip, t.arrive_cycle,
                                  f"transfer {t.id} lands {t.src_buffer!r} as a different buffer {t.dst_buffer!r}")
+        data = self._columns(t, src, dst, val.data)
         st = self._chip(t.dst_chip)
         if t.dst_buffer in st.buffers:
             raise EmulationError(dst.op, t.dst_chip, t.arrive_cycle, f"buffer {t.dst_buffer!r} written twice")
         self._check_region(dst, t.arrive_cycle)
-        st.buffers[t.dst_buffer] = Value(val.data, t.arrive_cycle, t.end_cycle, dict(val.meta))
+        st.buffers[t.dst_buffer] = Value(data, t.arrive_cycle, t.end_cycle, dict(val.meta))
+
+    def _columns(self, t: Transfer, src: Buffer, dst: Buffer, data: Any) -> Any:
+        """A transfer carries the destination buffer's columns of the source (all of them, or a sub-range)."""
+        if src.cols == dst.cols or not isinstance(data, np.ndarray) or src.op not in self._ops:
+            return data
+        width = I.op_width(self._ctx.graph, src.op)
+        (a, b), (lo, hi) = I._span(src.cols, width), I._span(dst.cols, width)
+        if lo < a or hi > b or data.ndim != 2 or data.shape[1] != b - a:
+            raise EmulationError(src.op, t.dst_chip, t.arrive_cycle, f"transfer {t.id} lands columns {lo}:{hi} "
+                                 f"from {t.src_buffer!r} which holds {a}:{b}")
+        return data[:, lo - a : hi - a]
 
     def _check_region(self, buf: Buffer, cycle: int) -> None:
         if buf.region and (buf.chip, buf.region) not in self._regions:
@@ -143,7 +159,7 @@ class ProgramExecutor:
             raise EmulationError(ins.op, ins.chip, ins.cycle_start, f"buffer {ins.output!r} written twice")
         self._check_region(out, ins.cycle_start)
         if ins.kind in I.COLLECTIVES:
-            data, meta, partial = I.COLLECTIVES[ins.kind](ins, args, self._ctx)
+            data, meta, partial = I.COLLECTIVES[ins.kind](ins, args, self._ctx, out)
         else:
             data, meta, partial = self._graph_op(ins, args, st)
         cols = meta.pop("cols", None)

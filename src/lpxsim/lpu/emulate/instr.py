@@ -83,7 +83,8 @@ def run_matmul(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> A
     klo, khi = _span(ins.slice.get("rows"), Kd)
     nlo, nhi = _span(ins.slice.get("cols") or ins.slice.get("vocab"), width)
     arg = _input(ins, args, op.inputs[0])
-    _final(ins, arg)
+    if arg[0].partial not in (None, "sum"):
+        _final(ins, arg)
     x = take_cols(ins, arg, klo, khi, Kd)
     if op.attrs.get("last_only") and x.shape[0] == ctx.graph.phase.tokens:
         n = ctx.graph.phase.new_tokens
@@ -94,9 +95,9 @@ def run_matmul(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> A
     else:
         y = x @ W[nlo:nhi, klo:khi].T
     y = y.astype(F32)
-    if (klo, khi) != (0, Kd):  # a row split is one addend; soft-capping waits for the reduce
-        return y, {"partial": "sum"}
-    return K.softcap(y, op.attrs.get("softcap")), {}
+    if (klo, khi) != (0, Kd) or arg[0].partial == "sum":  # one addend (linear in x); soft-cap waits for the reduce
+        return y, {"partial": "sum", "cols": (nlo, nhi)}
+    return K.softcap(y, op.attrs.get("softcap")), {"cols": (nlo, nhi)}
 
 
 def run_norm(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
@@ -196,25 +197,28 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     return ((o, lse) if partial else o), {"heads": (h0, h1), "partial": "lse" if partial else None}
 
 
+def _add(ins: Instruction, args: list[Arg]) -> Any:
+    """Sum of final values, or of "sum" partials (addition is linear); never a mix of the two."""
+    kinds = {a[0].partial for a in args}
+    if len(kinds) != 1 or not kinds <= {None, "sum"}:
+        raise _fail(ins, f"adds buffers that are partials of different kinds {sorted(map(str, kinds))}")
+    if len({a[0].cols for a in args}) != 1:
+        raise _fail(ins, f"adds buffers holding different columns {[a[0].cols for a in args]}")
+    total = np.sum([a[1].data for a in args], axis=0, dtype=F32)
+    return total, ({"partial": "sum"} if kinds == {"sum"} else {})
+
+
 def run_elementwise(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    if op.attrs.get("fn") == "add":
+        return _add(ins, args)
     for arg in args:
         _final(ins, arg)
-    if op.attrs.get("fn") == "add":
-        cols = {a[0].cols for a in args}
-        if len(cols) != 1:
-            raise _fail(ins, f"adds buffers holding different columns {sorted(map(str, cols))}")
-        return np.sum([a[1].data for a in args], axis=0, dtype=F32), {}
     x = args[0][1].data
     return (K.gated(x, op.attrs["fn"]) if op.attrs.get("gated") else K.activation(x, op.attrs["fn"])), {}
 
 
 def run_residual(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
-    a, b = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
-    _final(ins, a)
-    _final(ins, b)
-    if a[0].cols != b[0].cols:
-        raise _fail(ins, f"adds {a[0].id!r} cols {a[0].cols} to {b[0].id!r} cols {b[0].cols}")
-    return (a[1].data + b[1].data).astype(F32), {}
+    return _add(ins, [_input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])])
 
 
 def run_router(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
@@ -253,48 +257,54 @@ def run_embed(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> An
 
 
 def run_sample(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
+    """Greedy choice over the whole vocabulary, or over a vocab slice as an (max logit, token) "argmax" partial."""
     arg = _input(ins, args, op.inputs[0])
     _final(ins, arg)
-    a, _ = _span(arg[0].cols, op.shape[1])
-    logits = arg[1].data
+    V = op.shape[1]
+    lo, hi = _span(ins.slice.get("vocab"), V)
+    logits = take_cols(ins, arg, lo, hi, V)
     best = np.argmax(logits, axis=-1)
-    if arg[0].cols is None or arg[0].cols == (0, op.shape[1]):
+    if "vocab" not in ins.slice:
         return best.astype(np.int64), {}
-    return (logits[np.arange(len(best)), best], (best + a).astype(np.int64)), {"partial": "argmax"}
-
+    return (logits[np.arange(len(best)), best], (best + lo).astype(np.int64)), {"partial": "argmax"}
 
 
 # --- collectives -------------------------------------------------------------------------
-def _same(ins: Instruction, args: list[Arg], partial: str) -> None:
+def _partials(ins: Instruction, args: list[Arg], partial: str) -> None:
     if not args:
         raise _fail(ins, "has no inputs")
     for buf, _ in args:
         if buf.op != ins.op or buf.partial != partial:
             raise _fail(ins, f"expects {partial!r} partials of {ins.op!r}, got {buf.id!r} ({buf.op}, {buf.partial})")
-    if len({buf.cols for buf, _ in args}) != 1:
-        raise _fail(ins, "reduces partials holding different columns")
 
 
-def run_reduce(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
-    """Sum of "sum" partials (logits: soft-capped after the sum), or the best of "argmax" partials."""
+def run_reduce(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, Any]:
+    """Sum of "sum" partials over the output's columns, or the best of "argmax" partials.
+
+    The sum is final unless the output is declared a "sum" partial itself (the
+    first level of a two-level all-reduce). Soft-capped logits are capped after
+    the final sum.
+    """
     if ins.attrs.get("fn") == "argmax":
-        _same(ins, args, "argmax")
+        _partials(ins, args, "argmax")
         vals = np.stack([v.data[0] for _, v in args])
         idx = np.stack([v.data[1] for _, v in args])
-        # largest logit; on ties the lowest token index (np.argmax over the index-sorted order)
+        # the largest logit; on ties the lowest token index
         order = np.argsort(idx, axis=0, kind="stable")
         vals_s, idx_s = np.take_along_axis(vals, order, 0), np.take_along_axis(idx, order, 0)
         pick = np.argmax(vals_s, axis=0)
         return idx_s[pick, np.arange(idx.shape[1])], {}, None
-    _same(ins, args, "sum")
-    total = np.sum([v.data for _, v in args], axis=0, dtype=F32)
+    _partials(ins, args, "sum")
+    width = op_width(ctx.graph, ins.op)
+    lo, hi = _span(out.cols, width)
+    total = np.sum([take_cols(ins, a, lo, hi, width) for a in args], axis=0, dtype=F32)
     op = ctx.graph.op(ins.op)
-    if op.kind == "matmul" and op.attrs.get("softcap"):
+    if out.partial is None and op.kind == "matmul" and op.attrs.get("softcap"):
         total = K.softcap(total, op.attrs["softcap"])
-    return total, {}, None
+    return total, {}, out.partial
 
 
-def run_concat(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
+def run_concat(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, None]:
     """Place column ranges side by side; the parts must tile a contiguous range with no gap or overlap."""
     width = op_width(ctx.graph, ins.op)
     parts = sorted(args, key=lambda a: _span(a[0].cols, width))
@@ -308,16 +318,40 @@ def run_concat(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any
     return np.concatenate([v.data for _, v in parts], axis=1), {"cols": (spans[0][0], spans[-1][1])}, None
 
 
-def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, None]:
-    """Merge split-K attention partials over their key chunks."""
-    _same(ins, args, "lse")
+def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, Any]:
+    """Split-K attention over key chunks.
+
+    Plain: merge all chunks' (o, lse) into the final output. ``mode="rescale"``:
+    the inputs are this chip's own chunk plus the other chunks' statistics
+    (``attrs["stats_only"]``); the output is the own chunk rescaled by
+    exp(lse_own - lse_all), a "sum" partial that a later reduce (after o_proj,
+    which is linear) completes.
+    """
+    _partials(ins, args, "lse")
     op = ctx.graph.op(ins.op)
     dv = ctx.graph.model.layers[op.layer].attention.v_head_dim
-    o, _ = K.merge_lse([v.data for _, v in args], dv)
-    return o, dict(args[0][1].meta) | {"partial": None}, None
+    if len({a[0].heads for a in args}) != 1:
+        raise _fail(ins, f"combines chunks of different heads {[a[0].heads for a in args]}")
+    if ins.attrs.get("mode") != "rescale":
+        o, _ = K.merge_lse([v.data for _, v in args], dv)
+        return o, {}, None
+    stats = set(ins.attrs.get("stats_only", ()))
+    own = [a for a in args if a[0].id not in stats]
+    if len(own) != 1:
+        raise _fail(ins, f"rescale needs exactly one own chunk, got {len(own)}")
+    o_own, lse_own = own[0][1].data
+    lses = np.stack([v.data[1] for _, v in args])
+    mx = lses.max(axis=0)
+    safe = np.where(np.isfinite(mx), mx, F32(0.0))
+    total = np.log(np.exp(lses - safe[None], dtype=F32).sum(axis=0)) + safe
+    with np.errstate(invalid="ignore"):
+        scale = np.where(np.isfinite(lse_own), np.exp(lse_own - total, dtype=F32), F32(0.0))
+    M, h = lse_own.shape
+    o = (o_own.reshape(M, h, dv) * scale[..., None]).reshape(M, h * dv).astype(F32)
+    return o, {}, "sum"
 
 
-def run_copy(ins: Instruction, args: list[Arg], ctx: StepContext) -> tuple[Any, dict, Any]:
+def run_copy(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, Any]:
     if len(args) != 1:
         raise _fail(ins, f"copies {len(args)} buffers")
     buf, val = args[0]

@@ -1,0 +1,136 @@
+"""Compile a tiny model onto N emulated chips, run prefill + greedy decode, and compare with Hugging Face.
+
+Every step gets its own compiled Program (the step's phase: prefill of the
+prompt, then one decode step per generated token); the executor keeps each
+chip's KV cache between steps. The reference is the real HF model class with
+the same seeded weights (`reference.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lpxsim.errors import UserError
+from lpxsim.graph import Phase
+from lpxsim.lpu.emulate.executor import ProgramExecutor
+from lpxsim.lpu.emulate.reference import Reference, build_reference, hf_greedy, seeded_prompt
+from lpxsim.lpu.program import Program
+from lpxsim.specs.accounting import weight_bytes
+
+# float32 on both sides; see docs/assumptions.md ("Emulator") for why 1e-4 absolute on logits.
+LOGIT_ATOL = 1e-4
+PRECISION = "bf16"  # the precision the Program's bytes are sized at; the emulator computes in float32
+
+
+@dataclass
+class EmulationReport:
+    """The emulated run next to the reference: tokens, logit error per step, and the Programs' size."""
+
+    model: str
+    model_type: str
+    chips: int
+    layout: str
+    sram_bytes_per_chip: int
+    seed: int
+    prompt_tokens: int
+    steps: int
+    tokens_match: bool
+    max_abs_logit_err: float
+    tolerance: float
+    within_tolerance: bool
+    reference_tokens: list[int]
+    emulated_tokens: list[int]
+    step_errors: list[float]
+    instructions: int = 0
+    transfers: int = 0
+    makespan_cycles: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def default_sram_bytes(ref: Reference, chips: int) -> int:
+    """Per-chip SRAM that makes `chips` chips necessary: twice the bf16 weights spread over them."""
+    return int(math.ceil(2.0 * weight_bytes(ref.spec, PRECISION) / chips))
+
+
+def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | None, sram_bytes: int,
+                 context: int) -> Program:
+    """Compile one step of the reference's model for the emulated chips (verified by the compiler)."""
+    from lpxsim.lpu import compile_program
+
+    res = compile_program(ref.spec, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION,
+                          layout=layout, chip_sram_bytes=sram_bytes, context=context)
+    if not res.report.ok:
+        raise RuntimeError(f"the compiler's own verifier rejected the program: {res.report}")
+    return res.program
+
+
+def _validate(ref: Reference, chips: int, steps: int, prompt_tokens: int) -> None:
+    if chips < 1:
+        raise UserError("chips", f"expected at least 1 chip, got {chips}")
+    if steps < 0 or steps > 256:
+        raise UserError("steps", f"expected 0..256 decode steps, got {steps}")
+    if prompt_tokens < 1:
+        raise UserError("prompt_tokens", f"expected at least 1 prompt token, got {prompt_tokens}")
+    if prompt_tokens + steps > ref.spec.max_context:
+        raise UserError("steps", f"prompt + steps = {prompt_tokens + steps} exceeds the model's "
+                                 f"max_position_embeddings {ref.spec.max_context}")
+
+
+def emulate_reference(
+    ref: Reference,
+    chips: int,
+    steps: int = 6,
+    seed: int = 0,
+    layout: str | None = None,
+    prompt_tokens: int = 8,
+    sram_bytes: int | None = None,
+    tolerance: float = LOGIT_ATOL,
+    mutate: Callable[[Program, int], Program] | None = None,
+) -> EmulationReport:
+    """Run the compiled Programs and the HF model on the same seeded prompt; `mutate` may corrupt step i's Program."""
+    _validate(ref, chips, steps, prompt_tokens)
+    sram = sram_bytes or default_sram_bytes(ref, chips)
+    prompt = seeded_prompt(ref.spec.vocab_size, prompt_tokens, seed)
+    hf = hf_greedy(ref, prompt, steps)
+    ex = ProgramExecutor(ref.spec, ref.weights)
+    context = prompt_tokens + steps
+    tokens: list[int] = []
+    errors: list[float] = []
+    n_ins = n_tr = 0
+    spans: list[int] = []
+    lay_used = layout or ""
+    for i in range(steps + 1):
+        phase = Phase.prefill(prompt_tokens) if i == 0 else Phase.decode([prompt_tokens + i - 1])
+        prog = compile_step(ref, phase, chips, layout, sram, context)
+        lay_used = str(prog.meta.get("layout", lay_used))
+        if mutate is not None:
+            prog = mutate(prog, i)
+        res = ex.run(prog, prompt if i == 0 else [tokens[-1]])
+        tokens.append(int(res.tokens[0]))
+        errors.append(float(np.abs(res.logits[0] - hf.logits[i]).max()))
+        n_ins += res.instructions
+        n_tr += res.transfers
+        spans.append(res.makespan_cycles)
+    err = max(errors)
+    return EmulationReport(
+        model=ref.spec.name, model_type=ref.spec.model_type, chips=chips, layout=lay_used,
+        sram_bytes_per_chip=sram, seed=seed, prompt_tokens=prompt_tokens, steps=steps,
+        tokens_match=tokens == hf.tokens, max_abs_logit_err=err, tolerance=tolerance,
+        within_tolerance=err <= tolerance, reference_tokens=hf.tokens, emulated_tokens=tokens,
+        step_errors=errors, instructions=n_ins, transfers=n_tr, makespan_cycles=spans,
+    )
+
+
+def emulate_config(cfg: dict[str, Any], chips: int, steps: int = 6, seed: int = 0, layout: str | None = None,
+                   prompt_tokens: int = 8, sram_bytes: int | None = None) -> EmulationReport:
+    """Build the HF reference from a config.json dict and emulate it (the CLI's entry point)."""
+    return emulate_reference(build_reference(cfg, seed), chips, steps, seed, layout, prompt_tokens, sram_bytes)
