@@ -185,3 +185,20 @@ def test_large_moe_on_8_gpus_reaches_far_less(name):
     b = DecodeBatch.uniform(1, 1024)
     assert s.decode_roofline_s(b) / s.decode_step(b).latency_s < 0.3
     assert math.isfinite(s.decode_step(b).latency_s)
+
+
+@pytest.mark.parametrize(("name", "k"), [("deepseek-r1", 0), ("gpt-oss-20b", 0), ("gemma-4-31b", 3)])
+def test_repriced_contexts_match_a_fresh_lowering(name, k):
+    from lpxsim.gpu.features import build
+    from lpxsim.graph import Phase, lower
+
+    s = GpuStepModel(name, "b200-hgx", tp=8 if name == "deepseek-r1" else 2, weights="fp4")
+    rng = np.random.default_rng(3)
+    ctx = tuple(int(c) for c in rng.integers(1, 9000, size=7))
+    kind = "verify" if k else "decode"
+    fast = s._get(kind, k + 1, ctx)
+    graph = lower(s.model, Phase(kind, ctx, k + 1), s.weights, s.kv, s.kv_layout)
+    slow = build(graph, s.layout, s.rates, s.fabric)
+    np.testing.assert_allclose(fast.flops, slow.flops, rtol=1e-12)
+    np.testing.assert_allclose(fast.kv_bytes, slow.kv_bytes, rtol=1e-12)
+    np.testing.assert_allclose(fast.dense_bytes, slow.dense_bytes, rtol=1e-12)

@@ -11,13 +11,17 @@ the step are priced here directly from the catalog's alpha-beta fabrics.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from lpxsim.gpu.collectives import Fabric
 from lpxsim.gpu.layout import Layout, busiest_share
 from lpxsim.graph import Op, OpGraph
+
+# The graph's own per-sequence attention counts, so re-pricing a batch at new contexts matches a fresh
+# lowering exactly (tests/test_gpu_model.py checks it).
+from lpxsim.graph.lower import _attended, _kv_read_tokens
 
 # Ops of the attention half of a layer (name suffix after "L<i>.").
 ATTENTION_OPS = frozenset({
@@ -52,6 +56,7 @@ class StepFeatures:
     kernels: np.ndarray
     is_attention_core: np.ndarray  # attention ops (priced at the flash-attention rate)
     is_attn_half: np.ndarray  # ops of the attention half of a layer (AFD split)
+    att_windows: tuple[tuple[int, int | None], ...]  # (row, window) of each attention op
     collective_s: float
     attn_collective_s: float
     collectives: float  # collective calls in the step
@@ -119,6 +124,7 @@ def build(
     cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
     core = np.zeros(n, dtype=bool)
     attn_half = np.zeros(n, dtype=bool)
+    windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
     for i, op in enumerate(graph.ops):
         div, work, kvf = _share(op, layout, att_frac)
@@ -142,13 +148,35 @@ def build(
             cols["rate"][i] = rates["attention"]
             cols["rows"][i] = max(1.0, op.tokens * work)
             core[i] = True
+            windows.append((i, op.attrs.get("window")))
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
-        is_attn_half=attn_half, collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
+        is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
         attn_collectives=attn_calls, layer_count=graph.model.num_layers,
     )
+
+
+def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int) -> StepFeatures:
+    """`base` (lowered at context 0 for every sequence) re-priced at `contexts`.
+
+    Only attention ops depend on the context: their FLOPs scale with the keys attended and their KV
+    reads with the cached tokens, per layer window. Everything else is the same for any context.
+    """
+    flops, kv = base.flops.copy(), base.kv_bytes.copy()
+    ratios: dict[int | None, tuple[float, float]] = {}
+    for row, window in base.att_windows:
+        if window not in ratios:
+            a0 = len(contexts) * _attended(0, new_tokens, window)
+            k0 = len(contexts) * _kv_read_tokens(0, new_tokens, window)
+            a = sum(_attended(c, new_tokens, window) for c in contexts)
+            k = sum(_kv_read_tokens(c, new_tokens, window) for c in contexts)
+            ratios[window] = (a / a0, k / k0)
+        fa, fk = ratios[window]
+        flops[row] *= fa
+        kv[row] *= fk
+    return replace(base, flops=flops, kv_bytes=kv)
 
 
 def _collectives(

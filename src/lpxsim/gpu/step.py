@@ -17,7 +17,7 @@ from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
-from lpxsim.gpu.features import StepFeatures, build
+from lpxsim.gpu.features import StepFeatures, build, with_contexts
 from lpxsim.gpu.layout import Layout
 from lpxsim.gpu.params import GpuParams, fitted_params
 from lpxsim.graph import Phase, lower
@@ -196,15 +196,23 @@ class GpuStepModel:
         return tuple(batch.contexts[:: self.layout.replicas])
 
     def _get(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
+        """Features of a step; decode/verify steps reuse one lowering per batch size (see with_contexts)."""
         key = (kind, new_tokens, contexts)
         f = self._features.get(key)
-        if f is not None:
+        if f is None:
+            if kind == "prefill" or kind.endswith("@0"):
+                f = self._lowered(kind, new_tokens, contexts)
+            else:
+                base = self._get(kind + "@0", new_tokens, (0,) * len(contexts))
+                f = with_contexts(base, contexts, new_tokens)
+            self._features[key] = f
+            if len(self._features) > _CACHE_SIZE:
+                self._features.popitem(last=False)
+        else:
             self._features.move_to_end(key)
-            return f
-        phase = Phase(kind, contexts, new_tokens)  # type: ignore[arg-type]
-        graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
-        f = build(graph, self.layout, self.rates, self.fabric, self.expert_skew)
-        self._features[key] = f
-        if len(self._features) > _CACHE_SIZE:
-            self._features.popitem(last=False)
         return f
+
+    def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
+        phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
+        graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew)
