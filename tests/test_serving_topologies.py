@@ -92,3 +92,12 @@ def test_afd_requires_split_capable_backends():
 
     with pytest.raises(UserError, match="attention"):
         AfdStepModel(Plain(), Plain(), Link("l", 1e9, 0), SharedResource("s"), 1)
+
+
+def test_pd_sends_only_the_kv_the_decode_worker_lacks():
+    wl = {"kind": "agentic", "num_requests": 2, "arrival": {"process": "closed", "concurrency": 1},
+          "session": {"turns": 5, "first_isl": 20000, "tool_tokens": 2000, "think_s": 0.1}, "osl": 100}
+    df = simulate(PD, wl, seed=0).requests.sort_values(["session", "turn"])
+    first, later = df[df.turn == 0]["handoff_s"], df[df.turn > 0]["handoff_s"]
+    assert later.max() < 0.5 * first.min()  # the session's earlier turns are already on the decode worker
+    assert (df.groupby("session")["decode_worker"].nunique() == 1).all()

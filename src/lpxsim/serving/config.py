@@ -45,6 +45,8 @@ class PoolConfig(_Strict):
     role: Role = "aggregated"
     max_batch: int | None = Field(None, ge=1)
     memory_fraction: float | None = Field(None, gt=0, le=1)  # analytic: share of memory usable (weights + KV)
+    target_context: int | None = Field(None, ge=1)  # lpx backend: the context the layout is compiled for
+    target_concurrency: int | None = Field(None, ge=1)  # lpx backend: the concurrency the layout is compiled for
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:

@@ -118,6 +118,20 @@ def pool_frame(sim, makespan: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+CONTEXT_BINS = ((0, 32_768, "<32K"), (32_768, 100_000, "32K-100K"), (100_000, 1 << 62, ">=100K"))
+
+
+def by_context(done: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per-user speed and TTFT by prompt length: long-context turns are where batch-1 speed and capacity part."""
+    out = {}
+    for lo, hi, label in CONTEXT_BINS:
+        d = done[(done["isl"] >= lo) & (done["isl"] < hi)]
+        if len(d):
+            out[label] = {"requests": len(d), "tok_s_user_p50": float(d["tok_s_user"].median()),
+                          "ttft_p50_s": float(d["ttft_s"].median()), "mean_isl": float(d["isl"].mean())}
+    return out
+
+
 def summarize(sim) -> SimResult:
     df = request_frame(sim)
     done = df[df["status"] == DONE]
@@ -151,6 +165,7 @@ def summarize(sim) -> SimResult:
         "itl_s": _weighted_pcts(itl),
         "e2e_s": _pcts(done["e2e_s"].to_numpy()),
         "tok_s_user": _pcts(done["tok_s_user"].to_numpy()),
+        "by_context": by_context(done),
         "slo": {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
         "goodput_req_s": len(good) / makespan if makespan > 0 else math.nan,
         "goodput_tok_s": float(good["osl"].sum()) / makespan if makespan > 0 else math.nan,

@@ -180,9 +180,13 @@ class Simulation:
     def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
         """PD: the prefill worker's KV for `req` crosses to a decode worker."""
         pool = self._decode_pool
-        dst = self.router.pick(req, pool.workers, use_prefix=False)
+        dst = self.router.pick(req, pool.workers)
         req.decode_pool, req.decode_worker = pool.name, dst.index
-        nbytes = src.model.kv_bytes(req.isl + req.generated)
+        # only the blocks the decode worker does not already hold cross (a session's earlier turns stay there)
+        ctx = req.isl + req.generated
+        ids = req.unit_ids(ctx)
+        held = min(dst.kv.match(ids), (ctx - 1) // req.hash_block_tokens) if ids else 0
+        nbytes = src.model.kv_bytes(ctx) - src.model.kv_bytes(held * req.hash_block_tokens)
         done = self._prefill_link.transfer(t_ready, nbytes)
         req.handoff_s = done - t_ready
         self.engine.schedule(done, EventKind.TRANSFER_DONE, self._on_transfer, (req, src, dst))

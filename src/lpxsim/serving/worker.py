@@ -181,12 +181,10 @@ class Worker:
             req = self.waiting[0]
             ctx = req.isl + req.generated
             prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
-            m, ids = 0, ()
-            if not prefilled:
-                ids = req.unit_ids(ctx)
-                m = kv.match(ids) if ids else 0
-                if m * req.hash_block_tokens >= ctx:
-                    m = (ctx - 1) // req.hash_block_tokens
+            ids = req.unit_ids(ctx)
+            m = kv.match(ids) if ids else 0
+            if m * req.hash_block_tokens >= ctx:
+                m = (ctx - 1) // req.hash_block_tokens
             shared_tok = m * req.hash_block_tokens
             shared = self.kvb(shared_tok) if m else 0.0
             need = self.kvb(ctx + 1) - shared
