@@ -202,3 +202,25 @@ def test_repriced_contexts_match_a_fresh_lowering(name, k):
     np.testing.assert_allclose(fast.flops, slow.flops, rtol=1e-12)
     np.testing.assert_allclose(fast.kv_bytes, slow.kv_bytes, rtol=1e-12)
     np.testing.assert_allclose(fast.dense_bytes, slow.dense_bytes, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("tokens", "context"), [(100, 0), (700, 0), (3000, 5000), (1024, 0), (20000, 0)])
+def test_bucketed_prefill_is_close_to_a_direct_lowering(tokens, context):
+    from lpxsim.gpu.cost import price
+    from lpxsim.gpu.features import build
+    from lpxsim.graph import Phase, lower
+
+    s = GpuStepModel("deepseek-r1", "h200-hgx", tp=8)
+    graph = lower(s.model, Phase.prefill(tokens, context, 1), s.weights, s.kv, s.kv_layout)
+    direct = price(build(graph, s.layout, s.rates, s.fabric), s.params, s.bw_Bps, graphs=False).total_s
+    assert s.prefill(PrefillChunk(tokens, context)).latency_s == pytest.approx(direct, rel=0.03)
+    assert s.attention_prefill(PrefillChunk(tokens, context)).latency_s < direct
+
+
+def test_expert_skew_reads_fewer_experts_at_moderate_batch():
+    b = DecodeBatch.uniform(16, 1024)
+    flat = GpuStepModel("deepseek-r1", "b200-hgx", tp=8, weights="fp4")
+    skewed = GpuStepModel("deepseek-r1", "b200-hgx", tp=8, weights="fp4", expert_skew=0.5)
+    assert skewed.decode_step(b).latency_s < flat.decode_step(b).latency_s
+    with pytest.raises(UserError):
+        GpuStepModel("deepseek-r1", "b200-hgx", tp=8, expert_skew=1.0)

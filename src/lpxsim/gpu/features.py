@@ -17,7 +17,7 @@ import numpy as np
 
 from lpxsim.gpu.collectives import Fabric
 from lpxsim.gpu.layout import Layout, busiest_share
-from lpxsim.graph import Op, OpGraph
+from lpxsim.graph import Op, OpGraph, expected_experts_touched
 
 # The graph's own per-sequence attention counts, so re-pricing a batch at new contexts matches a fresh
 # lowering exactly (tests/test_gpu_model.py checks it).
@@ -99,8 +99,9 @@ def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, floa
     with probability p); the busiest group is taken at mean + sigma sqrt(2 ln ep), the usual
     expected-maximum estimate, capped at n.
     """
-    e_total = float(op.attrs["num_experts"]) * (1.0 - skew) if skew else float(op.attrs["num_experts"])
-    touched = float(op.attrs["expected_experts"])
+    num, top_k = int(op.attrs["num_experts"]), int(op.attrs["top_k"])
+    e_total = max(float(top_k), num * (1.0 - skew))
+    touched = expected_experts_touched(num, top_k, op.tokens, skew) if skew else float(op.attrs["expected_experts"])
     per_group = e_total / layout.ep
     p = min(1.0, touched / e_total)
     mean = per_group * p

@@ -10,8 +10,10 @@ GPU engine (no layer pipelining across micro-batches).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict
+from dataclasses import astuple
 
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
@@ -33,6 +35,18 @@ DEFAULT_PREFILL_CHUNK = 8192
 # measured MAMF table in hardware.md §9 (NVIDIA parts 72-80%). Assumption "gpu-mamf-default".
 MAMF_DEFAULT = 0.75
 _CACHE_SIZE = 4096
+# Prefill chunks are lowered at these token counts and interpolated linearly between them (FLOPs and
+# bytes are linear in tokens except the attention's quadratic term and the experts touched, both
+# smooth): powers of two up to 512, then every 512 tokens up to 16,384; longer chunks are lowered as is.
+_BUCKETS = [2**i for i in range(10)] + list(range(1024, 16385, 512))
+
+
+def _token_buckets(tokens: int) -> tuple[int, int]:
+    """The grid points around `tokens` (equal when it is on the grid or beyond it)."""
+    if tokens >= _BUCKETS[-1] or tokens in _BUCKETS:
+        return tokens, tokens
+    i = bisect.bisect_right(_BUCKETS, tokens)
+    return _BUCKETS[i - 1], _BUCKETS[i]
 
 
 def _achieved_rate(system: SystemSpec, fmt: str) -> float:
@@ -82,8 +96,8 @@ class GpuStepModel:
             raise UserError("mem_fraction", f"expected a fraction in (0, 1], got {mem_fraction}")
         if not 0.0 <= expert_skew < 1.0:
             raise UserError("expert_skew", f"expected a value in [0, 1), got {expert_skew}")
-        if tp is None and gpus is None:
-            tp = self.system.topology.chips_per_node
+        if tp is None and gpus is None:  # one HGX node, or 8 GPUs of an NVL72 rack
+            tp = min(8, self.system.topology.chips_per_node)
         self.layout = Layout.make(self.model, gpus, tp, ep, pp, dp_attention)
         limit = self.system.max_units * self.system.chips_per_unit
         if self.layout.gpus > limit:
@@ -136,14 +150,27 @@ class GpuStepModel:
         one forward pass, so a lone sequence is priced inside a pass of tp sequences and holds
         the replica for its 1/tp share of that pass.
         """
+        t, occupancy = self._prefill(chunk)
+        return StepCost(t.total_s, t.total_s * occupancy)
+
+    def _prefill(self, chunk: PrefillChunk) -> tuple[StepBreakdown, float]:
+        """(breakdown of the replica's pass, share of all replicas' time it occupies)."""
+        if chunk.tokens <= 0 or chunk.sequences <= 0 or chunk.context < 0:
+            raise UserError("chunk", "a prefill chunk needs tokens >= 1, sequences >= 1 and context >= 0")
         per = math.ceil(chunk.sequences / self.layout.replicas)
         busy = math.ceil(chunk.sequences / per)
         share = 1.0
         if self.layout.dp_attention and per < self.layout.tp:
             share, per = per / self.layout.tp, self.layout.tp
-        f = self._get("prefill", chunk.tokens, (chunk.context,) * per)
-        t = price(f, self.params, self.bw_Bps, graphs=False).total_s
-        return StepCost(t, t * share * busy / self.layout.replicas)
+        lo, hi = _token_buckets(chunk.tokens)
+        ctx = (chunk.context,) * per
+        b_lo = price(self._get("prefill", lo, ctx), self.params, self.bw_Bps, graphs=False)
+        if hi == lo:
+            return b_lo, share * busy / self.layout.replicas
+        b_hi = price(self._get("prefill", hi, ctx), self.params, self.bw_Bps, graphs=False)
+        w = (chunk.tokens - lo) / (hi - lo)
+        mixed = StepBreakdown(*((1 - w) * a + w * b for a, b in zip(astuple(b_lo), astuple(b_hi), strict=True)))
+        return mixed, share * busy / self.layout.replicas
 
     def verify(self, batch: DecodeBatch, k: int) -> StepCost:
         if k < 0:
@@ -175,6 +202,11 @@ class GpuStepModel:
         """The attention half of all layers (incl. its collectives) of one decode step."""
         return StepCost.serial(self.decode_breakdown(batch).attn_s)
 
+    def attention_prefill(self, chunk: PrefillChunk) -> StepCost:
+        """The attention half of all layers for a prefill chunk."""
+        b, _ = self._prefill(chunk)
+        return StepCost.serial(b.attn_s)
+
     def ffn_step(self, tokens: int) -> StepCost:
         """The FFN/MoE half of all layers, the head and the step overhead, for `tokens` tokens."""
         return StepCost.serial(self.decode_breakdown(DecodeBatch.uniform(tokens, 1)).ffn_s)
@@ -200,7 +232,7 @@ class GpuStepModel:
         key = (kind, new_tokens, contexts)
         f = self._features.get(key)
         if f is None:
-            if kind == "prefill" or kind.endswith("@0"):
+            if kind.endswith("@0"):
                 f = self._lowered(kind, new_tokens, contexts)
             else:
                 base = self._get(kind + "@0", new_tokens, (0,) * len(contexts))
