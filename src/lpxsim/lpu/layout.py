@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.lpu.program import Stage
@@ -58,38 +59,53 @@ def parse_layout(text: str) -> dict[str, int]:
 
 def layer_costs(model: ModelSpec, weights: str) -> list[float]:
     """Weight bytes per pipeline unit: [embed, layer 0, ..., layer L-1, head] (tied embeddings on the head)."""
+    return list(_layer_costs(model, weights))
+
+
+@lru_cache(maxsize=64)
+def _layer_costs(model: ModelSpec, weights: str) -> tuple[float, ...]:
     wb = get_precision(weights, "weights").bytes_per_element
     table = model.vocab_size * model.hidden_size * wb
     per_layer = layer_weight_bytes(model, weights)
     head = table + model.hidden_size * wb
     embed = 0.0 if model.tie_embeddings else table
-    return [embed, *per_layer, head]
+    return (embed, *per_layer, head)
 
 
 def split_layers(model: ModelSpec, stages: int, weights: str) -> list[tuple[int, int]]:
-    """Contiguous layer ranges per stage, balanced by weight bytes (embedding on stage 0, head on the last)."""
+    """Contiguous layer ranges per stage minimising the heaviest stage's weight bytes (embedding on
+    stage 0, head on the last): binary search on the bottleneck with greedy packing."""
     L = model.num_layers
     if stages > L:
         raise UserError("stages", f"{stages} stages for {L} layers; expected at most {L}")
     costs = layer_costs(model, weights)
-    w = costs[1:-1]
+    w = list(costs[1:-1])
     w[0] += costs[0]
     w[-1] += costs[-1]
-    total = sum(w)
-    bounds, acc, s = [0], 0.0, 1
-    for i, c in enumerate(w):
-        remaining_layers = L - (i + 1)
-        remaining_stages = stages - s
-        acc += c
-        due = acc >= total * s / stages or remaining_layers == remaining_stages
-        if s < stages and due and remaining_layers >= remaining_stages:
-            bounds.append(i + 1)
-            s += 1
+
+    def pack(cap: float) -> list[int] | None:
+        bounds, acc = [0], 0.0
+        for i, c in enumerate(w):
+            if acc + c > cap and i > bounds[-1]:
+                bounds.append(i)
+                acc = 0.0
+            acc += c
+        return bounds if len(bounds) <= stages else None
+
+    lo, hi = max(w), sum(w)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if pack(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    bounds = pack(hi) or [0]
     bounds.append(L)
-    while len(bounds) < stages + 1:  # degenerate balance: split the largest range
-        widths = [(bounds[i + 1] - bounds[i], i) for i in range(len(bounds) - 1)]
-        width, i = max(widths)
-        bounds.insert(i + 1, bounds[i] + width // 2)
+    while len(bounds) < stages + 1:  # fewer stages than asked: split the heaviest multi-layer range
+        spans = [(sum(w[bounds[i]:bounds[i + 1]]), i) for i in range(len(bounds) - 1)
+                 if bounds[i + 1] - bounds[i] > 1]
+        _, i = max(spans)
+        bounds.insert(i + 1, (bounds[i] + bounds[i + 1]) // 2)
     return [(bounds[i], bounds[i + 1]) for i in range(stages)]
 
 
@@ -125,6 +141,7 @@ def balanced(n: int, parts: int, i: int) -> tuple[int, int]:
     return (n * i) // parts, (n * (i + 1)) // parts
 
 
+@lru_cache(maxsize=4096)
 def heads_split(tp: int, heads: int, want_seq: int) -> tuple[int, int]:
     """(head shards, sequence shards) for a layer: shards multiply to tp, head shards <= heads."""
     seq = want_seq

@@ -20,14 +20,20 @@ from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
 
 RESERVE_FRACTION = 0.02  # SRAM kept per chip for activations and transfer buffers in the search
+MAX_TRANSFERS = 400_000  # compile-cost guard (not physics): skip layouts whose all-reduces need more transfers
 
 
-def _tp_options(cpn: int, n: int) -> list[int]:
+def transfers_estimate(model: ModelSpec, tp: int, cpn: int) -> int:
+    """Transfers of one replica's all-reduces (two per layer): every chip to its node peers and rail partners."""
+    k = max(1, tp // cpn)
+    per_chip = min(tp, cpn) - 1 + (k - 1)
+    return 2 * model.num_layers * tp * per_chip
+
+
+def _tp_options(cpn: int, per_rack: int, n: int) -> list[int]:
+    """Divisors of a node, then whole nodes up to one rack (groups never span racks)."""
     opts = [d for d in range(1, cpn + 1) if cpn % d == 0]
-    k = 2
-    while cpn * k <= n:
-        opts.append(cpn * k)
-        k *= 2
+    opts += [cpn * k for k in range(2, per_rack // cpn + 1)]
     return [t for t in opts if t <= n]
 
 
@@ -118,30 +124,31 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
     sram = arch.sram_bytes * (1.0 - RESERVE_FRACTION)
     rows: list[tuple[float, int, Layout]] = []
     info: list[dict] = []
-    tps = [forced["tp"]] if "tp" in forced else _tp_options(cpn, n_chips)
+    tps = [forced["tp"]] if "tp" in forced else _tp_options(cpn, system.chips_per_unit, n_chips)
+    rep_opts = [forced["replicas"]] if "replicas" in forced else ([1, 2, 4, 8] if target.concurrency > 1 else [1])
     for tp in tps:
+        if "tp" not in forced and transfers_estimate(model, tp, cpn) > MAX_TRANSFERS:
+            continue
         splits = [forced["kv_seq_split"]] if "kv_seq_split" in forced else [d for d in (1, 2, 4, 8, 16) if tp % d == 0]
-        for reps in ([forced["replicas"]] if "replicas" in forced else [1, 2, 4, 8]):
+        for reps in rep_opts:
             max_stages = min(L, n_chips // (tp * reps))
             if max_stages < 1:
                 continue
-            stage_opts = [forced["stages"]] if "stages" in forced else sorted({max_stages, *_fewer(max_stages)})
-            for S in stage_opts:
-                if max_stages < S or S < 1:
-                    continue
-                streams = math.ceil(target.concurrency / reps)
+            streams = math.ceil(target.concurrency / reps)
+            for S in _stage_options(forced, max_stages):
                 for p in splits:
                     lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p)
                     need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams)
                     if need > sram:
                         continue
                     est = estimate_latency_s(model, system, arch, lay, weights, target.context, streams)
-                    period = est  # a stream's next token waits for its previous one
-                    rows.append((period, lay.chips, lay))
+                    rows.append((est, lay.chips, lay))
                     info.append({"layout": lay.describe(), "chip_bytes": need, "est_latency_s": est})
     rows.sort(key=lambda r: (round(r[0], 12), r[1], r[2].kv_seq_split, r[2].replicas))
     return [r[2] for r in rows[:6]], info
 
 
-def _fewer(max_stages: int) -> list[int]:
-    return [s for s in (max_stages // 2, max_stages // 4) if s >= 1]
+def _stage_options(forced: dict[str, int], max_stages: int) -> list[int]:
+    if "stages" in forced:
+        return [forced["stages"]] if forced["stages"] <= max_stages else []
+    return sorted({max_stages, max(1, max_stages // 2), max(1, max_stages // 4)})

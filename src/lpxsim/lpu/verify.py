@@ -158,19 +158,20 @@ def _check_buffers(p: Program, rep: VerifyReport, regions: dict[tuple[int, str],
         s, e = life.get(b.id, (0, 1))
         groups[(b.chip, b.region)].append((b.offset_bytes, b.offset_bytes + max(b.bytes, 1), s, e))
     for key, items in groups.items():
-        arr = np.array(items, dtype=np.int64)
-        if len(arr) < 2:
-            continue
-        a0, a1, t0, t1 = arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
-        for lo in range(0, len(arr), 1024):  # pairwise in blocks: bytes overlap and lifetimes overlap
-            i = slice(lo, lo + 1024)
-            clash = ((a0[i, None] < a1[None, :]) & (a0[None, :] < a1[i, None])
-                     & (t0[i, None] < t1[None, :]) & (t0[None, :] < t1[i, None]))
-            idx = np.arange(lo, min(lo + 1024, len(arr)))
-            clash[np.arange(len(idx)), idx] = False
-            if clash.any():
-                rep.add("buffer", f"live buffers share bytes in {key[1]} on chip {key[0]}")
-                break
+        if _clash(items):
+            rep.add("buffer", f"live buffers share bytes in {key[1]} on chip {key[0]}")
+
+
+def _clash(items: list[tuple[int, int, int, int]]) -> bool:
+    """Sweep over time: does any buffer share bytes with one still live when it is written?"""
+    active: list[tuple[int, int, int]] = []  # (end time, lo, hi)
+    for lo, hi, t0, t1 in sorted(items, key=lambda x: x[2]):
+        active = [a for a in active if a[0] > t0]
+        for _, a_lo, a_hi in active:
+            if lo < a_hi and a_lo < hi:
+                return True
+        active.append((t1, lo, hi))
+    return False
 
 
 def verify(p: Program) -> VerifyReport:

@@ -71,6 +71,7 @@ class ProgramExecutor:
         ctx = I.StepContext(graph, self.weights, ids, positions(phase.contexts, phase.new_tokens))
         self._program, self._ctx = program, ctx
         self._ops = {op.name for op in graph}
+        self._incoming = {t.dst_buffer: t for t in program.transfers}
         self._regions = {(r.chip, r.name) for r in program.regions}
         for st in self.chips.values():
             st.buffers.clear()
@@ -138,8 +139,10 @@ class ProgramExecutor:
                 raise EmulationError(ins.op, ins.chip, ins.cycle_start, f"reads buffer {bid!r} which is {where}")
             val = st.buffers.get(bid)
             if val is None:
+                t = self._incoming.get(bid)
+                when = f"arrives at cycle {t.arrive_cycle} (transfer {t.id})" if t else "has arrived"
                 raise EmulationError(ins.op, ins.chip, ins.cycle_start,
-                                     f"reads buffer {bid!r} ({buf.op}) before its data has arrived")
+                                     f"reads buffer {bid!r} ({buf.op}) before its data {when}")
             if val.avail > ins.cycle_start:
                 raise EmulationError(ins.op, ins.chip, ins.cycle_start,
                                      f"reads buffer {bid!r} ({buf.op}) before its data arrives at cycle {val.avail}")

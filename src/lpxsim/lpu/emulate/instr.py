@@ -43,6 +43,14 @@ def _span(r: tuple[int, int] | None, full: int) -> tuple[int, int]:
     return (0, full) if r is None else (int(r[0]), int(r[1]))
 
 
+def _slice(ins: Instruction, key: str, full: int) -> tuple[int, int]:
+    """The instruction's `key` slice, which must lie inside the op's `full` extent."""
+    lo, hi = _span(ins.slice.get(key), full)
+    if not 0 <= lo < hi <= full:
+        raise _fail(ins, f"slice {key}={lo}:{hi} is outside the op's extent 0:{full}")
+    return lo, hi
+
+
 def take_cols(ins: Instruction, arg: Arg, lo: int, hi: int, width: int) -> np.ndarray:
     """Columns lo:hi of the op output that `arg` holds a piece of; error if the buffer does not hold them."""
     buf, val = arg
@@ -80,8 +88,8 @@ def run_matmul(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> A
     M, Kd, N = op.shape
     fused = bool(op.attrs.get("fused"))
     width = N // 2 if fused else N
-    klo, khi = _span(ins.slice.get("rows"), Kd)
-    nlo, nhi = _span(ins.slice.get("cols") or ins.slice.get("vocab"), width)
+    klo, khi = _slice(ins, "rows", Kd)
+    nlo, nhi = _slice(ins, "vocab" if "vocab" in ins.slice else "cols", width)
     arg = _input(ins, args, op.inputs[0])
     if arg[0].partial not in (None, "sum"):
         _final(ins, arg)
@@ -117,12 +125,14 @@ def run_rope(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any
     q_arg, k_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
     _final(ins, q_arg)
     _final(ins, k_arg)
-    h0, h1 = _span(ins.slice.get("heads"), H) if ins.slice.get("heads") else _span(q_arg[0].cols, H * D)
-    if ins.slice.get("heads"):
-        h0, h1 = h0 * D, h1 * D
-    k0, k1 = _span(ins.slice.get("kv_heads"), KVH) if ins.slice.get("kv_heads") else _span(k_arg[0].cols, KVH * D)
-    if ins.slice.get("kv_heads"):
-        k0, k1 = k0 * D, k1 * D
+    if "heads" in ins.slice:
+        h0, h1 = (x * D for x in _slice(ins, "heads", H))
+    else:
+        h0, h1 = _span(q_arg[0].cols, H * D)
+    if "kv_heads" in ins.slice:
+        k0, k1 = (x * D for x in _slice(ins, "kv_heads", KVH))
+    else:
+        k0, k1 = _span(k_arg[0].cols, KVH * D)
     q = take_cols(ins, q_arg, h0, h1, H * D)
     k = take_cols(ins, k_arg, k0, k1, KVH * D)
     inv = K.rope_inv_freq(D, float(at["theta"]), float(at["partial"]), str(at.get("rope_type", "default")))
@@ -147,7 +157,7 @@ def _rope_part(ins: Instruction, arg: Arg, part: str, lo: int, hi: int) -> np.nd
 def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
     attn = ctx.graph.model.layers[op.layer].attention
     D, Dv, KVH = attn.head_dim, attn.v_head_dim, attn.num_kv_heads
-    h0, h1 = _span(ins.slice.get("kv_heads"), KVH)
+    h0, h1 = _slice(ins, "kv_heads", KVH)
     s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
     r_arg, v_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
     _final(ins, v_arg)
@@ -166,7 +176,7 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     attn = ctx.graph.model.layers[op.layer].attention
     D, H, KVH = attn.head_dim, attn.num_heads, attn.num_kv_heads
     group = H // KVH
-    h0, h1 = _span(ins.slice.get("heads"), H)
+    h0, h1 = _slice(ins, "heads", H)
     s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
     q = _rope_part(ins, _input(ins, args, op.inputs[0]), "q", h0 * D, h1 * D)
     ph, window = ctx.graph.phase, op.attrs.get("window")
@@ -234,7 +244,7 @@ def run_experts(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> 
     _final(ins, x_arg)
     x = take_cols(ins, x_arg, 0, x_arg[1].data.shape[1], x_arg[1].data.shape[1])
     gates, idx = r_arg[1].data
-    e0, e1 = _span(ins.slice.get("experts"), int(op.attrs["num_experts"]))
+    e0, e1 = _slice(ins, "experts", int(op.attrs["num_experts"]))
     gu, dn = ctx.weights[f"{op.weight}.gate_up_proj"], ctx.weights[f"{op.weight}.down_proj"]
     out = np.zeros_like(x)
     for e in np.unique(idx):
@@ -247,8 +257,8 @@ def run_experts(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> 
 
 def run_embed(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
     table = ctx.weights[op.weight]
-    v0, v1 = _span(ins.slice.get("vocab"), table.shape[0])
-    c0, c1 = _span(ins.slice.get("cols"), table.shape[1])
+    v0, v1 = _slice(ins, "vocab", table.shape[0])
+    c0, c1 = _slice(ins, "cols", table.shape[1])
     ids = ctx.token_ids
     inside = (ids >= v0) & (ids < v1)
     out = np.zeros((len(ids), c1 - c0), F32)
@@ -261,7 +271,7 @@ def run_sample(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> A
     arg = _input(ins, args, op.inputs[0])
     _final(ins, arg)
     V = op.shape[1]
-    lo, hi = _span(ins.slice.get("vocab"), V)
+    lo, hi = _slice(ins, "vocab", V)
     logits = take_cols(ins, arg, lo, hi, V)
     best = np.argmax(logits, axis=-1)
     if "vocab" not in ins.slice:

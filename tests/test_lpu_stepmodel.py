@@ -1,0 +1,61 @@
+"""LpxStepModel: bucketed, interpolated answers agree with direct compiles; the protocol is complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lpxsim.errors import UserError
+from lpxsim.graph import Phase
+from lpxsim.lpu import LpxStepModel, compile_program
+from lpxsim.specs.model import ModelSpec
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+
+DATA = Path(__file__).parent / "data" / "emulate"
+
+
+@pytest.fixture(scope="module")
+def sm() -> LpxStepModel:
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    return LpxStepModel(m, chips=8, weights="bf16", context=20_000, chip_sram_bytes=2_000_000)
+
+
+def test_protocol(sm: LpxStepModel) -> None:
+    assert isinstance(sm, StepModel)
+    assert sm.chips <= 8 and sm.power_w > 0
+    assert sm.kv_capacity_bytes() > 0 and sm.max_batch() >= 1
+    assert sm.kv_bytes(1000) > sm.kv_bytes(100) > 0
+
+
+@pytest.mark.parametrize("ctx", [3000, 10_000])
+def test_interpolation_matches_direct_compile(sm: LpxStepModel, ctx: int) -> None:
+    got = sm.decode_step(DecodeBatch.uniform(1, ctx))
+    direct = compile_program(sm.model, "lpx", chips=8, phase=Phase.decode([ctx]), layout=sm.layout,
+                             weights="bf16", chip_sram_bytes=2_000_000)
+    assert direct.report.ok
+    assert got.latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
+    assert got.interval_s <= got.latency_s
+
+
+def test_bucket_is_exact(sm: LpxStepModel) -> None:
+    got = sm.decode_step(DecodeBatch.uniform(2, 4096))
+    direct = sm.compile(Phase.decode([4096, 4096])).timing
+    assert got.latency_s == pytest.approx(direct.latency_s, rel=1e-12)
+
+
+def test_costs_grow_with_work(sm: LpxStepModel) -> None:
+    short = sm.decode_step(DecodeBatch.uniform(1, 1024))
+    long = sm.decode_step(DecodeBatch.uniform(1, 16_384))
+    assert long.latency_s >= short.latency_s
+    v = sm.verify(DecodeBatch.uniform(1, 1024), 3)
+    assert v.latency_s >= short.latency_s
+    p = sm.prefill(PrefillChunk(tokens=600, context=0))
+    assert p.latency_s > short.latency_s and p.interval_s > 0
+
+
+def test_bad_input(sm: LpxStepModel) -> None:
+    with pytest.raises(UserError):
+        sm.prefill(PrefillChunk(tokens=0))
+    with pytest.raises(UserError):
+        sm.verify(DecodeBatch.uniform(1, 10), -1)
