@@ -133,3 +133,34 @@ def test_bad_setup_is_a_user_error():
         AASetup(contexts=(0,))
     with pytest.raises(UserError, match="token-ratio"):
         TokenConversion(0.0)
+
+
+class CurvedStep(LinearStep):
+    """Decode cost with curvature in the context, to bound the stride interpolation's error."""
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        c = max(batch.contexts)
+        return StepCost.serial(1e-4 + 1e-9 * c + 1e-16 * c * c)
+
+
+def test_decode_stride_is_exact_for_affine_costs_and_close_otherwise():
+    affine = AASetup(contexts=(10_000,), requests=4, decode_stride=1)
+    strided = AASetup(contexts=(10_000,), requests=4, decode_stride=64)
+    a, _ = run_aa_on_step(LinearStep(a=1e-4, b=1e-9), "m", "toy", affine)
+    b, _ = run_aa_on_step(LinearStep(a=1e-4, b=1e-9), "m", "toy", strided)
+    assert b[0].output_speed["median"] == pytest.approx(a[0].output_speed["median"], rel=1e-12)
+    c, _ = run_aa_on_step(CurvedStep(), "m", "toy", affine)
+    d, _ = run_aa_on_step(CurvedStep(), "m", "toy", strided)
+    assert d[0].output_speed["median"] == pytest.approx(c[0].output_speed["median"], rel=1e-6)
+
+
+def test_decode_is_evaluated_on_the_grid_only():
+    calls = []
+
+    class Counting(LinearStep):
+        def decode_step(self, batch):
+            calls.append(batch.contexts[0])
+            return super().decode_step(batch)
+
+    run_aa_on_step(Counting(), "m", "toy", AASetup(contexts=(10_000,), requests=4, decode_stride=64))
+    assert all(c % 64 == 0 for c in calls) and len(calls) == len(set(calls))

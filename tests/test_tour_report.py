@@ -68,7 +68,8 @@ def test_report_is_self_contained(tour):
 
 def test_summary_puts_batch1_next_to_the_ceiling(tour):
     html = tour.index_html.read_text()
-    assert "KV ceiling (streams)" in html and "tok/s/user @ concurrency 1 (AA median)" in html
+    assert "streams the replica runs (KV ceiling)" in html and "tok/s/user @ concurrency 1 (AA median)" in html
+    assert "streams that fit one unit (capacity model)" in html
     assert "3,382" in html and "3,431" in html  # published figures, comparison column
     assert any("ceiling lpx @ 100,000" in s for s in tour.summary)
 

@@ -76,8 +76,9 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
                 hovertemplate=f"{t}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
                               f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}<extra></extra>",
             ), row=1, col=col)
-        fig.update_xaxes(title_text="output tok/s per user", rangemode="tozero", row=1, col=col)
-        fig.update_yaxes(title_text=y_title if col == 1 else None, rangemode="tozero", tickformat="~s", row=1, col=col)
+        fig.update_xaxes(title_text="output tok/s per user", type="log", tickformat="~s", nticks=6, row=1, col=col)
+        fig.update_yaxes(title_text=y_title if col == 1 else None, type="log", tickformat="~s", nticks=6,
+                         row=1, col=col)
     fig.update_layout(title=f"Interactivity vs {y_title} (points: concurrency 1 ... KV ceiling)", **LAYOUT)
     return fig
 

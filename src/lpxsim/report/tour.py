@@ -8,6 +8,7 @@ MoE model for contrast. Writes OUT/index.html, the PNGs and OUT/results.parquet.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from lpxsim.report.tour_sections import (
     aa_section,
     assumptions_section,
     capacity_section,
+    fmt_pct,
     guarded,
     moe_section,
     sweep_section,
@@ -63,8 +65,10 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, SectionResult] = {}
     for name, fn in _steps(cfg, out):
-        log(f"tour: {name}")
+        log(f"tour: {name} ...")
+        t0 = time.perf_counter()
         results[name] = guarded(name, fn)
+        log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")  # stderr only
     sections = [r.section for r in results.values()]
     summary = [line for r in results.values() for line in r.summary]
     intro = summary_section(cfg, results)
@@ -104,20 +108,21 @@ def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame
             a = aa[(aa["system"] == s) & (aa["context"] == ctx)] if len(aa) else aa
             if len(a):
                 r = a.iloc[0]
-                row |= {"hardware": r["hardware"], "tok/s/user @ concurrency 1 (AA median)": r["speed_median"],
-                        "published": r["published"], "diff %": r["diff_pct"]}
+                row |= {"hardware (replica)": r["hardware"],
+                        "tok/s/user @ concurrency 1 (AA median)": r["speed_median"],
+                        "published": r["published"], "diff": fmt_pct(r["diff_pct"])}
             c = cap[(cap["system"] == s) & (cap["context"] == ctx)] if len(cap) else cap
             if len(c):
-                row.setdefault("hardware", c.iloc[0]["hardware"])
-                row["KV ceiling (streams)"] = int(c.iloc[0]["max_streams"])
+                row["streams that fit one unit (capacity model)"] = int(c.iloc[0]["max_streams"])
             w = sw[(sw["target"] == s) & (sw["context"] == ctx) & sw["at_ceiling"] & sw["fits"]] if len(sw) else sw
             if len(w):
                 r = w.iloc[0]
-                row |= {"concurrency at ceiling": int(r["concurrency"]), "tok/s/user @ ceiling": r["tok_s_user"],
-                        "aggregate tok/s @ ceiling": r["tok_s_total"], "tok/s per MW @ ceiling": r["tok_s_per_mw"]}
+                row |= {"streams the replica runs (KV ceiling)": int(r["concurrency"]),
+                        "tok/s/user @ ceiling": r["tok_s_user"], "aggregate tok/s @ ceiling": r["tok_s_total"],
+                        "tok/s per MW @ ceiling": r["tok_s_per_mw"]}
             rows.append(row)
     df = pd.DataFrame(rows)
-    first = [c for c in ("system", "hardware", "context") if c in df.columns]
+    first = [c for c in ("system", "hardware (replica)", "context") if c in df.columns]
     return df[first + [c for c in df.columns if c not in first]]
 
 
@@ -128,6 +133,10 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
                   "what each of them gets there. Per-user speed is always shown with its context, concurrency "
                   "and hardware.")
     sec.add(Table(headline(cfg, results), css="headline"))
+    sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72; "
+                 "'streams the replica runs' is the most the backend's compiled replica holds (its KV capacity and "
+                 "largest batch). Where they differ, the replica uses part of the unit or its layout leaves less "
+                 "room for KV than the capacity model assumes."))
     for name, r in results.items():
         if r.status != "ok":
             for line in r.summary or [f"{name}: {r.status}"]:

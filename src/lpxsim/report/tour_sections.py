@@ -152,7 +152,15 @@ def _aa_rows(model, system, setup, cfg) -> SectionResult:
 def _aa_view(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["system", "hardware", "context", "concurrency", "speed_median", "speed_p5", "speed_p25", "speed_p75",
             "speed_p95", "ttft_median_s", "published", "published_id", "diff_pct"]
-    return df[[c for c in cols if c in df.columns]]
+    view = df[[c for c in cols if c in df.columns]].copy()
+    if "diff_pct" in view:
+        view["diff_pct"] = [fmt_pct(v) for v in view["diff_pct"]]
+    return view
+
+
+def fmt_pct(v) -> str:
+    """'+1.2 %' for a signed percentage, '-' when there is none."""
+    return "-" if v is None or v != v else f"{v:+.1f} %"
 
 
 def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
@@ -184,9 +192,14 @@ def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
     for m in missing:
         sec.add(Note(m, "warn"))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
-    view = df[[c for c in ("target", "context", "concurrency", "at_ceiling", "hardware", "tok_s_user", "tok_s_total",
-                           "tok_s_per_mw", "ttft_s", "on_frontier", "fits") if c in df.columns]]
+    fit = df[df["fits"].astype(bool)]
+    view = fit[[c for c in ("target", "context", "concurrency", "at_ceiling", "kv_ceiling", "hardware", "tok_s_user",
+                            "tok_s_total", "tok_s_per_mw", "ttft_s", "on_frontier") if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
+    if len(fit) < len(df):
+        sec.add(Note(f"{len(df) - len(fit)} requested points exceed the replica's KV ceiling (kv_ceiling: the most "
+                     "streams the backend's replica holds at that context) and are omitted here; they are in "
+                     "results.parquet with fits = false."))
     sec.add(Image(png, "frontier.png (matplotlib)"))
     lines = []
     ok = df[df["fits"].astype(bool)]
