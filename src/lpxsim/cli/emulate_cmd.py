@@ -43,8 +43,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Compile a tiny model onto N emulated LPUs, run prefill + greedy decode on numpy, compare with HF."""
-        from lpxsim.lpu.emulate.compare import emulate_config
-        from lpxsim.lpu.emulate.reference import load_config
+        from lpxsim.lpu.emulate.compare import emulate_config, validate_request
+        from lpxsim.lpu.emulate.reference import check_emulatable, load_config
         from lpxsim.lpu.emulate.state import EmulationError
 
         if seed < 0:
@@ -52,6 +52,8 @@ def register(app: typer.Typer) -> None:
         if sram_bytes is not None and sram_bytes <= 0:
             raise UserError("sram_bytes", f"expected a positive byte count, got {sram_bytes}")
         cfg = load_config(config)
+        check_emulatable(cfg)
+        validate_request(chips, steps, prompt_tokens)
         if not as_json:
             err.print(f"building the reference and compiling {steps + 1} programs ...")
         try:

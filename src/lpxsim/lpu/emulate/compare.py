@@ -73,13 +73,17 @@ def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | None, s
     return res.program
 
 
-def _validate(ref: Reference, chips: int, steps: int, prompt_tokens: int) -> None:
+def validate_request(chips: int, steps: int, prompt_tokens: int) -> None:
     if chips < 1:
         raise UserError("chips", f"expected at least 1 chip, got {chips}")
     if steps < 0 or steps > 256:
         raise UserError("steps", f"expected 0..256 decode steps, got {steps}")
     if prompt_tokens < 1:
         raise UserError("prompt_tokens", f"expected at least 1 prompt token, got {prompt_tokens}")
+
+
+def _validate(ref: Reference, chips: int, steps: int, prompt_tokens: int) -> None:
+    validate_request(chips, steps, prompt_tokens)
     if prompt_tokens + steps > ref.spec.max_context:
         raise UserError("steps", f"prompt + steps = {prompt_tokens + steps} exceeds the model's "
                                  f"max_position_embeddings {ref.spec.max_context}")
@@ -133,4 +137,5 @@ def emulate_reference(
 def emulate_config(cfg: dict[str, Any], chips: int, steps: int = 6, seed: int = 0, layout: str | None = None,
                    prompt_tokens: int = 8, sram_bytes: int | None = None) -> EmulationReport:
     """Build the HF reference from a config.json dict and emulate it (the CLI's entry point)."""
+    validate_request(chips, steps, prompt_tokens)
     return emulate_reference(build_reference(cfg, seed), chips, steps, seed, layout, prompt_tokens, sram_bytes)

@@ -87,18 +87,24 @@ def _fill_random(model: Any, seed: int) -> None:
             p.copy_(torch.from_numpy(vals.astype(np.float32)))
 
 
-def _resolved_config(cfg: dict[str, Any], transformers: Any) -> Any:
+def check_emulatable(cfg: dict[str, Any]) -> None:
+    """UserError unless the config is of an architecture whose numerics the kernels follow."""
     model_type = str(cfg.get("model_type", ""))
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise UserError("config.model_type", f"{model_type!r} is not emulated; expected one of "
                         + ", ".join(SUPPORTED_MODEL_TYPES))
     if cfg.get("enable_moe_block"):
         raise UserError("config.enable_moe_block", "Gemma 4 MoE blocks are not emulated (use a Mixtral-style MoE)")
+    if model_type == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
+        raise UserError("config.hidden_size_per_layer_input", "per-layer embeddings are not emulated; set 0")
+
+
+def _resolved_config(cfg: dict[str, Any], transformers: Any) -> Any:
+    check_emulatable(cfg)
+    model_type = str(cfg["model_type"])
     kwargs = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "transformers_version")}
     if model_type == "gemma4_text":
         kwargs.setdefault("hidden_size_per_layer_input", 0)  # per-layer embeddings are not in the op graph
-        if kwargs["hidden_size_per_layer_input"]:
-            raise UserError("config.hidden_size_per_layer_input", "per-layer embeddings are not emulated; set 0")
     try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
     except (TypeError, ValueError) as e:
