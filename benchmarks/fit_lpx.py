@@ -69,7 +69,7 @@ def main() -> None:
     if args.write:
         doc = {
             "description": "LP30 parameters fitted by benchmarks/fit_lpx.py; at most two, T1 only.",
-            "applies_to": ["lpx"],
+            "applies_to": ["lpx", "groq-v1"],  # groq-v1: same ISA lineage, a prediction there
             "parameters": {"op_overhead_cycles": {
                 "value": cycles, "unit": "cycles",
                 "meaning": "fixed cycles per instruction on its chip's critical path: issue, SYNC/NOTIFY, stream set-up",

@@ -72,6 +72,7 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
         extra = kvb_total = 0.0
         for i in range(lo, hi):
             a = model.layers[i].attention
+            extra += _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp)
             _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
             if seq > 1:  # q and o projections replicated over the sequence shards
                 qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
@@ -80,6 +81,17 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
             kvb_total += k
         worst = max(worst, per_chip + extra + kvb_total)
     return worst
+
+
+def _replicated_bytes(model: ModelSpec, layer: int, wb: float) -> float:
+    """Weights every chip of a stage holds whole: MLA down-projections, the MoE router, norms."""
+    a, f, h = model.layers[layer].attention, model.layers[layer].ffn, model.hidden_size
+    out = 4.0 * h * wb
+    if a.kind == "mla":
+        out += h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim) * wb
+    if f.is_moe:
+        out += h * f.num_experts * wb
+    return out
 
 
 def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: Layout, weights: str,
