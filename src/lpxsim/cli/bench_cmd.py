@@ -88,9 +88,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Median (P5-P95) output speed at concurrency 1, with TTFT, beside published figures (AA method)."""
         from lpxsim.bench.aa import AASetup, run_aa
+        from lpxsim.bench.fleets import is_fleet
         from lpxsim.bench.store import atomic_write_parquet
         from lpxsim.bench.tokens import TokenConversion, count_file
+        from lpxsim.catalog import get_model, get_system
 
+        model = get_model(model).name  # unknown names: one-line error before any work
+        system = system if is_fleet(system) else get_system(system).name
         ctxs = [count_file(prompt_file)] if prompt_file else parse_int_list(contexts, "contexts")
         setup = AASetup(contexts=tuple(ctxs), requests=requests, seed=seed,
                         output_median=output_median, output_min=min(64, max(1, output_median)),

@@ -1,0 +1,64 @@
+"""The CLI faces of bench, sweep and tour: one JSON object with --json, one-line user errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def lpxsim(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lpxsim.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_user_errors_are_one_line_and_exit_2(tmp_path):
+    for args in (["bench", "aa", "gemma-4-31b", "--contexts", "10k,abc"],
+                 ["sweep", "gemma-4-31b", "--systems", "lpxx", "--out", str(tmp_path / "s")],
+                 ["bench", "aa", "no-such-model"]):
+        r = lpxsim(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "s").exists()  # nothing half-written
+
+
+def test_sweep_json_on_fleets_is_one_object_and_resumes(tmp_path):
+    args = ["sweep", "gemma-4-31b", "--systems", "rubin-lpx-pd", "--contexts", "10000", "--concurrency", "1,4",
+            "--osl", "64", "--executor", "serial", "--out", str(tmp_path), "--json"]
+    first = lpxsim(*args)
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    assert [r["concurrency"] for r in doc["rows"]] == [1, 4]
+    assert all(r["hardware"] and r["context"] == 10_000 for r in doc["rows"])
+    assert (tmp_path / "frontier.png").is_file() and (tmp_path / "sweep.parquet").is_file()
+    again = lpxsim(*args)
+    assert json.loads(again.stdout)["rows"] == doc["rows"]
+
+
+@pytest.mark.heavy
+def test_bench_aa_on_lpx_reports_t1_t2():
+    r = lpxsim("bench", "aa", "gemma-4-31b", "--system", "lpx", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    pts = {p["context"]: p for p in doc["points"]}
+    assert pts[10_000]["published_id"] == "T1" and pts[100_000]["published_id"] == "T2"
+    assert abs(pts[100_000]["diff_pct"]) <= 3.0  # T2: predicted within 3 %
+    assert 0.97 <= pts[100_000]["speed_median"] / pts[10_000]["speed_median"] <= 1.05  # T3: flat with context
+
+
+@pytest.mark.heavy
+def test_full_tour_writes_a_report_that_renders(tmp_path):
+    from lpxsim.report.browser import capture, find_chromium
+
+    r = lpxsim("tour", "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert set(doc["sections"]) == {"capacity", "aa", "sweep", "modes", "moe", "assumptions"}
+    assert all(v == "ok" for v in doc["sections"].values()), doc["summary"]
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "results.parquet").is_file()
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed (CI installs it)")
+    cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
+    assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8
