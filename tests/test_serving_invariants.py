@@ -115,3 +115,16 @@ def test_littles_law_on_a_steady_run():
     W = (f - a)[inside].mean()
     assert pytest.approx(lam * W, rel=0.02) == L
     assert L > 1.0  # a loaded system, not an empty one
+
+
+def test_no_sequence_decodes_faster_than_a_batch_of_one_on_a_pipelined_rack():
+    """On an LPX rack a prefill's first token leaves after its latency, mid-step: the sequence may only
+    join the decode set at a step boundary, never be credited with steps that ran before it joined."""
+    f = fleet(pool(system="lpx"))
+    res = simulate(f, synthetic(n=300, rate=200.0, isl=(256, 2048), osl=(2, 64)), seed=4)
+    step = make_step_model(load_fleet(f).pools[0])
+    from lpxsim.stepmodel import DecodeBatch
+
+    floor = step.decode_step(DecodeBatch.uniform(1, 1)).latency_s
+    df = res.requests
+    assert ((df["finish_s"] - df["first_token_s"]) >= (df["osl"] - 1) * floor * (1 - 1e-9)).all()

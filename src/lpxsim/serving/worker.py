@@ -85,6 +85,7 @@ class Worker:
         self.run_dt = 0.0
         self.run_k = 0
         self.run_chunks: list[tuple[Request, int]] | None = None
+        self.joins: list[Request] = []  # first tokens that left the pipeline during a step
         self.run_first_tok = 0.0
         self._period: dict = {}
         self._kvb: dict[int, float] = {}
@@ -301,6 +302,10 @@ class Worker:
                 if req.prefill_left == 0:
                     self.prefilling.remove(req)
                     self._prefill_done(req, max(now, self.run_first_tok))
+        if self.joins:
+            for req in self.joins:
+                self._join(req)
+            self.joins.clear()
         self._set_busy(False)
         self.plan()
 
@@ -340,10 +345,13 @@ class Worker:
             self.engine.schedule(t_tok, EventKind.JOIN, self._on_join, req)
 
     def _on_join(self, req: Request) -> None:
-        self._join(req)
+        """A pipelined prefill's first token has left: the sequence joins at the next step boundary."""
         if not self.busy:
+            self._join(req)
             self.plan()
-        elif self.run_chunks is None and self.run_k > 1:
+            return
+        self.joins.append(req)
+        if self.run_chunks is None and self.run_k > 1:
             self._cut_run()
 
     def _cache_units(self, req: Request, tokens: int, referenced: bool) -> None:
