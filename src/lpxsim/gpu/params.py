@@ -33,6 +33,7 @@ class GpuParams:
     collective_overhead_s: float = 5e-6  # per collective, on top of the catalog's NCCL alpha (engine sync, launch)
     gemm_m_half: float = 64.0  # rows at which a matmul reaches half its large-shape efficiency (not fitted)
     bw_half_bytes: float = 4e6  # bytes one kernel streams at which it reaches half its bandwidth efficiency
+    first_token_overhead_s: float = 0.05  # host time to a request's first token that is not GPU work
     launch_overhead_s: float = 5e-6  # host-side launch per kernel without CUDA graphs (not fitted)
     attention_eff: float = 0.6  # flash-attention fraction of the large-shape matmul rate (not fitted)
 
@@ -45,7 +46,7 @@ class GpuParams:
 
 FITTED_NAMES = (
     "weight_bw_eff", "expert_bw_eff", "kv_bw_eff", "kernel_overhead_s", "step_overhead_s", "collective_overhead_s",
-    "bw_half_bytes",
+    "bw_half_bytes", "first_token_overhead_s",
 )
 
 # Physical ranges the fit may not leave (docs/assumptions.md, "GPU cost model"): bandwidth
@@ -60,6 +61,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "collective_overhead_s": (0.0, 50e-6),
     "gemm_m_half": (8.0, 1024.0),
     "bw_half_bytes": (0.0, 64e6),
+    "first_token_overhead_s": (0.0, 0.3),
 }
 
 

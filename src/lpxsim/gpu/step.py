@@ -148,10 +148,13 @@ class GpuStepModel:
 
         With attention data-parallelism the engine prefills one sequence per attention rank in
         one forward pass, so a lone sequence is priced inside a pass of tp sequences and holds
-        the replica for its 1/tp share of that pass.
+        the replica for its 1/tp share of that pass. The latency includes the fitted
+        first-token overhead; the interval (GPU occupancy) does not.
         """
         t, occupancy = self._prefill(chunk)
-        return StepCost(t.total_s, t.total_s * occupancy)
+        # the first token also waits for host work (tokenizing, scheduling, streaming it back) that
+        # does not hold the GPUs: latency, not occupancy
+        return StepCost(t.total_s + self.params.first_token_overhead_s, t.total_s * occupancy)
 
     def _prefill(self, chunk: PrefillChunk) -> tuple[StepBreakdown, float]:
         """(breakdown of the replica's pass, share of all replicas' time it occupies)."""
