@@ -256,8 +256,10 @@ class Worker:
         self.run_chunks = chunks
         self.run_start, self.run_k = now, 1
         self.run_dt = dec + cost.interval_s
-        self.run_first_tok = now + dec + cost.latency_s
-        self._start(now + self.run_dt)
+        end = now + self.run_dt
+        # serial backends (latency == interval): the first token is out when the step ends (no float drift)
+        self.run_first_tok = end if cost.latency_s <= cost.interval_s else now + dec + cost.latency_s
+        self._start(end)
 
     def _room_for(self, steps: int) -> bool:
         return self.kv.make_room(self.g_sum * steps)
