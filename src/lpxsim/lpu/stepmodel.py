@@ -58,6 +58,7 @@ class LpxStepModel:
         self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
         self.layout = self._choose(layout)
         self._cache: dict[tuple, CompileResult] = {}
+        self._prefill_rows = PREFILL_ROWS
 
     # --- construction -------------------------------------------------------------------
     def _size(self, system: str, racks: float | None, chips: int | None, layout):
@@ -120,7 +121,8 @@ class LpxStepModel:
         if batch <= 0:
             raise UserError("batch", "a step needs at least one sequence")
         b = _batch_bucket(batch)
-        lo, hi = _bracket(max(0, context), CONTEXT_BUCKETS)
+        grid = tuple(sorted({g for g in CONTEXT_BUCKETS if g < self.target.context} | {self.target.context}))
+        lo, hi = _bracket(max(0, context), grid)  # above the target: compiled exactly (may not fit)
         costs = []
         for ctx in sorted({lo, hi}):
             ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]
@@ -150,10 +152,17 @@ class LpxStepModel:
         (activations of a whole 8K-token chunk would not fit a chip's SRAM)."""
         if chunk.tokens <= 0:
             raise UserError("tokens", "a prefill chunk needs at least one token")
-        sub = min(chunk.tokens, PREFILL_ROWS)
-        n = math.ceil(chunk.tokens / sub)
-        mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle one
-        c = self._cost("prefill", chunk.sequences, mid, sub)
+        while True:  # the largest sub-chunk whose activations fit beside the weights
+            sub = min(chunk.tokens, self._prefill_rows)
+            n = math.ceil(chunk.tokens / sub)
+            mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle
+            try:
+                c = self._cost("prefill", chunk.sequences, mid, sub)
+                break
+            except DoesNotFit:
+                if self._prefill_rows == 1:
+                    raise
+                self._prefill_rows //= 2
         scale = chunk.tokens / (n * sub)
         return StepCost((c.latency_s + (n - 1) * c.interval_s) * scale, n * c.interval_s * scale)
 
