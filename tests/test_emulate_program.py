@@ -185,3 +185,11 @@ def test_emulation_is_deterministic() -> None:
     b = emulate_reference(reference("gemma4_tiny"), 4, steps=2, layout="tp=2,stages=2")
     assert a.step_errors == b.step_errors and a.emulated_tokens == b.emulated_tokens
     assert np.isfinite(a.max_abs_logit_err)
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize(("name", "chips", "layout"), [("gemma4_tiny", 16, "tp=4,stages=4"),
+                                                       ("llama_tiny", 24, "tp=8,stages=3")])
+def test_larger_chip_counts_and_longer_decode(name: str, chips: int, layout: str) -> None:
+    r = emulate_reference(reference(name, seed=1), chips, steps=12, seed=1, layout=layout, sram_bytes=200_000)
+    assert r.tokens_match and r.max_abs_logit_err < LOGIT_ATOL, r.step_errors
