@@ -42,7 +42,7 @@ def t5() -> None:
     chips = math.ceil(w / 500e6)
     print("## T5 (chips for the FP8 weights)\n")
     print(f"FP8 weights {w / 1e9:.2f} GB (T4: 'a bit over 31 GB') => at least {chips} LPUs of 500 MB.")
-    for n in (64, 80):
+    for n in (64, 72, 80):
         try:
             r = compile_program("gemma-4-31b", "lpx", chips=n, context=1024)
             used = max(s["used"] for s in r.memory.values())
