@@ -1,0 +1,167 @@
+"""`lpxsim plan`: operating point at a per-user target, fleet sizing (MILP BOM), and the T8 comparison."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from lpxsim.cli.common import emit_json, out
+from lpxsim.errors import UserError
+
+plan_app = typer.Typer(
+    help="Plan: the best operating point at a tok/s/user target, fleet sizing, the T8 tok/s/MW comparison.",
+    no_args_is_help=True,
+)
+
+BACKEND_HELP = "auto (the project's LPX/GPU backends where available, else analytic), project, or analytic"
+
+
+def _point_table(d: dict) -> Table:
+    t = Table(title=(
+        f"{d['model']} on {d['system']}: best point at >= {d['target_tok_s_user']:,.0f} tok/s/user, "
+        f"context {d['isl']:,} / OSL {d['osl']:,} ({d['weights']} weights, {d['kv']} KV, backend {d['backend']})"
+    ))
+    for col in ("layout", "chips", "tok/s/user", "context", "concurrency", "KV max conc.", "tok/s total",
+                "power kW", "tok/s/MW", "note"):
+        t.add_column(col, justify="left" if col in ("layout", "note") else "right")
+    for c in d["candidates"]:
+        t.add_row(
+            c["layout"], f"{c['chips']:,}", f"{c['tok_s_user']:,.0f}" if c["feasible"] else "-", f"{d['isl']:,}",
+            f"{c['concurrency']:,}" if c["feasible"] else "-", f"{c['kv_max_concurrency']:,}",
+            f"{c['tok_s_total']:,.0f}", f"{c['power_w'] / 1e3:,.1f}", f"{c['tok_s_per_mw']:,.0f}",
+            "" if c["feasible"] else c["reason"],
+        )
+    return t
+
+
+def _print_point(d: dict) -> None:
+    if d["candidates"]:
+        out.print(_point_table(d))
+    if d["feasible"]:
+        out.print(
+            f"best: {d['layout']}: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency "
+            f"{d['concurrency']:,}; {d['tok_s_total']:,.0f} output tok/s per replica "
+            f"({d['replica_units']:g} {d['unit_name']}s, {d['replica_power_w'] / 1e3:,.1f} kW), "
+            f"{d['tok_s_per_mw']:,.0f} tok/s/MW"
+        )
+    else:
+        out.print(f"cannot reach {d['target_tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context: {d['reason']}")
+
+
+def _print_fleet(d: dict) -> None:
+    if not d["feasible"]:
+        out.print("[bold red]no feasible fleet[/]")
+        for r in d["reasons"]:
+            out.print(f"- {r}")
+        return
+    bom = Table(title=f"Fleet BOM (minimising {d['objective']})")
+    for col in ("system", "racks", "chips", "power kW", "power source (grade)", "racks used"):
+        bom.add_column(col, justify="left" if col in ("system", "power source (grade)") else "right")
+    for b in d["bom"]:
+        bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
+                    b["power_source"], f"{b['used_units']:,.2f}")
+    out.print(bom)
+    t = Table(title="Assignment (every per-user speed with its context and concurrency)")
+    for col in ("class", "model", "system", "replicas", "racks", "tok/s/user", "context", "osl",
+                "concurrency/replica", "served", "demand", "layout"):
+        t.add_column(col, justify="left" if col in ("class", "model", "system", "layout") else "right")
+    for a in d["assignments"]:
+        t.add_row(a["request_class"], a["model"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
+                  f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['osl']:,}", f"{a['concurrency_per_replica']:,}",
+                  f"{a['served']:,.2f}", f"{a['demand']:,.2f} {a['demand_unit']}", a["layout"])
+    out.print(t)
+    out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
+              f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+
+
+def _print_t8(d: dict) -> None:
+    t = Table(title=(
+        f"T8: {d['model']} ({d['total_params'] / 1e12:.2f} T params), {d['context']:,}-token context, OSL {d['osl']:,}, "
+        f"target {d['target_tok_s_user']:,.0f} tok/s/user; vendor claim {d['claim']['ratio_vs_gb200']:g}x (comparison only)"
+    ))
+    for col in ("system", "racks", "kW", "tok/s/user", "context", "concurrency", "tok/s/MW", "vs GB200"):
+        t.add_column(col, justify="left" if col == "system" else "right")
+    for label, r in d["systems"].items():
+        ok = r["feasible"]
+        ratio = r["ratio_vs_gb200"]
+        t.add_row(
+            label + (" *" if r["hypothetical"] else ""), f"{r['replica_units']:g}" if ok else "-",
+            f"{r['replica_power_w'] / 1e3:,.0f}" if ok else "-",
+            f"{r['tok_s_user']:,.0f}" if ok else f"max {r['best_tok_s_user']:,.0f}", f"{r['context']:,}",
+            f"{r['concurrency']:,}" if ok else "-", f"{r['tok_s_per_mw']:,.0f}" if ok else "-",
+            f"{ratio:.2f}x" if ratio is not None else "-",
+        )
+    out.print(t)
+    out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
+    for label, r in d["systems"].items():
+        out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
+    for n in d["notes"]:
+        out.print(f"- {n}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("point")
+def point_cmd(
+    model: str = typer.Argument(..., help="catalog name, config.json path, or synthetic-moe-2t"),
+    system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, h200-hgx, ..."),
+    context: int = typer.Option(..., "--context", help="input tokens per request (ISL)"),
+    osl: int = typer.Option(1000, "--osl", help="output tokens per request"),
+    target: float = typer.Option(..., "--target-tok-s-user", help="per-user output tok/s every user must get"),
+    weights: str = typer.Option("fp8", "--weights", help="bf16, fp8, int8, fp4, mxfp4"),
+    kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+    kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
+    backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
+    from lpxsim.plan.operating_point import operating_point
+
+    op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
+                         backend=backend)
+    d = op.as_dict()
+    emit_json(d) if as_json else _print_point(d)
+
+
+@plan_app.command("fleet")
+def fleet_cmd(
+    demand: str = typer.Option(..., "--demand", help="demand YAML (see examples/plans/)"),
+    systems: str | None = typer.Option(None, "--systems", help="comma-separated candidates (default: the file's)"),
+    backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Racks of each system that serve every class at its SLO at least power (or cost): a MILP (HiGHS)."""
+    from lpxsim.plan.fleet import load_demand, size_fleet
+
+    spec = load_demand(demand)
+    names = None
+    if systems is not None:
+        names = [s.strip() for s in systems.split(",") if s.strip()]
+        if not names:
+            raise UserError("systems", "expected a comma-separated list of system names")
+    plan = size_fleet(spec, systems=names, backend=backend)
+    d = plan.as_dict()
+    emit_json(d) if as_json else _print_fleet(d)
+
+
+@plan_app.command("t8")
+def t8_cmd(
+    osl: int = typer.Option(1000, "--osl", help="output tokens per request (not published; assumed)"),
+    context: int = typer.Option(400_000, "--context", help="input context (the claim: 400K)"),
+    target: float = typer.Option(400.0, "--target-tok-s-user", help="per-user target (the claim: 400)"),
+    weights: str = typer.Option("fp8", "--weights", help="weight precision"),
+    kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+    backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """tok/s/MW of LPX, Vera Rubin NVL72 and GB200 NVL72 at the T8 point, next to the vendor's 35x claim."""
+    from lpxsim.plan.t8 import t8_report
+
+    for name, v in (("osl", osl), ("context", context)):
+        if v <= 0:
+            raise UserError(name, f"expected a positive number of tokens, got {v}")
+    rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend)
+    d = rep.as_dict()
+    emit_json(d) if as_json else _print_t8(d)

@@ -1,0 +1,249 @@
+"""T8: tokens/s per MW at 400 tok/s/user, 2T-parameter MoE, 400K input context, LPX vs GB200 / Vera Rubin NVL72.
+
+The vendor claim ("up to 35x tokens/s per MW at 400 TPS/user vs GB200 NVL72,
+2T-parameter MoE, 400K input context", NV-LPX) names no model. The catalog has
+none of 2T parameters, so this module builds one, labelled synthetic:
+
+- Kimi K2's architecture (DeepSeek-V3 family: MLA with a 512-d latent + 64-d
+  RoPE key, 61 layers of which the first is dense, hidden 7168, one shared
+  expert, top-8 routing over experts of 3 x 7168 x 2048 weights) with
+  720 routed experts instead of 384 (same expert size): 1.91 T parameters,
+  31.8 B active. 720 = 10 x 72, so experts split evenly over the 72 GPUs of an
+  NVL72 rack (expert parallelism), as DeepSeek-V3's 256 (+32 redundant) do over
+  their EP group.
+- max_position_embeddings 524,288 (YaRN factor 128 over the 4,096 original) so
+  that a 400K context is within the model's range.
+
+The published 35x is a comparison column only: it never enters the computation.
+The rack powers are the catalog's, with their provenance (LPX and Vera Rubin
+NVL72 rack powers are assumptions, grade U; GB200 NVL72 ~120 kW is third party, S).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from lpxsim.backends import Layout
+from lpxsim.catalog import get_model, get_system
+from lpxsim.plan.capacity import capacity
+from lpxsim.plan.operating_point import OperatingPoint, analytic_factory, operating_point
+from lpxsim.specs.model import ModelSpec
+from lpxsim.stepmodel import StepModel
+
+T8_MODEL_NAME = "synthetic-moe-2t"
+T8_ROUTED_EXPERTS = 720
+T8_MAX_CONTEXT = 524_288
+T8_CONTEXT = 400_000
+T8_TARGET_TOK_S_USER = 400.0
+T8_DEFAULT_OSL = 1_000  # not published; an agentic turn's answer (assumption, docs/assumptions.md)
+T8_SYSTEMS = ("lpx", "vr-nvl72", "gb200-nvl72")
+T8_BASELINE = "gb200-nvl72"
+T8_CLAIM_RATIO = 35.0  # vendor claim, NV-LPX: comparison only
+T8_CLAIM_SOURCE = "NV-LPX: 'up to 35x tokens/s per MW at 400 TPS/user vs GB200 NVL72, 2T-parameter MoE, 400K input'"
+
+
+def synthetic_moe_2t() -> ModelSpec:
+    """The 2T-parameter MoE of T8: Kimi K2 with 720 routed experts and a 512K position range."""
+    cfg = dict(get_model("kimi-k2").raw)
+    cfg["n_routed_experts"] = T8_ROUTED_EXPERTS
+    cfg["max_position_embeddings"] = T8_MAX_CONTEXT
+    rope = dict(cfg.get("rope_scaling") or {})
+    rope["factor"] = T8_MAX_CONTEXT / float(rope.get("original_max_position_embeddings", 4096))
+    cfg["rope_scaling"] = rope
+    return ModelSpec.from_config(cfg, name=T8_MODEL_NAME, source="synthetic: kimi-k2 with 720 routed experts")
+
+
+@dataclass(frozen=True)
+class T8Row:
+    """One system at the T8 operating point."""
+
+    system: str
+    label: str
+    point: OperatingPoint
+    rack_power_w: float
+    power_source: str
+    power_grade: str
+    power_note: str
+    ratio_vs_baseline: float | None  # tok/s/MW over the same-backend baseline's, where both reach the target
+    hypothetical: bool = False
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {
+            "system": self.system, "label": self.label, "hypothetical": self.hypothetical,
+            "feasible": self.point.feasible, "context": self.point.isl, "osl": self.point.osl,
+            "target_tok_s_user": self.point.target_tok_s_user, "tok_s_user": self.point.tok_s_user,
+            "concurrency": self.point.concurrency, "replica_units": self.point.replica_units,
+            "replica_chips": self.point.replica_chips, "replica_power_w": self.point.replica_power_w,
+            "output_tok_s": self.point.tok_s_total, "tok_s_per_mw": self.point.tok_s_per_mw,
+            "best_tok_s_user": self.point.best_tok_s_user, "layout": self.point.layout,
+            "backend": self.point.backend, "reason": self.point.reason,
+            "rack_power_w": self.rack_power_w, "power_source": self.power_source, "power_grade": self.power_grade,
+            "power_note": self.power_note, "ratio_vs_gb200": self.ratio_vs_baseline, "note": self.note,
+        }
+
+
+@dataclass
+class T8Report:
+    model: str
+    total_params: float
+    active_params: float
+    context: int
+    osl: int
+    target_tok_s_user: float
+    weights: str
+    kv: str
+    rows: list[T8Row] = field(default_factory=list)
+    claim_ratio: float = T8_CLAIM_RATIO
+    claim_source: str = T8_CLAIM_SOURCE
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model, "total_params": self.total_params, "active_params": self.active_params,
+            "context": self.context, "osl": self.osl, "target_tok_s_user": self.target_tok_s_user,
+            "weights": self.weights, "kv": self.kv,
+            "systems": {r.label: r.as_dict() for r in self.rows},
+            "claim": {"ratio_vs_gb200": self.claim_ratio, "source": self.claim_source, "role": "comparison only"},
+            "notes": self.notes,
+        }
+
+
+def _row(label: str, op: OperatingPoint, baseline: OperatingPoint | None, hypothetical: bool = False,
+         note: str = "") -> T8Row:
+    s = get_system(op.system)
+    ratio = None
+    if baseline is not None and op.feasible and baseline.feasible and baseline.tok_s_per_mw > 0:
+        ratio = op.tok_s_per_mw / baseline.tok_s_per_mw
+    return T8Row(
+        system=s.name, label=label, point=op, rack_power_w=float(s.power_w), power_source=s.power_w.source,
+        power_grade=s.power_w.grade, power_note=s.power_w.note, ratio_vs_baseline=ratio, hypothetical=hypothetical,
+        note=note,
+    )
+
+
+def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str
+                  ) -> OperatingPoint | None:
+    """LPX chained past its catalog reach (max_units), on the analytic roofline: what it would give."""
+    s = get_system("lpx")
+    need = capacity(m, s, context + osl, weights, kv, kv_layout).units_needed
+    if need <= s.max_units:
+        return None
+    layouts = [Layout(chips=need * s.chips_per_unit), Layout(chips=2 * need * s.chips_per_unit)]
+    return operating_point(m, s.name, context, osl, target, weights, kv, kv_layout, factory=analytic_factory,
+                           layouts=layouts)
+
+
+# Attention/FFN disaggregation (T9 mode 2) link, as in examples/fleets/rubin-lpx-afd.yaml (assumption,
+# docs/assumptions.md "Serving simulator": Ethernet through the LPX fabric-expansion FPGAs).
+AFD_LINK_BPS = 200.0e9
+AFD_LINK_LATENCY_S = 5.0e-6
+
+
+AFD_SHARING = (1, 2, 4, 8, 16)  # attention racks per FFN replica tried
+
+
+def afd_step(m: ModelSpec, weights: str, kv: str, kv_layout: str, attention_per_ffn: int = 1,
+             attention_system: str = "vr-nvl72", ffn_system: str = "lpx") -> StepModel:
+    """One Vera Rubin NVL72 rack (attention + KV) with its share of the fewest LPX racks holding every FFN weight.
+
+    `attention_per_ffn` attention racks share one FFN replica, all of them busy (steady state).
+    The FFN racks are expert-parallel shards the GPUs dispatch to, so they need no C2C chain between them
+    (unlike one LPX replica spanning racks). Analytic roofline on both sides (the only backend that
+    times attention and FFN separately), `lpxsim.serving.afd` for the per-layer ping-pong.
+    """
+    from lpxsim.serving.afd import AfdStepModel
+    from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
+    from lpxsim.serving.spec import Link
+    from lpxsim.serving.worker import SharedResource
+
+    att_sys, ffn_sys = get_system(attention_system), get_system(ffn_system)
+    att_hw, ffn_hw = AnalyticHardware.from_system(att_sys), AnalyticHardware.from_system(ffn_sys)
+    att = AnalyticStepModel(m, att_hw, att_sys.chips_per_unit, weights, kv, part="attention", kv_layout=kv_layout)
+    ffn_bytes = AnalyticStepModel(m, ffn_hw, 10**6, weights, kv, part="ffn").weight_bytes
+    per_rack = ffn_sys.chips_per_unit * ffn_hw.memory_bytes * ffn_hw.usable_memory_fraction
+    racks = math.ceil(ffn_bytes / per_rack)
+    ffn = AnalyticStepModel(m, ffn_hw, racks * ffn_sys.chips_per_unit, weights, kv, part="ffn", kv_layout=kv_layout)
+    link = Link(f"{att_sys.name}<->{ffn_sys.name}", AFD_LINK_BPS, AFD_LINK_LATENCY_S)
+    share = SharedResource(ffn_sys.name)
+    share.active = attention_per_ffn  # every attention rack sharing the FFN replica is busy
+    return AfdStepModel(att, ffn, link, share, attention_per_ffn=attention_per_ffn, micro_batches=2)
+
+
+def _afd_point(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str
+               ) -> OperatingPoint:
+    """The best AFD operating point over how many attention racks share the LPX FFN racks."""
+    steps = {Layout(chips=per): afd_step(m, weights, kv, kv_layout, per) for per in AFD_SHARING}
+    op = operating_point(m, "vr-nvl72", context, osl, target, weights, kv, kv_layout,
+                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps))
+    chosen = next(((lay.chips, st) for lay, st in steps.items() if st.chips == op.replica_chips), None)
+    if not op.feasible or chosen is None:
+        return replace(op, backend="analytic+afd")
+    per, st = chosen
+    lpx_racks = st.ffn.chips / get_system("lpx").chips_per_unit
+    return replace(op, backend="analytic+afd", replica_units=1.0 + lpx_racks / per,
+                   layout=f"{op.layout}; {per} attention rack(s) share {lpx_racks:g} LPX FFN racks")
+
+
+NOTE_BASE_ANALYTIC = ("what-if baseline: the same GB200 NVL72 rack on the analytic roofline, so the what-if rows "
+                      "are compared like for like")
+NOTE_AFD = (f"what-if: attention/FFN disaggregation; Vera Rubin NVL72 holds attention and KV, LPX racks hold the "
+            f"FFN/experts as expert-parallel shards (no C2C chain needed); analytic roofline on both sides; "
+            f"link {AFD_LINK_BPS / 1e9:g} GB/s, {AFD_LINK_LATENCY_S * 1e6:g} us one way (assumed)")
+NOTE_BEYOND = ("what-if: one LPX replica chained past the catalog's {max_units}-rack reach (not buildable as "
+               "specified), analytic roofline")
+
+
+def t8_report(
+    osl: int = T8_DEFAULT_OSL,
+    context: int = T8_CONTEXT,
+    target: float = T8_TARGET_TOK_S_USER,
+    weights: str = "fp8",
+    kv: str = "bf16",
+    kv_layout: str = "separate",
+    backend: str = "auto",
+    systems: tuple[str, ...] = T8_SYSTEMS,
+    hypothetical: bool = True,
+) -> T8Report:
+    """tok/s/MW of each system at the T8 point, next to the vendor's 35x (comparison only)."""
+    from lpxsim.specs.accounting import param_counts
+
+    m = synthetic_moe_2t()
+    pc = param_counts(m)
+    points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend) for s in systems}
+    base = points.get(T8_BASELINE)
+    rep = T8Report(model=m.name, total_params=float(pc.total), active_params=float(pc.active), context=context,
+                   osl=osl, target_tok_s_user=float(target), weights=weights, kv=kv)
+    rep.rows = [_row(s, op, base) for s, op in points.items()]
+    if hypothetical:
+        # what-if rows on the analytic roofline, compared like for like with an analytic GB200 baseline
+        base_a = operating_point(m, T8_BASELINE, context, osl, target, weights, kv, kv_layout, backend="analytic")
+        rep.rows.append(_row(f"{T8_BASELINE}-analytic", base_a, base_a, True, NOTE_BASE_ANALYTIC))
+        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout)
+        rep.rows.append(_row("vr-nvl72+lpx-afd", afd, base_a, True, NOTE_AFD))
+        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout)
+        if extra is not None:
+            rep.rows.append(_row("lpx-beyond-reach", extra, base_a, True, NOTE_BEYOND.format(
+                max_units=get_system("lpx").max_units)))
+    rep.notes = _notes(rep, base)
+    return rep
+
+
+def _notes(rep: T8Report, base: OperatingPoint | None) -> list[str]:
+    notes = [f"{rep.model}: {rep.total_params / 1e12:.2f} T parameters ({rep.active_params / 1e9:.1f} B active), "
+             f"synthetic (kimi-k2 with {T8_ROUTED_EXPERTS} routed experts)"]
+    for r in rep.rows:
+        op = r.point
+        if r.note:
+            notes.append(f"{r.label}: {r.note}")
+        if not op.feasible:
+            notes.append(f"{r.label}: cannot serve {rep.target_tok_s_user:,.0f} tok/s/user at {rep.context:,} context: "
+                         f"{op.reason}")
+    if base is not None and not base.feasible:
+        notes.append(f"the {T8_BASELINE} baseline does not reach the target, so no tok/s/MW ratio at "
+                     f"{rep.target_tok_s_user:,.0f} tok/s/user exists to set against the {T8_CLAIM_RATIO:g}x claim")
+    if any(not r.hypothetical and r.point.backend == "analytic" for r in rep.rows):
+        notes.append("rows with backend 'analytic' use the serving layer's first-order roofline, not the LPX "
+                     "compiler / GPU model (not available in this build)")
+    return notes

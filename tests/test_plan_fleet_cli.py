@@ -1,0 +1,133 @@
+"""`lpxsim plan point | fleet | t8`: one JSON object with --json; bad demand files exit 2 naming the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from lpxsim.cli.main import app
+from lpxsim.errors import UserError
+from lpxsim.plan.fleet import load_demand, size_fleet
+
+runner = CliRunner()
+CLI = [sys.executable, "-m", "lpxsim.cli.main"]
+
+DEMAND = """
+classes:
+  - name: interactive
+    model: llama-3.1-8b
+    isl: 8000
+    osl: 500
+    tok_s_user: 200
+    concurrent_sessions: 40
+  - name: bulk
+    model: llama-3.1-70b
+    isl: 4000
+    osl: 500
+    tok_s_user: 30
+    requests_per_s: 5
+systems:
+  - name: h200-hgx
+  - name: gb200-nvl72
+"""
+
+
+def _json(*args: str) -> dict:
+    r = runner.invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_point_json() -> None:
+    d = _json("plan", "point", "llama-3.1-70b", "--system", "h200-hgx", "--context", "8000", "--osl", "500",
+              "--target-tok-s-user", "100", "--backend", "analytic")
+    assert d["feasible"] and d["tok_s_user"] >= 100 and d["context"] == 8000 and d["concurrency"] >= 1
+    assert d["replica_chips"] > 0 and d["tok_s_per_mw"] > 0 and d["candidates"]
+
+
+def test_point_table_carries_context_and_concurrency() -> None:
+    r = runner.invoke(app, ["plan", "point", "llama-3.1-70b", "--system", "h200-hgx", "--context", "8000",
+                            "--target-tok-s-user", "100", "--backend", "analytic"])
+    text = " ".join(r.stdout.split())
+    assert r.exit_code == 0 and "at 8,000 context and concurrency" in text
+
+
+def test_fleet_json(tmp_path: Path) -> None:
+    p = tmp_path / "demand.yaml"
+    p.write_text(DEMAND)
+    d = _json("plan", "fleet", "--demand", str(p), "--backend", "analytic")
+    assert d["feasible"] and d["bom"] and d["total_power_w"] > 0
+    classes = {a["request_class"] for a in d["assignments"]}
+    assert classes == {"interactive", "bulk"}
+    for a in d["assignments"]:
+        assert a["tok_s_user"] > 0 and a["context"] in (8000, 4000) and a["concurrency_per_replica"] >= 1
+    served = {c: sum(a["served"] for a in d["assignments"] if a["request_class"] == c) for c in classes}
+    assert served["interactive"] >= 40 and served["bulk"] >= 5
+    # --systems restricts the candidates
+    d = _json("plan", "fleet", "--demand", str(p), "--systems", "h200-hgx", "--backend", "analytic")
+    assert {b["system"] for b in d["bom"]} == {"h200-hgx"}
+
+
+def test_infeasible_fleet_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "demand.yaml"
+    p.write_text(DEMAND.replace("tok_s_user: 200", "tok_s_user: 1000000"))
+    d = _json("plan", "fleet", "--demand", str(p), "--backend", "analytic")
+    assert not d["feasible"] and "interactive" in d["reasons"][0] and "1,000,000" in d["reasons"][0]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("classes: [", "demand"),
+        ("- just a list", "demand"),
+        ("classes: []", "classes"),
+        (DEMAND.replace("isl: 8000", "isl: -5"), "classes.0.isl"),
+        (DEMAND.replace("    concurrent_sessions: 40\n", ""), "classes.0"),
+        (DEMAND.replace("requests_per_s: 5", "requests_per_s: 5\n    concurrent_sessions: 3"), "classes.1"),
+        (DEMAND.replace("name: h200-hgx", "name: h300-hgx"), "system"),
+        (DEMAND + "colour: blue\n", "colour"),
+    ],
+)
+def test_bad_demand_names_the_field(tmp_path: Path, text: str, field: str) -> None:
+    p = tmp_path / "demand.yaml"
+    p.write_text(text)
+    with pytest.raises(UserError) as e:
+        size_fleet(load_demand(p), backend="analytic")
+    assert str(e.value).startswith(f"{field}"), str(e.value)
+
+
+def test_bad_demand_exits_2_with_one_line(tmp_path: Path) -> None:
+    p = tmp_path / "demand.yaml"
+    p.write_text(DEMAND.replace("isl: 8000", "isl: -5"))
+    r = _run("plan", "fleet", "--demand", str(p), "--backend", "analytic", "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: classes.0.isl"), lines
+
+
+def test_missing_demand_file_exits_2(tmp_path: Path) -> None:
+    r = _run("plan", "fleet", "--demand", str(tmp_path / "nope.yaml"))
+    assert r.returncode == 2 and "demand" in r.stderr
+
+
+def test_t8_json_has_every_system() -> None:
+    d = _json("plan", "t8", "--backend", "analytic")
+    assert {"lpx", "vr-nvl72", "gb200-nvl72"} <= set(d["systems"])
+    assert d["context"] == 400_000 and d["target_tok_s_user"] == 400.0 and d["claim"]["ratio_vs_gb200"] == 35.0
+
+
+def test_t8_default_backend_uses_the_gpu_model() -> None:
+    d = _json("plan", "t8")
+    for name in ("vr-nvl72", "gb200-nvl72"):
+        r = d["systems"][name]
+        assert r["backend"] == "project" and r["best_tok_s_user"] > 0
+        assert r["feasible"] == (r["tok_s_user"] >= 400.0)

@@ -1,0 +1,62 @@
+"""T8: the synthetic 2T MoE, each system's tok/s/MW at 400 tok/s/user and 400K context, the 35x claim as a column."""
+
+from __future__ import annotations
+
+import pytest
+
+from lpxsim.plan.t8 import T8_CLAIM_RATIO, afd_step, synthetic_moe_2t, t8_report
+from lpxsim.specs.accounting import kv_bytes_per_sequence, param_counts
+
+
+def test_synthetic_model_is_kimi_k2_with_more_experts() -> None:
+    m = synthetic_moe_2t()
+    pc = param_counts(m)
+    assert 1.85e12 < pc.total < 2.05e12 and 31e9 < pc.active < 33e9
+    assert m.num_layers == 61 and m.is_mla and m.max_context >= 400_000
+    assert {layer.ffn.num_experts for layer in m.layers if layer.ffn.is_moe} == {720}
+    # MLA latent KV: (512 + 64) x 61 layers x 2 bytes per token
+    assert kv_bytes_per_sequence(m, 400_000, "bf16", "separate") == pytest.approx(576 * 61 * 2 * 400_000)
+
+
+@pytest.fixture(scope="module")
+def report():
+    return t8_report(backend="analytic")
+
+
+def test_every_system_has_a_row_with_provenance(report) -> None:
+    d = report.as_dict()
+    assert {"lpx", "vr-nvl72", "gb200-nvl72"} <= set(d["systems"])
+    for r in d["systems"].values():
+        for key in ("feasible", "tok_s_user", "context", "concurrency", "tok_s_per_mw", "rack_power_w",
+                    "power_source", "power_grade", "ratio_vs_gb200"):
+            assert key in r
+        assert r["context"] == 400_000 and r["target_tok_s_user"] == 400.0
+    assert d["systems"]["lpx"]["power_grade"] == "U" and d["systems"]["vr-nvl72"]["power_grade"] == "U"
+    assert d["systems"]["gb200-nvl72"]["power_grade"] == "S"
+    assert d["claim"] == {"ratio_vs_gb200": T8_CLAIM_RATIO, "source": report.claim_source, "role": "comparison only"}
+
+
+def test_lpx_alone_cannot_hold_2t_and_says_why(report) -> None:
+    lpx = report.as_dict()["systems"]["lpx"]
+    assert not lpx["feasible"] and "16 racks" in lpx["reason"] and "at most 9" in lpx["reason"]
+    assert any(n.startswith("lpx: cannot serve 400 tok/s/user") for n in report.notes)
+
+
+def test_ratios_are_computed_not_written_in(report) -> None:
+    rows = report.as_dict()["systems"]
+    for r in rows.values():
+        if r["ratio_vs_gb200"] is not None:
+            base = rows["gb200-nvl72-analytic" if r["hypothetical"] else "gb200-nvl72"]
+            assert r["ratio_vs_gb200"] == pytest.approx(r["tok_s_per_mw"] / base["tok_s_per_mw"])
+            assert r["feasible"] and r["tok_s_user"] >= 400.0
+        if r["feasible"]:
+            assert r["tok_s_per_mw"] == pytest.approx(r["output_tok_s"] / (r["replica_power_w"] / 1e6))
+
+
+def test_afd_replica_power_is_attention_rack_plus_its_share_of_ffn_racks() -> None:
+    m = synthetic_moe_2t()
+    one, four = afd_step(m, "fp8", "bf16", "separate", 1), afd_step(m, "fp8", "bf16", "separate", 4)
+    lpx_racks = one.ffn.chips / 256
+    assert lpx_racks == 16  # 1.9 TB of FFN weights over 128 GB racks (analytic: 95 % usable)
+    assert one.power_w == pytest.approx(199.8e3 + lpx_racks * 97e3)
+    assert four.power_w == pytest.approx(199.8e3 + lpx_racks * 97e3 / 4)
