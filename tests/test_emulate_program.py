@@ -170,6 +170,27 @@ def test_slice_outside_the_op_is_caught() -> None:
         _run_prefill("llama_tiny", 4, "tp=4,stages=1", overreach)
 
 
+def test_sram_aliasing_of_a_live_buffer_is_caught() -> None:
+    """Place a new buffer at the offset of one that is still to be read: the write clobbers it."""
+    from lpxsim.lpu.emulate.executor import last_uses
+
+    def alias(p: Program) -> Program:
+        avail = {i.output: i.first_out_cycle for i in p.instructions} | {t.dst_buffer: t.arrive_cycle
+                                                                          for t in p.transfers}
+        last = last_uses(p)
+        for ins in p.instructions:
+            b = p.buffers[ins.output]
+            for a in p.buffers.values():
+                if (a.id != b.id and a.chip == b.chip and a.region == b.region and a.region
+                        and avail.get(a.id, 1 << 60) < ins.first_out_cycle <= last.get(a.id, -1)):
+                    moved = dataclasses.replace(b, offset_bytes=a.offset_bytes)
+                    return dataclasses.replace(p, buffers={**p.buffers, b.id: moved})
+        raise AssertionError("no two buffers live at once in one region")
+
+    with pytest.raises(EmulationError, match="writes .* over .*which is read until cycle"):
+        _run_prefill("llama_tiny", 4, "tp=4,stages=1", alias)
+
+
 def test_transfer_to_the_wrong_chip_is_caught() -> None:
     def misroute(p: Program) -> Program:
         t = p.transfers[0]

@@ -46,6 +46,17 @@ class StepResult:
     makespan_cycles: int
 
 
+def last_uses(program: Program) -> dict[str, int]:
+    """Per buffer, the last cycle it is read: its consumers' last cycles and its transfers' end cycles."""
+    last: dict[str, int] = {}
+    for ins in program.instructions:
+        for b in ins.inputs:
+            last[b] = max(last.get(b, 0), ins.cycle_end)
+    for t in program.transfers:
+        last[t.src_buffer] = max(last.get(t.src_buffer, 0), t.end_cycle)
+    return last
+
+
 class ProgramExecutor:
     """Executes the Programs of successive steps of one model; chips keep their KV between steps."""
 
@@ -72,7 +83,9 @@ class ProgramExecutor:
         self._program, self._ctx = program, ctx
         self._ops = {op.name for op in graph}
         self._incoming = {t.dst_buffer: t for t in program.transfers}
-        self._regions = {(r.chip, r.name) for r in program.regions}
+        self._regions = {(r.chip, r.name): r for r in program.regions}
+        self._live: dict[tuple[int, str], list[tuple[Buffer, int]]] = {}
+        self._last_use = last_uses(program)
         for st in self.chips.values():
             st.buffers.clear()
         for buf in program.buffers.values():  # step inputs: the token ids, present from cycle 0
@@ -125,9 +138,25 @@ class ProgramExecutor:
         return data[:, lo - a : hi - a]
 
     def _check_region(self, buf: Buffer, cycle: int) -> None:
-        if buf.region and (buf.chip, buf.region) not in self._regions:
+        """The buffer's bytes lie in a region of its chip and overwrite no buffer that is still to be read."""
+        if not buf.region:
+            return
+        region = self._regions.get((buf.chip, buf.region))
+        if region is None:
             raise EmulationError(buf.op, buf.chip, cycle, f"buffer {buf.id!r} is in region {buf.region!r} "
                                  "which the chip does not have")
+        lo, hi = buf.offset_bytes, buf.offset_bytes + max(buf.bytes, 1)
+        if lo < 0 or hi > region.size_bytes:
+            raise EmulationError(buf.op, buf.chip, cycle, f"buffer {buf.id!r} bytes {lo}:{hi} overflow region "
+                                 f"{region.name!r} of {region.size_bytes} bytes")
+        live = self._live.setdefault((buf.chip, buf.region), [])
+        for other, since in live:
+            o_lo, o_hi = other.offset_bytes, other.offset_bytes + max(other.bytes, 1)
+            if o_lo < hi and lo < o_hi and since <= cycle <= self._last_use.get(other.id, since):
+                raise EmulationError(buf.op, buf.chip, cycle, f"writes {buf.id!r} over {other.id!r} (region "
+                                     f"{region.name!r} bytes {max(lo, o_lo)}:{min(hi, o_hi)}), which is read until "
+                                     f"cycle {self._last_use[other.id]}")
+        live.append((buf, cycle))
 
     # --- instructions -----------------------------------------------------------------
     def _inputs(self, ins: Instruction) -> list[I.Arg]:
@@ -160,7 +189,7 @@ class ProgramExecutor:
         st = self._chip(ins.chip)
         if ins.output in st.buffers:
             raise EmulationError(ins.op, ins.chip, ins.cycle_start, f"buffer {ins.output!r} written twice")
-        self._check_region(out, ins.cycle_start)
+        self._check_region(out, ins.first_out_cycle)
         if ins.kind in I.COLLECTIVES:
             data, meta, partial = I.COLLECTIVES[ins.kind](ins, args, self._ctx, out)
         else:
