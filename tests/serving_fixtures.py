@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-def pool(name="p", system="vr-nvl72", model="gemma-4-31b", workers=1, role="aggregated", **kw) -> dict:
-    d = {"name": name, "system": system, "backend": "analytic", "model": model, "workers": workers, "role": role}
+def pool(name="p", system="vr-nvl72", model="gemma-4-31b", workers=1, role="aggregated", backend="analytic",
+         **kw) -> dict:
+    d = {"name": name, "system": system, "backend": backend, "model": model, "workers": workers, "role": role}
     if "gpus_per_worker" not in kw and "chips_per_worker" not in kw and "racks_per_worker" not in kw:
         kw["gpus_per_worker" if system != "lpx" else "racks_per_worker"] = 8 if system != "lpx" else 1
     d.update(kw)

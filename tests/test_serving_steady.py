@@ -37,3 +37,32 @@ def test_lpx_pipelines_micro_batches_gpu_does_not():
     gpu_drop = out["vr-nvl72"][1] / out["vr-nvl72"][0]
     lpx_drop = out["lpx"][1] / out["lpx"][0]
     assert lpx_drop > gpu_drop * 0.9
+
+
+@pytest.mark.parametrize("concurrency", [1, 16])
+def test_gpu_backend_closed_loop_agrees_with_estimate(concurrency):
+    """The same agreement through the project's GPU backend (lpxsim.gpu), not only the analytic model."""
+    pytest.importorskip("lpxsim.gpu")
+    f = fleet(pool(backend="gpu", tp=8))
+    wl = {"kind": "synthetic", "num_requests": concurrency * 25,
+          "arrival": {"process": "closed", "concurrency": concurrency}, "isl": 2048, "osl": 512}
+    res = simulate(f, wl, seed=0)
+    est = steady_state(make_step_model(load_fleet(f).pools[0]), isl=2048, osl=512, concurrency=concurrency)
+    assert res.summary["fleet_tok_s"] == pytest.approx(est.tok_s_total, rel=0.05)
+    assert res.requests["tpot_s"].median() == pytest.approx(est.tpot_s, rel=0.05)
+
+
+@pytest.mark.heavy
+def test_compiled_lpx_batch1_is_flat_with_context():
+    """The compiler-backed LPX backend at concurrency 1 (slow: compiles each shape once)."""
+    pytest.importorskip("lpxsim.lpu")
+    f = fleet(pool(system="lpx", backend="lpx", target_context=131072, target_concurrency=1))
+    out = {}
+    for isl in (10_000, 100_000):
+        wl = {"kind": "synthetic", "num_requests": 3, "arrival": {"process": "closed", "concurrency": 1},
+              "isl": isl, "osl": 500}
+        est = steady_state(make_step_model(load_fleet(f).pools[0]), isl=isl, osl=500, concurrency=1)
+        res = simulate(f, wl, seed=0)
+        out[isl] = res.requests["tok_s_user"].median()
+        assert out[isl] == pytest.approx(est.tok_s_user, rel=0.05)
+    assert 0.9 < out[100_000] / out[10_000] < 1.1

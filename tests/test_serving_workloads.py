@@ -107,3 +107,13 @@ def test_mooncake_replay_reuses_prefixes():
     res = simulate(fleet(pool(workers=4)), {"kind": "trace", "trace": "mooncake-conversation",
                                             "num_requests": 1500}, seed=0)
     assert res.summary["prefix_hit_rate"] > 0.1
+
+
+def test_duration_stops_arrivals_and_the_fleet_drains():
+    wl = dict(synthetic(rate=20.0), num_requests=None, duration_s=10.0)
+    res = simulate(fleet(pool()), wl, seed=0, duration_s=5.0)
+    df = res.requests
+    assert df["arrival_s"].max() <= 5.0 and (df["status"] == "completed").all()
+    cut = simulate(fleet(pool()), wl, seed=0, horizon_s=2.0)
+    assert (cut.requests["status"] == "incomplete").any()
+    assert (cut.requests.loc[cut.requests.status == "incomplete", "finish_s"].isna()).all()
