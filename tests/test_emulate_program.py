@@ -191,6 +191,16 @@ def test_sram_aliasing_of_a_live_buffer_is_caught() -> None:
         _run_prefill("llama_tiny", 4, "tp=4,stages=1", alias)
 
 
+def test_kv_never_written_on_the_reading_chip_is_caught() -> None:
+    def shrink(p: Program) -> Program:
+        victim = next(i for i in p.instructions if i.kind == "kv_write" and i.op == "L1.kv_write")
+        return _replace_instructions(p, lambda i: dataclasses.replace(i, slice={**i.slice, "kv_seq": (0, 4)})
+                                     if i.id == victim.id else i)
+
+    with pytest.raises(EmulationError, match=r"L1\.attention.*reads KV of layer 1 .* this chip does not hold"):
+        _run_prefill("gemma4_tiny", 4, "tp=2,stages=2", shrink)
+
+
 def test_transfer_to_the_wrong_chip_is_caught() -> None:
     def misroute(p: Program) -> Program:
         t = p.transfers[0]

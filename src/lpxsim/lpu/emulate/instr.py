@@ -207,12 +207,12 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     return ((o, lse) if partial else o), {"heads": (h0, h1), "partial": "lse" if partial else None}
 
 
-def _add(ins: Instruction, args: list[Arg]) -> Any:
+def _add(ins: Instruction, args: list[Arg], width: int) -> Any:
     """Sum of final values, or of "sum" partials (addition is linear); never a mix of the two."""
     kinds = {a[0].partial for a in args}
     if len(kinds) != 1 or not kinds <= {None, "sum"}:
         raise _fail(ins, f"adds buffers that are partials of different kinds {sorted(map(str, kinds))}")
-    if len({a[0].cols for a in args}) != 1:
+    if len({_span(a[0].cols, width) for a in args}) != 1:
         raise _fail(ins, f"adds buffers holding different columns {[a[0].cols for a in args]}")
     total = np.sum([a[1].data for a in args], axis=0, dtype=F32)
     return total, ({"partial": "sum"} if kinds == {"sum"} else {})
@@ -220,7 +220,7 @@ def _add(ins: Instruction, args: list[Arg]) -> Any:
 
 def run_elementwise(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
     if op.attrs.get("fn") == "add":
-        return _add(ins, args)
+        return _add(ins, args, op.shape[1])
     for arg in args:
         _final(ins, arg)
     x = args[0][1].data
@@ -228,7 +228,7 @@ def run_elementwise(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext)
 
 
 def run_residual(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
-    return _add(ins, [_input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])])
+    return _add(ins, [_input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])], op.shape[1])
 
 
 def run_router(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any:
