@@ -156,3 +156,16 @@ def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
     one = sw.evaluate_point({**base, "concurrency": 1})
     assert one["tok_s_user"] > ceil["tok_s_user"] and one["tok_s_total"] < ceil["tok_s_total"]
     assert one["hardware"].startswith("toy: 8 chips")
+
+
+def capped_point(p: dict) -> dict:
+    """A system whose ceiling is 1 stream: the ceiling point repeats concurrency 1."""
+    row = toy_point({**p, "concurrency": p["concurrency"] or 1})
+    return {**row, "at_ceiling": p["concurrency"] == 0}
+
+
+def test_a_ceiling_equal_to_a_requested_concurrency_is_one_row(tmp_path):
+    g = sw.grid("m", ["a"], [10_000], [1, 4])
+    df = sw.run_sweep(g, tmp_path, executor="serial", evaluate=capped_point, progress=False)
+    assert list(df["concurrency"]) == [1, 4]
+    assert list(df["at_ceiling"]) == [True, False]

@@ -126,8 +126,17 @@ def test_t8_json_has_every_system() -> None:
 
 
 def test_t8_default_backend_uses_the_gpu_model() -> None:
-    d = _json("plan", "t8")
+    from lpxsim.plan.t8 import t8_report
+
+    d = t8_report(frontier_targets=(), hypothetical=False).as_dict()
     for name in ("vr-nvl72", "gb200-nvl72"):
         r = d["systems"][name]
         assert r["backend"] == "project" and r["best_tok_s_user"] > 0
         assert r["feasible"] == (r["tok_s_user"] >= 400.0)
+
+
+def test_new_tokens_cannot_exceed_the_input(tmp_path: Path) -> None:
+    p = tmp_path / "demand.yaml"
+    p.write_text(DEMAND.replace("isl: 8000", "isl: 8000\n    new_tokens: 9000"))
+    with pytest.raises(UserError, match="classes.0"):
+        load_demand(p)

@@ -136,3 +136,26 @@ def test_bad_input_names_the_field() -> None:
     with pytest.raises(UserError, match="backend"):
         operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, backend="fast")
     assert math.isfinite(operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, backend="analytic").tok_s_user)
+
+
+def test_prefix_cache_prefills_only_the_new_tokens() -> None:
+    from lpxsim.plan.estimate import prefill_cost
+    from lpxsim.plan.operating_point import PrefixCachedStep
+
+    step = ToyStep()
+    cached = PrefixCachedStep(step, 20_000, 5_000)
+    assert cached.prefill(PrefillChunk(8_192, 0)) == StepCost(0.0, 0.0)  # wholly inside the cached 15,000
+    straddle = cached.prefill(PrefillChunk(8_192, 8_192))  # 8,192..16,384: only 15,000..16,384 is new
+    assert straddle == step.prefill(PrefillChunk(16_384 - 15_000, 15_000))
+    lat, occ = prefill_cost(cached, 20_000)
+    assert occ == pytest.approx(1e-6 * 5_000) and lat == pytest.approx(occ)
+    assert cached.kv_bytes(20_000) == step.kv_bytes(20_000)  # the session's whole KV stays resident
+    with pytest.raises(UserError, match="new_tokens"):
+        PrefixCachedStep(step, 1_000, 2_000)
+
+
+def test_prefix_cache_never_lowers_throughput_at_the_target() -> None:
+    cold = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, backend="analytic")
+    warm = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, backend="analytic", new_tokens=2_000)
+    assert warm.new_tokens == 2_000 and cold.new_tokens == 32_000
+    assert warm.tok_s_total >= cold.tok_s_total and warm.ttft_s < cold.ttft_s

@@ -201,6 +201,9 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame([store.load(p)["row"] for p in points if store.has(p)])
     if df.empty:
         return df
+    if "at_ceiling" in df:  # a ceiling that equals a requested concurrency: keep one row, flagged as the ceiling
+        df = df.sort_values("at_ceiling", ascending=False, kind="stable")
+        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv") if k in df.columns])
     df = df.sort_values([k for k in SORT_KEYS if k in df.columns], kind="stable").reset_index(drop=True)
     return mark_frontier(df)
 

@@ -113,6 +113,8 @@ def point_cmd(
     weights: str = typer.Option("fp8", "--weights", help="bf16, fp8, int8, fp4, mxfp4"),
     kv: str = typer.Option("bf16", "--kv", help="KV precision"),
     kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
+    new_tokens: int | None = typer.Option(
+        None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -120,7 +122,7 @@ def point_cmd(
     from lpxsim.plan.operating_point import operating_point
 
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend)
+                         backend=backend, new_tokens=new_tokens)
     d = op.as_dict()
     emit_json(d) if as_json else _print_point(d)
 
@@ -153,6 +155,8 @@ def t8_cmd(
     target: float = typer.Option(400.0, "--target-tok-s-user", help="per-user target (the claim: 400)"),
     weights: str = typer.Option("fp8", "--weights", help="weight precision"),
     kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+    new_tokens: int | None = typer.Option(
+        None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -162,6 +166,7 @@ def t8_cmd(
     for name, v in (("osl", osl), ("context", context)):
         if v <= 0:
             raise UserError(name, f"expected a positive number of tokens, got {v}")
-    rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend)
+    rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend,
+                    new_tokens=new_tokens)
     d = rep.as_dict()
     emit_json(d) if as_json else _print_t8(d)

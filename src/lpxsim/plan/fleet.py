@@ -50,6 +50,7 @@ class RequestClass:
     tok_s_user: float
     requests_per_s: float | None = None
     concurrent_sessions: float | None = None
+    new_tokens: int | None = None  # input tokens prefilled per request (rest in the prefix cache); None: all
 
     @property
     def demand(self) -> float:
@@ -277,11 +278,14 @@ class ClassSpec(BaseModel):
     tok_s_user: float = Field(gt=0)
     requests_per_s: float | None = Field(default=None, gt=0)
     concurrent_sessions: float | None = Field(default=None, gt=0)
+    new_tokens: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_demand(self) -> ClassSpec:
         if (self.requests_per_s is None) == (self.concurrent_sessions is None):
             raise ValueError("give exactly one of requests_per_s or concurrent_sessions")
+        if self.new_tokens is not None and self.new_tokens > self.isl:
+            raise ValueError(f"new_tokens {self.new_tokens:,} exceeds isl {self.isl:,}")
         return self
 
 
@@ -307,8 +311,8 @@ class DemandSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise UserError("classes.name", f"duplicate class name(s): {', '.join(dup)}")
-        return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions)
-                for c in self.classes]
+        return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions,
+                             c.new_tokens) for c in self.classes]
 
     def system_choices(self) -> list[SystemChoice]:
         return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks) for s in self.systems]
@@ -363,6 +367,6 @@ def size_fleet(
         for sc in choices:
             points[(rc.name, sc.name)] = operating_point(
                 rc.model, sc.name, rc.isl, rc.osl, rc.tok_s_user, weights=demand.weights, kv=demand.kv,
-                kv_layout=demand.kv_layout, backend=backend, factory=factory,
+                kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
             )
     return solve_fleet(classes, choices, points)

@@ -28,7 +28,7 @@ from lpxsim.plan.capacity import LPU_BUFFER_FRACTION, capacity
 from lpxsim.plan.estimate import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import StepModel
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 # (model, system, layout, weights, kv, kv_layout) -> the StepModel of one replica.
 StepFactory = Callable[[ModelSpec, str, Layout, str, str, str], StepModel]
@@ -68,6 +68,7 @@ class OperatingPoint:
     kv: str
     backend: str
     feasible: bool
+    new_tokens: int = 0  # input tokens prefilled per request (the rest was in the prefix cache)
     layout: str = ""
     replica_chips: int = 0
     replica_units: float = 0.0
@@ -220,6 +221,47 @@ def _layout_label(step: StepModel) -> str:
     return f"{step.chips} chips: {name}" if name else f"{step.chips} chips"
 
 
+class PrefixCachedStep:
+    """A replica whose requests find all but their last `new_tokens` input tokens in the prefix cache.
+
+    An agentic turn re-sends the session so far: its KV is kept (it counts against the KV ceiling at the
+    full context) and only the new tokens are prefilled, over the cached context. Prefill chunks that lie
+    wholly inside the cached prefix cost nothing; everything else is the wrapped step model's.
+    """
+
+    def __init__(self, step: StepModel, isl: int, new_tokens: int) -> None:
+        if not 0 < new_tokens <= isl:
+            raise UserError("new_tokens", f"expected 1..{isl:,} new input tokens per request, got {new_tokens!r}")
+        self.step, self.cached = step, isl - new_tokens
+
+    name = property(lambda self: self.step.name)
+    chips = property(lambda self: self.step.chips)
+    power_w = property(lambda self: self.step.power_w)
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        return self.step.decode_step(batch)
+
+    def prefill(self, chunk: PrefillChunk) -> StepCost:
+        end = chunk.context + chunk.tokens
+        if end <= self.cached:
+            return StepCost(0.0, 0.0)
+        if chunk.context < self.cached:  # the chunk straddles the cache boundary: prefill only its new part
+            chunk = PrefillChunk(end - self.cached, self.cached, chunk.sequences)
+        return self.step.prefill(chunk)
+
+    def verify(self, batch: DecodeBatch, k: int) -> StepCost:
+        return self.step.verify(batch, k)
+
+    def kv_capacity_bytes(self) -> float:
+        return self.step.kv_capacity_bytes()
+
+    def kv_bytes(self, context: int) -> float:
+        return self.step.kv_bytes(context)
+
+    def max_batch(self) -> int:
+        return self.step.max_batch()
+
+
 # --- concurrency search --------------------------------------------------------------------------
 
 
@@ -298,20 +340,28 @@ def operating_point(
     backend: str = "auto",
     factory: StepFactory | None = None,
     layouts: list[Layout] | None = None,
+    new_tokens: int | None = None,
 ) -> OperatingPoint:
-    """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target."""
+    """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target.
+
+    `new_tokens`: input tokens each request prefills (the rest of `isl` is in the prefix cache, as in an
+    agentic session's later turns); None prefills all of `isl`.
+    """
     m, s = plan_model(model), get_system(system)
     for name, v in (("context", isl), ("osl", osl)):
         if not isinstance(v, int) or v <= 0:
             raise UserError(name, f"expected a positive number of tokens, got {v!r}")
     if not tok_s_user_target > 0:
         raise UserError("target_tok_s_user", f"expected a positive tok/s per user, got {tok_s_user_target!r}")
+    if new_tokens is not None and not (isinstance(new_tokens, int) and 0 < new_tokens <= isl):
+        raise UserError("new_tokens", f"expected 1..{isl:,} new input tokens per request, got {new_tokens!r}")
     if factory is not None:
         used, make = {analytic_factory: "analytic", project_factory: "project"}.get(factory, "custom"), factory
     else:
         used, make = resolve_factory(backend, s)
     head = dict(model=m.name, system=s.name, isl=isl, osl=osl, target_tok_s_user=float(tok_s_user_target),
-                weights=weights, kv=kv, backend=used, unit_name=s.unit_name)
+                weights=weights, kv=kv, backend=used, unit_name=s.unit_name,
+                new_tokens=isl if new_tokens is None else new_tokens)
     reason = ""
     if layouts is None:
         layouts, reason = replica_layouts(m, s, isl + osl, weights, kv, kv_layout)
@@ -329,6 +379,8 @@ def operating_point(
         if id(step) in seen:  # the backend resolved two layouts to the same replica
             continue
         seen.add(id(step))
+        if new_tokens is not None:
+            step = PrefixCachedStep(step, isl, new_tokens)
         found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target)))
     return _pick(head, found, s)
 

@@ -39,6 +39,7 @@ T8_TARGET_TOK_S_USER = 400.0
 T8_DEFAULT_OSL = 1_000  # not published; an agentic turn's answer (assumption, docs/assumptions.md)
 T8_SYSTEMS = ("lpx", "vr-nvl72", "gb200-nvl72")
 T8_BASELINE = "gb200-nvl72"
+T8_FRONTIER_TARGETS = (25.0, 50.0, 100.0, 200.0)  # lower per-user targets, to show where each system stands
 T8_CLAIM_RATIO = 35.0  # vendor claim, NV-LPX: comparison only
 T8_CLAIM_SOURCE = "NV-LPX: 'up to 35x tokens/s per MW at 400 TPS/user vs GB200 NVL72, 2T-parameter MoE, 400K input'"
 
@@ -94,7 +95,9 @@ class T8Report:
     target_tok_s_user: float
     weights: str
     kv: str
+    new_tokens: int  # input tokens prefilled per request (== context: no prefix cache)
     rows: list[T8Row] = field(default_factory=list)
+    frontier: list[dict] = field(default_factory=list)  # the same comparison at lower per-user targets
     claim_ratio: float = T8_CLAIM_RATIO
     claim_source: str = T8_CLAIM_SOURCE
     notes: list[str] = field(default_factory=list)
@@ -103,8 +106,9 @@ class T8Report:
         return {
             "model": self.model, "total_params": self.total_params, "active_params": self.active_params,
             "context": self.context, "osl": self.osl, "target_tok_s_user": self.target_tok_s_user,
-            "weights": self.weights, "kv": self.kv,
+            "weights": self.weights, "kv": self.kv, "new_tokens": self.new_tokens,
             "systems": {r.label: r.as_dict() for r in self.rows},
+            "frontier": self.frontier,
             "claim": {"ratio_vs_gb200": self.claim_ratio, "source": self.claim_source, "role": "comparison only"},
             "notes": self.notes,
         }
@@ -123,8 +127,8 @@ def _row(label: str, op: OperatingPoint, baseline: OperatingPoint | None, hypoth
     )
 
 
-def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str
-                  ) -> OperatingPoint | None:
+def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
+                  new_tokens: int | None = None) -> OperatingPoint | None:
     """LPX chained past its catalog reach (max_units), on the analytic roofline: what it would give."""
     s = get_system("lpx")
     need = capacity(m, s, context + osl, weights, kv, kv_layout).units_needed
@@ -132,7 +136,7 @@ def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: 
         return None
     layouts = [Layout(chips=need * s.chips_per_unit), Layout(chips=2 * need * s.chips_per_unit)]
     return operating_point(m, s.name, context, osl, target, weights, kv, kv_layout, factory=analytic_factory,
-                           layouts=layouts)
+                           layouts=layouts, new_tokens=new_tokens)
 
 
 # Attention/FFN disaggregation (T9 mode 2) link, as in examples/fleets/rubin-lpx-afd.yaml (assumption,
@@ -171,12 +175,12 @@ def afd_step(m: ModelSpec, weights: str, kv: str, kv_layout: str, attention_per_
     return AfdStepModel(att, ffn, link, share, attention_per_ffn=attention_per_ffn, micro_batches=2)
 
 
-def _afd_point(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str
-               ) -> OperatingPoint:
+def _afd_point(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
+               new_tokens: int | None = None) -> OperatingPoint:
     """The best AFD operating point over how many attention racks share the LPX FFN racks."""
     steps = {Layout(chips=per): afd_step(m, weights, kv, kv_layout, per) for per in AFD_SHARING}
     op = operating_point(m, "vr-nvl72", context, osl, target, weights, kv, kv_layout,
-                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps))
+                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps), new_tokens=new_tokens)
     chosen = next(((lay.chips, st) for lay, st in steps.items() if st.chips == op.replica_chips), None)
     if not op.feasible or chosen is None:
         return replace(op, backend="analytic+afd")
@@ -195,6 +199,27 @@ NOTE_BEYOND = ("what-if: one LPX replica chained past the catalog's {max_units}-
                "specified), analytic roofline")
 
 
+def _points(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
+            backend: str, systems: tuple[str, ...], hypothetical: bool, new_tokens: int | None) -> list[T8Row]:
+    """Every system's row at one target: real backends first, then the analytic what-if rows."""
+    points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend, new_tokens=new_tokens)
+              for s in systems}
+    base = points.get(T8_BASELINE)
+    rows = [_row(s, op, base) for s, op in points.items()]
+    if hypothetical:
+        # what-if rows on the analytic roofline, compared like for like with an analytic GB200 baseline
+        base_a = operating_point(m, T8_BASELINE, context, osl, target, weights, kv, kv_layout, backend="analytic",
+                                 new_tokens=new_tokens)
+        rows.append(_row(f"{T8_BASELINE}-analytic", base_a, base_a, True, NOTE_BASE_ANALYTIC))
+        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout, new_tokens)
+        rows.append(_row("vr-nvl72+lpx-afd", afd, base_a, True, NOTE_AFD))
+        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout, new_tokens)
+        if extra is not None:
+            rows.append(_row("lpx-beyond-reach", extra, base_a, True, NOTE_BEYOND.format(
+                max_units=get_system("lpx").max_units)))
+    return rows
+
+
 def t8_report(
     osl: int = T8_DEFAULT_OSL,
     context: int = T8_CONTEXT,
@@ -205,27 +230,30 @@ def t8_report(
     backend: str = "auto",
     systems: tuple[str, ...] = T8_SYSTEMS,
     hypothetical: bool = True,
+    frontier_targets: tuple[float, ...] = T8_FRONTIER_TARGETS,
+    new_tokens: int | None = None,
 ) -> T8Report:
-    """tok/s/MW of each system at the T8 point, next to the vendor's 35x (comparison only)."""
+    """tok/s/MW of each system at the T8 point, next to the vendor's 35x (comparison only), and at lower targets.
+
+    `new_tokens`: input tokens prefilled per request, the rest of the context being in the prefix cache (a
+    later turn of an agentic session); None prefills the whole context every request.
+    """
     from lpxsim.specs.accounting import param_counts
 
     m = synthetic_moe_2t()
     pc = param_counts(m)
-    points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend) for s in systems}
-    base = points.get(T8_BASELINE)
     rep = T8Report(model=m.name, total_params=float(pc.total), active_params=float(pc.active), context=context,
-                   osl=osl, target_tok_s_user=float(target), weights=weights, kv=kv)
-    rep.rows = [_row(s, op, base) for s, op in points.items()]
-    if hypothetical:
-        # what-if rows on the analytic roofline, compared like for like with an analytic GB200 baseline
-        base_a = operating_point(m, T8_BASELINE, context, osl, target, weights, kv, kv_layout, backend="analytic")
-        rep.rows.append(_row(f"{T8_BASELINE}-analytic", base_a, base_a, True, NOTE_BASE_ANALYTIC))
-        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout)
-        rep.rows.append(_row("vr-nvl72+lpx-afd", afd, base_a, True, NOTE_AFD))
-        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout)
-        if extra is not None:
-            rep.rows.append(_row("lpx-beyond-reach", extra, base_a, True, NOTE_BEYOND.format(
-                max_units=get_system("lpx").max_units)))
+                   osl=osl, target_tok_s_user=float(target), weights=weights, kv=kv,
+                   new_tokens=context if new_tokens is None else new_tokens)
+    rep.rows = _points(m, context, osl, target, weights, kv, kv_layout, backend, systems, hypothetical, new_tokens)
+    for t in frontier_targets:
+        rows = _points(m, context, osl, t, weights, kv, kv_layout, backend, systems, hypothetical, new_tokens)
+        rep.frontier.append({"target_tok_s_user": float(t), "context": context, "systems": {
+            r.label: {"tok_s_per_mw": r.point.tok_s_per_mw if r.point.feasible else None,
+                      "tok_s_user": r.point.tok_s_user if r.point.feasible else None,
+                      "concurrency": r.point.concurrency if r.point.feasible else None,
+                      "ratio_vs_gb200": r.ratio_vs_baseline} for r in rows}})
+    base = next((r.point for r in rep.rows if r.label == T8_BASELINE), None)
     rep.notes = _notes(rep, base)
     return rep
 

@@ -50,9 +50,13 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_xlim(left=0)
-            ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8,
+                   bbox_to_anchor=(0.5, -0.02 - 0.04 * (len(labels) // 3)))
     fig.suptitle("Interactivity vs throughput (c = concurrency; each point at its context and hardware)")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return _save(fig, Path(path))
 
 
