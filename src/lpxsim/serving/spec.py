@@ -16,7 +16,7 @@ so far (prior 0.7 weighted as 10 drafts).
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from lpxsim.serving.request import Request
 from lpxsim.serving.worker import SharedResource, Worker, ctx_bucket
@@ -66,6 +66,9 @@ class SpecWorker(Worker):
         self.accepted = 0
         self.k = self.k_fixed
         self._round: dict = {}
+        self._kbest: dict = {}
+        self._ubuf: list[float] = []
+        self._upos = 0
         c = drafter.decode_step(DecodeBatch.uniform(1, 1024))
         self.dslots = max(1, round(c.latency_s / c.interval_s)) if c.interval_s > 0 else 1
         super().__init__(sim, pool, index, model, sched, role="aggregated")
@@ -89,11 +92,15 @@ class SpecWorker(Worker):
         if not self.adaptive:
             return self.k_fixed
         a = min(0.999, (self.accepted + PRIOR_ACCEPT * PRIOR_WEIGHT) / (self.proposed + PRIOR_WEIGHT))
-        best, best_rate = 1, -1.0
-        for k in range(1, self.k_max + 1):
-            rate = (1 - a ** (k + 1)) / (1 - a) / self.round_time(n, ctx, k)
-            if rate > best_rate:
-                best, best_rate = k, rate
+        key = (n, ctx_bucket(ctx), self.dshare.active, round(a, 3))
+        best = self._kbest.get(key)
+        if best is None:
+            best, best_rate = 1, -1.0
+            for k in range(1, self.k_max + 1):
+                rate = (1 - a ** (k + 1)) / (1 - a) / self.round_time(n, ctx, k)
+                if rate > best_rate:
+                    best, best_rate = k, rate
+            self._kbest[key] = best
         return best
 
     def period(self, n: int, ctx: float) -> float:
@@ -121,15 +128,32 @@ class SpecWorker(Worker):
     def _room_for(self, steps: int) -> bool:
         return self.kv.make_room(self.g_sum * steps)
 
+    def _uniform(self) -> float:
+        """Next uniform from a buffer filled by the run's generator (same seed, same draws)."""
+        if self._upos >= len(self._ubuf):
+            self._ubuf = self.sim.engine.rng.random(4096).tolist()
+            self._upos = 0
+        self._upos += 1
+        return self._ubuf[self._upos - 1]
+
+    def _accepted(self, alpha: float, k: int) -> int:
+        """Leading accepted drafts of k, each accepted with probability alpha: P(>= j) = alpha^j."""
+        if alpha <= 0.0:
+            return 0
+        if alpha >= 1.0:
+            return k
+        u = 1.0 - self._uniform()  # in (0, 1]
+        return min(k, int(math.log(u) / math.log(alpha)))
+
     def _advance(self, k: int, dt: float) -> None:
         active = self.active
         n = len(active)
         kd = self.k
-        alphas = np.fromiter((r.accept_rate for r in active), dtype=float, count=n)
-        acc = np.minimum(self.sim.engine.rng.geometric(1.0 - np.clip(alphas, 0.0, 0.999)) - 1, kd)
         finished = []
-        total = 0
-        for r, a in zip(active, acc.tolist(), strict=True):
+        total = acc_sum = 0
+        for r in active:
+            a = self._accepted(r.accept_rate, kd)
+            acc_sum += a
             t = min(a + 1, r.osl - r.generated)
             r.generated += t
             grow = r.kv_growth * t
@@ -143,7 +167,7 @@ class SpecWorker(Worker):
                 finished.append(r)
         self.steps += 1
         self.proposed += n * kd
-        self.accepted += int(acc.sum())
+        self.accepted += acc_sum
         self.tokens_out += total
         self.itl.append((dt, n))
         if total > n:

@@ -332,6 +332,3 @@ def make_workload(cfg: WorkloadConfig, rng: np.random.Generator, duration_s: flo
     return TraceWorkload(cfg, rng, duration_s)
 
 
-def check_positive(name: str, v: float) -> None:
-    if not v > 0:
-        raise UserError(name, f"expected a positive number, got {v}")
