@@ -119,7 +119,12 @@ class ProgramExecutor:
         if (src.op, src.partial) != (dst.op, dst.partial) or dst.chip != t.dst_chip:
             raise EmulationError(src.op, t.dst_chip, t.arrive_cycle,
                                  f"transfer {t.id} lands {t.src_buffer!r} as a different buffer {t.dst_buffer!r}")
+        if t.bytes < dst.bytes:
+            raise EmulationError(src.op, t.dst_chip, t.arrive_cycle, f"transfer {t.id} carries {t.bytes} bytes into "
+                                 f"{t.dst_buffer!r} of {dst.bytes} bytes")
         data = self._columns(t, src, dst, val.data)
+        if src.partial == "lse" and dst.bytes < src.bytes:  # softmax statistics only: (no output, lse)
+            data = (None, data[1])
         st = self._chip(t.dst_chip)
         if t.dst_buffer in st.buffers:
             raise EmulationError(dst.op, t.dst_chip, t.arrive_cycle, f"buffer {t.dst_buffer!r} written twice")

@@ -112,9 +112,11 @@ def run_norm(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext) -> Any
     arg = _input(ins, args, op.inputs[0])
     _final(ins, arg)
     per_head = int(op.attrs.get("per_head", 0) or 0)
+    a, b = _span(arg[0].cols, op.shape[1])
+    if per_head and (a % per_head or b % per_head):
+        raise _fail(ins, f"normalises columns {a}:{b}, which split a head of {per_head}")
     w = ctx.weights[op.weight] if op.weight else None
     if w is not None and not per_head:
-        a, b = _span(arg[0].cols, op.shape[1])
         w = w[a:b]
     return K.rms_norm(arg[1].data, w, op.attrs["eps"], per_head), {}
 
@@ -343,6 +345,8 @@ def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer
     if len({a[0].heads for a in args}) != 1:
         raise _fail(ins, f"combines chunks of different heads {[a[0].heads for a in args]}")
     if ins.attrs.get("mode") != "rescale":
+        if any(v.data[0] is None for _, v in args):
+            raise _fail(ins, "merges a chunk of which only the softmax statistics were sent")
         o, _ = K.merge_lse([v.data for _, v in args], dv)
         return o, {}, None
     stats = set(ins.attrs.get("stats_only", ()))
@@ -350,6 +354,8 @@ def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer
     if len(own) != 1:
         raise _fail(ins, f"rescale needs exactly one own chunk, got {len(own)}")
     o_own, lse_own = own[0][1].data
+    if o_own is None:
+        raise _fail(ins, f"rescales {own[0][0].id!r}, of which only statistics are on this chip")
     lses = np.stack([v.data[1] for _, v in args])
     mx = lses.max(axis=0)
     safe = np.where(np.isfinite(mx), mx, F32(0.0))
