@@ -52,7 +52,7 @@ def test_tour_writes_report_pngs_and_parquet(tour):
     assert tour.statuses["capacity"] == "ok" and tour.statuses["aa"] == "ok" and tour.statuses["sweep"] == "ok"
     assert tour.statuses["moe"] == "ok" and not tour.failed
     df = pd.read_parquet(tour.results_parquet)
-    assert {"capacity", "aa_gemma-4-31b", "sweep", "moe_capacity"} <= set(df["table"])
+    assert {"capacity", "aa_gemma-4-31b", "sweep", "moe_capacity", "dense_vs_moe"} <= set(df["table"])
     sweep = df[df["table"] == "sweep"]
     assert sweep[["context", "concurrency", "hardware"]].notna().all().all()
 

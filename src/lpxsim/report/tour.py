@@ -69,6 +69,7 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
         t0 = time.perf_counter()
         results[name] = guarded(name, fn)
         log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")  # stderr only
+    _add_dense_vs_moe(cfg, results)
     sections = [r.section for r in results.values()]
     summary = [line for r in results.values() for line in r.summary]
     intro = summary_section(cfg, results)
@@ -142,3 +143,33 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
             for line in r.summary or [f"{name}: {r.status}"]:
                 sec.add(Note(line, "error" if r.status == "error" else "warn"))
     return sec
+
+
+def dense_vs_moe(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame:
+    """Per model and system: batch-1 AA speed at the smallest context and streams that fit at each context."""
+    rows = []
+    for model, cap_key, aa_res, aa_key in ((cfg.model, "capacity", "aa", f"aa_{cfg.model}"),
+                                           (cfg.moe_model, "moe_capacity", "moe", f"aa_{cfg.moe_model}")):
+        cap = results["capacity" if cap_key == "capacity" else "moe"].tables.get(cap_key, pd.DataFrame())
+        aa = results[aa_res].tables.get(aa_key, pd.DataFrame())
+        for s in cfg.systems:
+            row: dict = {"model": model, "system": s}
+            a = aa[(aa["system"] == s) & (aa["context"] == min(cfg.contexts))] if len(aa) else aa
+            if len(a):
+                row |= {"hardware (replica)": a.iloc[0]["hardware"],
+                        f"tok/s/user @ {min(cfg.contexts):,}, concurrency 1": a.iloc[0]["speed_median"]}
+            c = cap[cap["system"] == s] if len(cap) else cap
+            for r in c.itertuples():
+                row[f"streams that fit one unit @ {r.context:,}"] = r.max_streams
+                row["weights GB"] = r.weights_gb
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _add_dense_vs_moe(cfg: TourConfig, results: dict[str, SectionResult]) -> None:
+    moe = results.get("moe")
+    if moe is None or moe.status != "ok":
+        return
+    df = dense_vs_moe(cfg, results)
+    moe.section.blocks.insert(0, Table(df, f"{cfg.model} (dense) vs {cfg.moe_model} (MoE) on the same systems"))
+    moe.tables["dense_vs_moe"] = df
