@@ -29,6 +29,7 @@ from lpxsim.specs.precision import get_precision
 
 REP, COLS, SUM = "rep", "cols", "sum"
 ALLREDUCE_DIRECT_MAX_BYTES = 64 * 1024  # above this, reduce-scatter + all-gather (fewer bytes per link)
+HANDOFF_SPLIT_BYTES = 32 * 1024  # above this, a stage hand-off sends slices and all-gathers them
 
 
 @dataclass
@@ -115,6 +116,10 @@ class Lowerer:
         if not missing:
             return {c: d.bufs[c] for c in chips}
         srcs = sorted(d.bufs)
+        nbytes0 = self.s.buffers[d.bufs[srcs[0]]].bytes
+        if (len(missing) == len(chips) == len(srcs) > 1 and nbytes0 > HANDOFF_SPLIT_BYTES
+                and d.width >= len(chips)):
+            return self._split_handoff(name, d, srcs, list(chips))
         for i, c in enumerate(missing):
             src = srcs[i % len(srcs)] if len(srcs) != len(chips) else srcs[chips.index(c)]
             buf = d.bufs[src]
@@ -123,6 +128,21 @@ class Lowerer:
             self.s.send(src, c, buf, dst, nbytes)
             d.bufs[c] = dst
         return {c: d.bufs[c] for c in chips}
+
+    def _split_handoff(self, name: str, d: Dist, srcs: list[int], dsts: list[int]) -> dict[int, str]:
+        """Large stage hand-off: chip j sends column slice j to its counterpart, then an all-gather."""
+        n, width = len(dsts), d.width
+        row_bytes = self.s.buffers[d.bufs[srcs[0]]].bytes / width
+        bufs, cols = {}, {}
+        for i, (src, dst) in enumerate(zip(srcs, dsts, strict=True)):
+            lo, hi = balanced(width, n, i)
+            part = (hi - lo) * row_bytes
+            bid = self.s.buffer(f"{name}#h@{dst}<{src}", dst, name, part, cols=(lo, hi))
+            self.s.send(src, dst, d.bufs[src], bid, part)
+            bufs[dst], cols[dst] = bid, (lo, hi)
+        out = self._gather(name, Dist(COLS, bufs, cols, width), dsts)
+        d.bufs.update(out.bufs)
+        return {c: d.bufs[c] for c in dsts}
 
     # --- collectives --------------------------------------------------------------------
     def _node_groups(self, chips: list[int]) -> list[list[int]]:

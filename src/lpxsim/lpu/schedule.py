@@ -115,8 +115,10 @@ class Scheduler:
         ser = max(1, int(math.ceil(nbytes / bpc)))
         vec = max(1, int(math.ceil(min(nbytes, self.arch.vector_bytes) / bpc)))
         setup = self.arch.link_setup
-        # occupy links at least until the producer's last vector has gone out
-        occupy = max(ser, rd.end - want + vec)
+        # A link sends one block of `ser` cycles; when the producer streams slower than the link,
+        # start late enough that every vector exists when its turn on the wire comes.
+        occupy = ser
+        want = max(want, rd.end - ser + vec)
         send = want
         offset = 0
         for lid, d in hops:
