@@ -66,7 +66,15 @@ Collective kinds (``op`` names the graph op whose value they assemble):
 - ``concat``: output = the inputs' column ranges placed side by side; the
   output's ``cols`` is the union (``attrs["parts"]`` lists each input's cols).
 - ``combine``: split-K attention merge: ``lse = logsumexp_j lse_j``,
-  ``o = sum_j exp(lse_j - lse) * o_j`` per (row, head).
+  ``o = sum_j exp(lse_j - lse) * o_j`` per (row, head). ``attrs["mode"]``:
+  ``"merge"`` (default) merges every input's ``(o_j, lse_j)``; the output is
+  again an ``"lse"`` partial if its ``partial`` says so, else the final value.
+  ``"rescale"``: ``inputs[0]`` is this chip's own ``(o_own, lse_own)``, the
+  others (listed in ``attrs["stats_only"]``) carry only sibling chips'
+  ``lse_j``; the output is the ``"sum"`` partial ``exp(lse_own - lse) * o_own``
+  (o_proj is linear, so its all-reduce then also sums over the chunks).
+  A transfer whose ``bytes`` are smaller than an ``"lse"`` source buffer's
+  carries only the log-sum-exp statistics (4 bytes per row and head).
 - ``copy``: output = input (used to re-name a received buffer).
 
 Transfers
