@@ -29,7 +29,7 @@ from lpxsim.lpu.emulate.reference import (  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "emulate"
 ATOL = 1e-4
-CONFIGS = ["gemma4_tiny", "llama_tiny", "mixtral_tiny"]
+CONFIGS = ["gemma4_tiny", "llama_tiny", "mixtral_tiny", "qwen3_tiny"]
 
 
 @cache

@@ -44,6 +44,7 @@ CASES = [
     ("mixtral_tiny", 2, "tp=2,stages=1"),
     ("mixtral_tiny", 4, "tp=2,stages=2"),
     ("mixtral_tiny", 8, None),
+    ("qwen3_tiny", 4, "tp=2,stages=2"),  # per-head q/k norms with the usual 1/sqrt(d) scale
 ]
 
 

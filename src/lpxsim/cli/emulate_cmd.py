@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     @app.command("emulate")
     def emulate(
         config: Path = typer.Option(..., "--config", help="A small Hugging Face config.json (gemma4_text, llama, "
-                                    "mistral, mixtral, qwen2, qwen3)."),
+                                    "mistral, mixtral, qwen3)."),
         chips: int = typer.Option(..., "--chips", help="Emulated LPUs to compile onto."),
         steps: int = typer.Option(6, "--steps", help="Greedy decode steps after the prefill."),
         seed: int = typer.Option(0, "--seed", help="Seed of the random weights and the prompt."),

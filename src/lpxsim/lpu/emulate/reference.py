@@ -20,7 +20,7 @@ from lpxsim.lpu.emulate.weights import graph_weights
 from lpxsim.specs.model import ModelSpec
 
 # Model types whose numerics the emulator's kernels follow (see kernels.py and docs/assumptions.md).
-SUPPORTED_MODEL_TYPES = ("gemma4_text", "llama", "mistral", "mixtral", "qwen2", "qwen3")
+SUPPORTED_MODEL_TYPES = ("gemma4_text", "llama", "mistral", "mixtral", "qwen3")
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
