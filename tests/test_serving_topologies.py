@@ -101,3 +101,16 @@ def test_pd_sends_only_the_kv_the_decode_worker_lacks():
     first, later = df[df.turn == 0]["handoff_s"], df[df.turn > 0]["handoff_s"]
     assert later.max() < 0.5 * first.min()  # the session's earlier turns are already on the decode worker
     assert (df.groupby("session")["decode_worker"].nunique() == 1).all()
+
+
+def test_afd_attention_replicas_contend_for_a_shared_ffn_replica():
+    def run(ffn_workers: int):
+        f = fleet(pool("att", workers=4, role="attention"),
+                  pool("ffn", system="lpx", role="ffn", workers=ffn_workers),
+                  links=[link("att", "ffn", bandwidth_Bps=5e9)])
+        return simulate(f, synthetic(n=200, rate=200.0, osl=(64, 128)), seed=0)
+
+    shared, dedicated = run(1), run(4)
+    assert shared.summary["tpot_s"]["p50"] > 1.2 * dedicated.summary["tpot_s"]["p50"]
+    ffn = shared.pools.set_index("pool").loc["ffn"]
+    assert 0.5 < ffn["utilisation"] <= 1.0 + 1e-9

@@ -103,10 +103,14 @@ def pool_frame(sim, makespan: float) -> pd.DataFrame:
         busy = sum(w.busy_s for w in ws)
         cap = sum(w.kv.capacity for w in ws)
         kv_int = sum(w.kv_integral for w in ws)
+        if not ws and p.shares:  # a shared FFN or drafter pool: busy while any attached worker runs
+            util = sum(sh.busy_until(makespan) for sh in p.shares) / (len(p.shares) * makespan) if makespan > 0 else math.nan
+        else:
+            util = busy / (len(ws) * makespan) if ws and makespan > 0 else math.nan
         rows.append({
             "pool": p.name, "role": p.role, "system": p.cfg.system, "model": p.cfg.model, "backend": p.cfg.backend,
             "step_model": p.step_name, "workers": p.cfg.workers, "chips": p.chips, "power_w": p.power_w,
-            "utilisation": busy / (len(ws) * makespan) if ws and makespan > 0 else math.nan,
+            "utilisation": util,
             "kv_capacity_bytes": cap,
             "kv_occupancy_mean": kv_int / (cap * makespan) if ws and cap > 0 and makespan > 0 else math.nan,
             "kv_occupancy_peak": max((w.kv.peak / w.kv.capacity for w in ws), default=math.nan),

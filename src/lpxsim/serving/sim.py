@@ -25,7 +25,7 @@ class PoolRuntime:
     """A pool's workers plus what the metrics need to know about it."""
 
     def __init__(self, cfg: PoolConfig, workers: list[Worker], power_w: float, chips: int, step_name: str,
-                 extra_power_w: float = 0.0) -> None:
+                 shares: list[SharedResource] | None = None) -> None:
         self.cfg = cfg
         self.name = cfg.name
         self.role = cfg.role
@@ -33,7 +33,7 @@ class PoolRuntime:
         self.power_w = power_w  # all replicas of this pool
         self.chips = chips
         self.step_name = step_name
-        self.extra_power_w = extra_power_w
+        self.shares = shares or []  # FFN / drafter replicas time-shared by another pool's workers
 
 
 class Simulation:
@@ -105,12 +105,13 @@ class Simulation:
             # one link per attention replica to its FFN replica; the FFN side's share models contention
             link = Link(f"{att.name}[{j}]<->{ffn.name} ({link_cfg.kind})", link_cfg.bandwidth_Bps, link_cfg.latency_s)
             self.links[link.name] = link
-            step = AfdStepModel(a, f, link, shares[j % ffn.workers], per, self.fleet.afd.micro_batches)
-            workers.append(Worker(self, att.name, j, step, self.fleet.scheduler, "aggregated"))
+            share = shares[j % ffn.workers]
+            step = AfdStepModel(a, f, link, share, per, self.fleet.afd.micro_batches)
+            workers.append(Worker(self, att.name, j, step, self.fleet.scheduler, "aggregated", share=share))
         a0 = workers[0].model.attention
         f0 = workers[0].model.ffn
         self.pools[att.name] = PoolRuntime(att, workers, a0.power_w * att.workers, a0.chips * att.workers, a0.name)
-        self.pools[ffn.name] = PoolRuntime(ffn, [], f0.power_w * ffn.workers, f0.chips * ffn.workers, f0.name)
+        self.pools[ffn.name] = PoolRuntime(ffn, [], f0.power_w * ffn.workers, f0.chips * ffn.workers, f0.name, shares)
 
     def _build_spec(self, tgt: PoolConfig, dr: PoolConfig, field: str) -> None:
         link_cfg = self.fleet.link_between(tgt.name, dr.name)
@@ -126,7 +127,7 @@ class Simulation:
                                       self.fleet.speculation, hidden))
         t0, d0 = workers[0].model, workers[0].drafter
         self.pools[tgt.name] = PoolRuntime(tgt, workers, t0.power_w * tgt.workers, t0.chips * tgt.workers, t0.name)
-        self.pools[dr.name] = PoolRuntime(dr, [], d0.power_w * dr.workers, d0.chips * dr.workers, d0.name)
+        self.pools[dr.name] = PoolRuntime(dr, [], d0.power_w * dr.workers, d0.chips * dr.workers, d0.name, shares)
 
     # --- request flow ------------------------------------------------------------------------
     def _count(self, delta: int, now: float) -> None:

@@ -208,5 +208,5 @@ class SpecWorker(Worker):
 
     def _set_busy(self, busy: bool) -> None:
         if busy != self.busy:
-            self.dshare.active += 1 if busy else -1
+            self.dshare.change(1 if busy else -1, self.engine.now)
         super()._set_busy(busy)

@@ -46,11 +46,24 @@ def ctx_bucket(ctx: float) -> int:
 class SharedResource:
     """A resource several workers time-share (an FFN rack behind attention GPUs, a drafter rack)."""
 
-    __slots__ = ("name", "active")
+    __slots__ = ("name", "active", "busy_s", "_since")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.active = 0
+        self.active = 0  # workers using it right now
+        self.busy_s = 0.0  # time with at least one user (its utilisation numerator)
+        self._since = 0.0
+
+    def change(self, delta: int, now: float) -> None:
+        if self.active == 0 and delta > 0:
+            self._since = now
+        self.active += delta
+        if self.active == 0 and delta < 0:
+            self.busy_s += now - self._since
+
+    def busy_until(self, now: float) -> float:
+        """Busy time up to `now`, counting a use still in progress."""
+        return self.busy_s + (now - self._since if self.active > 0 else 0.0)
 
 
 class Worker:
@@ -232,7 +245,7 @@ class Worker:
         if busy != self.busy:
             self.busy = busy
             if self.share is not None:
-                self.share.active += 1 if busy else -1
+                self.share.change(1 if busy else -1, self.engine.now)
 
     def _plan_mixed(self) -> None:
         left = max(self.budget - self.n_dec, self.min_chunk)

@@ -14,7 +14,6 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lpxsim.errors import UserError
 from lpxsim.serving.config import read_yaml, validation_error
 from lpxsim.serving.request import Request
 
