@@ -117,3 +117,17 @@ def test_duration_stops_arrivals_and_the_fleet_drains():
     cut = simulate(fleet(pool()), wl, seed=0, horizon_s=2.0)
     assert (cut.requests["status"] == "incomplete").any()
     assert (cut.requests.loc[cut.requests.status == "incomplete", "finish_s"].isna()).all()
+
+
+def test_gzipped_trace_and_jitter(tmp_path):
+    import gzip
+
+    p = tmp_path / "trace.jsonl.gz"
+    with gzip.open(p, "wt") as f:
+        for t in (0, 0, 3000, 3000):
+            f.write(json.dumps({"timestamp": t, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}) + "\n")
+    assert len(load_trace(str(p))) == 4
+    wl = make_workload(load_workload({"kind": "trace", "trace": str(p), "trace_jitter_s": 3.0}),
+                       np.random.default_rng(0))
+    times = [r.arrival_s for r in wl.arrivals()]
+    assert times == sorted(times) and len(set(times)) == 4 and times[0] == 0.0

@@ -12,11 +12,13 @@ Formats (detected from the file's columns/keys):
 Verified on the shipped files (Azure 2023, Mooncake conversation/synthetic, TraceLab CSV). The
 BurstGPT, Azure 2024, Mooncake tool-agent and TraceLab JSONL paths follow the published column
 names but were tested only on small files written in those formats, not on the originals.
-`rate_scale` X multiplies the arrival rate (divides every arrival time by X).
+`rate_scale` X multiplies the arrival rate (divides every arrival time by X); `trace_jitter_s` J adds
+uniform [0, J) seconds to every arrival (the Mooncake timestamps fall in ~3 s buckets). Files may be gzipped.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from importlib import resources
@@ -54,7 +56,8 @@ def trace_path(name_or_path: str) -> Path:
 
 def _read_jsonl(p: Path) -> list[dict]:
     rows = []
-    with p.open() as f:
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as f:
         for i, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -69,7 +72,8 @@ def _read_jsonl(p: Path) -> list[dict]:
 def load_trace(name_or_path: str) -> pd.DataFrame:
     """Normalised trace: arrival_s (from 0), isl, osl, session, hash_ids (tuple or ()) — sorted by arrival."""
     p = trace_path(name_or_path)
-    if p.suffix in (".jsonl", ".json"):
+    kind = Path(p.stem).suffix if p.suffix == ".gz" else p.suffix  # publishers ship .jsonl.gz / .csv.gz too
+    if kind in (".jsonl", ".json"):
         rows = _read_jsonl(p)
         if not rows:
             raise UserError("trace", f"{p.name} has no rows")
@@ -136,7 +140,12 @@ class TraceWorkload(Workload):
 
     def __init__(self, cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None) -> None:
         super().__init__(cfg, rng, duration_s)
-        self.df = load_trace(cfg.trace or "")
+        df = load_trace(cfg.trace or "")
+        if cfg.trace_jitter_s > 0:  # spread bucketed timestamps (Mooncake: ~3 s buckets) uniformly
+            df = df.assign(arrival_s=df["arrival_s"] + rng.uniform(0.0, cfg.trace_jitter_s, len(df)))
+            df = df.sort_values("arrival_s", kind="stable").reset_index(drop=True)
+            df["arrival_s"] -= df["arrival_s"].iloc[0]
+        self.df = df
         self.scale = cfg.rate_scale
 
     def arrivals(self) -> Iterator[Request]:

@@ -134,6 +134,7 @@ class WorkloadConfig(BaseModel):
     slo: Slo = Field(default_factory=Slo)
     trace: str | None = None
     rate_scale: float = Field(1.0, gt=0)
+    trace_jitter_s: float = Field(0.0, ge=0)  # uniform jitter added to trace arrivals
     hash_block_tokens: int = Field(512, ge=1)
 
     @model_validator(mode="after")
