@@ -56,6 +56,20 @@ def test_splits_are_explicit() -> None:
     assert len({i.slice["cols"] for i in mlp}) == 8
 
 
+def test_kv_spread_uses_helper_chips() -> None:
+    """kvspread=1: each chip's KV chunk is halved with a chip of the other stage, which attends over it."""
+    r = small("tp=4,stages=2,kvsplit=2,kvspread=1", context=40)
+    assert r.report.ok
+    att = [i for i in r.program.instructions if i.op == "L0.attention" and i.kind == "attention"]
+    stage0 = set(r.program.layout.stage_list[0].chips)
+    assert any(i.chip not in stage0 for i in att)  # helpers in stage 1 attend over layer 0's KV
+    merges = [i for i in r.program.instructions if i.op == "L0.attention" and i.kind == "combine"
+              and i.attrs.get("mode") == "merge"]
+    assert len(merges) == 4
+    kv_regions = {x.name for x in r.program.regions if x.kind == "kv" and x.chip not in stage0}
+    assert any(n.startswith("kv:L0<") for n in kv_regions)
+
+
 def test_experts_split() -> None:
     r = small("tp=4,stages=1", "mixtral_tiny", chips=4, sram=600_000)
     ex = [i for i in r.program.instructions if i.kind == "experts" and i.op == "L0.experts"]
@@ -126,13 +140,15 @@ def test_corrupted_program_fails(how: str) -> None:
     tp=st.sampled_from([1, 2, 4, 8]),
     stages=st.integers(1, 2),
     kvsplit=st.sampled_from([1, 2]),
+    spread=st.sampled_from([0, 1]),
     context=st.integers(0, 64),
     batch=st.integers(1, 3),
     variant=st.sampled_from([None, "trays-32x8"]),
 )
-def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit, context, batch, variant) -> None:
+def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit, spread, context, batch,
+                              variant) -> None:
     heads, kvh = heads_kv
-    if tp % kvsplit or tp * stages > 16:
+    if tp % kvsplit or tp * stages > 16 or spread >= stages:
         return
     cfg = {"model_type": "mixtral" if moe else "llama", "hidden_size": hidden, "intermediate_size": 2 * hidden,
            "num_hidden_layers": layers, "num_attention_heads": heads, "num_key_value_heads": kvh,
@@ -142,7 +158,8 @@ def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit
         cfg |= {"num_local_experts": 4, "num_experts_per_tok": 2}
     m = ModelSpec.from_config(cfg, name="random")
     r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
-                        layout=f"tp={tp},stages={stages},kvsplit={kvsplit}", chip_sram_bytes=8_000_000,
+                        layout=f"tp={tp},stages={stages},kvsplit={kvsplit},kvspread={spread}",
+                        chip_sram_bytes=8_000_000,
                         weights="bf16", variant=variant)
     assert r.report.ok, r.report.errors[:3]
     assert not verify(_corrupt(r.program, "missing_input")).ok

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from lpxsim.graph import Op
 from lpxsim.lpu.layout import balanced
-from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, Lowerer, attended_in_chunk, kv_token_bytes
+from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, Lowerer, Range, attended_in_chunk, kv_token_bytes
 
 HEAD_Q = ("q_proj", "q_b_proj")
 HEAD_KV = ("k_proj", "v_proj")
@@ -167,63 +169,113 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
 
 
 def _emit_kv_write(lw: Lowerer, op: Op) -> None:
+    """Each holder of a key chunk writes the new positions that fall in it (helpers get the inputs by C2C)."""
     st = lw.stage_of(op.layer)
     sp = lw.attn_split(op.layer)
     bufs = {}
     ph = lw.g.phase
+    window = op.attrs.get("window")
     for c in st.chips:
         ins = []
         for src in op.inputs:
             d = lw.dist[src]
             ins.append(d.bufs[c] if c in d.bufs else lw.rep_on(src, (c,))[c])
-        lo, hi = sp.chunk[c]
         k0, k1 = sp.kv_heads[c]
         per_tok = kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
-        written = sum(max(0, min(hi, ctx + ph.new_tokens) - max(lo, ctx)) for ctx in ph.contexts)
-        stored = sum(max(0, min(hi, ctx + ph.new_tokens) - lo) for ctx in ph.contexts)
-        window = op.attrs.get("window")
-        if window is not None:
-            stored = min(stored, (window + ph.new_tokens) * len(ph.contexts))
-        lw.chip_use(c).kv[f"kv:L{op.layer}"] = stored * per_tok
-        out = lw.s.buffer(f"{op.name}@{c}", c, op.name, 0)
-        lw.s.instr(c, "MEM", op.name, "kv_write", tuple(ins), out, lw.mem_cycles(written * per_tok),
-                   {"kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs))
-        bufs[c] = out
+        for holder, (lo, hi) in sp.parts[c]:
+            written = sum(max(0, min(hi, ctx + ph.new_tokens) - max(lo, ctx)) for ctx in ph.contexts)
+            stored = sum(max(0, min(hi, ctx + ph.new_tokens) - lo) for ctx in ph.contexts)
+            if window is not None:
+                stored = min(stored, (window + ph.new_tokens) * len(ph.contexts))
+            hins = tuple(ins)
+            if holder != c:
+                hins = tuple(_ship(lw, b, c, holder) for b in ins)
+            region = f"kv:L{op.layer}" if holder == c else f"kv:L{op.layer}<{c}"
+            lw.chip_use(holder).kv[region] = stored * per_tok
+            out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,
+                              op.name, 0)
+            lw.s.instr(holder, "MEM", op.name, "kv_write", hins, out, lw.mem_cycles(written * per_tok),
+                       {"kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs))
+            if holder == c:
+                bufs[c] = out
+            else:
+                lw.remote_kv[(op.layer, c, holder)] = (out, hins[0])
     lw.dist[op.name] = Dist(REP, bufs)
+
+
+def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
+    """Copy a buffer to another chip (helper KV holders), once."""
+    key = f"{buf}>{dst}"
+    if key not in lw.s.buffers:
+        b = lw.s.buffers[buf]
+        lw.s.buffers[key] = dataclasses.replace(b, id=key, chip=dst)
+        lw.s.send(src, dst, buf, key, b.bytes)
+    return key
+
+
+def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, keys: Range, partial: bool):
+    """One attention instruction on `chip` over key range `keys` for `owner`'s heads."""
+    sp = lw.attn_split(op.layer)
+    a = lw.m.layers[op.layer].attention
+    ph = lw.g.phase
+    qk_dim, v_dim = (a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank) if a.kind == "mla" else (a.head_dim, a.v_head_dim)
+    rate = lw.arch.mxm_flops_per_cycle.get("bf16") or lw.mxm_rate
+    h0, h1 = sp.heads[owner]
+    k0, k1 = sp.kv_heads[owner]
+    lo, hi = keys
+    pairs = nkeys = 0.0
+    for ctx in ph.contexts:
+        p, k = attended_in_chunk(ctx, ph.new_tokens, a.window, lo, hi)
+        pairs += p
+        nkeys += k
+    kv_bytes = nkeys * kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
+    flops = 2.0 * (h1 - h0) * (qk_dim + v_dim) * pairs
+    dur = max(lw.mem_cycles(kv_bytes), flops / rate) + lw.vxm_cycles(3 * pairs * (h1 - h0), 0)
+    width = lw.M * (h1 - h0) * v_dim * lw.ab
+    name = f"{op.name}#lse@{chip}" if partial else f"{op.name}@{chip}"
+    if chip != owner:
+        name = f"{op.name}#lse@{chip}<{owner}"
+    out = lw.s.buffer(name, chip, op.name, width, cols=(h0 * v_dim, h1 * v_dim), partial="lse" if partial else None,
+                      heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if partial else ())
+    ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
+                     {"heads": (h0, h1), "kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs),
+                     extra_latency=lw.arch.vxm_latency)
+    return out, ins, dur
 
 
 def _emit_attention(lw: Lowerer, op: Op) -> None:
     st = lw.stage_of(op.layer)
     sp = lw.attn_split(op.layer)
     a = lw.m.layers[op.layer].attention
-    ph = lw.g.phase
     q, kvw = lw.dist[op.inputs[0]], lw.dist[op.inputs[1]]
-    qk_dim, v_dim = (a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank) if a.kind == "mla" else (a.head_dim, a.v_head_dim)
-    rate = lw.arch.mxm_flops_per_cycle.get("bf16") or lw.mxm_rate
+    v_dim = a.kv_lora_rank if a.kind == "mla" else a.v_head_dim
+    split = sp.seq_shards > 1
     outs, cols, stats_ready = {}, {}, {}
     for c in st.chips:
         h0, h1 = sp.heads[c]
-        k0, k1 = sp.kv_heads[c]
-        lo, hi = sp.chunk[c]
-        pairs = keys = 0.0
-        for ctx in ph.contexts:
-            p, k = attended_in_chunk(ctx, ph.new_tokens, a.window, lo, hi)
-            pairs += p
-            keys += k
-        kv_bytes = keys * kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
-        flops = 2.0 * (h1 - h0) * (qk_dim + v_dim) * pairs
-        dur = max(lw.mem_cycles(kv_bytes), flops / rate) + lw.vxm_cycles(3 * pairs * (h1 - h0), 0)
-        split = sp.seq_shards > 1
-        width = lw.M * (h1 - h0) * v_dim * lw.ab
-        out = lw.s.buffer(f"{op.name}#lse@{c}" if split else f"{op.name}@{c}", c, op.name, width,
-                          cols=(h0 * v_dim, h1 * v_dim), partial="lse" if split else None, heads=(h0, h1),
-                          lse_shape=(lw.M, h1 - h0) if split else ())
-        ins = lw.s.instr(c, "MXM", op.name, "attention", (q.bufs[c], kvw.bufs[c]), out, dur,
-                         {"heads": (h0, h1), "kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs),
-                         extra_latency=lw.arch.vxm_latency)
-        outs[c], cols[c] = out, (h0 * v_dim, h1 * v_dim)
+        cols[c] = (h0 * v_dim, h1 * v_dim)
+        helpers = sp.parts[c][1:]
+        own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers))
         stats_ready[c] = ins.first_out_cycle + int(dur / 2)
-    if sp.seq_shards == 1:
+        if helpers:
+            parts = [own]
+            for holder, keys in helpers:
+                wrote, q_remote = lw.remote_kv[(op.layer, c, holder)]
+                rem, _, _ = _attend(lw, op, holder, c, q_remote, wrote, keys, True)
+                back = lw.s.buffer(f"{op.name}#lse@{c}<{holder}", c, op.name, lw.s.buffers[rem].bytes,
+                                   cols=cols[c], partial="lse", heads=(h0, h1), lse_shape=(lw.M, h1 - h0))
+                lw.s.send(holder, c, rem, back, lw.s.buffers[rem].bytes + 4 * lw.M * (h1 - h0))
+                parts.append(back)
+            merged = lw.s.buffer(f"{op.name}#m@{c}" if split else f"{op.name}@{c}", c, op.name,
+                                 lw.s.buffers[own].bytes, cols=cols[c], partial="lse" if split else None,
+                                 heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if split else ())
+            mi = lw.s.instr(c, "VXM", op.name, "combine", tuple(parts), merged,
+                            lw.vxm_cycles(lw.M * (h1 - h0) * (v_dim + 4) * len(parts), 0),
+                            {"heads": (h0, h1)}, {"mode": "merge"})
+            own = merged
+            stats_ready[c] = mi.first_out_cycle
+        outs[c] = own
+    if not split:
         lw.dist[op.name] = Dist(COLS, outs, cols, a.num_heads * v_dim)
         return
     _combine(lw, op, st.chips, sp, outs, cols, stats_ready, a.num_heads * v_dim)

@@ -24,23 +24,27 @@ class Layout:
 
     `kv_seq_split`: how many chips of a stage split one stream's full-attention KV
     along the sequence (flash-decoding); heads are split over tp / kv_seq_split chips.
+    `kv_spread`: helper chips in other stages (same position in the group) that hold
+    further sequence chunks of each chip's full-attention KV and attend over them.
     """
 
     tp: int
     stages: int
     replicas: int = 1
     kv_seq_split: int = 1
+    kv_spread: int = 0
 
     @property
     def chips(self) -> int:
         return self.tp * self.stages * self.replicas
 
     def describe(self) -> str:
-        return f"tp={self.tp},stages={self.stages},kvsplit={self.kv_seq_split},replicas={self.replicas}"
+        spread = f",kvspread={self.kv_spread}" if self.kv_spread else ""
+        return f"tp={self.tp},stages={self.stages},kvsplit={self.kv_seq_split}{spread},replicas={self.replicas}"
 
 
 _KEYS = {"tp": "tp", "stages": "stages", "pp": "stages", "kvsplit": "kv_seq_split", "kv_seq_split": "kv_seq_split",
-         "replicas": "replicas", "dp": "replicas"}
+         "replicas": "replicas", "dp": "replicas", "kvspread": "kv_spread"}
 
 
 def parse_layout(text: str) -> dict[str, int]:
@@ -49,7 +53,8 @@ def parse_layout(text: str) -> dict[str, int]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, _, val = part.partition("=")
         key = key.strip().lower()
-        if key not in _KEYS or not val.strip().isdigit() or int(val) <= 0:
+        ok = val.strip().isdigit() and (int(val) > 0 or (key == "kvspread" and int(val) == 0))
+        if key not in _KEYS or not ok:
             raise UserError("layout", f"bad item {part!r}; expected e.g. tp=16,stages=16,kvsplit=4,replicas=1")
         out[_KEYS[key]] = int(val)
     if not out:
@@ -118,6 +123,8 @@ def check_shape(layout: Layout, chips_per_node: int, n_chips: int) -> None:
         raise UserError("layout", f"tp={tp} must divide or be a multiple of the {chips_per_node} chips of a node")
     if tp % layout.kv_seq_split:
         raise UserError("layout", f"kvsplit={layout.kv_seq_split} must divide tp={tp}")
+    if layout.kv_spread < 0 or layout.kv_spread >= layout.stages:
+        raise UserError("layout", f"kvspread={layout.kv_spread} needs that many other stages (stages={layout.stages})")
     if layout.chips > n_chips:
         raise DoesNotFit("chips", f"layout {layout.describe()} needs {layout.chips} chips; the system has {n_chips}")
 
@@ -154,3 +161,18 @@ def heads_split(tp: int, heads: int, want_seq: int) -> tuple[int, int]:
 
 def min_stages_for(total_bytes: float, tp: int, sram: float) -> int:
     return max(1, math.ceil(total_bytes / (tp * sram)))
+
+
+def helper_stages(stage: int, stages: int, spread: int) -> list[int]:
+    """Stages whose chips hold chunks of `stage`'s full-attention KV: evenly spaced around the pipeline."""
+    if spread <= 0:
+        return []
+    step = max(1, stages // (spread + 1))
+    out: list[int] = []
+    j = 1
+    while len(out) < spread and j < 4 * stages:
+        s = (stage + j * step) % stages
+        if s != stage and s not in out:
+            out.append(s)
+        j += 1
+    return out

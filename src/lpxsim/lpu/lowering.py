@@ -21,7 +21,7 @@ import numpy as np
 
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.layout import Layout, balanced, heads_split
+from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages
 from lpxsim.lpu.program import Range, Stage
 from lpxsim.lpu.schedule import Scheduler
 from lpxsim.specs.accounting import kv_elements_per_token
@@ -50,7 +50,8 @@ class AttnSplit:
     kv_heads: dict[int, Range]
     seq_index: dict[int, int]
     seq_shards: int
-    chunk: dict[int, Range]  # key positions stored/read (same for every sequence)
+    chunk: dict[int, Range]  # key positions this chip's position covers (same for every sequence)
+    parts: dict[int, list[tuple[int, Range]]] = field(default_factory=dict)  # (holder chip, keys): own first
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Lowerer:
         self.dist: dict[str, Dist] = {}
         self.use: dict[int, ChipUse] = {}
         self.attn: dict[int, AttnSplit] = {}
+        self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
         total_keys = [c + graph.phase.new_tokens for c in graph.phase.contexts]
         self.max_keys = max(total_keys)
@@ -273,6 +275,14 @@ class Lowerer:
             seq_index[c] = s
             chunk[c] = balanced(self.max_keys, seq, s)
         sp = AttnSplit(heads, kv_heads, seq_index, seq, chunk)
+        st = self.stage_of(layer)
+        idx = self.stages.index(st)
+        spread = helper_stages(idx, len(self.stages), self.layout.kv_spread) if a.window is None else []
+        for j, c in enumerate(chips):
+            holders = [c] + [self.stages[h].chips[j] for h in spread]
+            lo, hi = chunk[c]
+            sp.parts[c] = [(h, (lo + (hi - lo) * i // len(holders), lo + (hi - lo) * (i + 1) // len(holders)))
+                           for i, h in enumerate(holders)]
         self.attn[layer] = sp
         return sp
 

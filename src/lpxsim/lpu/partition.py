@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.layout import Layout, balanced, heads_split, layer_costs, split_layers
+from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages, layer_costs, split_layers
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -61,7 +61,8 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
     wb = get_precision(weights, "weights").bytes_per_element
     kvb = get_precision(kv, "kv").bytes_per_element
     costs = layer_costs(model, weights)
-    worst = 0.0
+    base: list[float] = []
+    spread_kv: list[float] = []  # full-attention KV per chip that is shared with helper stages
     for s, (lo, hi) in enumerate(split_layers(model, lay.stages, weights)):
         w = sum(costs[1 + i] for i in range(lo, hi))
         if s == 0:
@@ -69,7 +70,7 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
         if s == lay.stages - 1:
             w += costs[-1]
         per_chip = w / lay.tp
-        extra = kvb_total = 0.0
+        extra = kvb_total = full_kv = 0.0
         for i in range(lo, hi):
             a = model.layers[i].attention
             extra += _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp)
@@ -78,9 +79,17 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
                 qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
                 extra += qo * (seq - 1) / lay.tp
             k, _ = _layer_kv_per_chip(model, i, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
-            kvb_total += k
-        worst = max(worst, per_chip + extra + kvb_total)
-    return worst
+            if a.window is None and lay.kv_spread:
+                full_kv += k
+            else:
+                kvb_total += k
+        base.append(per_chip + extra + kvb_total)
+        spread_kv.append(full_kv)
+    held = [kv / (lay.kv_spread + 1) for kv in spread_kv]  # own chunk
+    for s, kv in enumerate(spread_kv):
+        for h in helper_stages(s, lay.stages, lay.kv_spread):
+            held[h] += kv / (lay.kv_spread + 1)
+    return max(b + k for b, k in zip(base, held, strict=True))
 
 
 def _replicated_bytes(model: ModelSpec, layer: int, wb: float) -> float:
@@ -119,9 +128,15 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
         kvh = 1 if a.kind == "mla" else a.num_kv_heads
         h_par = lay.tp // seq
         kv_read = batch * keys / seq * kv_elems * 2.0 * max(1.0, kvh / h_par) / kvh / mem_bps
+        if a.window is None and lay.kv_spread:
+            kv_read /= lay.kv_spread + 1
         chain = 7 * lat["VXM"] + 5 * lat["MXM"] + lat["MEM"] + 2 * ar + sweep + kv_read
         if seq > 1:
             chain += hop + lat["VXM"]
+        if a.window is None and lay.kv_spread:  # q out to the helpers, partial outputs back, merge
+            rail = links.get("inter_node") or intra
+            back = batch * a.num_heads / h_par * (a.v_head_dim + 2) * 2.0
+            chain += 2 * float(rail.latency_s) + back / rail.bandwidth_Bps + lat["MXM"] + lat["VXM"]
         total += chain
     total += (lay.stages - 1) * (hop + h_bytes / (bw / 2))
     total += costs[-1] / lay.tp / mem_bps + 2 * (lat["MXM"] + lat["VXM"]) + 2 * hop
@@ -148,8 +163,8 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
                 continue
             streams = math.ceil(target.concurrency / reps)
             for S in _stage_options(forced, max_stages):
-                for p in splits:
-                    lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p)
+                for p, spread in ((p, r) for p in splits for r in _spread_options(forced, S)):
+                    lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p, kv_spread=spread)
                     need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams)
                     if need > sram:
                         continue
@@ -164,3 +179,9 @@ def _stage_options(forced: dict[str, int], max_stages: int) -> list[int]:
     if "stages" in forced:
         return [forced["stages"]] if forced["stages"] <= max_stages else []
     return sorted({max_stages, max(1, max_stages // 2), max(1, max_stages // 4)})
+
+
+def _spread_options(forced: dict[str, int], stages: int) -> list[int]:
+    if "kv_spread" in forced:
+        return [forced["kv_spread"]] if forced["kv_spread"] < stages else []
+    return [r for r in (0, 1, 3, 7, 15) if r < stages]

@@ -220,6 +220,7 @@ class LayoutInfo:
     replicas: int  # data-parallel replicas
     kv_seq_split: int  # chips a full-attention layer's KV of one stream is split over (sequence)
     micro_batches: int  # micro-batches in flight
+    kv_spread: int = 0  # helper chips in other stages holding further KV chunks of full-attention layers
     stage_list: tuple[Stage, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -75,7 +75,8 @@ class LpxStepModel:
 
     def _candidates(self, system, arch, n, layout) -> list[Layout]:
         forced = parse_layout(layout) if isinstance(layout, str) else (
-            {"tp": layout.tp, "stages": layout.stages, "kv_seq_split": layout.kv_seq_split} if layout else {})
+            {"tp": layout.tp, "stages": layout.stages, "kv_seq_split": layout.kv_seq_split,
+             "kv_spread": layout.kv_spread} if layout else {})
         forced = {**forced, "replicas": 1}
         cands, _ = choose_layout(self.model, system, arch, n, self.target, self.weights, self.kv,
                                  self.kv_layout, forced)
