@@ -201,7 +201,7 @@ def test_repriced_contexts_match_a_fresh_lowering(name, k):
     kind = "verify" if k else "decode"
     fast = s._get(kind, k + 1, ctx)
     graph = lower(s.model, Phase(kind, ctx, k + 1), s.weights, s.kv, s.kv_layout)
-    slow = build(graph, s.layout, s.rates, s.fabric)
+    slow = build(graph, s.layout, s.rates, s.fabric, 0.0, s._dense_scale)
     np.testing.assert_allclose(fast.flops, slow.flops, rtol=1e-12)
     np.testing.assert_allclose(fast.kv_bytes, slow.kv_bytes, rtol=1e-12)
     np.testing.assert_allclose(fast.dense_bytes, slow.dense_bytes, rtol=1e-12)
@@ -215,7 +215,7 @@ def test_bucketed_prefill_is_close_to_a_direct_lowering(tokens, context):
 
     s = GpuStepModel("deepseek-r1", "h200-hgx", tp=8)
     graph = lower(s.model, Phase.prefill(tokens, context, 1), s.weights, s.kv, s.kv_layout)
-    direct = price(build(graph, s.layout, s.rates, s.fabric), s.params, s.bw_Bps, graphs=False).total_s
+    direct = price(build(graph, s.layout, s.rates, s.fabric, 0.0, s._dense_scale), s.params, s.bw_Bps, graphs=False).total_s
     assert s.prefill(PrefillChunk(tokens, context)).interval_s == pytest.approx(direct, rel=0.03)
     assert s.attention_prefill(PrefillChunk(tokens, context)).latency_s < direct
 
@@ -227,3 +227,14 @@ def test_expert_skew_reads_fewer_experts_at_moderate_batch():
     assert skewed.decode_step(b).latency_s < flat.decode_step(b).latency_s
     with pytest.raises(UserError):
         GpuStepModel("deepseek-r1", "b200-hgx", tp=8, expert_skew=1.0)
+
+
+def test_fp4_moe_keeps_non_expert_weights_in_fp8_by_default():
+    mixed = GpuStepModel("deepseek-r1", "b200-hgx", tp=8, weights="fp4")
+    pure = GpuStepModel("deepseek-r1", "b200-hgx", tp=8, weights="fp4", dense_weights="fp4")
+    assert mixed.dense_weights == "fp8" and pure.dense_weights == "fp4"
+    assert mixed.memory.weight_bytes > pure.memory.weight_bytes
+    b = DecodeBatch.uniform(1, 1024)
+    assert mixed.decode_roofline_s(b) > pure.decode_roofline_s(b)
+    assert GpuStepModel("llama-3.1-70b", "b200-hgx", tp=8, weights="fp4").dense_weights == "fp4"
+    assert "fp4/fp8" in mixed.name

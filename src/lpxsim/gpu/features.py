@@ -116,9 +116,19 @@ def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, floa
 
 
 def build(
-    graph: OpGraph, layout: Layout, rates: dict[str, float], fabric: Fabric, expert_skew: float = 0.0
+    graph: OpGraph,
+    layout: Layout,
+    rates: dict[str, float],
+    fabric: Fabric,
+    expert_skew: float = 0.0,
+    dense_scale: float = 1.0,
 ) -> StepFeatures:
-    """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`."""
+    """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
+
+    `rates` maps the graph's weight format, "dense" (non-expert matmuls, if stored in another
+    format) and "attention" to achieved FLOP/s; `dense_scale` converts non-expert weight bytes
+    from the graph's format to the dense format's.
+    """
     seqs = graph.phase.sequences
     att_frac = busiest_share(seqs, layout.tp) / seqs if layout.dp_attention else 1.0
     n = len(graph.ops)
@@ -140,10 +150,10 @@ def build(
             cols["rate"][i] = rates[graph.weights]
             continue
         cols["flops"][i] = op.flops * work
-        cols["dense"][i] = op.weight_bytes / div + act
+        cols["dense"][i] = op.weight_bytes * dense_scale / div + act
         cols["kv"][i] = (op.kv_read_bytes + op.kv_write_bytes) * kvf
         if op.kind in ("matmul", "router"):
-            cols["rate"][i] = rates[graph.weights]
+            cols["rate"][i] = rates.get("dense", rates[graph.weights])
             cols["rows"][i] = op.tokens * (work * div if div > 1 else work)
         elif op.kind == "attention":
             cols["rate"][i] = rates["attention"]

@@ -42,9 +42,13 @@ class MemoryBudget:
         return self.kv_bytes > 0
 
 
-def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str) -> float:
-    """Weights on the busiest GPU: layers of one pipeline stage, split per the layout, plus embeddings."""
-    wb = get_precision(weights, "weights").bytes_per_element
+def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_weights: str | None = None) -> float:
+    """Weights on the busiest GPU: layers of one pipeline stage, split per the layout, plus embeddings.
+
+    Routed experts are stored in `weights`; everything else in `dense_weights` (default: the same).
+    """
+    eb = get_precision(weights, "weights").bytes_per_element
+    wb = get_precision(dense_weights or weights, "weights").bytes_per_element
     counts = param_counts(model)
     tp, h = layout.tp, model.hidden_size
     per_stage = -(-model.num_layers // layout.pp)
@@ -58,7 +62,9 @@ def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str) -> floa
             attn = down + (lp.attention - down) / tp
         else:
             attn = lp.attention / tp
-        layer_bytes.append((attn + lp.ffn_total / tp + lp.norms) * wb)
+        f = layer.ffn
+        experts = f.num_experts * (3 if f.gated else 2) * h * f.expert_intermediate if f.is_moe else 0
+        layer_bytes.append((attn + (lp.ffn_total - experts) / tp + lp.norms) * wb + experts / tp * eb)
     layer_bytes.sort(reverse=True)
     emb = (counts.embedding + counts.lm_head) / tp * wb
     return sum(layer_bytes[:per_stage]) + emb
@@ -78,9 +84,10 @@ def budget(
     mem_fraction: float,
     chunk_tokens: int,
     max_batch: int,
+    dense_weights: str | None = None,
 ) -> MemoryBudget:
     """The HBM budget of the busiest GPU of one replica."""
-    w = weight_bytes_per_gpu(model, layout, weights)
+    w = weight_bytes_per_gpu(model, layout, weights, dense_weights)
     a = activation_bytes_per_gpu(model, chunk_tokens, max_batch)
     free = hbm_bytes - w - a
     kv = free * mem_fraction if free > 0 else free

@@ -57,7 +57,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "expert_bw_eff": (0.2, 0.95),
     "kv_bw_eff": (0.3, 0.95),
     "kernel_overhead_s": (0.5e-6, 20e-6),
-    "step_overhead_s": (0.0, 5e-3),
+    "step_overhead_s": (0.0, 1e-3),
     "collective_overhead_s": (0.0, 50e-6),
     "gemm_m_half": (8.0, 1024.0),
     "bw_half_bytes": (0.0, 64e6),

@@ -49,6 +49,21 @@ def _token_buckets(tokens: int) -> tuple[int, int]:
     return _BUCKETS[i - 1], _BUCKETS[i]
 
 
+# Published 4-bit MoE checkpoints quantize the routed experts only: NVIDIA's NVFP4 DeepSeek-R1 and
+# Kimi-K2 keep attention, shared experts and dense layers in FP8; gpt-oss ships MXFP4 experts with
+# BF16 attention. Assumption "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
+FP4_MOE_DENSE_FORMAT = "fp8"
+
+
+def _dense_format(model: ModelSpec, weights: str, dense_weights: str | None) -> str:
+    """Format of the non-expert weights: as given, else FP8 beside 4-bit experts, else `weights`."""
+    if dense_weights is not None:
+        return get_precision(dense_weights, "dense_weights").name
+    if model.is_moe and weights in ("fp4", "mxfp4"):
+        return FP4_MOE_DENSE_FORMAT
+    return weights
+
+
 def _achieved_rate(system: SystemSpec, fmt: str) -> float:
     """Best-shape achieved matmul FLOP/s for a compute format (MAMF), from the catalog where measured."""
     chip = system.chip
@@ -78,6 +93,7 @@ class GpuStepModel:
         dp_attention: bool = False,
         weights: str = "fp8",
         kv: str = "bf16",
+        dense_weights: str | None = None,
         cuda_graphs: bool = True,
         mem_fraction: float = 0.9,
         kv_layout: str = "separate",
@@ -104,6 +120,7 @@ class GpuStepModel:
             raise UserError("gpus", f"{self.layout.gpus} GPUs exceed {self.system.name}'s {limit}")
         self.weights = get_precision(weights, "weights").name
         self.kv = get_precision(kv, "kv").name
+        self.dense_weights = _dense_format(self.model, self.weights, dense_weights)
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
         self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
         self.params = params or fitted_params()
@@ -111,10 +128,13 @@ class GpuStepModel:
         self.fabric = fabric_for(self.system, self.layout.tp, cuda_graphs)
         self.rates = {
             self.weights: _achieved_rate(self.system, get_precision(self.weights).compute),
+            "dense": _achieved_rate(self.system, get_precision(self.dense_weights).compute),
             "attention": _achieved_rate(self.system, get_precision(self.kv).compute),
         }
+        self._dense_scale = (get_precision(self.dense_weights).bytes_per_element
+                             / get_precision(self.weights).bytes_per_element)
         self.memory = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                                    mem_fraction, prefill_chunk, max_batch)
+                                    mem_fraction, prefill_chunk, max_batch, self.dense_weights)
         if not self.memory.fits:
             raise DoesNotFit(
                 "gpus",
@@ -129,7 +149,8 @@ class GpuStepModel:
 
     @property
     def name(self) -> str:
-        return f"{self.system.name} {self.layout.label()} {self.weights}"
+        fmt = self.weights if self.dense_weights == self.weights else f"{self.weights}/{self.dense_weights}"
+        return f"{self.system.name} {self.layout.label()} {fmt}"
 
     @property
     def chips(self) -> int:
@@ -250,4 +271,4 @@ class GpuStepModel:
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
         phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
         graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew)
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale)
