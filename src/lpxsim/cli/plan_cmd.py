@@ -87,7 +87,9 @@ def _print_t8(d: dict) -> None:
         t.add_row(
             label + (" *" if r["hypothetical"] else ""), f"{r['replica_units']:g}" if ok else "-",
             f"{r['replica_power_w'] / 1e3:,.0f}" if ok else "-",
-            f"{r['tok_s_user']:,.0f}" if ok else f"max {r['best_tok_s_user']:,.0f}", f"{r['context']:,}",
+            f"{r['tok_s_user']:,.0f}" if ok else (
+                f"max {r['best_tok_s_user']:,.0f}" if r["best_tok_s_user"] > 0 else "does not fit"),
+            f"{r['context']:,}",
             f"{r['concurrency']:,}" if ok else "-", f"{r['tok_s_per_mw']:,.0f}" if ok else "-",
             f"{ratio:.2f}x" if ratio is not None else "-",
         )
