@@ -164,3 +164,13 @@ def test_decode_is_evaluated_on_the_grid_only():
 
     run_aa_on_step(Counting(), "m", "toy", AASetup(contexts=(10_000,), requests=4, decode_stride=64))
     assert all(c % 64 == 0 for c in calls) and len(calls) == len(set(calls))
+
+
+def test_prompt_file_context_is_its_o200k_length(tmp_path):
+    from lpxsim.bench.tokens import count_file
+
+    p = tmp_path / "prompt.txt"
+    p.write_text("Hello world " * 100, encoding="utf-8")
+    assert count_file(p) == count_o200k("Hello world " * 100)
+    with pytest.raises(UserError, match="prompt-file"):
+        count_file(tmp_path / "missing.txt")

@@ -52,17 +52,18 @@ def aa_json(points, setup, per_request_path: str | None) -> dict:
 def print_aa(points, setup) -> None:
     """Readable table: speed percentiles with context, concurrency and hardware, beside published figures."""
     first = points[0]
-    t = Table(title=f"Artificial Analysis output speed, {first.model} on {first.hardware}, concurrency 1, "
-                    f"{setup.requests} sequential requests (o200k_base tok/s)")
-    for col in ("context", "conc.", "median", "P5", "P25", "P75", "P95", "TTFT median", "published", "diff"):
-        t.add_column(col, justify="right")
+    t = Table(title=f"Artificial Analysis output speed (o200k tok/s per user), {first.model}, concurrency 1, "
+                    f"{setup.requests} sequential requests")
+    for col in ("context", "conc.", "median", "P5", "P95", "TTFT", "published", "diff"):
+        t.add_column(col, justify="right", no_wrap=True)
     for p in points:
         s = p.output_speed
-        pub = f"{p.published.value:,.0f} ({p.published.id})" if p.published else "-"
-        diff = f"{p.diff_pct:+.1f} %" if p.diff_pct is not None else "-"
-        t.add_row(f"{p.context:,}", "1", *(f"{s[k]:,.0f}" for k in ("median", "p5", "p25", "p75", "p95")),
-                  f"{p.ttft_s['median'] * 1e3:,.1f} ms", pub, diff)
+        pub = f"{p.published.value:,.0f} {p.published.id}" if p.published else "-"
+        diff = f"{p.diff_pct:+.1f}%" if p.diff_pct is not None else "-"
+        t.add_row(f"{p.context:,}", "1", *(f"{s[k]:,.0f}" for k in ("median", "p5", "p95")),
+                  f"{p.ttft_s['median'] * 1e3:,.0f}ms", pub, diff)
     out.print(t)
+    out.print(f"hardware: {first.hardware}; P25/P75 and per-request rows: --json / --per-request")
     out.print(f"tokens: o200k = native x {setup.conversion.o200k_per_native:g} ({setup.conversion.source})")
 
 
