@@ -128,3 +128,16 @@ def test_no_sequence_decodes_faster_than_a_batch_of_one_on_a_pipelined_rack():
     floor = step.decode_step(DecodeBatch.uniform(1, 1)).latency_s
     df = res.requests
     assert ((df["finish_s"] - df["first_token_s"]) >= (df["osl"] - 1) * floor * (1 - 1e-9)).all()
+
+
+def test_a_sequence_that_nearly_fills_the_worker_still_finishes():
+    """One sequence whose final KV is within a block of capacity: no preemption loop, it completes."""
+    f = fleet(pool(system="h100-hgx", model="llama-3.1-8b", gpus_per_worker=1, memory_fraction=0.13))
+    step = make_step_model(load_fleet(f).pools[0])
+    per_token = step.kv_bytes(2) - step.kv_bytes(1)
+    tokens = int(step.kv_capacity_bytes() // per_token) - 40  # a little under the ceiling
+    wl = {"kind": "synthetic", "num_requests": 3, "arrival": {"process": "closed", "concurrency": 2},
+          "isl": tokens - 200, "osl": 200}
+    res = simulate(f, wl, seed=0, horizon_s=600.0)
+    assert (res.requests["status"] == "completed").all()
+    assert res.pools["output_tokens"].sum() == 600

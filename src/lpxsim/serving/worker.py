@@ -162,10 +162,6 @@ class Worker:
     def load(self) -> int:
         return self.n_dec + len(self.prefilling) + len(self.waiting)
 
-    def prefix_units(self, req: Request) -> int:
-        ids = req.unit_ids(req.isl)
-        return self.kv.match(ids) if ids else 0
-
     # --- entry points -----------------------------------------------------------------
     def submit(self, req: Request) -> None:
         """A request arrives (new, re-queued, or prefilled elsewhere with its KV)."""
@@ -202,7 +198,8 @@ class Worker:
             shared_tok = m * req.hash_block_tokens
             shared = self.kvb(shared_tok) if m else 0.0
             need = self.kvb(ctx + 1) - shared
-            if self.kvb(req.isl + req.osl) > kv.capacity:
+            # must fit alone with one step of growth to spare, so a lone sequence always makes progress
+            if self.kvb(req.isl + req.osl) + self.g_all > kv.capacity:
                 self.waiting.popleft()
                 self.queued_tokens -= ctx
                 self.rejected += 1
