@@ -15,7 +15,9 @@ from lpxsim.serving import load_fleet, load_workload, simulate
 from lpxsim.serving.engine import Engine, EventKind
 
 ROOT = Path(__file__).resolve().parents[1]
-FLEETS = sorted((ROOT / "examples" / "fleets").glob("*.yaml"))
+# fleets on the compiler-backed LPX backend compile their shapes on first use (tens of seconds): heavy
+FLEETS = [pytest.param(p, id=p.stem, marks=[pytest.mark.heavy] if "backend: lpx" in p.read_text() else [])
+          for p in sorted((ROOT / "examples" / "fleets").glob("*.yaml"))]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +58,7 @@ def test_needs_exactly_one_workload_source():
     assert p.returncode == 2 and "workload" in p.stderr
 
 
-@pytest.mark.parametrize("path", FLEETS, ids=[f.stem for f in FLEETS])
+@pytest.mark.parametrize("path", FLEETS)
 def test_example_fleets_load_and_run(path):
     fl = load_fleet(path)
     res = simulate(fl, {"kind": "synthetic", "num_requests": 30, "arrival": {"process": "poisson", "rate": 5.0},
