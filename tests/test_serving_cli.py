@@ -25,6 +25,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, timeout=120)
 
 
+def _cli_inproc(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """The console entry point in this process (fast): (exit code, stdout, stderr)."""
+    from lpxsim.cli.main import run
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["lpxsim", "simulate", *args])
+    try:
+        run()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
 def test_json_is_one_object_and_out_writes_parquet(tmp_path):
     p = _cli("--fleet", "examples/fleets/rubin-alone.yaml", "--trace", "tracelab-agent", "--seed", "1", "--json",
              "--out", str(tmp_path / "o"))
@@ -43,19 +58,22 @@ def test_json_is_one_object_and_out_writes_parquet(tmp_path):
     ("pools:\n  - {name: a, system: nope, model: gemma-4-31b}\n", "system"),
     ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, role: prefill}\n", "fleet"),
 ])
-def test_bad_fleet_is_one_line_exit_2(tmp_path, content, field):
+def test_bad_fleet_is_one_line_exit_2(tmp_path, monkeypatch, capsys, content, field):
     f = tmp_path / "f.yaml"
     f.write_text(content)
-    p = _cli("--fleet", str(f), "--trace", "azure-code")
-    assert p.returncode == 2
-    lines = p.stderr.strip().splitlines()
+    code, out, err = _cli_inproc(monkeypatch, capsys, "--fleet", str(f), "--trace", "azure-code")
+    assert code == 2
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}")
-    assert p.stdout == ""
+    assert out == ""
 
 
-def test_needs_exactly_one_workload_source():
-    p = _cli("--fleet", "examples/fleets/rubin-alone.yaml")
-    assert p.returncode == 2 and "workload" in p.stderr
+def test_needs_exactly_one_workload_source(monkeypatch, capsys):
+    code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "examples/fleets/rubin-alone.yaml")
+    assert code == 2 and "workload" in err
+    code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "examples/fleets/rubin-alone.yaml", "--trace",
+                               "azure-code", "--duration", "-1")
+    assert code == 2 and err.startswith("error: duration")
 
 
 @pytest.mark.parametrize("path", FLEETS)
