@@ -183,11 +183,13 @@ def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights:
         node = system.topology.chips_per_node
         usable = float(system.chip.memory_bytes) * (1.0 - LPU_BUFFER_FRACTION)
         need = math.ceil((cap.weight_bytes + cap.kv_bytes_per_stream) / usable)
-        chips = max(node, math.ceil(need / node) * node)
-        sizes = []
-        while chips <= system.max_units * per_unit and len(sizes) < MAX_REPLICA_SIZES:
+        chips, top = max(node, math.ceil(need / node) * node), system.max_units * per_unit
+        sizes: list[int] = []
+        while chips <= top and len(sizes) < MAX_REPLICA_SIZES:
             sizes.append(chips)
             chips *= 2
+        if len(sizes) < MAX_REPLICA_SIZES and sizes[-1] < top:
+            sizes.append(top)  # the doubling overshoots the chain: try the whole chain instead
         return [Layout(chips=c) for c in sizes], ""
     node = system.topology.chips_per_node
     sizes, units = [], need_units
