@@ -18,18 +18,18 @@ BACKEND_HELP = "auto (the project's LPX/GPU backends where available, else analy
 
 def _point_table(d: dict) -> Table:
     t = Table(title=(
-        f"{d['model']} on {d['system']}: best point at >= {d['target_tok_s_user']:,.0f} tok/s/user, "
-        f"context {d['isl']:,} / OSL {d['osl']:,} ({d['weights']} weights, {d['kv']} KV, backend {d['backend']})"
+        f"{d['model']} on {d['system']}: >= {d['target_tok_s_user']:,.0f} tok/s/user at context {d['isl']:,} "
+        f"(OSL {d['osl']:,}, {d['weights']} weights, {d['kv']} KV, backend {d['backend']})"
     ))
-    for col in ("layout", "chips", "tok/s/user", "context", "concurrency", "KV max conc.", "tok/s total",
-                "power kW", "tok/s/MW", "note"):
-        t.add_column(col, justify="left" if col in ("layout", "note") else "right")
-    for c in d["candidates"]:
+    for col in ("#", "chips", "tok/s/user", "context", "concurrency", "KV max", "tok/s", "kW", "tok/s/MW"):
+        t.add_column(col, justify="right")
+    for i, c in enumerate(d["candidates"], 1):
+        ok = c["feasible"]
         t.add_row(
-            c["layout"], f"{c['chips']:,}", f"{c['tok_s_user']:,.0f}" if c["feasible"] else "-", f"{d['isl']:,}",
-            f"{c['concurrency']:,}" if c["feasible"] else "-", f"{c['kv_max_concurrency']:,}",
-            f"{c['tok_s_total']:,.0f}", f"{c['power_w'] / 1e3:,.1f}", f"{c['tok_s_per_mw']:,.0f}",
-            "" if c["feasible"] else c["reason"],
+            str(i), f"{c['chips']:,}", f"{c['tok_s_user']:,.0f}" if ok else "-", f"{d['isl']:,}",
+            f"{c['concurrency']:,}" if ok else "-", f"{c['kv_max_concurrency']:,}",
+            f"{c['tok_s_total']:,.0f}" if ok else "-", f"{c['power_w'] / 1e3:,.1f}" if ok else "-",
+            f"{c['tok_s_per_mw']:,.0f}" if ok else "-",
         )
     return t
 
@@ -37,12 +37,13 @@ def _point_table(d: dict) -> Table:
 def _print_point(d: dict) -> None:
     if d["candidates"]:
         out.print(_point_table(d))
+        for i, c in enumerate(d["candidates"], 1):
+            out.print(f"{i}: {c['layout']}" + ("" if c["feasible"] else f" -- {c['reason']}"))
     if d["feasible"]:
         out.print(
-            f"best: {d['layout']}: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency "
-            f"{d['concurrency']:,}; {d['tok_s_total']:,.0f} output tok/s per replica "
-            f"({d['replica_units']:g} {d['unit_name']}s, {d['replica_power_w'] / 1e3:,.1f} kW), "
-            f"{d['tok_s_per_mw']:,.0f} tok/s/MW"
+            f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}; "
+            f"{d['tok_s_total']:,.0f} output tok/s per replica ({d['replica_units']:g} {d['unit_name']}(s), "
+            f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}"
         )
     else:
         out.print(f"cannot reach {d['target_tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context: {d['reason']}")
@@ -55,21 +56,24 @@ def _print_fleet(d: dict) -> None:
             out.print(f"- {r}")
         return
     bom = Table(title=f"Fleet BOM (minimising {d['objective']})")
-    for col in ("system", "racks", "chips", "power kW", "power source (grade)", "racks used"):
-        bom.add_column(col, justify="left" if col in ("system", "power source (grade)") else "right")
+    for col in ("system", "racks", "chips", "kW", "racks used"):
+        bom.add_column(col, justify="left" if col == "system" else "right")
     for b in d["bom"]:
         bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
-                    b["power_source"], f"{b['used_units']:,.2f}")
+                    f"{b['used_units']:,.2f}")
     out.print(bom)
-    t = Table(title="Assignment (every per-user speed with its context and concurrency)")
-    for col in ("class", "model", "system", "replicas", "racks", "tok/s/user", "context", "osl",
-                "concurrency/replica", "served", "demand", "layout"):
-        t.add_column(col, justify="left" if col in ("class", "model", "system", "layout") else "right")
+    for b in d["bom"]:
+        out.print(f"- {b['system']} rack power: {b['power_source']}")
+    t = Table(title="Assignment: per-user speed with its context and concurrency")
+    for col in ("class", "system", "replicas", "racks", "tok/s/user", "context", "conc./replica", "served/demand"):
+        t.add_column(col, justify="left" if col in ("class", "system") else "right")
     for a in d["assignments"]:
-        t.add_row(a["request_class"], a["model"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
-                  f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['osl']:,}", f"{a['concurrency_per_replica']:,}",
-                  f"{a['served']:,.2f}", f"{a['demand']:,.2f} {a['demand_unit']}", a["layout"])
+        t.add_row(a["request_class"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
+                  f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['concurrency_per_replica']:,}",
+                  f"{a['served']:,.1f}/{a['demand']:,.1f} {a['demand_unit']}")
     out.print(t)
+    for a in d["assignments"]:
+        out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
 
