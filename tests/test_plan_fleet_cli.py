@@ -94,6 +94,7 @@ def test_infeasible_fleet_is_reported(tmp_path: Path) -> None:
         (DEMAND.replace("    concurrent_sessions: 40\n", ""), "classes.0"),
         (DEMAND.replace("requests_per_s: 5", "requests_per_s: 5\n    concurrent_sessions: 3"), "classes.1"),
         (DEMAND.replace("name: h200-hgx", "name: h300-hgx"), "system"),
+        (DEMAND.replace("model: llama-3.1-8b", "model: llama-9"), "classes.0.model"),
         (DEMAND + "colour: blue\n", "colour"),
     ],
 )

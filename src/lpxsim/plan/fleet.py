@@ -33,7 +33,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from lpxsim.catalog import get_system
 from lpxsim.errors import UserError
-from lpxsim.plan.operating_point import OperatingPoint, StepFactory, operating_point
+from lpxsim.plan.operating_point import OperatingPoint, StepFactory, operating_point, plan_model
 
 MILP_TIME_LIMIT_S = 60.0  # HiGHS solves fleets of a few classes and systems in milliseconds
 TIE_BREAK = 1e-6  # relative objective weight of a replica's racks, below any whole-rack difference
@@ -362,6 +362,11 @@ def size_fleet(
         given = {c.name: c for c in choices}
         choices = [given.get(get_system(n).name, SystemChoice(get_system(n).name)) for n in systems]
     classes = demand.request_classes()
+    for i, rc in enumerate(classes):  # name the demand file's field for an unknown model, before any costly work
+        try:
+            plan_model(rc.model)
+        except UserError as e:
+            raise UserError(f"classes.{i}.model", e.message) from None
     points: dict[tuple[str, str], OperatingPoint] = {}
     for rc in classes:
         for sc in choices:
