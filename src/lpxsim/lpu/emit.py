@@ -296,7 +296,7 @@ def _combine(lw: Lowerer, op: Op, chips: tuple[int, ...], sp, outs, cols, stats_
                 if src != c:
                     bid = lw.s.buffer(f"{op.name}#stats{src}@{c}", c, op.name, sbytes, partial="lse", heads=heads,
                                       lse_shape=(lw.M, nh))
-                    lw.s.send(src, c, outs[src], bid, sbytes, not_before=stats_ready[src])
+                    lw.s.send(src, c, outs[src], bid, sbytes, complete_at=stats_ready[src])
                     ins.append(bid)
             out = lw.s.buffer(f"{op.name}#p@{c}", c, op.name, lw.s.buffers[outs[c]].bytes, cols=cols[c],
                               partial="sum", heads=heads)

@@ -105,10 +105,16 @@ class Scheduler:
         return self._routes[key]
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
-             not_before: int | None = None) -> Transfer:
-        """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller)."""
+             not_before: int | None = None, complete_at: int | None = None) -> Transfer:
+        """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller).
+
+        `complete_at`: the cycle the bytes sent are all present, when they are only part of the source
+        (e.g. the log-sum-exp statistics, final after the K half of an attention).
+        """
         hops = self.route(src_chip, dst_chip)
         rd = self.ready[src_buffer]
+        if complete_at is not None:
+            rd = Ready(max(rd.first, complete_at), max(rd.first, complete_at))
         want = rd.first if not_before is None else max(rd.first, not_before)
         nbytes = max(float(nbytes), 1.0)
         bpc = min(self.links[lid].bytes_per_cycle for lid, _ in hops)
