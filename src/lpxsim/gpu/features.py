@@ -130,7 +130,9 @@ def build(
     from the graph's format to the dense format's.
     """
     seqs = graph.phase.sequences
-    att_frac = busiest_share(seqs, layout.tp) / seqs if layout.dp_attention else 1.0
+    # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
+    spread = graph.phase.kind != "prefill"
+    att_frac = busiest_share(seqs, layout.tp, spread) / seqs if layout.dp_attention else 1.0
     n = len(graph.ops)
     cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
     core = np.zeros(n, dtype=bool)

@@ -85,9 +85,20 @@ def _check_model_split(model: ModelSpec, tp: int, ep: int, pp: int, dp_attention
             raise UserError("ep", f"{experts} experts do not split evenly over ep={ep}")
 
 
-def busiest_share(sequences: int, ranks: int) -> int:
-    """Sequences on the busiest of `ranks` data-parallel ranks."""
-    return math.ceil(sequences / ranks)
+def busiest_share(sequences: int, ranks: int, spread: bool = False) -> float:
+    """Sequences on the busiest of `ranks` data-parallel ranks.
+
+    Without `spread`, an exact even split (ceil). With it, the running sequences are taken as
+    scattered over the ranks like independent draws (arrivals and finishes of random-length
+    requests): the busiest rank holds about mean + sd sqrt(2 ln ranks) of them, the same
+    expected-maximum estimate used for expert groups.
+    """
+    even = math.ceil(sequences / ranks)
+    if not spread or ranks <= 1:
+        return float(even)
+    mean = sequences / ranks
+    sd = math.sqrt(sequences * (1.0 / ranks) * (1.0 - 1.0 / ranks))
+    return float(min(sequences, max(even, mean + sd * math.sqrt(2.0 * math.log(ranks)))))
 
 
 def kv_split(model: ModelSpec, layout: Layout) -> float:
