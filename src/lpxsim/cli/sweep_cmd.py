@@ -22,7 +22,9 @@ def print_sweep(df) -> None:
         t.add_column(col, justify="right")
     for _, r in df.iterrows():
         if not bool(r.get("fits", True)):
-            why = r.get("error") if isinstance(r.get("error"), str) else "over the KV ceiling"
+            ceil = r.get("kv_ceiling")
+            why = r.get("error") if isinstance(r.get("error"), str) else (
+                f"over KV ceiling ({int(ceil)})" if ceil == ceil and ceil is not None else "does not fit")
             t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}", str(r.get("hardware", "")),
                       why, "", "", "", "")
             continue
