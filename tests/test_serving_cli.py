@@ -101,3 +101,13 @@ def test_engine_orders_by_time_then_kind_then_sequence():
     e.run()
     assert seen == ["timer@0.5", "step@1", "step2@1", "arrival@1"]
     assert e.now == 1.0 and e.events == 4
+
+
+def test_builtin_mode_as_fleet(monkeypatch, capsys):
+    code, out, _ = _cli_inproc(monkeypatch, capsys, "--fleet", "rubin-lpx-pd", "--model", "llama-3.1-8b", "--trace",
+                               "tracelab-agent", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["summary"]["completed"] == 19 and any("lpx-decode" in h for h in d["summary"]["hardware"])
+    code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "no-such-mode", "--trace", "tracelab-agent")
+    assert code == 2 and err.startswith("error: fleet")

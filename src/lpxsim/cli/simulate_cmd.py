@@ -36,6 +36,17 @@ def _workload(workload: Path | None, trace: str | None, rate_scale: float):
     return cfg
 
 
+def _fleet(fleet: str, model: str):
+    """A fleet file path, or a built-in mode name (`lpxsim.bench.fleets`) for `model`."""
+    if Path(fleet).is_file():
+        return Path(fleet)
+    from lpxsim.bench.fleets import MODES, builtin_fleet
+
+    if fleet in MODES:
+        return builtin_fleet(fleet, model)
+    raise UserError("fleet", f"no such file {fleet!r} and not a built-in mode ({', '.join(MODES)})")
+
+
 def write_outputs(result, out_dir: Path) -> list[str]:
     """requests.parquet, pools.parquet and summary.json, each written to a temp name then renamed."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -96,7 +107,9 @@ def _print(s: dict, pools) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
-        fleet: Path = typer.Option(..., "--fleet", help="fleet YAML (see examples/fleets/)"),
+        fleet: str = typer.Option(..., "--fleet", help="fleet YAML (see examples/fleets/) or a built-in mode: "
+                                  "rubin-alone, lpx-alone, rubin-lpx-pd, rubin-lpx-afd, rubin-lpx-drafter"),
+        model: str = typer.Option("gemma-4-31b", "--model", help="model of a built-in fleet (ignored for files)"),
         workload: Path | None = typer.Option(None, "--workload", help="workload YAML (see examples/workloads/)"),
         trace: str | None = typer.Option(None, "--trace", help="trace name (azure-code, azure-conv, mooncake-conversation, "
                                          "mooncake-synthetic, tracelab-agent) or a file"),
@@ -112,12 +125,13 @@ def register(app: typer.Typer) -> None:
         if duration is not None and not duration > 0:
             raise UserError("duration", f"expected a positive number of seconds, got {duration}")
         wcfg = _workload(workload, trace, rate_scale)
+        fleet_src = _fleet(fleet, model)
         from rich.progress import BarColumn, Progress, TextColumn
 
         with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]:,.0f} s simulated"),
                       console=err, transient=True) as bar:
             task = bar.add_task("sim", total=None, t=0.0)
-            result = simulate(fleet, wcfg, seed=seed, duration_s=duration,
+            result = simulate(fleet_src, wcfg, seed=seed, duration_s=duration,
                               on_progress=lambda t: bar.update(task, t=t))
         written = write_outputs(result, out_dir) if out_dir is not None else []
         if as_json:

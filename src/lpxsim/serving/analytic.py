@@ -131,7 +131,7 @@ class AnalyticStepModel:
     # --- protocol: identity ---------------------------------------------------------
     @property
     def name(self) -> str:
-        return self.label or f"analytic:{self.model.name}@{self.hw.name}x{self.chips}"
+        return self.label or f"analytic {self.model.name} on {self.chips} x {self.hw.name}"
 
     @property
     def power_w(self) -> float:

@@ -50,7 +50,7 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
         return AnalyticStepModel(
             model, hw, chips, weights=pool.weights, kv=pool.kv,
             part=part, stages=pool.stages, tp=pool.tp, max_batch_size=pool.max_batch or 512,
-            kv_layout=pool.kv_layout, label=f"analytic:{model.name}@{system.name}x{chips}" + (
+            kv_layout=pool.kv_layout, label=f"analytic {model.name} on {chips} x {system.chip.name}" + (
                 f"[{part}]" if part != "all" else ""),
         )
     if pool.backend != kind:
