@@ -9,6 +9,34 @@ import typer
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import emit_json, err, out
 
+HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
+            ("tok/s/user @ concurrency 1 (AA median)", "tok/s/user @ c=1", "{:,.0f}"), ("diff", "vs published", "{}"),
+            ("streams that fit one unit (capacity model)", "streams fit", "{:,}"),
+            ("streams the replica runs (KV ceiling)", "replica ceiling", "{:,}"),
+            ("tok/s/user @ ceiling", "tok/s/user @ ceiling", "{:,.0f}"),
+            ("aggregate tok/s @ ceiling", "aggregate tok/s", "{:,.0f}"), ("tok/s per MW @ ceiling", "tok/s/MW", "{:,.0f}"))
+
+
+def print_summary(res) -> None:
+    """The short summary: batch-1 next to the ceiling, then the modes, the MoE contrast and anything missing."""
+    from rich.table import Table
+
+    t = Table(title="Batch-1 speed is not fleet capacity (per system and context)")
+    cols = [c for c in HEADLINE if c[0] in res.headline.columns]
+    for _, label, _ in cols:
+        t.add_column(label, justify="right")
+    for _, r in res.headline.iterrows():
+        t.add_row(*("-" if r[k] is None or r[k] != r[k] else fmt.format(r[k]) for k, _, fmt in cols))
+    if "hardware (replica)" in res.headline:
+        hw = res.headline.drop_duplicates("system")
+        t.caption = "; ".join(f"{r['system']}: {r['hardware (replica)']}" for _, r in hw.iterrows()
+                              if isinstance(r["hardware (replica)"], str))
+    out.print(t)
+    for line in res.summary:
+        if line.startswith(("mode ", "AA gpt", "MoE", "sweep:")) or "not available" in line or "failed" in line:
+            out.print(line)
+    out.print(f"report: {res.index_html} (charts, tables, assumptions); data: {res.results_parquet}")
+
 
 def register(app: typer.Typer) -> None:
     @app.command("tour")
@@ -38,8 +66,6 @@ def register(app: typer.Typer) -> None:
                        "results_parquet": str(res.results_parquet), "pngs": [str(p) for p in res.pngs],
                        "sections": res.statuses, "summary": res.summary})
         else:
-            for line in res.summary:
-                out.print(line)
-            out.print(f"report: {res.index_html}")
+            print_summary(res)
         if res.failed:
             raise typer.Exit(1)

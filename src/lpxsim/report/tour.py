@@ -38,6 +38,7 @@ class TourResult:
     pngs: list[Path]
     summary: list[str] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def failed(self) -> bool:
@@ -79,7 +80,7 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
     parquet = out / "results.parquet"
     atomic_write_parquet(parquet, combine({k: v for r in results.values() for k, v in r.tables.items()}))
     return TourResult(out, index, parquet, sorted(out.glob("*.png")), summary,
-                      {k: r.status for k, r in results.items()})
+                      {k: r.status for k, r in results.items()}, headline(cfg, results))
 
 
 def combine(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -221,7 +221,8 @@ def moe_section(cfg: TourConfig) -> SectionResult:
     sec.add(Chart(capacity_chart(df))).add(Table(df, f"{cfg.moe_model}: memory breakdown per unit (GB)"))
     aa = aa_section(cfg, cfg.moe_model, (min(cfg.contexts),), f"{cfg.moe_model}: AA method")
     sec.blocks += aa.section.blocks
-    lines = [f"MoE ceiling {r.system} @ {r.context:,}: {r.max_streams} streams" for r in df.itertuples()]
+    lines = [f"MoE ceiling {r.system} @ {r.context:,}: {r.max_streams:,} streams ({r.hardware})"
+             for r in df.itertuples()]
     return SectionResult(sec, {"moe_capacity": df, **aa.tables}, lines + aa.summary,
                          "ok" if aa.status == "ok" else aa.status)
 
