@@ -29,7 +29,7 @@ def print_summary(res) -> None:
         t.add_row(*("-" if r[k] is None or r[k] != r[k] else fmt.format(r[k]) for k, _, fmt in cols))
     if "hardware (replica)" in res.headline:
         hw = res.headline.drop_duplicates("system")
-        t.caption = "; ".join(f"{r['system']}: {r['hardware (replica)']}" for _, r in hw.iterrows()
+        t.caption = "hardware: " + "; ".join(str(r["hardware (replica)"]) for _, r in hw.iterrows()
                               if isinstance(r["hardware (replica)"], str))
     out.print(t)
     for line in res.summary:
