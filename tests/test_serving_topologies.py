@@ -114,3 +114,15 @@ def test_afd_attention_replicas_contend_for_a_shared_ffn_replica():
     assert shared.summary["tpot_s"]["p50"] > 1.2 * dedicated.summary["tpot_s"]["p50"]
     ffn = shared.pools.set_index("pool").loc["ffn"]
     assert 0.5 < ffn["utilisation"] <= 1.0 + 1e-9
+
+
+def test_class_routing_sends_each_class_to_its_pool():
+    f = fleet(pool("lpx", system="lpx"), pool("rubin", workers=2),
+              router={"classes": {"interactive": ["lpx"], "throughput": ["rubin"]}})
+    wl = synthetic(n=120, classes=[{"name": "interactive", "weight": 1}, {"name": "throughput", "weight": 2}])
+    df = simulate(f, wl, seed=0).requests
+    assert (df.loc[df.klass == "interactive", "pool"] == "lpx").all()
+    assert (df.loc[df.klass == "throughput", "pool"] == "rubin").all()
+    assert 20 < (df.klass == "interactive").sum() < 60
+    plain = simulate(f, synthetic(n=40), seed=0).requests  # no classes in the workload: any entry pool
+    assert (plain["status"] == "completed").all() and set(plain["pool"]) <= {"lpx", "rubin"}

@@ -137,7 +137,7 @@ class Simulation:
 
     def _candidates(self, req: Request) -> list[Worker]:
         classes = self.fleet.router.classes
-        if not classes:
+        if not classes or not req.klass:  # unclassified requests may go to any entry pool
             return self._all_entry_workers
         ws = self._class_workers.get(req.klass)
         if ws is None:
