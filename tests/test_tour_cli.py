@@ -62,3 +62,14 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
         pytest.skip("chromium is not installed (CI installs it)")
     cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
     assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8
+
+
+def test_sweep_cli_on_a_dask_cluster_bound_to_loopback(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False,
+                                  protocol="tcp://", dashboard_address=None) as cluster:
+        r = lpxsim("sweep", "gemma-4-31b", "--systems", "rubin-alone", "--contexts", "10000", "--concurrency", "1,2",
+                   "--osl", "64", "--executor", "dask", "--scheduler", cluster.scheduler_address,
+                   "--out", str(tmp_path), "--json")
+    assert r.returncode == 0, r.stderr
+    assert [row["concurrency"] for row in json.loads(r.stdout)["rows"]] == [1, 2]
