@@ -159,3 +159,14 @@ def test_prefix_cache_never_lowers_throughput_at_the_target() -> None:
     warm = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, backend="analytic", new_tokens=2_000)
     assert warm.new_tokens == 2_000 and cold.new_tokens == 32_000
     assert warm.tok_s_total >= cold.tok_s_total and warm.ttft_s < cold.ttft_s
+
+
+@pytest.mark.heavy
+def test_lpx_point_through_the_compiler() -> None:
+    """Gemma 4 31B on LPX at 100K through the LPX compiler (minutes): the point meets its target."""
+    op = operating_point("gemma-4-31b", "lpx", 100_000, 1_000, 1_000.0, backend="project")
+    assert op.backend == "project" and op.feasible, op.reason
+    chosen = next(c for c in op.candidates if c.feasible and c.chips == op.replica_chips)
+    assert op.tok_s_user >= 1_000.0 and 1 <= op.concurrency <= chosen.kv_max_concurrency
+    assert op.replica_chips <= 512 and "gemma-4-31b on lpx" in op.layout
+    assert op.tok_s_per_mw == pytest.approx(op.tok_s_total / (op.replica_power_w / 1e6))
