@@ -60,3 +60,24 @@ def test_afd_replica_power_is_attention_rack_plus_its_share_of_ffn_racks() -> No
     assert lpx_racks == 16  # 1.9 TB of FFN weights over 128 GB racks (analytic: 95 % usable)
     assert one.power_w == pytest.approx(199.8e3 + lpx_racks * 97e3)
     assert four.power_w == pytest.approx(199.8e3 + lpx_racks * 97e3 / 4)
+
+
+def test_the_claim_is_never_an_input(monkeypatch) -> None:
+    import lpxsim.plan.t8 as t8
+
+    kw = dict(backend="analytic", frontier_targets=(), hypothetical=False)
+    before = [r.as_dict() for r in t8.t8_report(**kw).rows]
+    monkeypatch.setattr(t8, "T8_CLAIM_RATIO", 1.0)
+    after = [r.as_dict() for r in t8.t8_report(**kw).rows]
+    assert before == after
+
+
+def test_frontier_rows_carry_context_and_concurrency(report) -> None:
+    d = report.as_dict()
+    assert [f["target_tok_s_user"] for f in d["frontier"]] == [25.0, 50.0, 100.0, 200.0]
+    for f in d["frontier"]:
+        assert f["context"] == 400_000
+        for v in f["systems"].values():
+            assert (v["tok_s_per_mw"] is None) == (v["concurrency"] is None)
+            if v["tok_s_user"] is not None:
+                assert v["tok_s_user"] >= f["target_tok_s_user"]

@@ -78,6 +78,21 @@ def _print_fleet(d: dict) -> None:
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
 
 
+def _frontier_table(d: dict) -> Table:
+    labels = list(d["frontier"][0]["systems"])
+    t = Table(title=f"tok/s/MW at lower per-user targets, {d['context']:,}-token context (- = cannot reach)")
+    t.add_column("tok/s/user >=", justify="right")
+    for label in labels:
+        t.add_column(label, justify="right")
+    for f in d["frontier"]:
+        cells = []
+        for label in labels:
+            v = f["systems"][label]
+            cells.append("-" if v["tok_s_per_mw"] is None else f"{v['tok_s_per_mw']:,.0f} @{v['concurrency']}")
+        t.add_row(f"{f['target_tok_s_user']:,.0f}", *cells)
+    return t
+
+
 def _print_t8(d: dict) -> None:
     t = Table(title=(
         f"T8: {d['model']} ({d['total_params'] / 1e12:.2f} T params), {d['context']:,}-token context, OSL {d['osl']:,}, "
@@ -98,6 +113,8 @@ def _print_t8(d: dict) -> None:
             f"{ratio:.2f}x" if ratio is not None else "-",
         )
     out.print(t)
+    if d["frontier"]:
+        out.print(_frontier_table(d))
     out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
