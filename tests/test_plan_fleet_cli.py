@@ -141,3 +141,9 @@ def test_new_tokens_cannot_exceed_the_input(tmp_path: Path) -> None:
     p.write_text(DEMAND.replace("isl: 8000", "isl: 8000\n    new_tokens: 9000"))
     with pytest.raises(UserError, match="classes.0"):
         load_demand(p)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parent.parent / "examples" / "plans").glob("*.yaml")))
+def test_example_demands_parse(path: Path) -> None:
+    spec = load_demand(path)
+    assert spec.request_classes() and spec.system_choices()
