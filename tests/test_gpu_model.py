@@ -238,3 +238,22 @@ def test_fp4_moe_keeps_non_expert_weights_in_fp8_by_default():
     assert mixed.decode_roofline_s(b) > pure.decode_roofline_s(b)
     assert GpuStepModel("llama-3.1-70b", "b200-hgx", tp=8, weights="fp4").dense_weights == "fp4"
     assert "fp4/fp8" in mixed.name
+
+
+def test_kv_parallelism_splits_long_context_kv_over_the_tp_group():
+    tp = GpuStepModel("deepseek-r1", "gb200-nvl72", tp=8, weights="fp4")
+    kvp = GpuStepModel("deepseek-r1", "gb200-nvl72", tp=8, weights="fp4", kv_parallel=True)
+    assert kvp.kv_capacity_bytes() == pytest.approx(8 * tp.kv_capacity_bytes())
+    long_ = DecodeBatch.uniform(4, 100_000)
+    assert kvp.decode_step(long_).latency_s < 0.8 * tp.decode_step(long_).latency_s
+    assert kvp.decode_roofline_s(long_) < 0.5 * tp.decode_roofline_s(long_)
+    # at short context the extra query gather / output merge costs more than the KV it saves
+    short = DecodeBatch.uniform(1, 512)
+    assert kvp.decode_step(short).latency_s > tp.decode_step(short).latency_s
+    # prefill stays head-parallel
+    assert kvp.prefill(PrefillChunk(4096)).interval_s == pytest.approx(tp.prefill(PrefillChunk(4096)).interval_s,
+                                                                      rel=0.01)
+    assert "KVP" in kvp.name
+    with pytest.raises(UserError) as e:
+        GpuStepModel("deepseek-r1", "gb200-nvl72", tp=8, kv_parallel=True, dp_attention=True)
+    assert e.value.field == "kv_parallel"

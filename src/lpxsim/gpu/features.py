@@ -68,7 +68,7 @@ def _suffix(op: Op) -> str:
     return op.name.split(".", 1)[1] if op.name.startswith("L") and "." in op.name else op.name
 
 
-def _share(op: Op, layout: Layout, att_frac: float) -> tuple[float, float, float]:
+def _share(op: Op, layout: Layout, att_frac: float, kvp_attention: bool) -> tuple[float, float, float]:
     """(weight divisor, work fraction, kv fraction) of `op` on the busiest GPU of a stage."""
     tp, suf = layout.tp, _suffix(op)
     if suf in ATTENTION_OPS:
@@ -76,6 +76,9 @@ def _share(op: Op, layout: Layout, att_frac: float) -> tuple[float, float, float
             return 1.0, att_frac, att_frac
         if suf in REPLICATED_UNDER_TP or suf in ("attn_norm", "attn_residual", "attn_post_norm"):
             return 1.0, 1.0, 1.0
+        # with KV parallelism each GPU stores 1/tp of the sequence and, in decode, attends over it
+        if layout.kv_parallel and (suf == "kv_write" or (suf == "attention" and kvp_attention)):
+            return float(tp), 1.0 / tp, 1.0 / tp
         if suf in HEAD_SPLIT or suf == "attention":
             kv_div = 1.0 if op.attrs.get("mla") else min(tp, int(op.shape[2]) if suf == "attention" else tp)
             return float(tp), 1.0 / tp, 1.0 / kv_div
@@ -133,6 +136,8 @@ def build(
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
     spread = graph.phase.kind != "prefill"
     att_frac = busiest_share(seqs, layout.tp, spread) / seqs if layout.dp_attention else 1.0
+    # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
+    kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
     n = len(graph.ops)
     cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
     core = np.zeros(n, dtype=bool)
@@ -140,7 +145,7 @@ def build(
     windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
     for i, op in enumerate(graph.ops):
-        div, work, kvf = _share(op, layout, att_frac)
+        div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         attn_half[i] = _suffix(op) in ATTENTION_OPS
         if _suffix(op) not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
@@ -200,8 +205,9 @@ def _collectives(
     Per layer under plain TP: an all-reduce after the attention output projection and one after
     the FFN/MoE (EP without DP-attention also ends in an all-reduce in SGLang/TRT-LLM). With
     DP-attention the FFN side gathers tokens and scatters the result (all-gather + reduce-scatter),
-    or with EP dispatches and combines them (two all-to-alls). Plus the vocab-parallel embedding
-    all-reduce, the logits all-gather, and pipeline-stage sends.
+    or with EP dispatches and combines them (two all-to-alls). KV parallelism adds, per layer, an
+    all-gather of the queries and a reduce-scatter of the partial attention outputs. Plus the
+    vocab-parallel embedding all-reduce, the logits all-gather, and pipeline-stage sends.
     """
     m, tp = graph.model, layout.tp
     ab = graph.act_bytes_per_element
@@ -216,6 +222,12 @@ def _collectives(
         per_layer_ffn = 2.0 * fabric.all_to_all_s(local * topk, tp)
     else:
         per_layer_ffn = fabric.all_gather_s(hidden_bytes, tp) + fabric.reduce_scatter_s(hidden_bytes, tp)
+    kvp = 0.0
+    if layout.kv_parallel and graph.phase.kind != "prefill":  # gather queries, merge partial outputs
+        per = [fabric.all_gather_s(op.act_in_bytes, tp) + fabric.reduce_scatter_s(op.act_out_bytes, tp)
+               for op in graph.ops if op.kind == "attention"]
+        kvp = sum(per)
+        per_layer_attn += kvp / max(1, len(per))
     head_rows = graph.phase.sequences if graph.phase.kind == "prefill" else tokens
     logits = fabric.all_gather_s(head_rows * m.vocab_size * 4.0, tp)
     embed = 0.0 if layout.dp_attention else fabric.all_reduce_s(hidden_bytes, tp)
@@ -225,6 +237,7 @@ def _collectives(
     if tp == 1:
         return p2p, 0.0, float(layout.pp - 1), 0.0
     ffn_calls = 2.0 if layout.dp_attention else 1.0
-    attn_calls = 0.0 if layout.dp_attention else float(L)
+    kvp_calls = 3.0 if layout.kv_parallel and graph.phase.kind != "prefill" else 1.0
+    attn_calls = 0.0 if layout.dp_attention else float(L) * kvp_calls
     calls = attn_calls + L * ffn_calls + 1.0 + (0.0 if layout.dp_attention else 1.0) + (layout.pp - 1)
     return attn + L * per_layer_ffn + logits + embed + p2p, attn, calls, attn_calls

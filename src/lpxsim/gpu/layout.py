@@ -5,7 +5,10 @@ parallelism runs inside the TP group (ep divides tp), as SGLang and
 TensorRT-LLM do on one node: each GPU holds E/ep whole experts, each split over
 tp/ep GPUs. With attention data-parallelism the tp GPUs of a stage each run
 attention for their own share of the sequences (attention weights replicated,
-KV not), and the FFN/MoE part runs over the gathered tokens. `replicas`
+KV not), and the FFN/MoE part runs over the gathered tokens. With KV
+parallelism (Helix-style, for long contexts) each of the tp GPUs holds 1/tp of
+every sequence's KV, split along the sequence, and attends over its slice for all
+heads; queries are gathered and partial outputs merged by collectives. `replicas`
 independent copies of the replica sit behind one router.
 """
 
@@ -25,6 +28,7 @@ class Layout:
     pp: int = 1
     dp_attention: bool = False
     replicas: int = 1
+    kv_parallel: bool = False
 
     @property
     def gpus_per_replica(self) -> int:
@@ -42,13 +46,22 @@ class Layout:
             s += f"/PP{self.pp}"
         if self.dp_attention:
             s += "/DPattn"
+        if self.kv_parallel:
+            s += "/KVP"
         if self.replicas > 1:
             s += f" x{self.replicas}"
         return s
 
     @classmethod
     def make(
-        cls, model: ModelSpec, gpus: int | None, tp: int | None, ep: int = 1, pp: int = 1, dp_attention: bool = False
+        cls,
+        model: ModelSpec,
+        gpus: int | None,
+        tp: int | None,
+        ep: int = 1,
+        pp: int = 1,
+        dp_attention: bool = False,
+        kv_parallel: bool = False,
     ) -> Layout:
         """Validate a layout for `model`; `gpus` defaults to tp x pp, `tp` to gpus / pp."""
         for name, v in (("ep", ep), ("pp", pp)):
@@ -66,7 +79,10 @@ class Layout:
         if not isinstance(gpus, int) or gpus < 1 or gpus % (tp * pp):
             raise UserError("gpus", f"{gpus} GPUs is not a multiple of tp x pp = {tp * pp}")
         _check_model_split(model, tp, ep, pp, dp_attention)
-        return cls(tp=tp, ep=ep, pp=pp, dp_attention=dp_attention, replicas=gpus // (tp * pp))
+        if kv_parallel and dp_attention:
+            raise UserError("kv_parallel", "KV parallelism and attention data-parallelism both split the KV; pick one")
+        return cls(tp=tp, ep=ep, pp=pp, dp_attention=dp_attention, replicas=gpus // (tp * pp),
+                   kv_parallel=kv_parallel and tp > 1)
 
 
 def _check_model_split(model: ModelSpec, tp: int, ep: int, pp: int, dp_attention: bool) -> None:
@@ -105,10 +121,11 @@ def kv_split(model: ModelSpec, layout: Layout) -> float:
     """How many ways a replica's KV is divided over the GPUs of one stage (the rest is replication).
 
     MLA's latent is shared by all heads, so under tensor parallelism every GPU keeps all of it;
-    GQA splits over at most num_kv_heads GPUs; attention data-parallelism splits sequences over tp.
+    GQA splits over at most num_kv_heads GPUs; attention data-parallelism splits sequences over tp,
+    KV parallelism each sequence over tp.
     Weighted over layers by KV bytes per token, so mixed models get one effective figure.
     """
-    if layout.dp_attention:
+    if layout.dp_attention or layout.kv_parallel:
         return float(layout.tp)
     num = den = 0.0
     for layer in model.layers:

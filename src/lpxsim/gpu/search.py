@@ -1,8 +1,8 @@
 """Search the parallel layouts of a model on G GPUs for the best one at a stated workload.
 
 Candidates: tp and pp over the power-of-two divisors of G (tp x pp <= G, the rest
-data-parallel replicas), ep over the divisors of tp for MoE models, and
-attention data-parallelism on or off for MoE models. Each candidate that fits is
+data-parallel replicas), ep over the divisors of tp for MoE models, attention
+data-parallelism on or off for MoE models, and KV parallelism on or off. Each candidate that fits is
 scored with the steady-state closed-loop estimate at the given ISL/OSL and
 concurrency: `latency` maximises tok/s per user, `throughput` total tok/s per
 GPU. This module sits at the plan layer (it calls lpxsim.plan.estimate); it is
@@ -36,7 +36,7 @@ def _pow2_divisors(n: int) -> list[int]:
 
 
 def candidate_layouts(model: Any, gpus: int) -> list[dict[str, Any]]:
-    """(tp, ep, pp, dp_attention) combinations worth trying on `gpus` GPUs."""
+    """(tp, ep, pp, dp_attention, kv_parallel) combinations worth trying on `gpus` GPUs."""
     moe = model.is_moe
     out = []
     for tp in _pow2_divisors(gpus):
@@ -44,6 +44,8 @@ def candidate_layouts(model: Any, gpus: int) -> list[dict[str, Any]]:
             for ep in (_pow2_divisors(tp) if moe else [1]):
                 for dp in ((False, True) if moe and tp > 1 else (False,)):
                     out.append({"tp": tp, "ep": ep, "pp": pp, "dp_attention": dp})
+                    if tp > 1 and not dp:
+                        out.append({"tp": tp, "ep": ep, "pp": pp, "dp_attention": False, "kv_parallel": True})
     return out
 
 

@@ -91,6 +91,7 @@ class GpuStepModel:
         ep: int = 1,
         pp: int = 1,
         dp_attention: bool = False,
+        kv_parallel: bool = False,
         weights: str = "fp8",
         kv: str = "bf16",
         dense_weights: str | None = None,
@@ -114,7 +115,7 @@ class GpuStepModel:
             raise UserError("expert_skew", f"expected a value in [0, 1), got {expert_skew}")
         if tp is None and gpus is None:  # one HGX node, or 8 GPUs of an NVL72 rack
             tp = min(8, self.system.topology.chips_per_node)
-        self.layout = Layout.make(self.model, gpus, tp, ep, pp, dp_attention)
+        self.layout = Layout.make(self.model, gpus, tp, ep, pp, dp_attention, kv_parallel)
         limit = self.system.max_units * self.system.chips_per_unit
         if self.layout.gpus > limit:
             raise UserError("gpus", f"{self.layout.gpus} GPUs exceed {self.system.name}'s {limit}")
