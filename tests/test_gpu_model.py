@@ -128,8 +128,10 @@ def test_dense_model_rejects_ep_and_lpx_is_not_a_gpu():
 
 
 def test_step_model_seam():
+    from lpxsim.serving.protocols import SplitStepModel
+
     s = GpuStepModel("llama-3.1-70b", "h200-hgx", tp=4)
-    assert isinstance(s, StepModel)
+    assert isinstance(s, StepModel) and isinstance(s, SplitStepModel)
     assert s.chips == 4 and s.power_w == pytest.approx(10200.0 / 8 * 4)
     d = s.decode_step(DecodeBatch.uniform(16, 2048))
     assert d.latency_s == d.interval_s > 0

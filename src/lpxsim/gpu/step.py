@@ -134,17 +134,21 @@ class GpuStepModel:
         }
         self._dense_scale = (get_precision(self.dense_weights).bytes_per_element
                              / get_precision(self.weights).bytes_per_element)
-        self.memory = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                                    mem_fraction, prefill_chunk, max_batch, self.dense_weights)
-        if not self.memory.fits:
+        self.memory = self._budget(mem_fraction)
+        self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
+
+    def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
+        """The HBM budget of the busiest GPU; DoesNotFit if the weights leave no room for KV."""
+        b = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
+                          mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights)
+        if not b.fits:
             raise DoesNotFit(
                 "gpus",
-                f"{self.model.name} at {self.weights} needs {self.memory.weight_bytes / 1e9:,.1f} GB of weights "
-                f"+ {self.memory.activation_bytes / 1e9:,.1f} GB activations per GPU with {self.layout.label()}; "
-                f"a {self.system.chip.name} has {self.memory.hbm_bytes / 1e9:,.1f} GB; "
-                f"use more GPUs or a smaller format",
+                f"{self.model.name} at {self.weights} needs {b.weight_bytes / 1e9:,.1f} GB of weights "
+                f"+ {b.activation_bytes / 1e9:,.1f} GB activations per GPU with {self.layout.label()}; "
+                f"a {self.system.chip.name} has {b.hbm_bytes / 1e9:,.1f} GB; use more GPUs or a smaller format",
             )
-        self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
+        return b
 
     # --- the StepModel seam -------------------------------------------------------------
 
