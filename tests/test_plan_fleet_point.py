@@ -170,3 +170,14 @@ def test_lpx_point_through_the_compiler() -> None:
     assert op.tok_s_user >= 1_000.0 and 1 <= op.concurrency <= chosen.kv_max_concurrency
     assert op.replica_chips <= 512 and "gemma-4-31b on lpx" in op.layout
     assert op.tok_s_per_mw == pytest.approx(op.tok_s_total / (op.replica_power_w / 1e6))
+
+
+def test_speculative_decoding_raises_the_reachable_speed() -> None:
+    plain = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, backend="analytic")
+    mtp = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, backend="analytic", spec_k=2,
+                          spec_accept=0.8)
+    assert not plain.feasible and not mtp.feasible  # both report their best speed at concurrency 1
+    assert mtp.best_tok_s_user > plain.best_tok_s_user and mtp.spec_k == 2
+    with pytest.raises(UserError, match="accept"):
+        operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 10.0, backend="analytic", spec_k=2,
+                        spec_accept=1.0)

@@ -138,6 +138,8 @@ def point_cmd(
     kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
     new_tokens: int | None = typer.Option(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
+    mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP); 0: off"),
+    accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -145,7 +147,7 @@ def point_cmd(
     from lpxsim.plan.operating_point import operating_point
 
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend, new_tokens=new_tokens)
+                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
     d = op.as_dict()
     emit_json(d) if as_json else _print_point(d)
 
@@ -180,6 +182,8 @@ def t8_cmd(
     kv: str = typer.Option("bf16", "--kv", help="KV precision"),
     new_tokens: int | None = typer.Option(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
+    mtp: int = typer.Option(0, "--mtp", help="what-if: speculative draft length k (MTP); 0: off"),
+    accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -190,6 +194,6 @@ def t8_cmd(
         if v <= 0:
             raise UserError(name, f"expected a positive number of tokens, got {v}")
     rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend,
-                    new_tokens=new_tokens)
+                    new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
     d = rep.as_dict()
     emit_json(d) if as_json else _print_t8(d)

@@ -51,6 +51,8 @@ class RequestClass:
     requests_per_s: float | None = None
     concurrent_sessions: float | None = None
     new_tokens: int | None = None  # input tokens prefilled per request (rest in the prefix cache); None: all
+    mtp: int = 0  # speculative draft length (MTP head); 0: off
+    accept: float = 0.0  # per-token draft acceptance
 
     @property
     def demand(self) -> float:
@@ -279,6 +281,8 @@ class ClassSpec(BaseModel):
     requests_per_s: float | None = Field(default=None, gt=0)
     concurrent_sessions: float | None = Field(default=None, gt=0)
     new_tokens: int | None = Field(default=None, gt=0)
+    mtp: int = Field(default=0, ge=0)
+    accept: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _one_demand(self) -> ClassSpec:
@@ -312,7 +316,7 @@ class DemandSpec(BaseModel):
         if dup:
             raise UserError("classes.name", f"duplicate class name(s): {', '.join(dup)}")
         return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions,
-                             c.new_tokens) for c in self.classes]
+                             c.new_tokens, c.mtp, c.accept) for c in self.classes]
 
     def system_choices(self) -> list[SystemChoice]:
         return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks) for s in self.systems]
@@ -373,5 +377,6 @@ def size_fleet(
             points[(rc.name, sc.name)] = operating_point(
                 rc.model, sc.name, rc.isl, rc.osl, rc.tok_s_user, weights=demand.weights, kv=demand.kv,
                 kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
+                spec_k=rc.mtp, spec_accept=rc.accept,
             )
     return solve_fleet(classes, choices, points)

@@ -69,6 +69,8 @@ class OperatingPoint:
     backend: str
     feasible: bool
     new_tokens: int = 0  # input tokens prefilled per request (the rest was in the prefix cache)
+    spec_k: int = 0  # MTP draft tokens per round (0: no speculative decoding)
+    spec_accept: float = 0.0  # per-token draft acceptance
     layout: str = ""
     replica_chips: int = 0
     replica_units: float = 0.0
@@ -274,8 +276,12 @@ def _kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
     return min(MAX_CONCURRENCY, int(math.floor(step.kv_capacity_bytes() / per + 1e-9)))
 
 
-def best_concurrency(step: StepModel, isl: int, osl: int, target: float) -> tuple[Estimate | None, Estimate | None, int]:
-    """(best estimate meeting `target`, the concurrency-1 estimate, KV ceiling). None when nothing fits/meets."""
+def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0, spec_accept: float = 0.0
+                     ) -> tuple[Estimate | None, Estimate | None, int]:
+    """(best estimate meeting `target`, the concurrency-1 estimate, KV ceiling). None when nothing fits/meets.
+
+    `spec_k` > 0: speculative decoding (MTP) drafting k tokens per round at per-token acceptance `spec_accept`.
+    """
     ceiling = _kv_ceiling(step, isl, osl)
     if ceiling < 1:
         return None, None, 0
@@ -283,7 +289,7 @@ def best_concurrency(step: StepModel, isl: int, osl: int, target: float) -> tupl
 
     def at(c: int) -> Estimate:
         if c not in cache:
-            cache[c] = steady_state(step, isl, osl, c)
+            cache[c] = steady_state(step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept)
         return cache[c]
 
     first = at(1)
@@ -312,9 +318,9 @@ def best_concurrency(step: StepModel, isl: int, osl: int, target: float) -> tupl
     return best, first, ceiling
 
 
-def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float
-               ) -> tuple[Candidate, Estimate | None]:
-    best, first, ceiling = best_concurrency(step, isl, osl, target)
+def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
+               spec: tuple[int, float] = (0, 0.0)) -> tuple[Candidate, Estimate | None]:
+    best, first, ceiling = best_concurrency(step, isl, osl, target, *spec)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), chips=chips, units=units, power_w=step.power_w,
@@ -343,11 +349,14 @@ def operating_point(
     factory: StepFactory | None = None,
     layouts: list[Layout] | None = None,
     new_tokens: int | None = None,
+    spec_k: int = 0,
+    spec_accept: float = 0.0,
 ) -> OperatingPoint:
     """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target.
 
     `new_tokens`: input tokens each request prefills (the rest of `isl` is in the prefix cache, as in an
-    agentic session's later turns); None prefills all of `isl`.
+    agentic session's later turns); None prefills all of `isl`. `spec_k`, `spec_accept`: speculative
+    decoding with the model's MTP head (k drafted tokens per round, per-token acceptance).
     """
     m, s = plan_model(model), get_system(system)
     for name, v in (("context", isl), ("osl", osl)):
@@ -355,6 +364,8 @@ def operating_point(
             raise UserError(name, f"expected a positive number of tokens, got {v!r}")
     if not tok_s_user_target > 0:
         raise UserError("target_tok_s_user", f"expected a positive tok/s per user, got {tok_s_user_target!r}")
+    if not (isinstance(spec_k, int) and spec_k >= 0 and 0.0 <= spec_accept < 1.0):
+        raise UserError("accept", f"expected draft length k >= 0 and acceptance in [0, 1), got {spec_k}, {spec_accept}")
     if new_tokens is not None and not (isinstance(new_tokens, int) and 0 < new_tokens <= isl):
         raise UserError("new_tokens", f"expected 1..{isl:,} new input tokens per request, got {new_tokens!r}")
     if factory is not None:
@@ -363,7 +374,7 @@ def operating_point(
         used, make = resolve_factory(backend, s)
     head = dict(model=m.name, system=s.name, isl=isl, osl=osl, target_tok_s_user=float(tok_s_user_target),
                 weights=weights, kv=kv, backend=used, unit_name=s.unit_name,
-                new_tokens=isl if new_tokens is None else new_tokens)
+                new_tokens=isl if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept)
     reason = ""
     if layouts is None:
         layouts, reason = replica_layouts(m, s, isl + osl, weights, kv, kv_layout)
@@ -383,7 +394,7 @@ def operating_point(
         seen.add(id(step))
         if new_tokens is not None:
             step = PrefixCachedStep(step, isl, new_tokens)
-        found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target)))
+        found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept)))
     return _pick(head, found, s)
 
 

@@ -96,6 +96,8 @@ class T8Report:
     weights: str
     kv: str
     new_tokens: int  # input tokens prefilled per request (== context: no prefix cache)
+    spec_k: int = 0
+    spec_accept: float = 0.0
     rows: list[T8Row] = field(default_factory=list)
     frontier: list[dict] = field(default_factory=list)  # the same comparison at lower per-user targets
     claim_ratio: float = T8_CLAIM_RATIO
@@ -106,7 +108,8 @@ class T8Report:
         return {
             "model": self.model, "total_params": self.total_params, "active_params": self.active_params,
             "context": self.context, "osl": self.osl, "target_tok_s_user": self.target_tok_s_user,
-            "weights": self.weights, "kv": self.kv, "new_tokens": self.new_tokens,
+            "weights": self.weights, "kv": self.kv, "new_tokens": self.new_tokens, "spec_k": self.spec_k,
+            "spec_accept": self.spec_accept,
             "systems": {r.label: r.as_dict() for r in self.rows},
             "frontier": self.frontier,
             "claim": {"ratio_vs_gb200": self.claim_ratio, "source": self.claim_source, "role": "comparison only"},
@@ -128,7 +131,7 @@ def _row(label: str, op: OperatingPoint, baseline: OperatingPoint | None, hypoth
 
 
 def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-                  new_tokens: int | None = None) -> OperatingPoint | None:
+                  **opts) -> OperatingPoint | None:
     """LPX chained past its catalog reach (max_units), on the analytic roofline: what it would give."""
     s = get_system("lpx")
     need = capacity(m, s, context + osl, weights, kv, kv_layout).units_needed
@@ -136,7 +139,7 @@ def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: 
         return None
     layouts = [Layout(chips=need * s.chips_per_unit), Layout(chips=2 * need * s.chips_per_unit)]
     return operating_point(m, s.name, context, osl, target, weights, kv, kv_layout, factory=analytic_factory,
-                           layouts=layouts, new_tokens=new_tokens)
+                           layouts=layouts, **opts)
 
 
 # Attention/FFN disaggregation (T9 mode 2) link, as in examples/fleets/rubin-lpx-afd.yaml (assumption,
@@ -176,11 +179,11 @@ def afd_step(m: ModelSpec, weights: str, kv: str, kv_layout: str, attention_per_
 
 
 def _afd_point(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-               new_tokens: int | None = None) -> OperatingPoint:
+               **opts) -> OperatingPoint:
     """The best AFD operating point over how many attention racks share the LPX FFN racks."""
     steps = {Layout(chips=per): afd_step(m, weights, kv, kv_layout, per) for per in AFD_SHARING}
     op = operating_point(m, "vr-nvl72", context, osl, target, weights, kv, kv_layout,
-                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps), new_tokens=new_tokens)
+                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps), **opts)
     chosen = next(((lay.chips, st) for lay, st in steps.items() if st.chips == op.replica_chips), None)
     if not op.feasible or chosen is None:
         return replace(op, backend="analytic+afd")
@@ -200,20 +203,20 @@ NOTE_BEYOND = ("what-if: one LPX replica chained past the catalog's {max_units}-
 
 
 def _points(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-            backend: str, systems: tuple[str, ...], hypothetical: bool, new_tokens: int | None) -> list[T8Row]:
+            backend: str, systems: tuple[str, ...], hypothetical: bool, **opts) -> list[T8Row]:
     """Every system's row at one target: real backends first, then the analytic what-if rows."""
-    points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend, new_tokens=new_tokens)
+    points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend, **opts)
               for s in systems}
     base = points.get(T8_BASELINE)
     rows = [_row(s, op, base) for s, op in points.items()]
     if hypothetical:
         # what-if rows on the analytic roofline, compared like for like with an analytic GB200 baseline
         base_a = operating_point(m, T8_BASELINE, context, osl, target, weights, kv, kv_layout, backend="analytic",
-                                 new_tokens=new_tokens)
+                                 **opts)
         rows.append(_row(f"{T8_BASELINE}-analytic", base_a, base_a, True, NOTE_BASE_ANALYTIC))
-        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout, new_tokens)
+        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout, **opts)
         rows.append(_row("vr-nvl72+lpx-afd", afd, base_a, True, NOTE_AFD))
-        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout, new_tokens)
+        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout, **opts)
         if extra is not None:
             rows.append(_row("lpx-beyond-reach", extra, base_a, True, NOTE_BEYOND.format(
                 max_units=get_system("lpx").max_units)))
@@ -232,11 +235,14 @@ def t8_report(
     hypothetical: bool = True,
     frontier_targets: tuple[float, ...] = T8_FRONTIER_TARGETS,
     new_tokens: int | None = None,
+    spec_k: int = 0,
+    spec_accept: float = 0.0,
 ) -> T8Report:
     """tok/s/MW of each system at the T8 point, next to the vendor's 35x (comparison only), and at lower targets.
 
     `new_tokens`: input tokens prefilled per request, the rest of the context being in the prefix cache (a
-    later turn of an agentic session); None prefills the whole context every request.
+    later turn of an agentic session); None prefills the whole context every request. `spec_k`,
+    `spec_accept`: speculative decoding with an MTP head (the synthetic model has none; a what-if).
     """
     from lpxsim.specs.accounting import param_counts
 
@@ -244,10 +250,11 @@ def t8_report(
     pc = param_counts(m)
     rep = T8Report(model=m.name, total_params=float(pc.total), active_params=float(pc.active), context=context,
                    osl=osl, target_tok_s_user=float(target), weights=weights, kv=kv,
-                   new_tokens=context if new_tokens is None else new_tokens)
-    rep.rows = _points(m, context, osl, target, weights, kv, kv_layout, backend, systems, hypothetical, new_tokens)
+                   new_tokens=context if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept)
+    opts = dict(new_tokens=new_tokens, spec_k=spec_k, spec_accept=spec_accept)
+    rep.rows = _points(m, context, osl, target, weights, kv, kv_layout, backend, systems, hypothetical, **opts)
     for t in frontier_targets:
-        rows = _points(m, context, osl, t, weights, kv, kv_layout, backend, systems, hypothetical, new_tokens)
+        rows = _points(m, context, osl, t, weights, kv, kv_layout, backend, systems, hypothetical, **opts)
         rep.frontier.append({"target_tok_s_user": float(t), "context": context, "systems": {
             r.label: {"tok_s_per_mw": r.point.tok_s_per_mw if r.point.feasible else None,
                       "tok_s_user": r.point.tok_s_user if r.point.feasible else None,
