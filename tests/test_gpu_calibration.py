@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lpxsim.errors import DoesNotFit
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu import GpuStepModel, fitted_params
 from lpxsim.gpu.calibration import LENGTH_RATIO, load_points, point_models, predict, summary
 from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, fit_path
@@ -52,6 +52,9 @@ def test_best_layout_goals_trade_latency_for_throughput():
 def test_best_layout_says_when_nothing_fits():
     with pytest.raises(DoesNotFit, match="no layout"):
         best_layout("kimi-k2", "h100-hgx", gpus=8)
+    with pytest.raises(UserError) as e:
+        best_layout("llama-3.1-8b", "h100-hgx", gpus=8, isl=0)
+    assert e.value.field == "isl" and not isinstance(e.value, DoesNotFit)
 
 
 def test_vera_rubin_runs_without_data_and_beats_h200():

@@ -72,8 +72,9 @@ def search_layouts(
 
     if goal not in GOALS:
         raise UserError("goal", f"expected one of {', '.join(GOALS)}, got {goal!r}")
-    if not isinstance(gpus, int) or gpus < 1:
-        raise UserError("gpus", f"expected a positive integer, got {gpus!r}")
+    for name, v in (("gpus", gpus), ("isl", isl), ("osl", osl), ("concurrency", concurrency)):
+        if not isinstance(v, int) or v < 1:  # a user mistake, not "no layout fits"
+            raise UserError(name, f"expected a positive integer, got {v!r}")
     m = get_model(model)
     best: LayoutChoice | None = None
     best_score = float("-inf")
