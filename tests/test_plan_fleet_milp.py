@@ -99,3 +99,7 @@ def test_served_output_counts_only_the_demand() -> None:
     plan = solve_fleet([rc], [SystemChoice(A)], {("chat", A): _op(A, 1.0, 10.0)})
     assert plan.output_tok_s == pytest.approx(25.0 * 1_000)  # 25 req/s x 1,000 output tokens
     assert plan.tok_s_per_mw == pytest.approx(25_000 / 0.36)
+    (b,) = plan.bom
+    assert b.output_tok_s == pytest.approx(25_000) and b.tok_s_per_mw == pytest.approx(plan.tok_s_per_mw)
+    (a,) = plan.assignments
+    assert a.output_tok_s == pytest.approx(30_000) and a.delivered_output_tok_s == pytest.approx(25_000)

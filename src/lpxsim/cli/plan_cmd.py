@@ -56,11 +56,11 @@ def _print_fleet(d: dict) -> None:
             out.print(f"- {r}")
         return
     bom = Table(title=f"Fleet BOM (minimising {d['objective']})")
-    for col in ("system", "racks", "chips", "kW", "racks used"):
+    for col in ("system", "racks", "chips", "kW", "racks used", "tok/s", "tok/s/MW"):
         bom.add_column(col, justify="left" if col == "system" else "right")
     for b in d["bom"]:
         bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
-                    f"{b['used_units']:,.2f}")
+                    f"{b['used_units']:,.2f}", f"{b['output_tok_s']:,.0f}", f"{b['tok_s_per_mw']:,.0f}")
     out.print(bom)
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")

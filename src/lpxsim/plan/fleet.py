@@ -22,8 +22,7 @@ concurrent sessions) of one replica at the SLO.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -86,11 +85,12 @@ class Assignment:
     context: int
     osl: int
     tok_s_user: float
-    output_tok_s: float
+    output_tok_s: float  # capacity of these replicas at their operating point
     served: float
     demand: float
     demand_unit: str
     layout: str
+    delivered_output_tok_s: float = 0.0  # their share of the class's demand (replicas loaded evenly)
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,8 @@ class BomLine:
     power_w: float
     power_source: str  # catalog provenance of the rack power: "source (grade)"
     used_units: float  # racks the replicas occupy (<= units; the rest is rounding)
+    output_tok_s: float = 0.0  # output tok/s these racks deliver for the demand
+    tok_s_per_mw: float = 0.0
 
 
 @dataclass
@@ -235,18 +237,22 @@ def _plan(classes: list[RequestClass], systems: list[SystemChoice], points: dict
                 tok_s_user=op.tok_s_user, output_tok_s=y * op.tok_s_total, served=float(y * cap[i, j]),
                 demand=rc.demand, demand_unit=rc.demand_unit, layout=op.layout,
             ))
+    assignments = _delivered(classes, assignments)
     bom = []
     for j, sc in enumerate(systems):
         n = int(x[j])
         if n == 0:
             continue
         s = get_system(sc.name)
+        power_w = n * float(s.power_w)
+        out = sum(a.delivered_output_tok_s for a in assignments if a.system == sc.name)
         bom.append(BomLine(
             system=s.name, title=s.title, unit_name=s.unit_name, units=n, chips=n * s.chips_per_unit,
-            power_w=n * float(s.power_w), power_source=f"{s.power_w.source} ({s.power_w.grade})", used_units=float(used[j]),
+            power_w=power_w, power_source=f"{s.power_w.source} ({s.power_w.grade})", used_units=float(used[j]),
+            output_tok_s=out, tok_s_per_mw=out / (power_w / 1e6),
         ))
     power = sum(b.power_w for b in bom)
-    out_tps = _served_output_tok_s(classes, assignments)
+    out_tps = sum(a.delivered_output_tok_s for a in assignments)
     return FleetPlan(
         feasible=True, objective=objective, bom=bom, assignments=assignments, total_power_w=power,
         total_cost=float(np.dot(weight, x[:n_s])), output_tok_s=out_tps,
@@ -254,16 +260,13 @@ def _plan(classes: list[RequestClass], systems: list[SystemChoice], points: dict
     )
 
 
-def _served_output_tok_s(classes: list[RequestClass], assignments: list[Assignment]) -> float:
-    """Output tok/s the fleet delivers for the demand (not its spare capacity)."""
-    total = 0.0
+def _delivered(classes: list[RequestClass], assignments: list[Assignment]) -> list[Assignment]:
+    """Each assignment's output tok/s for the demand (not spare capacity): its capacity x the class's load."""
+    load = {}
     for rc in classes:
-        rows = [a for a in assignments if a.request_class == rc.name]
-        capacity_tps = sum(a.output_tok_s for a in rows)
-        served = sum(a.served for a in rows)
-        if served > 0:
-            total += capacity_tps * min(1.0, rc.demand / served)
-    return total if math.isfinite(total) else 0.0
+        served = sum(a.served for a in assignments if a.request_class == rc.name)
+        load[rc.name] = min(1.0, rc.demand / served) if served > 0 else 0.0
+    return [replace(a, delivered_output_tok_s=a.output_tok_s * load[a.request_class]) for a in assignments]
 
 
 # --- demand files and the end-to-end sizing ------------------------------------------------------
