@@ -73,3 +73,18 @@ def test_sweep_cli_on_a_dask_cluster_bound_to_loopback(tmp_path):
                    "--out", str(tmp_path), "--json")
     assert r.returncode == 0, r.stderr
     assert [row["concurrency"] for row in json.loads(r.stdout)["rows"]] == [1, 2]
+
+
+def test_bench_aa_on_a_drafter_fleet_json_and_per_request(tmp_path):
+    per = tmp_path / "requests.parquet"
+    r = lpxsim("bench", "aa", "gemma-4-31b", "--system", "rubin-lpx-drafter", "--contexts", "10000",
+               "--requests", "6", "--per-request", str(per), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (pt,) = doc["points"]
+    assert pt["context"] == 10_000 and pt["concurrency"] == 1 and pt["hardware"]
+    assert pt["published_id"] is None  # no published figure for this fleet: no comparison invented
+    assert pt["speed_p5"] <= pt["speed_median"] <= pt["speed_p95"]
+    import pandas as pd
+
+    assert len(pd.read_parquet(per)) == 6
