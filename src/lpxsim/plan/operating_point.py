@@ -169,8 +169,8 @@ def resolve_factory(backend: str, system: SystemSpec) -> tuple[str, StepFactory]
 # --- replica sizes -------------------------------------------------------------------------------
 
 
-def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights: str, kv: str, kv_layout: str,
-                    goal: str = "throughput") -> tuple[list[Layout], str]:
+def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights: str, kv: str, kv_layout: str
+                    ) -> tuple[list[Layout], str]:
     """Replica layouts to try, smallest first, and a reason when none fits the system."""
     per_unit = system.chips_per_unit
     cap = capacity(model, system, context, weights, kv, kv_layout, chips=per_unit)
@@ -200,7 +200,8 @@ def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights:
         units *= 2
     out = []
     for g in sizes:
-        out.append(Layout(gpus=g, goal=goal))
+        # the backend searches at its own reference workload, so take both of its goals' picks
+        out += [Layout(gpus=g, goal="throughput"), Layout(gpus=g, goal="latency")]
         wide = wide_ep_layout(model, g)
         if wide is not None:
             out.append(wide)
@@ -381,7 +382,7 @@ def operating_point(
     if not layouts:
         return OperatingPoint(**head, feasible=False, reason=reason)
     found: list[tuple[Candidate, Estimate | None]] = []
-    seen: set[int] = set()
+    seen: set[tuple] = set()
     for lay in layouts:
         try:
             step = make(m, s.name, lay, weights, kv, kv_layout)
@@ -389,9 +390,10 @@ def operating_point(
             found.append((Candidate(layout=f"{lay.chips or lay.gpus} chips", chips=lay.chips or lay.gpus or 0,
                                     units=0.0, power_w=0.0, feasible=False, reason=str(e)), None))
             continue
-        if id(step) in seen:  # the backend resolved two layouts to the same replica
+        key = (step.name, step.chips, step.power_w)
+        if key in seen:  # the backend resolved two layouts to the same replica
             continue
-        seen.add(id(step))
+        seen.add(key)
         if new_tokens is not None:
             step = PrefixCachedStep(step, isl, new_tokens)
         found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept)))
