@@ -397,10 +397,10 @@ def operating_point(
         if new_tokens is not None:
             step = PrefixCachedStep(step, isl, new_tokens)
         found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept)))
-    return _pick(head, found, s)
+    return _pick(head, found)
 
 
-def _pick(head: dict, found: list[tuple[Candidate, Estimate | None]], s: SystemSpec) -> OperatingPoint:
+def _pick(head: dict, found: list[tuple[Candidate, Estimate | None]]) -> OperatingPoint:
     cands = [c for c, _ in found]
     best_user = max((c.batch1_tok_s_user for c in cands), default=0.0)
     ok = [(c, e) for c, e in found if e is not None]
