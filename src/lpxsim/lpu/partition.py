@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from lpxsim.errors import UserError
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages, layer_costs, split_layers
 from lpxsim.specs.accounting import kv_elements_per_token
@@ -151,6 +152,12 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
     sram = arch.sram_bytes * (1.0 - RESERVE_FRACTION)
     rows: list[tuple[float, int, Layout]] = []
     info: list[dict] = []
+    if "tp" in forced:
+        tp = forced["tp"]
+        if not (cpn % tp == 0 or tp % cpn == 0):
+            raise UserError("layout", f"tp={tp} must divide or be a multiple of the {cpn} chips of a node")
+        if "kv_seq_split" in forced and tp % forced["kv_seq_split"]:
+            raise UserError("layout", f"kvsplit={forced['kv_seq_split']} must divide tp={tp}")
     tps = [forced["tp"]] if "tp" in forced else _tp_options(cpn, system.chips_per_unit, n_chips)
     rep_opts = [forced["replicas"]] if "replicas" in forced else ([1, 2, 4, 8] if target.concurrency > 1 else [1])
     for tp in tps:
