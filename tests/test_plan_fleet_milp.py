@@ -103,3 +103,59 @@ def test_served_output_counts_only_the_demand() -> None:
     assert b.output_tok_s == pytest.approx(25_000) and b.tok_s_per_mw == pytest.approx(plan.tok_s_per_mw)
     (a,) = plan.assignments
     assert a.output_tok_s == pytest.approx(30_000) and a.delivered_output_tok_s == pytest.approx(25_000)
+
+
+def _brute_force_power(classes, systems, pts, max_racks: int = 4) -> float:
+    """Least power over every rack count 0..max_racks per system, replicas assigned greedily per class."""
+    import itertools
+
+    from lpxsim.catalog import get_system
+    from lpxsim.plan.fleet import replica_capacity
+
+    best = float("inf")
+    for racks in itertools.product(range(max_racks + 1), repeat=len(systems)):
+        power = sum(n * float(get_system(s.name).power_w) for n, s in zip(racks, systems, strict=True))
+        if power >= best:
+            continue
+        # feasibility: integer replicas y[c][s] with sum_c y*units <= racks_s and sum_s y*cap >= demand_c
+        options = []
+        for rc in classes:
+            per_sys = []
+            for s in systems:
+                op = pts[(rc.name, s.name)]
+                cap = replica_capacity(rc, op)
+                per_sys.append((cap, op.replica_units))
+            options.append(per_sys)
+        ranges = [range(0, 9) for _ in range(len(classes) * len(systems))]
+        for y in itertools.product(*ranges):
+            ok = True
+            for j in range(len(systems)):
+                used = sum(y[i * len(systems) + j] * options[i][j][1] for i in range(len(classes)))
+                ok &= used <= racks[j] + 1e-9
+            for i, rc in enumerate(classes):
+                ok &= sum(y[i * len(systems) + j] * options[i][j][0] for j in range(len(systems))) >= rc.demand - 1e-9
+            if ok:
+                best = power
+                break
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_milp_matches_brute_force_on_small_fleets(seed: int) -> None:
+    import random
+
+    rnd = random.Random(seed)
+    classes = [RequestClass("c0", "m", 8_000, 1_000, 100.0, requests_per_s=rnd.choice([3.0, 7.0, 12.0])),
+               RequestClass("c1", "m", 8_000, 1_000, 100.0, concurrent_sessions=rnd.choice([4, 9, 15]))]
+    systems = [SystemChoice(A), SystemChoice("lpx")]
+    pts = {}
+    for rc in classes:
+        for s in systems:
+            units = rnd.choice([0.5, 1.0])
+            pts[(rc.name, s.name)] = _op(s.name, units, rps=rnd.choice([2.0, 4.0, 6.0]), conc=rnd.choice([3, 5, 8]))
+    plan = solve_fleet(classes, systems, pts)
+    expect = _brute_force_power(classes, systems, pts)
+    if expect == float("inf"):
+        assert not plan.feasible
+    else:
+        assert plan.feasible and plan.total_power_w == pytest.approx(expect)
