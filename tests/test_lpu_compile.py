@@ -114,6 +114,14 @@ def _corrupt(p: Program, how: str) -> Program:
     if how == "over_capacity":
         q.regions[-1] = dataclasses.replace(q.regions[-1], size_bytes=q.chip_sram_bytes)
         return q
+    if how == "unit_overlap":  # two instructions on one unit at once
+        by: dict = {}
+        for k, ins in enumerate(q.instructions):
+            by.setdefault((ins.chip, ins.unit), []).append(k)
+        k1, k2 = next(v for v in by.values() if len(v) > 1)[:2]
+        a = q.instructions[k1]
+        q.instructions[k2] = dataclasses.replace(q.instructions[k2], cycle_start=a.cycle_start)
+        return q
     if how == "missing_input":
         ins = q.instructions[-1]
         q.instructions[-1] = dataclasses.replace(ins, inputs=(*ins.inputs, "nothing@0"))
@@ -121,7 +129,8 @@ def _corrupt(p: Program, how: str) -> Program:
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how", ["early_read", "link_clash", "region_overlap", "over_capacity", "missing_input"])
+@pytest.mark.parametrize("how", ["early_read", "link_clash", "region_overlap", "over_capacity", "missing_input",
+                                 "unit_overlap"])
 def test_corrupted_program_fails(how: str) -> None:
     p = small("tp=4,stages=2,kvsplit=2").program
     assert verify(p).ok
@@ -129,6 +138,8 @@ def test_corrupted_program_fails(how: str) -> None:
     assert not rep.ok
     if how == "link_clash":
         assert rep.link_conflicts > 0
+    if how == "unit_overlap":
+        assert any(e.startswith("unit") for e in rep.errors)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

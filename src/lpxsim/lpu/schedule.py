@@ -76,7 +76,7 @@ class Scheduler:
         self._unit_free[(chip, unit)] = start + dur
         ins = Instruction(id=len(self.instructions), chip=chip, unit=unit, op=op, kind=kind, inputs=inputs,
                           output=output, cycle_start=start, first_out_cycle=first_out, cycle_end=end,
-                          slice=dict(slc or {}), attrs=dict(attrs or {}))
+                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur})
         self.instructions.append(ins)
         self.ready[output] = Ready(first_out, end)
         return ins

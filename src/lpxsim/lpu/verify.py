@@ -1,6 +1,7 @@
 """Verify a Program: a schedule that fails any check is a compiler bug, never a result.
 
-Checks: SRAM regions in bounds and disjoint per chip; every buffer inside its
+Checks: SRAM regions in bounds and disjoint per chip; each functional unit
+runs one instruction at a time; every buffer inside its
 region, and buffers sharing bytes never live at the same time; every input
 produced exactly once, on the right chip, before it is read (first vector)
 and fully arrived before the reader finishes; transfers leave after their
@@ -102,6 +103,18 @@ def _check_dependencies(p: Program, rep: VerifyReport, prod: dict[str, tuple[int
     rep.dependency_errors += bad
 
 
+def _check_units(p: Program, rep: VerifyReport) -> None:
+    """A functional unit streams one instruction at a time: the next starts after the previous's busy cycles."""
+    by_unit: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
+    for ins in p.instructions:
+        by_unit[(ins.chip, ins.unit)].append((ins.cycle_start, int(ins.attrs.get("busy_cycles", 1))))
+    for key, items in by_unit.items():
+        arr = np.array(items, dtype=np.int64)
+        n = _overlaps(arr[:, 0], arr[:, 0] + arr[:, 1])
+        if n:
+            rep.add("unit", f"{key[1]} on chip {key[0]} runs two instructions at once ({n}x)")
+
+
 def _check_transfers(p: Program, rep: VerifyReport) -> None:
     hop = {lid: lk.hop_cycles for lid, lk in p.links.items()}
     windows: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
@@ -180,6 +193,7 @@ def verify(p: Program) -> VerifyReport:
     regions = _check_regions(p, rep)
     prod = _producers(p, rep)
     _check_dependencies(p, rep, prod)
+    _check_units(p, rep)
     _check_transfers(p, rep)
     _check_buffers(p, rep, regions)
     return rep
