@@ -27,6 +27,10 @@ class Layout:
     pp: int = 1
     dp_attention: bool = False
     goal: str = "latency"  # GPU layout search goal when tp is not given
+    # The workload the layout searches are sized for (GPU: scored at it; LPX: KV placed for it).
+    isl: int = 1024
+    osl: int = 1024
+    concurrency: int = 1
     lpx_layout: str | None = None  # a forced LPX layout string (see `lpxsim compile --help`)
 
 
@@ -50,7 +54,7 @@ def make_step_model(
 
         return LpxStepModel(
             m, system=s.name, racks=lay.racks, chips=lay.chips, weights=weights, kv=kv, kv_layout=kv_layout,
-            layout=lay.lpx_layout,
+            layout=lay.lpx_layout, context=lay.isl + lay.osl, concurrency=lay.concurrency,
         )
     if lay.racks is not None or lay.chips is not None:
         raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
@@ -60,8 +64,11 @@ def make_step_model(
     if gpus <= 0:
         raise UserError("gpus", f"expected a positive number of GPUs, got {gpus}")
     if lay.tp is None:
-        return best_layout(m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv)
+        return best_layout(
+            m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv, kv_layout=kv_layout,
+            isl=lay.isl, osl=lay.osl, concurrency=lay.concurrency,
+        )
     return GpuStepModel(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
-        weights=weights, kv=kv,
+        weights=weights, kv=kv, kv_layout=kv_layout,
     )

@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         from lpxsim.plan.estimate import steady_state
 
         lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
-                     goal=goal, lpx_layout=layout)
+                     goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency)
         step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
         d = estimate_dict(e, model, weights, kv)

@@ -2,7 +2,7 @@
 
 Each measured configuration (hardware, framework, precision, TP/EP/DP-attention,
 ISL/OSL, concurrency) becomes a GpuStepModel and a closed-loop steady-state
-estimate (`lpxsim.plan.estimate.steady_state`). The fit minimises the log error
+estimate (`lpxsim.steady_state.steady_state`). The fit minimises the log error
 of TPOT, of total (input + output) tok/s per GPU and of TTFT at concurrency <= 8 with
 scipy.optimize.least_squares over the few shared parameters of
 `GpuParams` (FITTED_NAMES), within physical bounds.
@@ -69,7 +69,7 @@ class PointModel:
     step: GpuStepModel
 
     def predict(self, params: GpuParams) -> dict[str, float]:
-        from lpxsim.plan.estimate import steady_state
+        from lpxsim.steady_state import steady_state
 
         self.step.params = params
         r = self.row

@@ -5,8 +5,8 @@ data-parallel replicas), ep over the divisors of tp for MoE models, attention
 data-parallelism on or off for MoE models, and KV parallelism on or off. Each candidate that fits is
 scored with the steady-state closed-loop estimate at the given ISL/OSL and
 concurrency: `latency` maximises tok/s per user, `throughput` total tok/s per
-GPU. This module sits at the plan layer (it calls lpxsim.plan.estimate); it is
-kept beside the GPU model because only the GPU backend has this layout space.
+GPU. Scoring uses the seam-level steady-state math (`lpxsim.steady_state`), so the
+search stays inside the backend without an edge up into `plan`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu.step import GpuStepModel
+from lpxsim.steady_state import steady_state
 
 GOALS = ("latency", "throughput")
 
@@ -23,7 +24,7 @@ GOALS = ("latency", "throughput")
 @dataclass(frozen=True)
 class LayoutChoice:
     step: GpuStepModel
-    estimate: Any  # lpxsim.plan.estimate.Estimate
+    estimate: Any  # lpxsim.steady_state.Estimate
 
 
 def _pow2_divisors(n: int) -> list[int]:
@@ -68,7 +69,6 @@ def search_layouts(
 ) -> LayoutChoice:
     """The best-scoring layout that fits; DoesNotFit if none does."""
     from lpxsim.catalog import get_model
-    from lpxsim.plan.estimate import steady_state
 
     if goal not in GOALS:
         raise UserError("goal", f"expected one of {', '.join(GOALS)}, got {goal!r}")
