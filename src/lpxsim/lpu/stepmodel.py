@@ -115,7 +115,14 @@ class LpxStepModel:
         """The compiled step for exactly this phase (cached)."""
         key = (phase.kind, phase.contexts, phase.new_tokens)
         if key not in self._cache:
-            self._cache[key] = self._build(self.layout, phase)
+            try:
+                self._cache[key] = self._build(self.layout, phase)
+            except DoesNotFit as e:
+                raise DoesNotFit(
+                    "concurrency",
+                    f"{phase.sequences} stream(s) at {max(phase.contexts):,} tokens do not fit this replica "
+                    f"({self.layout.describe()}, compiled for {self.target.concurrency} x {self.target.context:,}"
+                    f" tokens): {e.message}") from None
         return self._cache[key]
 
     def _cost(self, kind: str, batch: int, context: int, new: int) -> StepCost:
