@@ -2,7 +2,9 @@
 
 The layout is chosen once, at construction, for a target context and
 concurrency (a deployment is compiled once and then serves every request), as
-one replica (the serving layer replicates). Each step shape is compiled per
+one replica (the serving layer replicates). The target context is the longer
+of the one asked for and 131,072 tokens (capped at the model's maximum) when
+that still holds the asked concurrency, else the one asked for. Each step shape is compiled per
 bucket (batch size, context) and cached; between context buckets the answer
 is interpolated linearly (KV reads grow linearly with context), which a test
 checks against direct compiles.
@@ -49,9 +51,14 @@ class LpxStepModel:
                  chip_sram_bytes: int | None = None, variant: str | None = None) -> None:
         self.model = get_model(model)
         self.weights, self.kv, self.kv_layout = weights, kv, kv_layout
-        ctx = context if context is not None else min(self.model.max_context or DEFAULT_TARGET_CONTEXT,
-                                                      DEFAULT_TARGET_CONTEXT)
-        self.target = Target(context=int(ctx), concurrency=int(concurrency))
+        long_ctx = min(self.model.max_context or DEFAULT_TARGET_CONTEXT, DEFAULT_TARGET_CONTEXT)
+        ctx = long_ctx if context is None else int(context)
+        # Prefer one deployment that also serves long context (as the AA endpoint served 10K and 100K);
+        # fall back to exactly the asked context when the long one cannot hold `concurrency` streams.
+        self._targets = [Target(max(ctx, long_ctx), int(concurrency))]
+        if ctx < long_ctx:
+            self._targets.append(Target(ctx, int(concurrency)))
+        self.target = self._targets[0]
         self._sram = chip_sram_bytes
         self._variant = variant
         self.system, self.n_chips, self.units = self._size(system, racks, chips, layout)
@@ -78,9 +85,13 @@ class LpxStepModel:
             {"tp": layout.tp, "stages": layout.stages, "kv_seq_split": layout.kv_seq_split,
              "kv_spread": layout.kv_spread} if layout else {})
         forced = {**forced, "replicas": 1}
-        cands, _ = choose_layout(self.model, system, arch, n, self.target, self.weights, self.kv,
-                                 self.kv_layout, forced)
-        return cands
+        for target in self._targets:
+            cands, _ = choose_layout(self.model, system, arch, n, target, self.weights, self.kv,
+                                     self.kv_layout, forced)
+            if cands:
+                self.target = target
+                return cands
+        return []
 
     def _choose(self, layout) -> Layout:
         cands = self._candidates(self.system, self.arch, self.n_chips, layout)
