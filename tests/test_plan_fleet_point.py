@@ -61,7 +61,7 @@ def _brute_force(step: ToyStep, isl: int, osl: int, target: float) -> int:
 @pytest.mark.parametrize("target", [5.0, 50.0, 150.0, 300.0, 450.0, 1e4])
 def test_search_matches_brute_force(target: float) -> None:
     step = ToyStep()
-    best, first, ceiling = best_concurrency(step, 2_000, 200, target)
+    best, first, ceiling, _ = best_concurrency(step, 2_000, 200, target)
     expect = _brute_force(step, 2_000, 200, target)
     assert ceiling == 600
     if expect == 0:
@@ -72,12 +72,12 @@ def test_search_matches_brute_force(target: float) -> None:
 
 def test_kv_ceiling_caps_the_concurrency() -> None:
     step = ToyStep(kv_capacity=10 * 2_200 * 1e3)  # exactly 10 streams of 2,200 tokens
-    best, _, ceiling = best_concurrency(step, 2_000, 200, 1.0)
+    best, _, ceiling, _ = best_concurrency(step, 2_000, 200, 1.0)
     assert ceiling == 10 and best is not None and best.concurrency == 10
     with pytest.raises(UserError, match="concurrency"):
         steady_state(step, 2_000, 200, 11)
     step = ToyStep(kv_capacity=1e3)  # not even one stream
-    assert best_concurrency(step, 2_000, 200, 1.0) == (None, None, 0)
+    assert best_concurrency(step, 2_000, 200, 1.0) == (None, None, 0, "")
 
 
 def test_higher_target_never_raises_concurrency() -> None:
@@ -181,3 +181,28 @@ def test_speculative_decoding_raises_the_reachable_speed() -> None:
     with pytest.raises(UserError, match="accept"):
         operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 10.0, backend="analytic", spec_k=2,
                         spec_accept=1.0)
+
+
+@dataclass
+class RefusingStep(ToyStep):
+    """A backend that refuses decode batches above `limit` (a compiled shape that overflows SRAM)."""
+
+    limit: int = 6
+
+    def decode_step(self, batch: DecodeBatch) -> StepCost:
+        if batch.size > self.limit:
+            raise UserError("layout", f"batch {batch.size} does not fit")
+        return super().decode_step(batch)
+
+    def max_batch(self) -> int:
+        return 4096
+
+
+def test_a_refused_concurrency_counts_as_missing_the_target() -> None:
+    best, first, _, error = best_concurrency(RefusingStep(), 2_000, 200, 1.0)
+    assert first is not None and best is not None and error.startswith("layout:")
+    # steady_state tries the whole batch first, so every concurrency above the limit is refused
+    assert best.concurrency == 6 and best.tok_s_user >= 1.0
+    refuse_all = RefusingStep(limit=0)
+    best, first, _, error = best_concurrency(refuse_all, 2_000, 200, 1.0)
+    assert best is None and first is None and "does not fit" in error

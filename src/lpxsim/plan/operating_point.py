@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from lpxsim.backends import Layout
 from lpxsim.catalog import get_model, get_system
@@ -277,58 +278,73 @@ def _kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
     return min(MAX_CONCURRENCY, int(math.floor(step.kv_capacity_bytes() / per + 1e-9)))
 
 
-def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0, spec_accept: float = 0.0
-                     ) -> tuple[Estimate | None, Estimate | None, int]:
-    """(best estimate meeting `target`, the concurrency-1 estimate, KV ceiling). None when nothing fits/meets.
+class Search(NamedTuple):
+    """What the concurrency search found on one replica."""
 
-    `spec_k` > 0: speculative decoding (MTP) drafting k tokens per round at per-token acceptance `spec_accept`.
+    best: Estimate | None  # the most output tok/s among the points meeting the target
+    first: Estimate | None  # concurrency 1 (None when not even one stream runs)
+    ceiling: int  # KV ceiling
+    error: str = ""  # why the backend refused a concurrency (a step shape that does not fit), if it did
+
+
+def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0,
+                     spec_accept: float = 0.0) -> Search:
+    """The largest concurrency at which every user gets >= `target`, up to the KV ceiling.
+
+    A concurrency the backend refuses (e.g. a compiled step shape that overflows SRAM) counts as missing
+    the target. `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
     """
     ceiling = _kv_ceiling(step, isl, osl)
     if ceiling < 1:
-        return None, None, 0
-    cache: dict[int, Estimate] = {}
+        return Search(None, None, 0)
+    cache: dict[int, Estimate | None] = {}
+    errors: list[str] = []
 
-    def at(c: int) -> Estimate:
+    def ok(c: int) -> bool:
         if c not in cache:
-            cache[c] = steady_state(step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept)
-        return cache[c]
+            try:
+                cache[c] = steady_state(step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept)
+            except UserError as e:
+                if e.field in ("accept", "isl", "osl"):
+                    raise  # the user's input, not this concurrency
+                cache[c], _ = None, errors.append(str(e))
+        e = cache[c]
+        return e is not None and e.tok_s_user >= target
 
-    first = at(1)
-    if first.tok_s_user < target:
-        return None, first, ceiling
-    lo, hi = 1, None  # lo meets the target; hi (if set) does not
-    c = 2
-    while c <= ceiling:
-        if at(c).tok_s_user >= target:
-            lo, c = c, c * 2
-        else:
-            hi = c
-            break
-    if hi is None:
-        hi = ceiling + 1
-        if lo < ceiling and at(ceiling).tok_s_user >= target:
-            lo = ceiling
+    if not ok(1):
+        return Search(None, cache[1], ceiling, errors[0] if errors else "")
+    lo, hi = _bracket_target(ok, ceiling)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if at(mid).tok_s_user >= target:
-            lo = mid
-        else:
-            hi = mid
-    meeting = [e for e in cache.values() if e.tok_s_user >= target]
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    meeting = [e for e in cache.values() if e is not None and e.tok_s_user >= target]
     best = max(meeting, key=lambda e: (e.tok_s_total, -e.concurrency))
-    return best, first, ceiling
+    return Search(best, cache[1], ceiling, errors[0] if errors else "")
+
+
+def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
+    """(lo, hi): lo meets the target, hi does not (or is ceiling + 1), by doubling from 1."""
+    lo, c = 1, 2
+    while c <= ceiling:
+        if not ok(c):
+            return lo, c
+        lo, c = c, c * 2
+    if lo < ceiling and ok(ceiling):
+        return ceiling, ceiling + 1
+    return lo, ceiling + 1
 
 
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
                spec: tuple[int, float] = (0, 0.0)) -> tuple[Candidate, Estimate | None]:
-    best, first, ceiling = best_concurrency(step, isl, osl, target, *spec)
+    best, first, ceiling, error = best_concurrency(step, isl, osl, target, *spec)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), chips=chips, units=units, power_w=step.power_w,
                      feasible=False, kv_max_concurrency=ceiling,
                      batch1_tok_s_user=first.tok_s_user if first else 0.0)
     if first is None:
-        return replace(base, reason=f"one {isl + osl:,}-token stream's KV does not fit"), None
+        why = error or f"one {isl + osl:,}-token stream's KV does not fit"
+        return replace(base, reason=why), None
     if best is None:
         return replace(base, reason=(
             f"{first.tok_s_user:,.0f} tok/s/user at concurrency 1 and {isl:,} context is below the "
