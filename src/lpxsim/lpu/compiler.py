@@ -125,20 +125,18 @@ def compile_program(
     """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it."""
     t0 = time.perf_counter()
     m = get_model(model)
-    s, n_chips, units = resolve_system(system, racks, chips, variant)
-    arch = arch_for(s).with_sram(chip_sram_bytes)
     if context < 0 or concurrency <= 0:
         raise UserError("context", "context must be >= 0 and concurrency > 0")
     target = Target(context=context, concurrency=concurrency)
-    from lpxsim.lpu.partition import choose_layout
-
     forced = _forced(layout)
-    candidates: list[Layout]
-    cands_info: list[dict] = []
-    if forced is not None and all(k in forced for k in ("tp", "stages")):
-        candidates = [Layout(**{"replicas": 1, "kv_seq_split": 1, **forced})]
-    else:
-        candidates, cands_info = choose_layout(m, s, arch, n_chips, target, weights, kv, kv_layout, forced or {})
+    auto = racks is None and chips is None and not (forced and {"tp", "stages"} <= set(forced))
+    s, n_chips, units = resolve_system(system, racks, chips, variant)
+    while True:  # without --racks/--chips: the fewest units that place the model
+        arch = arch_for(s).with_sram(chip_sram_bytes)
+        candidates, cands_info = _candidates(m, s, arch, n_chips, target, weights, kv, kv_layout, forced)
+        if candidates or not auto or units >= s.max_units:
+            break
+        s, n_chips, units = resolve_system(system, float(units + 1), None, variant)
     last_err: Exception | None = None
     for lay in candidates:
         ph = phase or default_phase(target, lay.replicas)
@@ -156,6 +154,15 @@ def compile_program(
         raise last_err
     raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "
                               f"({arch.sram_bytes / 1e6:,.0f} MB each) at context {context:,}, concurrency {concurrency}")
+
+
+def _candidates(m: ModelSpec, s: SystemSpec, arch: Arch, n_chips: int, target: Target, weights: str, kv: str,
+                kv_layout: str, forced: dict[str, int] | None) -> tuple[list[Layout], list[dict]]:
+    from lpxsim.lpu.partition import choose_layout
+
+    if forced is not None and {"tp", "stages"} <= set(forced):
+        return [Layout(**{"replicas": 1, "kv_seq_split": 1, **forced})], []
+    return choose_layout(m, s, arch, n_chips, target, weights, kv, kv_layout, forced or {})
 
 
 def _forced(layout: Layout | str | dict | None) -> dict[str, int] | None:
