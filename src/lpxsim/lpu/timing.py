@@ -40,11 +40,8 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
             for c in st.chips:
                 chip_stage[c] = st.index
     busy: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    mxm_busy = 0
     for ins in p.instructions:
         busy[chip_stage.get(ins.chip, 0)].append((ins.cycle_start, ins.cycle_end))
-        if ins.unit == "MXM":
-            mxm_busy += ins.cycle_end - ins.first_out_cycle
     for t in p.transfers:
         busy[chip_stage.get(t.src_chip, 0)].append((t.send_cycle, t.end_cycle))
     spans = tuple(arch.seconds(_union(busy[s])) for s in sorted(busy))
