@@ -20,7 +20,6 @@ class Timing:
     batch: int  # sequences in the micro-batch
     new_tokens: int
     tok_s_user: float  # one micro-batch in flight: 1 / latency per sequence (decode)
-    tok_s_replica_pipelined: float  # with enough micro-batches in flight to fill the pipeline
     sram_bw_util: float
     mxm_util: float
     link_util: float
@@ -58,7 +57,7 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     new = graph.phase.new_tokens if graph.phase.kind == "decode" else 1
     return Timing(
         latency_s=latency, interval_s=interval, batch=B, new_tokens=graph.phase.new_tokens,
-        tok_s_user=new / latency, tok_s_replica_pipelined=B * new / max(interval, 1e-30),
+        tok_s_user=new / latency,
         sram_bw_util=sram, mxm_util=mxm, link_util=link_util, stage_spans_s=spans,
         chips=p.layout.tp * p.layout.stages * p.layout.replicas,
     )
