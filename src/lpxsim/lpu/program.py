@@ -58,6 +58,13 @@ collective kinds below. ``slice`` keys (all half-open ``(lo, hi)``):
   ``logits`` computes vocab columns ``lo:hi``, ``sample`` takes the argmax over
   that slice (an ``"argmax"`` partial).
 
+KV helpers (``LayoutInfo.kv_spread > 0``): ``kv_write`` and ``attention``
+instructions of a full-attention layer may also run on chips of *other*
+stages. Such a helper holds a further key chunk (its own ``kv_seq``) for the
+heads of one owner chip, works on transferred copies of the owner's inputs
+(the rope output and the K/V source), and sends its ``"lse"`` partial back,
+where a ``combine`` in ``"merge"`` mode folds it into the owner's.
+
 Collective kinds (``op`` names the graph op whose value they assemble):
 
 - ``reduce``: output = sum of the input ``"sum"`` partials (``argmax`` variant:
