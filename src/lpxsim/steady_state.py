@@ -74,12 +74,17 @@ def decode_period(step: StepModel, concurrency: int, context: int) -> tuple[floa
         b = math.ceil(concurrency / n)
         if b > limit:
             continue
-        c = step.decode_step(DecodeBatch.uniform(b, context))
+        try:
+            c = step.decode_step(DecodeBatch.uniform(b, context))
+        except UserError:  # this micro-batch shape does not fit; a finer split may
+            continue
         period = max(c.latency_s, n * c.interval_s)
         if period < best - 1e-15:
             best, best_n = period, n
     if not math.isfinite(best):
-        raise UserError("concurrency", f"{concurrency} exceeds the largest batch this system runs ({limit})")
+        raise UserError(
+            "concurrency", f"no micro-batch split of {concurrency} streams at {context:,} tokens runs on {step.name}"
+        )
     return best, best_n
 
 
