@@ -198,11 +198,12 @@ class RefusingStep(ToyStep):
         return 4096
 
 
-def test_a_refused_concurrency_counts_as_missing_the_target() -> None:
+def test_a_refused_batch_shape_is_served_as_micro_batches() -> None:
+    # steady_state skips a decode shape the backend refuses and runs finer micro-batches instead,
+    # so concurrencies above the limit are served (slower per user), not refused.
     best, first, _, error = best_concurrency(RefusingStep(), 2_000, 200, 1.0)
-    assert first is not None and best is not None and error.startswith("layout:")
-    # steady_state tries the whole batch first, so every concurrency above the limit is refused
-    assert best.concurrency == 6 and best.tok_s_user >= 1.0
+    assert first is not None and best is not None and error == ""
+    assert best.concurrency > 6 and best.tok_s_user >= 1.0
     refuse_all = RefusingStep(limit=0)
     best, first, _, error = best_concurrency(refuse_all, 2_000, 200, 1.0)
-    assert best is None and first is None and "does not fit" in error
+    assert best is None and first is None and error.startswith("concurrency:")
