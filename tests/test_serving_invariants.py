@@ -10,6 +10,7 @@ import pytest
 from lpxsim.serving import simulate
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import load_fleet
+from lpxsim.serving.workload import load_workload
 from lpxsim.stepmodel import PrefillChunk
 from serving_fixtures import fleet, link, pool, synthetic
 
@@ -141,3 +142,24 @@ def test_a_sequence_that_nearly_fills_the_worker_still_finishes():
     res = simulate(f, wl, seed=0, horizon_s=600.0)
     assert (res.requests["status"] == "completed").all()
     assert res.pools["output_tokens"].sum() == 600
+
+
+def test_shapes_the_backend_refuses_are_skipped_not_fatal():
+    """A backend may refuse a micro-batch shape (DoesNotFit); the worker splits the batch further instead."""
+    from lpxsim.errors import DoesNotFit
+    from lpxsim.serving.sim import Simulation
+
+    f = load_fleet(fleet(pool(system="lpx", max_batch=8)))
+    sim = Simulation(f, load_workload(synthetic(n=60, rate=100.0)), seed=0)
+    w = sim.pools["p"].workers[0]
+    inner = w.model.decode_step
+
+    def picky(batch):
+        if batch.size > 3:
+            raise DoesNotFit("layout", "too big")
+        return inner(batch)
+
+    w.model.decode_step = picky
+    sim.run()
+    assert all(r.status == "completed" for r in sim.requests)
+    assert max(k[0] for k in w._period) > 3  # batches above the refused size still ran, split into micro-batches

@@ -27,6 +27,7 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
+from lpxsim.errors import DoesNotFit
 from lpxsim.serving.engine import EventKind
 from lpxsim.serving.kvcache import KvStore
 from lpxsim.serving.request import Request
@@ -144,13 +145,19 @@ class Worker:
         if p is None:
             p = math.inf
             m = 1
+            refused: DoesNotFit | None = None
             while True:
                 b = -(-n // m)
-                cost = self.model.decode_step(DecodeBatch.uniform(b, c))
-                p = min(p, max(cost.latency_s, m * cost.interval_s))
+                try:
+                    cost = self.model.decode_step(DecodeBatch.uniform(b, c))
+                    p = min(p, max(cost.latency_s, m * cost.interval_s))
+                except DoesNotFit as e:  # a shape the backend cannot hold is not a scheduling option
+                    refused = e
                 if m >= n:
                     break
                 m = min(n, m * 2)
+            if math.isinf(p):
+                raise refused  # type: ignore[misc]
             self._period[key] = p
         return p
 
