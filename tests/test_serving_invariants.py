@@ -163,3 +163,23 @@ def test_shapes_the_backend_refuses_are_skipped_not_fatal():
     sim.run()
     assert all(r.status == "completed" for r in sim.requests)
     assert max(k[0] for k in w._period) > 3  # batches above the refused size still ran, split into micro-batches
+
+
+def test_prefill_chunks_the_backend_refuses_are_halved():
+    from lpxsim.errors import DoesNotFit
+    from lpxsim.serving.sim import Simulation
+
+    f = load_fleet(fleet(pool()))
+    sim = Simulation(f, load_workload(synthetic(n=30, isl=(3000, 6000))), seed=0)
+    w = sim.pools["p"].workers[0]
+    inner = w.model.prefill
+
+    def picky(chunk):
+        if chunk.tokens * chunk.sequences > 1000:
+            raise DoesNotFit("layout", "chunk too big")
+        return inner(chunk)
+
+    w.model.prefill = picky
+    sim.run()
+    assert all(r.status == "completed" for r in sim.requests)
+    assert w.budget <= 1000

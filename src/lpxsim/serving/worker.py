@@ -268,7 +268,15 @@ class Worker:
             return self.plan()
         dec = self.period(self.n_dec, self.ctx_sum / self.n_dec) if self.n_dec else 0.0
         n = len(chunks)
-        cost = self.model.prefill(PrefillChunk(tokens=max(1, round(tok / n)), context=ctx // n, sequences=n))
+        try:
+            cost = self.model.prefill(PrefillChunk(tokens=max(1, round(tok / n)), context=ctx // n, sequences=n))
+        except DoesNotFit:
+            if tok <= 1:
+                raise
+            # the backend cannot hold this chunk: this worker prefills in smaller chunks from now on
+            self.budget = max(1, min(self.budget, tok) // 2)
+            self.min_chunk = min(self.min_chunk, self.budget)
+            return self._plan_mixed()
         now = self.engine.now
         self.run_chunks = chunks
         self.run_start, self.run_k = now, 1
