@@ -87,11 +87,19 @@ def _print(s: dict, pools) -> None:
     t.add_row("tok/s/user", *(f"{u[k]:,.0f}" if math.isfinite(u[k]) else "-" for k in ("p50", "p90", "p99", "mean")))
     out.print(t)
     out.print(
-        f"tok/s/user {u['p50']:,.0f} (median) at mean concurrency {s['mean_concurrency']:,.1f} and mean context "
+        f"tok/s/user {u['p50']:,.0f} (median) at mean concurrency {s['mean_concurrency']:,.2g} and mean context "
         f"{s['mean_context']:,.0f} tokens; fleet {s['fleet_tok_s']:,.0f} output tok/s, "
         f"{s['power_w'] / 1e3:,.1f} kW, {s['tok_s_per_mw']:,.0f} tok/s per MW; goodput "
         f"{s['goodput_req_s']:,.2f} req/s under TTFT <= {s['slo']['ttft_s']} s, TPOT <= {s['slo']['tpot_s']} s"
     )
+    if s.get("by_context"):
+        ct = Table(title="by prompt length")
+        for col in ("context", "requests", "mean ISL", "tok/s/user P50", "TTFT P50 ms"):
+            ct.add_column(col, justify="right")
+        for label, d in s["by_context"].items():
+            ct.add_row(label, f"{d['requests']:,}", f"{d['mean_isl']:,.0f}", f"{d['tok_s_user_p50']:,.0f}",
+                       _ms(d["ttft_p50_s"]))
+        out.print(ct)
     pt = Table(title="pools")
     for col in ("pool", "role", "hardware", "power kW", "utilisation", "KV mean", "KV peak", "prefix hits", "preempt"):
         pt.add_column(col)
