@@ -111,3 +111,12 @@ def test_builtin_mode_as_fleet(monkeypatch, capsys):
     assert d["summary"]["completed"] == 19 and any("lpx-decode" in h for h in d["summary"]["hardware"])
     code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "no-such-mode", "--trace", "tracelab-agent")
     assert code == 2 and err.startswith("error: fleet")
+
+
+def test_rate_scale_on_a_workload_file(monkeypatch, capsys):
+    args = ("--fleet", "examples/fleets/rubin-alone.yaml", "--workload")
+    code, out, _ = _cli_inproc(monkeypatch, capsys, *args, "examples/workloads/chat.yaml", "--rate-scale", "0.5",
+                               "--duration", "20", "--json")
+    assert code == 0 and json.loads(out)["summary"]["arrival_rate"] < 30
+    code, _, err = _cli_inproc(monkeypatch, capsys, *args, "examples/workloads/batch1-10k.yaml", "--rate-scale", "2")
+    assert code == 2 and err.startswith("error: rate-scale")

@@ -31,7 +31,9 @@ def _workload(workload: Path | None, trace: str | None, rate_scale: float):
     if rate_scale != 1.0:
         if cfg.kind == "trace":
             cfg = cfg.model_copy(update={"rate_scale": cfg.rate_scale * rate_scale})
-        elif cfg.arrival.rate is not None:
+        elif cfg.arrival.process == "closed":
+            raise UserError("rate-scale", "a closed-loop workload has no arrival rate; change its concurrency")
+        else:
             cfg = cfg.model_copy(update={"arrival": cfg.arrival.model_copy(update={"rate": cfg.arrival.rate * rate_scale})})
     return cfg
 
