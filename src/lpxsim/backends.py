@@ -28,8 +28,8 @@ class Layout:
     dp_attention: bool = False
     goal: str = "latency"  # GPU layout search goal when tp is not given
     # The workload the layout searches are sized for (GPU: scored at it; LPX: KV placed for it).
-    isl: int = 1024
-    osl: int = 1024
+    isl: int | None = None  # None: the backend's default (GPU search 1,024; LPX its default context)
+    osl: int | None = None
     concurrency: int = 1
     lpx_layout: str | None = None  # a forced LPX layout string (see `lpxsim compile --help`)
 
@@ -54,7 +54,7 @@ def make_step_model(
 
         return LpxStepModel(
             m, system=s.name, racks=lay.racks, chips=lay.chips, weights=weights, kv=kv, kv_layout=kv_layout,
-            layout=lay.lpx_layout, context=lay.isl + lay.osl, concurrency=lay.concurrency,
+            layout=lay.lpx_layout, context=_context(lay), concurrency=lay.concurrency,
         )
     if lay.racks is not None or lay.chips is not None:
         raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
@@ -66,9 +66,16 @@ def make_step_model(
     if lay.tp is None:
         return best_layout(
             m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv, kv_layout=kv_layout,
-            isl=lay.isl, osl=lay.osl, concurrency=lay.concurrency,
+            isl=lay.isl or 1024, osl=lay.osl or 1024, concurrency=lay.concurrency,
         )
     return GpuStepModel(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
         weights=weights, kv=kv, kv_layout=kv_layout,
     )
+
+
+def _context(lay: Layout) -> int | None:
+    """The context an LPX layout places KV for: the whole request, when the workload is given."""
+    if lay.isl is None and lay.osl is None:
+        return None
+    return (lay.isl or 0) + (lay.osl or 0)

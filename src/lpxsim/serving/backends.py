@@ -60,17 +60,11 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
             f"{field}.{pool.name}.backend",
             f"the {pool.backend} backend does not time attention and FFN separately yet; use backend: analytic",
         )
-    try:
-        if kind == "lpx":
-            from lpxsim.lpu import LpxStepModel
+    from lpxsim.backends import Layout
+    from lpxsim.backends import make_step_model as project_factory
 
-            return LpxStepModel(model, system=system.name, chips=chips, weights=pool.weights, kv=pool.kv,
-                                kv_layout=pool.kv_layout, context=pool.target_context,
-                                concurrency=pool.target_concurrency or 1)
-        from lpxsim.backends import Layout
-        from lpxsim.backends import make_step_model as project_factory
-
-        return project_factory(model, system.name, Layout(gpus=chips, tp=pool.tp), weights=pool.weights, kv=pool.kv,
-                               kv_layout=pool.kv_layout)
-    except ImportError as e:  # a backend still being written
-        raise UserError(f"{field}.{pool.name}.backend", f"backend {pool.backend!r} is not available ({e})") from None
+    if kind == "lpx":
+        layout = Layout(chips=chips, isl=pool.target_context, concurrency=pool.target_concurrency or 1)
+    else:
+        layout = Layout(gpus=chips, tp=pool.tp)
+    return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
