@@ -32,25 +32,40 @@ def reference(name: str, seed: int = 0) -> Reference:
     return build_reference(load_config(DATA / f"{name}.json"), seed=seed)
 
 
+ROOMY = 200_000  # per-chip SRAM for layouts that replicate more than the default (2x weights / chips) allows
+
 CASES = [
-    # (config, chips, layout): None = the compiler's own search under the default small SRAM
-    ("gemma4_tiny", 2, "tp=2,stages=1"),
-    ("gemma4_tiny", 4, "tp=2,stages=2"),
-    ("gemma4_tiny", 8, "tp=4,stages=2"),
-    ("gemma4_tiny", 8, None),
-    ("llama_tiny", 4, "tp=4,stages=1"),
-    ("llama_tiny", 4, "tp=2,stages=2"),
-    ("llama_tiny", 8, "tp=8,stages=1"),
-    ("mixtral_tiny", 2, "tp=2,stages=1"),
-    ("mixtral_tiny", 4, "tp=2,stages=2"),
-    ("mixtral_tiny", 8, None),
-    ("qwen3_tiny", 4, "tp=2,stages=2"),  # per-head q/k norms with the usual 1/sqrt(d) scale
+    # (config, chips, layout, SRAM per chip): layout None = the compiler's own search; SRAM None = the default
+    ("gemma4_tiny", 2, "tp=2,stages=1", None),
+    ("gemma4_tiny", 4, "tp=2,stages=2", None),
+    ("gemma4_tiny", 8, "tp=4,stages=2", None),
+    ("gemma4_tiny", 8, None, None),
+    ("llama_tiny", 4, "tp=4,stages=1", None),
+    ("llama_tiny", 4, "tp=2,stages=2", None),
+    ("llama_tiny", 8, "tp=8,stages=1", None),
+    ("mixtral_tiny", 2, "tp=2,stages=1", None),
+    ("mixtral_tiny", 4, "tp=2,stages=2", None),
+    ("mixtral_tiny", 8, None, None),
+    ("qwen3_tiny", 4, "tp=2,stages=2", None),  # per-head q/k norms with the usual 1/sqrt(d) scale
+    # one chip per stage: the whole fused gate_up on one chip (its columns index the intermediate width)
+    ("gemma4_tiny", 4, "tp=1,stages=4", None),  # what the search picks on 4 chips
+    ("llama_tiny", 2, "tp=1,stages=2", None),
+    ("llama_tiny", 1, "tp=1,stages=1", None),
+    ("mixtral_tiny", 2, "tp=1,stages=2", None),
+    # KV split along the sequence, decoding: positions striped over fixed holders, the same in every step
+    ("llama_tiny", 8, "tp=4,stages=2,kvsplit=2", None),
+    ("gemma4_tiny", 8, "tp=4,stages=2,kvsplit=2", None),
+    ("llama_tiny", 8, "tp=4,stages=2,kvsplit=4,kvblock=2", ROOMY),  # 2-token blocks over 4 shards
+    ("llama_tiny", 8, "tp=4,stages=2,kvsplit=2,kvspread=1,kvblock=3", ROOMY),  # helpers in the other stage
+    ("mixtral_tiny", 8, "tp=8,stages=1", ROOMY),  # tp above the 4 heads forces a 2-way sequence split
+    ("gemma4_tiny", 8, "tp=8,stages=1", ROOMY),  # ... on the sliding-window layers too
 ]
 
 
-@pytest.mark.parametrize(("name", "chips", "layout"), CASES)
-def test_program_matches_hf_prefill_and_greedy_decode(name: str, chips: int, layout: str | None) -> None:
-    r = emulate_reference(reference(name), chips, steps=4, seed=0, layout=layout)
+@pytest.mark.parametrize(("name", "chips", "layout", "sram"), CASES)
+def test_program_matches_hf_prefill_and_greedy_decode(name: str, chips: int, layout: str | None,
+                                                      sram: int | None) -> None:
+    r = emulate_reference(reference(name), chips, steps=4, seed=0, layout=layout, sram_bytes=sram)
     assert r.tokens_match, (r.reference_tokens, r.emulated_tokens)
     assert r.max_abs_logit_err < LOGIT_ATOL, r.step_errors
     assert r.instructions > 0
@@ -202,6 +217,22 @@ def test_kv_never_written_on_the_reading_chip_is_caught() -> None:
         _run_prefill("gemma4_tiny", 4, "tp=2,stages=2", shrink)
 
 
+def test_decode_kv_written_by_a_chip_that_does_not_own_the_position_is_caught() -> None:
+    """Decode step 2 with two holders' KV shares swapped on the kv_write: the owner then lacks the new key."""
+    def swap(p: Program, step: int) -> Program:
+        if step != 2:
+            return p
+        ws = sorted((i for i in p.instructions if i.kind == "kv_write" and i.op == "L0.kv_write"),
+                    key=lambda i: i.chip)
+        a, b = next((x, y) for x in ws for y in ws
+                    if x.slice["kv_heads"] == y.slice["kv_heads"] and x.slice["kv_stripe"] != y.slice["kv_stripe"])
+        sw = {a.id: b.slice, b.id: a.slice}
+        return _replace_instructions(p, lambda i: dataclasses.replace(i, slice=sw[i.id]) if i.id in sw else i)
+
+    with pytest.raises(EmulationError, match=r"L0\.attention.*reads KV of layer 0 .* this chip does not hold"):
+        emulate_reference(reference("llama_tiny"), 8, steps=3, layout="tp=4,stages=2,kvsplit=2", mutate=swap)
+
+
 def test_transfer_to_the_wrong_chip_is_caught() -> None:
     def misroute(p: Program) -> Program:
         t = p.transfers[0]
@@ -221,7 +252,9 @@ def test_emulation_is_deterministic() -> None:
 
 @pytest.mark.heavy
 @pytest.mark.parametrize(("name", "chips", "layout"), [("gemma4_tiny", 16, "tp=4,stages=4"),
-                                                       ("llama_tiny", 24, "tp=8,stages=3")])
+                                                       ("llama_tiny", 24, "tp=8,stages=3"),
+                                                       ("llama_tiny", 16, "tp=8,stages=2,kvsplit=4,kvspread=1"),
+                                                       ("gemma4_tiny", 16, "tp=4,stages=4,kvsplit=2,kvspread=3")])
 def test_larger_chip_counts_and_longer_decode(name: str, chips: int, layout: str) -> None:
     r = emulate_reference(reference(name, seed=1), chips, steps=12, seed=1, layout=layout, sram_bytes=200_000)
     assert r.tokens_match and r.max_abs_logit_err < LOGIT_ATOL, r.step_errors

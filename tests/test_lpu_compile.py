@@ -46,8 +46,8 @@ def test_splits_are_explicit() -> None:
     assert len(att) == 8
     heads = {i.slice["heads"] for i in att}
     assert heads == {(0, 2), (2, 4), (4, 6), (6, 8)}
-    seqs = {i.slice["kv_seq"] for i in att}
-    assert len(seqs) == 2  # two sequence chunks
+    seqs = {i.slice["kv_stripe"] for i in att}
+    assert seqs == {(0, 2), (1, 2)}  # two sequence shares: even and odd positions
     kvh = [i.slice["kv_heads"] for i in att]
     assert max(kvh.count(k) for k in set(kvh)) > 1  # a KV head held by several chips
     kinds = {i.kind for i in r.program.instructions}

@@ -92,7 +92,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     instrs = sorted(sched.instructions, key=lambda i: (i.chip, i.cycle_start, i.id))
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),
-                      kv_spread=layout.kv_spread)
+                      kv_spread=layout.kv_spread, kv_block=layout.kv_block)
     ph = graph.phase
     prog = Program(
         system=system.name, model=graph.model.name,
@@ -170,7 +170,7 @@ def _forced(layout: Layout | str | dict | None) -> dict[str, int] | None:
         return None
     if isinstance(layout, Layout):
         return {"tp": layout.tp, "stages": layout.stages, "replicas": layout.replicas,
-                "kv_seq_split": layout.kv_seq_split, "kv_spread": layout.kv_spread}
+                "kv_seq_split": layout.kv_seq_split, "kv_spread": layout.kv_spread, "kv_block": layout.kv_block}
     if isinstance(layout, dict):
         return dict(layout)
     return parse_layout(layout)

@@ -6,7 +6,7 @@ import dataclasses
 
 from lpxsim.graph import Op
 from lpxsim.lpu.layout import balanced
-from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, Lowerer, Range, attended_in_chunk, kv_token_bytes
+from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
 
 HEAD_Q = ("q_proj", "q_b_proj")
 HEAD_KV = ("k_proj", "v_proj")
@@ -108,9 +108,13 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
         lw.dist[op.name] = Dist(REP if full else SUM, bufs, width=N)
         return
     ins = lw.rep_on(op.inputs[0], chips)
+    fused = op.attrs.get("fused") == ("gate", "up")
     if suf in REPLICATED or n == 1:
-        bufs = {c: _matmul_instr(lw, op, c, ins[c], (0, K), (0, N), M * N * lw.ab, False) for c in chips}
-        lw.dist[op.name] = Dist(REP, bufs, {c: (0, N) for c in chips}, N)
+        # whole op on each chip; fused gate_up columns index the intermediate width (program.py)
+        width = N // 2 if fused else N
+        bufs = {c: _matmul_instr(lw, op, c, ins[c], (0, K), (0, width), M * N * lw.ab, False,
+                                 per_head=2 if fused else 1) for c in chips}
+        lw.dist[op.name] = Dist(REP, bufs, {c: (0, width) for c in chips}, width)
         return
     cols: dict[int, tuple[int, int]] = {}
     if suf in HEAD_Q or suf in HEAD_KV:
@@ -118,12 +122,10 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
         hd = op.attrs.get("head_dim") or lw.m.layers[op.layer].attention.head_dim
         rng = sp.heads if suf in HEAD_Q else sp.kv_heads
         cols = {c: (rng[c][0] * hd, rng[c][1] * hd) for c in chips}
-    elif op.attrs.get("fused") == ("gate", "up"):
-        inter = N // 2
-        cols = {c: balanced(inter, n, i) for i, c in enumerate(chips)}
+    elif fused:
+        cols = {c: balanced(N // 2, n, i) for i, c in enumerate(chips)}
     else:
         cols = {c: balanced(N, n, i) for i, c in enumerate(chips)}
-    fused = op.attrs.get("fused") == ("gate", "up")
     bufs = {}
     for c in chips:
         lo, hi = cols[c]
@@ -169,7 +171,7 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
 
 
 def _emit_kv_write(lw: Lowerer, op: Op) -> None:
-    """Each holder of a key chunk writes the new positions that fall in it (helpers get the inputs by C2C)."""
+    """Each holder of a KV share writes the new positions it owns (helpers get the inputs by C2C)."""
     st = lw.stage_of(op.layer)
     sp = lw.attn_split(op.layer)
     bufs = {}
@@ -182,11 +184,12 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             ins.append(d.bufs[c] if c in d.bufs else lw.rep_on(src, (c,))[c])
         k0, k1 = sp.kv_heads[c]
         per_tok = kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
-        for holder, (lo, hi) in sp.parts[c]:
-            written = sum(max(0, min(hi, ctx + ph.new_tokens) - max(lo, ctx)) for ctx in ph.contexts)
-            stored = sum(max(0, min(hi, ctx + ph.new_tokens) - lo) for ctx in ph.contexts)
-            if window is not None:
-                stored = min(stored, (window + ph.new_tokens) * len(ph.contexts))
+        for holder, share in sp.parts[c]:
+            ends = [ctx + ph.new_tokens for ctx in ph.contexts]
+            written = sum(share.owned(ctx, end) for ctx, end in zip(ph.contexts, ends, strict=True))
+            first = [0 if window is None else max(0, ctx - window) for ctx in ph.contexts]  # oldest key kept
+            stored = sum(share.owned(lo, end) for lo, end in zip(first, ends, strict=True))
+            slc, attrs = share.slices()
             hins = tuple(ins)
             if holder != c:
                 hins = tuple(_ship(lw, b, c, holder) for b in ins)
@@ -195,7 +198,7 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,
                               op.name, 0)
             lw.s.instr(holder, "MEM", op.name, "kv_write", hins, out, lw.mem_cycles(written * per_tok),
-                       {"kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs))
+                       {"kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs})
             if holder == c:
                 bufs[c] = out
             else:
@@ -213,8 +216,8 @@ def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
     return key
 
 
-def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, keys: Range, partial: bool):
-    """One attention instruction on `chip` over key range `keys` for `owner`'s heads."""
+def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share: KvStripe, partial: bool):
+    """One attention instruction on `chip` over its KV share `share` for `owner`'s heads."""
     sp = lw.attn_split(op.layer)
     a = lw.m.layers[op.layer].attention
     ph = lw.g.phase
@@ -222,10 +225,9 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, keys: 
     rate = lw.arch.mxm_flops_per_cycle.get("bf16") or lw.mxm_rate
     h0, h1 = sp.heads[owner]
     k0, k1 = sp.kv_heads[owner]
-    lo, hi = keys
     pairs = nkeys = 0.0
     for ctx in ph.contexts:
-        p, k = attended_in_chunk(ctx, ph.new_tokens, a.window, lo, hi)
+        p, k = attended_in_share(ctx, ph.new_tokens, a.window, share)
         pairs += p
         nkeys += k
     kv_bytes = nkeys * kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
@@ -237,8 +239,9 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, keys: 
         name = f"{op.name}#lse@{chip}<{owner}"
     out = lw.s.buffer(name, chip, op.name, width, cols=(h0 * v_dim, h1 * v_dim), partial="lse" if partial else None,
                       heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if partial else ())
+    slc, attrs = share.slices()
     ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
-                     {"heads": (h0, h1), "kv_heads": (k0, k1), "kv_seq": (lo, hi)}, dict(op.attrs),
+                     {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs},
                      extra_latency=lw.arch.vxm_latency)
     return out, ins, dur
 

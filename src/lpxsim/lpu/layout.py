@@ -26,6 +26,8 @@ class Layout:
     along the sequence (flash-decoding); heads are split over tp / kv_seq_split chips.
     `kv_spread`: helper chips in other stages (same position in the group) that hold
     further sequence chunks of each chip's full-attention KV and attend over them.
+    `kv_block`: tokens per KV block; a split layer's blocks are striped round-robin
+    over its holders, a fixed ownership of positions for the whole deployment.
     """
 
     tp: int
@@ -33,6 +35,7 @@ class Layout:
     replicas: int = 1
     kv_seq_split: int = 1
     kv_spread: int = 0
+    kv_block: int = 1
 
     @property
     def chips(self) -> int:
@@ -40,11 +43,12 @@ class Layout:
 
     def describe(self) -> str:
         spread = f",kvspread={self.kv_spread}" if self.kv_spread else ""
+        spread += f",kvblock={self.kv_block}" if self.kv_block != 1 else ""
         return f"tp={self.tp},stages={self.stages},kvsplit={self.kv_seq_split}{spread},replicas={self.replicas}"
 
 
 _KEYS = {"tp": "tp", "stages": "stages", "pp": "stages", "kvsplit": "kv_seq_split", "kv_seq_split": "kv_seq_split",
-         "replicas": "replicas", "dp": "replicas", "kvspread": "kv_spread"}
+         "replicas": "replicas", "dp": "replicas", "kvspread": "kv_spread", "kvblock": "kv_block"}
 
 
 def parse_layout(text: str) -> dict[str, int]:
@@ -117,8 +121,8 @@ def split_layers(model: ModelSpec, stages: int, weights: str) -> list[tuple[int,
 def check_shape(layout: Layout, chips_per_node: int, n_chips: int) -> None:
     """The layout's groups must tile nodes: tp divides a node, or is a whole number of nodes."""
     tp = layout.tp
-    if tp <= 0 or layout.stages <= 0 or layout.replicas <= 0 or layout.kv_seq_split <= 0:
-        raise UserError("layout", "tp, stages, replicas and kvsplit must be positive")
+    if min(tp, layout.stages, layout.replicas, layout.kv_seq_split, layout.kv_block) <= 0:
+        raise UserError("layout", "tp, stages, replicas, kvsplit and kvblock must be positive")
     if not (chips_per_node % tp == 0 or tp % chips_per_node == 0):
         raise UserError("layout", f"tp={tp} must divide or be a multiple of the {chips_per_node} chips of a node")
     if tp % layout.kv_seq_split:

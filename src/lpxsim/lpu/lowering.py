@@ -10,6 +10,12 @@ each computes attention over its key chunk, the chunks' log-sum-exps are
 exchanged (a few bytes) and every chip rescales its own chunk's output before
 o_proj, whose all-reduce then also sums over the chunks (exact, flash-decoding
 style). Stages hand the residual stream to the next stage chip by chip.
+
+Which chip holds which KV position is a property of the layout, not of the
+step: `kv_block`-token blocks are striped round-robin over a layer's holders
+(`KvStripe`), so every compiled step of a deployment (prefill, then decode at a
+growing context) writes and reads the same positions on the same chips, and
+each holder's share is balanced to within a block at any context.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import numpy as np
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages
-from lpxsim.lpu.program import Range, Stage
+from lpxsim.lpu.program import Range, Stage, stripe_count
 from lpxsim.lpu.schedule import Scheduler
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.precision import get_precision
@@ -42,16 +48,37 @@ class Dist:
     width: int = 0
 
 
+@dataclass(frozen=True)
+class KvStripe:
+    """A holder's fixed share of one stream's KV: positions p with (p // block) % count == index."""
+
+    index: int = 0
+    count: int = 1
+    block: int = 1
+
+    def owned(self, lo: int, hi: int) -> int:
+        """Positions of [lo, hi) this share holds."""
+        if hi <= lo:
+            return 0
+        return stripe_count(hi, self.index, self.count, self.block) - stripe_count(lo, self.index, self.count,
+                                                                                   self.block)
+
+    def slices(self) -> tuple[dict[str, Range], dict[str, int]]:
+        """The Program's slice and attrs entries for this share (none when it is the whole KV)."""
+        if self.count == 1:
+            return {}, {}
+        return {"kv_stripe": (self.index, self.count)}, {"kv_block": self.block}
+
+
 @dataclass
 class AttnSplit:
-    """Per chip of a stage: query heads, KV heads, and the sequence chunk of one layer's attention."""
+    """Per chip of a stage: query heads, KV heads, and the KV share of one layer's attention."""
 
     heads: dict[int, Range]
     kv_heads: dict[int, Range]
     seq_index: dict[int, int]
     seq_shards: int
-    chunk: dict[int, Range]  # key positions this chip's position covers (same for every sequence)
-    parts: dict[int, list[tuple[int, Range]]] = field(default_factory=dict)  # (holder chip, keys): own first
+    parts: dict[int, list[tuple[int, KvStripe]]] = field(default_factory=dict)  # (holder chip, share): own first
 
 
 @dataclass
@@ -79,8 +106,6 @@ class Lowerer:
         self.attn: dict[int, AttnSplit] = {}
         self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
-        total_keys = [c + graph.phase.new_tokens for c in graph.phase.contexts]
-        self.max_keys = max(total_keys)
 
     # --- helpers ------------------------------------------------------------------------
     def stage_of(self, layer: int) -> Stage:
@@ -266,34 +291,33 @@ class Lowerer:
         h_par, seq = heads_split(tp, a.num_heads, want)
         kvh = 1 if a.kind == "mla" else a.num_kv_heads
         group = max(1, a.num_heads // kvh)
-        heads, kv_heads, seq_index, chunk = {}, {}, {}, {}
+        heads, kv_heads, seq_index = {}, {}, {}
         for j, c in enumerate(chips):
             t, s = divmod(j, seq)
             h0, h1 = balanced(a.num_heads, h_par, t)
             heads[c] = (h0, h1)
             kv_heads[c] = (0, 1) if a.kind == "mla" else (h0 // group, (max(h1, h0 + 1) - 1) // group + 1)
             seq_index[c] = s
-            chunk[c] = balanced(self.max_keys, seq, s)
-        sp = AttnSplit(heads, kv_heads, seq_index, seq, chunk)
+        sp = AttnSplit(heads, kv_heads, seq_index, seq)
         st = self.stage_of(layer)
         idx = self.stages.index(st)
         spread = helper_stages(idx, len(self.stages), self.layout.kv_spread) if a.window is None else []
+        count = seq * (1 + len(spread))  # holders of one head group's KV: the sequence shards and their helpers
         for j, c in enumerate(chips):
             holders = [c] + [self.stages[h].chips[j] for h in spread]
-            lo, hi = chunk[c]
-            sp.parts[c] = [(h, (lo + (hi - lo) * i // len(holders), lo + (hi - lo) * (i + 1) // len(holders)))
+            sp.parts[c] = [(h, KvStripe(i * seq + seq_index[c], count, self.layout.kv_block))
                            for i, h in enumerate(holders)]
         self.attn[layer] = sp
         return sp
 
 
-def attended_in_chunk(context: int, new: int, window: int | None, lo: int, hi: int) -> tuple[float, int]:
-    """(query-key pairs, distinct keys) inside key chunk [lo, hi) for `new` causal positions after `context`."""
+def attended_in_share(context: int, new: int, window: int | None, share: KvStripe) -> tuple[float, int]:
+    """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`."""
     ends = np.arange(context + 1, context + new + 1, dtype=np.int64)  # keys visible to each new row: [start, end)
     starts = np.zeros_like(ends) if window is None else np.maximum(0, ends - window)
-    over = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0, None)
-    distinct = max(0, min(int(ends[-1]), hi) - max(int(starts[0]), lo))
-    return float(over.sum()), distinct
+    i, n, b = share.index, share.count, share.block
+    over = stripe_count(ends, i, n, b) - stripe_count(starts, i, n, b)
+    return float(np.sum(over)), share.owned(int(starts[0]), int(ends[-1]))
 
 
 def kv_token_bytes(op: Op, graph: OpGraph, kv_heads: int, kvb: float) -> float:

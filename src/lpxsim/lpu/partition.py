@@ -171,7 +171,8 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
             streams = math.ceil(target.concurrency / reps)
             for S in _stage_options(forced, max_stages):
                 for p, spread in ((p, r) for p in splits for r in _spread_options(forced, S)):
-                    lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p, kv_spread=spread)
+                    lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p, kv_spread=spread,
+                                 kv_block=forced.get("kv_block", 1))
                     need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams)
                     if need > sram:
                         continue

@@ -45,11 +45,22 @@ collective kinds below. ``slice`` keys (all half-open ``(lo, hi)``):
 - ``heads`` / ``kv_heads``: query heads and KV heads an attention, kv_write,
   rope or norm instruction covers. When several chips cover the same KV heads
   (the split is finer than the KV heads), each holds a replica of that KV.
-- ``kv_seq``: key positions ``lo:hi`` of the cache this chip stores (kv_write:
-  only new positions inside the range are written here) and reads (attention).
-  An attention whose ``kv_seq`` does not cover every attended key produces an
-  ``"lse"`` partial. Sliding-window layers attend to the last ``window`` keys
-  of each sequence; the chunk is intersected with that window.
+- ``kv_stripe``: ``(index, count)``: this chip's fixed share of each stream's
+  KV when a layer's KV is split along the sequence over ``count`` holders
+  (``kv_seq_split`` chips of a stage, times the KV helpers of ``kv_spread``).
+  It holds the positions ``p`` with ``(p // block) % count == index``, where
+  ``block = attrs["kv_block"]`` (``LayoutInfo.kv_block``, default 1): fixed
+  blocks striped round-robin, so the ownership of a position never depends on
+  the step's context (a deployment's decode steps at growing contexts agree)
+  and every holder's share stays balanced to within a block. kv_write stores
+  only the new positions it owns; attention reads only those (see
+  `stripe_positions`). An attention with ``count > 1`` produces an ``"lse"``
+  partial. Absent: the chip holds every position.
+- ``kv_seq``: optional further bound ``lo:hi`` on the key positions a
+  kv_write stores and an attention reads (intersected with ``kv_stripe``);
+  an attention whose ``kv_seq`` cuts an attended key produces an ``"lse"``
+  partial. Sliding-window layers attend to the last ``window`` keys of each
+  sequence; the chip's share is intersected with that window.
 - ``experts``: routed experts ``lo:hi`` of a MoE ``experts`` op: the chip
   computes ``sum_{e in top_k(x), lo <= e < hi} gate_e(x) * expert_e(x)`` (a
   ``"sum"`` partial unless it covers all experts).
@@ -60,7 +71,7 @@ collective kinds below. ``slice`` keys (all half-open ``(lo, hi)``):
 
 KV helpers (``LayoutInfo.kv_spread > 0``): ``kv_write`` and ``attention``
 instructions of a full-attention layer may also run on chips of *other*
-stages. Such a helper holds a further key chunk (its own ``kv_seq``) for the
+stages. Such a helper holds a further key stripe (its own ``kv_stripe``) for the
 heads of one owner chip, works on transferred copies of the owner's inputs
 (the rope output and the K/V source), and sends its ``"lse"`` partial back,
 where a ``combine`` in ``"merge"`` mode folds it into the owner's.
@@ -103,6 +114,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+import numpy as np
 
 Unit = Literal["MXM", "VXM", "SXM", "MEM"]
 RegionKind = Literal["weights", "kv", "act", "buffer"]
@@ -228,8 +241,24 @@ class LayoutInfo:
     kv_seq_split: int  # chips a full-attention layer's KV of one stream is split over (sequence)
     micro_batches: int  # micro-batches in flight
     kv_spread: int = 0  # helper chips in other stages holding further KV chunks of full-attention layers
+    kv_block: int = 1  # tokens per KV block striped round-robin over a split layer's holders (``kv_stripe``)
     stage_list: tuple[Stage, ...] = ()
     notes: tuple[str, ...] = ()
+
+
+def stripe_count(x: int | np.ndarray, index: int, count: int, block: int = 1) -> int | np.ndarray:
+    """Positions ``p`` in ``[0, x)`` with ``(p // block) % count == index`` (elementwise for arrays)."""
+    period = block * count
+    x = np.maximum(x, 0)
+    full, rem = np.divmod(x, period)
+    out = full * block + np.clip(rem - index * block, 0, block)
+    return int(out) if np.ndim(out) == 0 else out
+
+
+def stripe_positions(lo: int, hi: int, index: int = 0, count: int = 1, block: int = 1) -> np.ndarray:
+    """The positions in ``[lo, hi)`` that stripe ``(index, count)`` of ``block``-token blocks holds."""
+    p = np.arange(max(lo, 0), max(hi, lo, 0), dtype=np.int64)
+    return p if count == 1 else p[(p // block) % count == index]
 
 
 @dataclass

@@ -83,7 +83,7 @@ class LpxStepModel:
     def _candidates(self, system, arch, n, layout) -> list[Layout]:
         forced = parse_layout(layout) if isinstance(layout, str) else (
             {"tp": layout.tp, "stages": layout.stages, "kv_seq_split": layout.kv_seq_split,
-             "kv_spread": layout.kv_spread} if layout else {})
+             "kv_spread": layout.kv_spread, "kv_block": layout.kv_block} if layout else {})
         forced = {**forced, "replicas": 1}
         for target in self._targets:
             cands, _ = choose_layout(self.model, system, arch, n, target, self.weights, self.kv,

@@ -18,8 +18,8 @@ import numpy as np
 
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.emulate import kernels as K
-from lpxsim.lpu.emulate.state import ChipState, EmulationError, Value
-from lpxsim.lpu.program import Buffer, Instruction
+from lpxsim.lpu.emulate.state import ChipState, EmulationError, KVSlot, Value
+from lpxsim.lpu.program import Buffer, Instruction, stripe_positions
 
 F32 = np.float32
 Arg = tuple[Buffer, Value]
@@ -156,18 +156,35 @@ def _rope_part(ins: Instruction, arg: Arg, part: str, lo: int, hi: int) -> np.nd
     return arg[1].data[:, base + lo - a : base + hi - a]
 
 
+def _kv_share(ins: Instruction) -> tuple[int, int, int, int, int]:
+    """(lo, hi, stripe index, stripe count, block) of the KV positions this instruction's chip holds."""
+    s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
+    idx, count = _span(ins.slice.get("kv_stripe"), 1)
+    block = int(ins.attrs.get("kv_block", 1))
+    if count < 1 or not 0 <= idx < count or block < 1:
+        raise _fail(ins, f"holds KV stripe {idx} of {count} in blocks of {block}, which is no share")
+    return s0, s1, idx, count, block
+
+
+def _owned_keys(ins: Instruction, lo: int, hi: int) -> tuple[np.ndarray, bool]:
+    """Key positions of [lo, hi) the chip holds, and whether its share may leave keys out (an "lse" partial)."""
+    s0, s1, idx, count, block = _kv_share(ins)
+    keys = stripe_positions(max(lo, s0), min(hi, s1), idx, count, block)
+    return keys, count > 1 or max(lo, s0) > lo or min(hi, s1) < hi
+
+
 def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
     attn = ctx.graph.model.layers[op.layer].attention
     D, Dv, KVH = attn.head_dim, attn.v_head_dim, attn.num_kv_heads
     h0, h1 = _slice(ins, "kv_heads", KVH)
-    s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
+    s0, s1, idx, count, block = _kv_share(ins)
     r_arg, v_arg = _input(ins, args, op.inputs[0]), _input(ins, args, op.inputs[1])
     _final(ins, v_arg)
     k = _rope_part(ins, r_arg, "k", h0 * D, h1 * D)
     v = take_cols(ins, v_arg, h0 * Dv, h1 * Dv, KVH * Dv)
     n = ctx.graph.phase.new_tokens
     for row, pos in enumerate(ctx.positions):
-        if s0 <= pos < s1:
+        if s0 <= pos < s1 and (pos // block) % count == idx:
             for j, head in enumerate(range(h0, h1)):
                 chip.slot(op.layer, row // n, head, D, Dv).write(
                     int(pos), k[row, j * D : (j + 1) * D], v[row, j * Dv : (j + 1) * Dv])
@@ -179,7 +196,6 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     D, H, KVH = attn.head_dim, attn.num_heads, attn.num_kv_heads
     group = H // KVH
     h0, h1 = _slice(ins, "heads", H)
-    s0, s1 = _span(ins.slice.get("kv_seq"), 1 << 62)
     q = _rope_part(ins, _input(ins, args, op.inputs[0]), "q", h0 * D, h1 * D)
     ph, window = ctx.graph.phase, op.attrs.get("window")
     n, outs, lses, partial = ph.new_tokens, [], [], False
@@ -187,12 +203,14 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
         rows = slice(s * n, (s + 1) * n)
         q_pos = ctx.positions[rows]
         lo = 0 if window is None else max(0, int(q_pos.min()) - window + 1)
-        keys = np.arange(max(lo, s0), min(c + n, s1), dtype=np.int64)
-        partial |= max(lo, s0) > lo or min(c + n, s1) < c + n
+        keys, cut = _owned_keys(ins, lo, c + n)
+        partial |= cut
         kv0, kv1 = h0 // group, (h1 - 1) // group + 1
         ks, vs = [], []
         for head in range(kv0, kv1):
             slot = chip.kv.get((op.layer, s, head))
+            if slot is None and len(keys) == 0:  # a share with no key in range yet: nothing to read
+                slot = KVSlot.empty(D, attn.v_head_dim)
             if slot is None or not slot.holds(keys):
                 raise _fail(ins, f"reads KV of layer {op.layer} sequence {s} kv head {head} positions "
                                  f"{keys[:1].tolist()}..{keys[-1:].tolist()} this chip does not hold")
@@ -347,7 +365,9 @@ def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer
     if ins.attrs.get("mode") != "rescale":
         if any(v.data[0] is None for _, v in args):
             raise _fail(ins, "merges a chunk of which only the softmax statistics were sent")
-        o, _ = K.merge_lse([v.data for _, v in args], dv)
+        o, lse = K.merge_lse([v.data for _, v in args], dv)
+        if out.partial == "lse":  # KV helpers' chunks folded into this chip's own: still one chunk of a split
+            return (o, lse), {}, "lse"
         return o, {}, None
     stats = set(ins.attrs.get("stats_only", ()))
     own = [a for a in args if a[0].id not in stats]
