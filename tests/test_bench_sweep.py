@@ -148,9 +148,11 @@ def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
     import lpxsim.bench.backends as be
 
     monkeypatch.setattr(be, "step_model", lambda *a, **k: CeilingStep())
+    monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 12))
     base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
     ceil = sw.evaluate_point({**base, "concurrency": 0})
     assert ceil["kv_ceiling"] == 10 and ceil["concurrency"] == 10 and ceil["fits"] and ceil["at_ceiling"]
+    assert ceil["capacity_ceiling"] == 12  # the capacity model's figure, shown beside the replica's
     over = sw.evaluate_point({**base, "concurrency": 11})
     assert not over["fits"] and math.isnan(over["tok_s_user"])
     one = sw.evaluate_point({**base, "concurrency": 1})
@@ -169,3 +171,40 @@ def test_a_ceiling_equal_to_a_requested_concurrency_is_one_row(tmp_path):
     df = sw.run_sweep(g, tmp_path, executor="serial", evaluate=capped_point, progress=False)
     assert list(df["concurrency"]) == [1, 4]
     assert list(df["at_ceiling"]) == [True, False]
+
+
+def test_a_context_deployment_is_sized_for_the_most_streams_a_layout_holds(monkeypatch):
+    """The largest power of two within the capacity model's ceiling is asked first; halved until the backend
+    lays one out."""
+    import lpxsim.bench.backends as be
+    from lpxsim.errors import DoesNotFit
+
+    tries: list[tuple] = []
+
+    def factory(model, system, weights, kv, isl=None, osl=None, concurrency=1, racks=None):
+        tries.append((isl, osl, concurrency, racks))
+        if concurrency > 20:
+            raise DoesNotFit("layout", f"no layout holds {concurrency}")
+        return CeilingStep()
+
+    monkeypatch.setattr(be, "step_model", factory)
+    monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 57))
+    step = be.workload_step_model("m", "toy", 9_000, 1_000)
+    assert isinstance(step, CeilingStep)
+    assert [t[2] for t in tries] == [32, 16]
+    assert all(t[:2] == (9_000, 1_000) and t[3] == 1.0 for t in tries)
+    assert be.workload_step_model("m", "toy", 9_000, 1_000) is step and len(tries) == 2  # built once
+
+    def never(*a, **k):
+        raise DoesNotFit("layout", "nothing fits")
+
+    monkeypatch.setattr(be, "step_model", never)
+    with pytest.raises(DoesNotFit):
+        be.workload_step_model("m", "toy", 9_000, 1_000)
+
+
+def test_points_of_one_context_are_one_task(tmp_path):
+    """A worker builds each (target, context) deployment once: its points travel together."""
+    groups = sw._groups(points())
+    assert len(groups) == 4 and all(len({(p["target"], p["context"]) for p in g}) == 1 for g in groups)
+    assert sum(len(g) for g in groups) == len(points())

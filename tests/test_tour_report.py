@@ -20,7 +20,8 @@ SMALL = TourConfig(contexts=(10_000, 100_000), sweep_contexts=(10_000, 100_000),
 
 
 @cache
-def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16"):
+def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16", **workload):
+    """The roofline stand-in; it has no layout search, so the workload a deployment is sized for is moot."""
     from lpxsim.catalog import get_model, get_system
     from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
 
@@ -85,10 +86,10 @@ def test_modes_section_compares_every_mode(tour):
 def test_a_missing_backend_is_said_not_invented(tmp_path):
     from lpxsim.bench.backends import BackendUnavailable
 
-    def gpu_missing(model, system, weights="fp8", kv="bf16"):
+    def gpu_missing(model, system, weights="fp8", kv="bf16", **workload):
         if system == "vr-nvl72":
             raise BackendUnavailable("system", "the backend for vr-nvl72 is not available in this build: test")
-        return analytic_step(model, system, weights, kv)
+        return analytic_step(model, system, weights, kv, **workload)
 
     import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be

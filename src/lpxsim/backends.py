@@ -32,6 +32,9 @@ class Layout:
     osl: int | None = None
     concurrency: int = 1
     lpx_layout: str | None = None  # a forced LPX layout string (see `lpxsim compile --help`)
+    # LPX: compile steps at this workload's own contexts (0, isl + osl/2, isl + osl) and interpolate
+    # between them, instead of the generic context buckets (a sweep point asks only about these).
+    workload_grid: bool = False
 
 
 def make_step_model(
@@ -55,6 +58,7 @@ def make_step_model(
         return LpxStepModel(
             m, system=s.name, racks=lay.racks, chips=lay.chips, weights=weights, kv=kv, kv_layout=kv_layout,
             layout=lay.lpx_layout, context=_context(lay), concurrency=lay.concurrency,
+            context_grid=_workload_grid(lay),
         )
     if lay.racks is not None or lay.chips is not None:
         raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
@@ -72,6 +76,15 @@ def make_step_model(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
         weights=weights, kv=kv, kv_layout=kv_layout,
     )
+
+
+def _workload_grid(lay: Layout) -> tuple[int, ...] | None:
+    """The LPX contexts compiled exactly when the layout asks for its workload's own grid."""
+    if not lay.workload_grid:
+        return None
+    if lay.isl is None or lay.osl is None:
+        raise UserError("workload_grid", "an LPX workload grid needs both isl and osl")
+    return (lay.isl + lay.osl // 2,)
 
 
 def _context(lay: Layout) -> int | None:

@@ -4,13 +4,23 @@ The bench layer sees backends only through the StepModel seam and
 `lpxsim.backends.make_step_model`. A backend that is not part of this build
 raises `BackendUnavailable`, so that callers (the tour) can say so honestly
 instead of inventing numbers.
+
+Two kinds of deployment:
+- `step_model(model, system)`: the backend's default layout (LPX: one deployment
+  compiled for long context at concurrency 1, as the AA endpoint; GPU: the
+  latency pick for a short workload). The AA benchmark runs on it.
+- `workload_step_model(model, system, context, osl)`: one unit (rack / NVL72
+  domain) sized for a sweep context: compiled for `context + osl` tokens and as
+  many streams as the unit holds there. A sweep point at that context, whatever
+  its concurrency, runs on it, as a deployment serves every load it sees.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
-from lpxsim.errors import UserError
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.stepmodel import StepModel
 
 
@@ -19,14 +29,65 @@ class BackendUnavailable(UserError):
 
 
 @cache
-def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16") -> StepModel:
-    """StepModel of `model` on `system` with the backend's default layout (one rack / NVL72 domain)."""
-    from lpxsim.backends import make_step_model
+def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16", isl: int | None = None,
+               osl: int | None = None, concurrency: int = 1, racks: float | None = None) -> StepModel:
+    """StepModel of `model` on `system`: the backend's default layout when no workload is given, else the
+    layout the backend picks for `concurrency` streams of `isl` + `osl` tokens (LPX: compiled at that
+    workload's own contexts, `racks` racks)."""
+    from lpxsim.backends import Layout, make_step_model
+    from lpxsim.catalog import get_system
 
     try:
-        return make_step_model(model, system, weights=weights, kv=kv)
+        if isl is None:
+            return make_step_model(model, system, weights=weights, kv=kv)
+        sys_ = get_system(system)
+        lpu = sys_.is_lpu
+        gpus = None if lpu or racks is None else int(racks * sys_.chips_per_unit)
+        lay = Layout(racks=racks if lpu else None, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency,
+                     workload_grid=lpu)
+        return make_step_model(model, system, lay, weights=weights, kv=kv)
     except ImportError as e:
         raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None
+
+
+def unit_ceiling(model: str, system: str, context: int, weights: str = "fp8", kv: str = "bf16") -> tuple[int, int]:
+    """(units that hold the weights plus one stream, streams of `context` tokens that fit them) from
+    the memory capacity model (plan.capacity)."""
+    from lpxsim.plan.capacity import capacity
+
+    units = max(1, capacity(model, system, context, weights=weights, kv=kv).units_needed)
+    return units, capacity(model, system, context, weights=weights, kv=kv, racks=float(units)).max_streams
+
+
+def workload_step_model(model: str, system: str, context: int, osl: int, weights: str = "fp8",
+                        kv: str = "bf16") -> StepModel:
+    """The deployment a sweep at `context` runs on: the fewest units that hold the model (one rack /
+    NVL72 domain for Gemma 4 31B), laid out for `context + osl` tokens and for the largest power of two
+    of streams that the memory capacity model says fit there (halved until the backend lays one out).
+
+    A power of two, not the capacity model's ceiling itself: the micro-batches a step is scheduled in
+    are power-of-two buckets, and on LPX the layout searched for the exact ceiling (55 streams at 10K
+    for Gemma 4 31B) spreads KV over helper chips whose prefill is several times slower, which lowers
+    every point's throughput (docs/assumptions.md, "Benchmarks and reports"). The deployment's own
+    ceiling (its KV capacity and largest batch) then bounds the sweep and is reported beside the
+    capacity model's.
+    """
+    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv)
+
+
+@cache
+def _workload_step(factory: Callable[..., StepModel], model: str, system: str, context: int, osl: int,
+                   weights: str, kv: str) -> StepModel:
+    # `factory` is part of the key so that a replaced step_model (tests' stand-ins) is never served stale.
+    units, streams = unit_ceiling(model, system, context + osl, weights, kv)
+    conc = 1 << (max(1, streams).bit_length() - 1)
+    while True:
+        try:
+            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units))
+        except DoesNotFit:
+            if conc == 1:
+                raise
+            conc //= 2
 
 
 def hardware_label(step: StepModel) -> str:

@@ -7,7 +7,10 @@ point is written atomically to the results directory, so an interrupted sweep
 rerun with the same directory computes only what is missing.
 
 Concurrency 0 in a point means "at this system's KV ceiling at this context":
-the largest number of streams whose KV fits next to the weights.
+the largest number of streams whose KV fits next to the weights in the replica
+(`kv_ceiling`; `capacity_ceiling` is the memory capacity model's figure for the
+same units, for comparison). Every point at one context runs on one deployment
+sized for that context (`bench.backends.workload_step_model`).
 """
 
 from __future__ import annotations
@@ -57,19 +60,22 @@ def kv_ceiling(step, context: int) -> int:
 
 def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     """One sweep point: steady-state tok/s per user, aggregate and per MW (a system or a fleet/mode)."""
-    from lpxsim.bench.backends import hardware_label, step_model
+    from lpxsim.bench import backends
     from lpxsim.bench.fleets import is_fleet
 
     if is_fleet(p["target"]):
         return evaluate_fleet_point(p)
     from lpxsim.plan.estimate import steady_state
 
-    step = step_model(p["model"], p["target"], p["weights"], p["kv"])
+    # One deployment per (system, context), sized for the most streams it holds there (bench.backends).
+    step = backends.workload_step_model(p["model"], p["target"], p["context"], p["osl"], p["weights"], p["kv"])
     ceiling = kv_ceiling(step, p["context"] + p["osl"])
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
+    _, unit_streams = backends.unit_ceiling(p["model"], p["target"], p["context"] + p["osl"], p["weights"], p["kv"])
     row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
-           "hardware": hardware_label(step), "chips": step.chips, "power_kw": step.power_w / 1e3}
+           "capacity_ceiling": unit_streams, "hardware": backends.hardware_label(step), "chips": step.chips,
+           "power_kw": step.power_w / 1e3}
     if conc < 1 or conc > ceiling:
         return {**row, "fits": False, "tok_s_user": math.nan, "tok_s_total": math.nan,
                 "tok_s_per_mw": math.nan, "ttft_s": math.nan, "tpot_s": math.nan}
@@ -115,8 +121,12 @@ class _SerialExecutor(cf.Executor):
 
 
 @contextmanager
-def make_executor(kind: str = "process", workers: int | None = None, scheduler: str | None = None):
-    """A concurrent.futures executor: local processes, threads, serial, or a Dask cluster."""
+def make_executor(kind: str | cf.Executor = "process", workers: int | None = None, scheduler: str | None = None):
+    """A concurrent.futures executor: local processes, threads, serial, or a Dask cluster (or the
+    caller's own executor, used as is and left open)."""
+    if isinstance(kind, cf.Executor):
+        yield kind
+        return
     if kind not in EXECUTORS:
         raise UserError("executor", f"expected one of {', '.join(EXECUTORS)}, got {kind!r}")
     if kind == "dask":
@@ -141,11 +151,12 @@ def make_executor(kind: str = "process", workers: int | None = None, scheduler: 
         yield ex
 
 
-def run_sweep(points: list[dict], out: str | Path, executor: str = "process", workers: int | None = None,
-              scheduler: str | None = None, evaluate: Callable[[dict], dict] = evaluate_point,
-              progress: bool = True) -> pd.DataFrame:
+def run_sweep(points: list[dict], out: str | Path, executor: str | cf.Executor = "process",
+              workers: int | None = None, scheduler: str | None = None,
+              evaluate: Callable[[dict], dict] = evaluate_point, progress: bool = True) -> pd.DataFrame:
     """Evaluate every point not already in `out`, appending each as it finishes; return all rows.
 
+    Points of one (target, context) are one task (they share a deployment, so a worker builds it once).
     A point that fails with a UserError (e.g. the model does not fit) becomes a row with its error;
     any other exception stops the sweep after the finished points were saved, and is re-raised.
     """
@@ -153,7 +164,7 @@ def run_sweep(points: list[dict], out: str | Path, executor: str = "process", wo
     pending = [p for p in points if not store.has(p)]
     with make_executor(executor, workers, scheduler) as ex, _progress(progress, len(points)) as bar:
         bar(len(points) - len(pending))
-        futures = {ex.submit(_guarded, evaluate, p): p for p in pending}
+        futures = {ex.submit(_guarded_group, evaluate, g): g for g in _groups(pending)}
         failure = _drain(futures, store, bar)
     if failure is not None:
         raise failure
@@ -171,10 +182,12 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
             if fut.cancelled():
                 continue
             exc = fut.exception()
-            if exc is None:
-                store.save(futures[fut], fut.result())
-                bar(1)
-            elif failure is None:
+            rows, exc = fut.result() if exc is None else ([], exc)
+            done = [(p, row) for p, row in zip(futures[fut], rows, strict=False) if row is not None]
+            for p, row in done:
+                store.save(p, row)
+            bar(len(done))
+            if exc is not None and failure is None:
                 failure = exc
                 for f in futures:
                     f.cancel()
@@ -183,6 +196,29 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
             f.cancel()
         raise
     return failure
+
+
+def _groups(points: list[dict]) -> list[list[dict]]:
+    """Points grouped by (target, context), in first-seen order."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in points:
+        groups.setdefault((p.get("target"), p.get("context")), []).append(p)
+    return list(groups.values())
+
+
+def _guarded_group(evaluate: Callable[[dict], dict],
+                   group: list[dict]) -> tuple[list[dict | None], BaseException | None]:
+    """Rows of the group's points in order (None for a point that failed) and the first failure. The
+    points are independent, so one failure does not lose the others' rows."""
+    rows: list[dict | None] = []
+    failure: BaseException | None = None
+    for p in group:
+        try:
+            rows.append(_guarded(evaluate, p))
+        except Exception as e:  # BackendUnavailable or a bug: raised after the group's rows are saved
+            failure = failure or e
+            rows.append(None)
+    return rows, failure
 
 
 def _guarded(evaluate: Callable[[dict], dict], p: dict) -> dict:

@@ -47,19 +47,23 @@ def register(app: typer.Typer) -> None:
         systems: str = typer.Option("lpx,vr-nvl72", "--systems", help="comma-separated systems"),
         contexts: str = typer.Option("10000,100000", "--contexts", help="AA and capacity contexts"),
         requests: int = typer.Option(8, "--requests", help="AA sequential requests per context"),
-        executor: str = typer.Option("serial", "--executor", help="sweep executor: serial, process, thread"),
+        executor: str = typer.Option("serial", "--executor", help="sweep executor with --jobs 1: serial, process, thread"),
+        jobs: int = typer.Option(2, "--jobs", help="worker processes for the AA, MoE and sweep sections (1: none)"),
         seed: int = typer.Option(0, "--seed", help="seed of every random draw"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (summary and paths)"),
     ) -> None:
         """Gemma 4 31B on LPX and Vera Rubin NVL72: capacity, AA benchmark, sweep, modes, MoE -> index.html."""
         from lpxsim.catalog import get_model, get_system
+        from lpxsim.errors import UserError
         from lpxsim.report.tour import run_tour
         from lpxsim.report.tour_sections import TourConfig
 
+        if jobs < 1:
+            raise UserError("jobs", f"expected at least 1 worker process, got {jobs}")
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
-                         executor=executor, seed=seed)
+                         executor=executor, seed=seed, jobs=jobs)
         res = run_tour(cfg, out_dir, log=lambda s: err.print(f"[dim]{s}[/dim]"))
         if as_json:
             emit_json({"out": str(res.out), "index_html": str(res.index_html),

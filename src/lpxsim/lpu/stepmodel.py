@@ -7,7 +7,10 @@ of the one asked for and 131,072 tokens (capped at the model's maximum) when
 that still holds the asked concurrency, else the one asked for. Each step shape is compiled per
 bucket (batch size, context) and cached; between context buckets the answer
 is interpolated linearly (KV reads grow linearly with context), which a test
-checks against direct compiles.
+checks against direct compiles. A caller that serves one workload can name the
+contexts it will ask about (`context_grid`): those are compiled exactly and
+replace the generic buckets (fewer compiles, no interpolation at them). A batch
+bucket larger than the replica holds is not compiled; the exact batch is.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class LpxStepModel:
     def __init__(self, model: str | ModelSpec, system: str = "lpx", racks: float | None = None,
                  chips: int | None = None, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate",
                  layout: str | Layout | None = None, context: int | None = None, concurrency: int = 1,
-                 chip_sram_bytes: int | None = None, variant: str | None = None) -> None:
+                 chip_sram_bytes: int | None = None, variant: str | None = None,
+                 context_grid: tuple[int, ...] | None = None) -> None:
         self.model = get_model(model)
         self.weights, self.kv, self.kv_layout = weights, kv, kv_layout
         long_ctx = min(self.model.max_context or DEFAULT_TARGET_CONTEXT, DEFAULT_TARGET_CONTEXT)
@@ -63,9 +67,19 @@ class LpxStepModel:
         self._variant = variant
         self.system, self.n_chips, self.units = self._size(system, racks, chips, layout)
         self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
-        self.layout = self._choose(layout)
         self._cache: dict[tuple, CompileResult] = {}
+        self.layout = self._choose(layout)
         self._prefill_rows = PREFILL_ROWS
+        if context_grid is not None and any(int(c) < 0 for c in context_grid):
+            raise UserError("context_grid", f"expected contexts >= 0, got {context_grid}")
+        self._grid = self._context_grid(context_grid)
+
+    def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
+        """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
+        always 0 and the target context."""
+        top = self.target.context
+        base = CONTEXT_BUCKETS if points is None else tuple(int(c) for c in points)
+        return tuple(sorted({g for g in base if g < top} | {0, top}))
 
     # --- construction -------------------------------------------------------------------
     def _size(self, system: str, racks: float | None, chips: int | None, layout):
@@ -95,9 +109,11 @@ class LpxStepModel:
 
     def _choose(self, layout) -> Layout:
         cands = self._candidates(self.system, self.arch, self.n_chips, layout)
+        phase = Phase.decode([self.target.context] * self.target.concurrency)
         for lay in cands:
             try:
-                self._build(lay, Phase.decode([self.target.context] * self.target.concurrency))
+                res = self._build(lay, phase)
+                self._cache[(phase.kind, phase.contexts, phase.new_tokens)] = res  # the chosen one, reused
                 return lay
             except DoesNotFit:
                 continue
@@ -140,8 +156,9 @@ class LpxStepModel:
         if batch <= 0:
             raise UserError("batch", "a step needs at least one sequence")
         b = _batch_bucket(batch)
-        grid = tuple(sorted({g for g in CONTEXT_BUCKETS if g < self.target.context} | {self.target.context}))
-        lo, hi = _bracket(max(0, context), grid)  # above the target: compiled exactly (may not fit)
+        if b != batch and b > self.max_batch() >= batch:  # the bucket would not fit: compile the batch itself
+            b = batch
+        lo, hi = _bracket(max(0, context), self._grid)  # above the target: compiled exactly (may not fit)
         costs = []
         for ctx in sorted({lo, hi}):
             ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ MoE model for contrast. Writes OUT/index.html, the PNGs and OUT/results.parquet.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,17 +46,55 @@ class TourResult:
         return any(s == "error" for s in self.statuses.values())
 
 
-def _steps(cfg: TourConfig, out: Path) -> list[tuple[str, Callable[[], SectionResult]]]:
+REMOTE = ("aa", "moe")  # sections that run in a worker process when cfg.jobs > 1 (LPX compiles dominate them)
+ORDER = ("capacity", "aa", "sweep", "modes", "moe", "assumptions")
+
+
+def section(name: str, cfg: TourConfig, out: Path, pool=None) -> SectionResult:
+    """Run one named section (guarded: a missing backend or a failure becomes a note)."""
     from lpxsim.report.modes import modes_section
 
-    return [
-        ("capacity", lambda: capacity_section(cfg)),
-        ("aa", lambda: aa_section(cfg)),
-        ("sweep", lambda: sweep_section(cfg, out)),
-        ("modes", lambda: modes_section(cfg)),
-        ("moe", lambda: moe_section(cfg)),
-        ("assumptions", lambda: assumptions_section(cfg)),
-    ]
+    fns: dict[str, Callable[[], SectionResult]] = {
+        "capacity": lambda: capacity_section(cfg),
+        "aa": lambda: aa_section(cfg),
+        "sweep": lambda: sweep_section(cfg, out, pool),
+        "modes": lambda: modes_section(cfg),
+        "moe": lambda: moe_section(cfg),
+        "assumptions": lambda: assumptions_section(cfg),
+    }
+    return guarded(name, fns[name])
+
+
+def _timed(name: str, cfg: TourConfig, out: Path) -> tuple[SectionResult, float]:
+    t0 = time.perf_counter()
+    res = section(name, cfg, out)
+    return res, time.perf_counter() - t0
+
+
+def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict[str, SectionResult]:
+    """Every section, in report order. With cfg.jobs > 1 the AA and MoE sections and the sweep's
+    (system, context) groups run on a pool of worker processes while the cheap sections run here;
+    results do not depend on where they ran (each deployment is built from its arguments alone)."""
+    results: dict[str, SectionResult] = {}
+    if cfg.jobs <= 1:
+        for name in ORDER:
+            log(f"tour: {name} ...")
+            results[name], dt = _timed(name, cfg, out)
+            log(f"tour: {name} {results[name].status} in {dt:,.1f} s")  # stderr only
+        return {k: results[k] for k in ORDER}
+    with cf.ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
+        remote = {name: pool.submit(_timed, name, cfg, out) for name in REMOTE}
+        for name in ORDER:
+            if name in REMOTE:
+                continue
+            log(f"tour: {name} ...")
+            t0 = time.perf_counter()
+            results[name] = section(name, cfg, out, pool)
+            log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")
+        for name, fut in remote.items():
+            results[name], dt = fut.result()
+            log(f"tour: {name} {results[name].status} in {dt:,.1f} s (worker process)")
+    return {k: results[k] for k in ORDER}
 
 
 def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
@@ -64,12 +103,7 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
     cfg = cfg or TourConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, SectionResult] = {}
-    for name, fn in _steps(cfg, out):
-        log(f"tour: {name} ...")
-        t0 = time.perf_counter()
-        results[name] = guarded(name, fn)
-        log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")  # stderr only
+    results = run_sections(cfg, out, log)
     _add_dense_vs_moe(cfg, results)
     sections = [r.section for r in results.values()]
     summary = [line for r in results.values() for line in r.summary]
@@ -135,10 +169,13 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
                   "what each of them gets there. Per-user speed is always shown with its context, concurrency "
                   "and hardware.")
     sec.add(Table(headline(cfg, results), css="headline"))
-    sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72; "
-                 "'streams the replica runs' is the most the backend's compiled replica holds (its KV capacity and "
-                 "largest batch). Where they differ, the replica uses part of the unit or its layout leaves less "
-                 "room for KV than the capacity model assumes."))
+    sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72 "
+                 "at the input context. 'Streams the replica runs' is the sweep's ceiling row: the most streams the "
+                 "deployment laid out for that context (one unit, context + OSL tokens, sized for as many streams "
+                 "as its layout search can hold) runs, from its KV capacity and largest batch; the speeds @ ceiling "
+                 "are that deployment at that concurrency. The LPX figure is lower where the compiled layout keeps "
+                 "weights, activations and buffers on each chip and so leaves less room for KV than the capacity "
+                 "model assumes. The concurrency-1 column is the AA benchmark on the backend's default deployment."))
     for name, r in results.items():
         if r.status != "ok":
             for line in r.summary or [f"{name}: {r.status}"]:

@@ -34,6 +34,7 @@ class TourConfig:
     kv: str = "bf16"
     executor: str = "serial"
     workers: int | None = None
+    jobs: int = 1  # worker processes: > 1 runs the AA and MoE sections and the sweep's contexts side by side
     seed: int = 0
     agentic_sessions: int = 64
     agentic_turns: int = 10
@@ -163,26 +164,34 @@ def fmt_pct(v) -> str:
     return "-" if v is None or v != v else f"{v:+.1f} %"
 
 
-def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
-    from lpxsim.bench import backends
+def tour_point(p: dict) -> dict:
+    """A sweep point for the tour: a missing backend becomes a row that says so (the section drops it and
+    notes the system), so the sweep runs on what is available."""
+    from lpxsim.bench.sweep import evaluate_point
+
+    try:
+        return evaluate_point(p)
+    except BackendUnavailable as e:
+        return {**p, "fits": False, "unavailable": e.message}
+
+
+def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
+    """The context x concurrency sweep; `pool` (an executor) runs its (system, context) groups in parallel."""
     from lpxsim.bench.sweep import grid, run_sweep
     from lpxsim.report.charts import frontier_chart
-
-    step_model = backends.step_model
     from lpxsim.report.plots import frontier_png
 
-    available, missing = [], []
-    for s in cfg.systems:  # building the step model here also warms the cache the serial executor uses
-        try:
-            step_model(cfg.model, s, cfg.weights, cfg.kv)
-            available.append(s)
-        except BackendUnavailable as e:
-            missing.append(f"sweep: {e.message}")
-    if not available:
-        raise BackendUnavailable("systems", "; ".join(missing))
-    pts = grid(cfg.model, available, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
+    pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
                kv=cfg.kv)
-    df = run_sweep(pts, out / "sweep", executor=cfg.executor, workers=cfg.workers, progress=True)
+    df = run_sweep(pts, out / "sweep", executor=pool or cfg.executor, workers=cfg.workers, evaluate=tour_point,
+                   progress=True)
+    missing: list[str] = []
+    if "unavailable" in df:
+        gone = df[df["unavailable"].notna()]
+        missing = [f"sweep: {m}" for m in dict.fromkeys(gone["unavailable"])]
+        df = df[df["unavailable"].isna()].drop(columns="unavailable").reset_index(drop=True)
+    if df.empty:
+        raise BackendUnavailable("systems", "; ".join(missing) or "no sweep point ran")
     png = frontier_png(df, out / "frontier.png")
     png_mw = frontier_png(df, out / "frontier_per_mw.png", y="tok_s_per_mw", y_label="output tok/s per MW")
     sec = Section(f"{cfg.model}: context x concurrency sweep",
@@ -191,10 +200,16 @@ def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
                   "menu a planner chooses from.")
     for m in missing:
         sec.add(Note(m, "warn"))
+    sec.add(Note("One deployment per system and context serves every concurrency there: one rack / NVL72 domain "
+                 "laid out for context + OSL tokens and for the largest power of two of streams that the capacity "
+                 "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
+                 "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
+                 "capacity_ceiling is the memory capacity model's figure for the same hardware."))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "context", "concurrency", "at_ceiling", "kv_ceiling", "hardware", "tok_s_user",
-                            "tok_s_total", "tok_s_per_mw", "ttft_s", "on_frontier") if c in df.columns]]
+    view = fit[[c for c in ("target", "context", "concurrency", "at_ceiling", "kv_ceiling", "capacity_ceiling",
+                            "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw", "ttft_s", "on_frontier")
+                if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):
         sec.add(Note(f"{len(df) - len(fit)} requested points exceed the replica's KV ceiling (kv_ceiling: the most "
@@ -202,11 +217,10 @@ def sweep_section(cfg: TourConfig, out: Path) -> SectionResult:
                      "results.parquet with fits = false."))
     sec.add(Image(png, "frontier.png (matplotlib)"))
     lines = []
-    ok = df[df["fits"].astype(bool)]
-    for (t, ctx), g in ok.groupby(["target", "context"]):
+    for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
         lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
-                     f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user)")
+                     f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; {best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
 
 
