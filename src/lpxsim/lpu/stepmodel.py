@@ -76,9 +76,10 @@ class LpxStepModel:
 
     def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
         """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
-        always 0 and the target context."""
+        always 0, the first bucket (below it a prefill chunk attends mostly to itself, so its cost is not
+        affine in the context from 0) and the target context."""
         top = self.target.context
-        base = CONTEXT_BUCKETS if points is None else tuple(int(c) for c in points)
+        base = CONTEXT_BUCKETS if points is None else (CONTEXT_BUCKETS[1], *(int(c) for c in points))
         return tuple(sorted({g for g in base if g < top} | {0, top}))
 
     # --- construction -------------------------------------------------------------------
