@@ -71,6 +71,7 @@ def test_summary_puts_batch1_next_to_the_ceiling(tour):
     html = tour.index_html.read_text()
     assert "streams the replica runs (KV ceiling)" in html and "tok/s/user @ concurrency 1 (AA median)" in html
     assert "streams that fit one unit (capacity model)" in html
+    assert "hardware @ ceiling (deployment for this context)" in html  # the ceiling speeds name their hardware
     assert "3,382" in html and "3,431" in html  # published figures, comparison column
     assert any("ceiling lpx @ 100,000" in s for s in tour.summary)
 
@@ -112,3 +113,15 @@ def test_tour_is_deterministic(tour, tmp_path):
         again = run_tour(SMALL, tmp_path)
     assert again.index_html.read_bytes() == tour.index_html.read_bytes()
     pd.testing.assert_frame_equal(pd.read_parquet(again.results_parquet), pd.read_parquet(tour.results_parquet))
+
+
+def test_tour_on_worker_processes_matches_the_serial_tour(tour, tmp_path):
+    """--jobs 2: AA, MoE and the sweep's (system, context) groups run in worker processes; same report."""
+    from dataclasses import replace
+
+    with pytest.MonkeyPatch.context() as mp:
+        stand_in(mp)  # forked workers inherit the stand-ins
+        par = run_tour(replace(SMALL, jobs=2), tmp_path)
+    assert par.statuses == tour.statuses
+    pd.testing.assert_frame_equal(pd.read_parquet(par.results_parquet), pd.read_parquet(tour.results_parquet))
+    assert par.index_html.read_bytes() == tour.index_html.read_bytes()

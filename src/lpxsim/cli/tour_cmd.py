@@ -27,15 +27,26 @@ def print_summary(res) -> None:
         t.add_column(label, justify="right")
     for _, r in res.headline.iterrows():
         t.add_row(*("-" if r[k] is None or r[k] != r[k] else fmt.format(r[k]) for k, _, fmt in cols))
-    if "hardware (replica)" in res.headline:
-        hw = res.headline.drop_duplicates("system")
-        t.caption = "hardware: " + "; ".join(str(r["hardware (replica)"]) for _, r in hw.iterrows()
-                              if isinstance(r["hardware (replica)"], str))
+    t.caption = _hardware_caption(res.headline)
     out.print(t)
     for line in res.summary:
         if line.startswith(("mode ", "AA gpt", "MoE", "sweep:")) or "not available" in line or "failed" in line:
             out.print(line)
     out.print(f"report: {res.index_html} (charts, tables, assumptions); data: {res.results_parquet}")
+
+
+def _hardware_caption(df) -> str:
+    """Which hardware each speed column ran on: the AA deployment (c=1) and each context's sweep deployment."""
+    parts = []
+    for col, label in (("hardware (replica)", "c=1 (AA)"),
+                       ("hardware @ ceiling (deployment for this context)", "@ ceiling")):
+        if col in df:
+            rows = df.drop_duplicates(["system", col]) if label.startswith("c=1") else df
+            for _, r in rows.iterrows():
+                if isinstance(r[col], str):
+                    ctx = "" if label.startswith("c=1") else f" {r['context']:,}"
+                    parts.append(f"{label}{ctx}: {r[col]}")
+    return "hardware: " + "; ".join(parts) if parts else ""
 
 
 def register(app: typer.Typer) -> None:

@@ -69,17 +69,19 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
             g = ok[(ok["context"] == ctx) & (ok["target"] == t)].sort_values("concurrency")
             if g.empty:
                 continue
+            hw = str(g["hardware"].iloc[0])  # each context runs on its own deployment: named in the hover
             fig.add_trace(go.Scatter(
-                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=str(g["hardware"].iloc[0]),
+                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=t,
                 legendgroup=t, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
                 customdata=g[["concurrency", "context"]].to_numpy(),
-                hovertemplate=f"{t}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
+                hovertemplate=f"{hw}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
                               f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}<extra></extra>",
             ), row=1, col=col)
         fig.update_xaxes(title_text="output tok/s per user", type="log", tickformat="~s", nticks=6, row=1, col=col)
         fig.update_yaxes(title_text=y_title if col == 1 else None, type="log", tickformat="~s", nticks=6,
                          row=1, col=col)
-    fig.update_layout(title=f"Interactivity vs {y_title} (points: concurrency 1 ... KV ceiling)", **LAYOUT)
+    fig.update_layout(title=f"Interactivity vs {y_title} (points: concurrency 1 ... KV ceiling; hover: the "
+                            "deployment of each context)", **LAYOUT)
     return fig
 
 

@@ -120,8 +120,11 @@ def _block_html(b: Any, ident: str) -> str:
     if isinstance(b, Note):
         return f'<div class="note {html.escape(b.kind)}">{html.escape(b.text)}</div>'
     if isinstance(b, Chart):
-        div = b.figure.to_html(full_html=False, include_plotlyjs=False, div_id=ident,
-                               config={"displaylogo": False, "responsive": True})
+        import plotly.graph_objects as go
+
+        # Rebuilt from its dict: one key order whether the figure was made here or unpickled from a worker.
+        div = go.Figure(b.figure.to_dict()).to_html(full_html=False, include_plotlyjs=False, div_id=ident,
+                                                    config={"displaylogo": False, "responsive": True})
         cap = f"<figcaption>{html.escape(b.caption)}</figcaption>" if b.caption else ""
         return f'<div class="chart">{div}{cap}</div>'
     if isinstance(b, Image):

@@ -51,12 +51,10 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
             ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_xlim(left=0)
         ax.grid(True, which="both", alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=8,
-                   bbox_to_anchor=(0.5, -0.02 - 0.04 * (len(labels) // 3)))
+        if len(sub):  # per panel: each context runs on its own deployment (bench.backends.workload_step_model)
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=6, frameon=False)
     fig.suptitle("Interactivity vs throughput (c = concurrency; each point at its context and hardware)")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout()
     return _save(fig, Path(path))
 
 

@@ -153,7 +153,8 @@ def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame
             w = sw[(sw["target"] == s) & (sw["context"] == ctx) & sw["at_ceiling"] & sw["fits"]] if len(sw) else sw
             if len(w):
                 r = w.iloc[0]
-                row |= {"streams the replica runs (KV ceiling)": int(r["concurrency"]),
+                row |= {"hardware @ ceiling (deployment for this context)": r["hardware"],
+                        "streams the replica runs (KV ceiling)": int(r["concurrency"]),
                         "tok/s/user @ ceiling": r["tok_s_user"], "aggregate tok/s @ ceiling": r["tok_s_total"],
                         "tok/s per MW @ ceiling": r["tok_s_per_mw"]}
             rows.append(row)
