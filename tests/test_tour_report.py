@@ -125,3 +125,21 @@ def test_tour_on_worker_processes_matches_the_serial_tour(tour, tmp_path):
     assert par.statuses == tour.statuses
     pd.testing.assert_frame_equal(pd.read_parquet(par.results_parquet), pd.read_parquet(tour.results_parquet))
     assert par.index_html.read_bytes() == tour.index_html.read_bytes()
+
+
+def test_a_dead_worker_is_a_failed_section_not_a_crash(tmp_path):
+    """A worker killed mid-section (e.g. for memory) is reported in the report; the tour exits non-zero."""
+    import os
+    from dataclasses import replace
+
+    import lpxsim.report.tour as tour_mod
+
+    def dies(name, cfg, out):
+        os._exit(3)
+
+    with pytest.MonkeyPatch.context() as mp:
+        stand_in(mp)
+        mp.setattr(tour_mod, "_timed", dies)  # forked workers run this one
+        res = run_tour(replace(SMALL, jobs=2), tmp_path)
+    assert res.failed and res.statuses["moe"] == "error" and res.statuses["capacity"] == "ok"
+    assert res.index_html.is_file() and "failed" in res.index_html.read_text()

@@ -12,6 +12,7 @@ import concurrent.futures as cf
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -92,9 +93,16 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
             results[name] = section(name, cfg, out, pool)
             log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")
         for name, fut in remote.items():
-            results[name], dt = fut.result()
+            try:
+                results[name], dt = fut.result()
+            except Exception as e:  # the worker died (e.g. killed for memory): reported as a failed section
+                results[name], dt = guarded(name, partial(_reraise, e)), 0.0
             log(f"tour: {name} {results[name].status} in {dt:,.1f} s (worker process)")
     return {k: results[k] for k in ORDER}
+
+
+def _reraise(e: BaseException) -> SectionResult:
+    raise e
 
 
 def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
