@@ -180,8 +180,9 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
     sec.add(Table(headline(cfg, results), css="headline"))
     sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72 "
                  "at the input context. 'Streams the replica runs' is the sweep's ceiling row: the most streams the "
-                 "deployment laid out for that context (one unit, context + OSL tokens, sized for as many streams "
-                 "as its layout search can hold) runs, from its KV capacity and largest batch; the speeds @ ceiling "
+                 "deployment laid out for that context (one unit, context + OSL tokens, sized for the largest power "
+                 "of two of streams the capacity model allows that its layout search holds) runs, from its KV "
+                 "capacity and largest batch; the speeds @ ceiling "
                  "are that deployment at that concurrency. The LPX figure is lower where the compiled layout keeps "
                  "weights, activations and buffers on each chip and so leaves less room for KV than the capacity "
                  "model assumes. The concurrency-1 column is the AA benchmark on the backend's default deployment."))
