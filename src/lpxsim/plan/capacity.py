@@ -97,15 +97,19 @@ def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None)
     return int(round(n)), units
 
 
-def _budget(system: SystemSpec, chips: int, w_bytes: float) -> tuple[float, float, int | None]:
-    """(reserve bytes, weight-placement bytes, chips for weights) for `chips` chips of `system`."""
-    mem = float(system.chip.memory_bytes)
+def _reserve_fraction(system: SystemSpec) -> float:
+    """Share of each chip's memory kept out of the weights+KV budget."""
     if system.is_lpu:
-        reserve_per_chip = LPU_BUFFER_FRACTION * mem
-        usable = mem - reserve_per_chip
-        return chips * reserve_per_chip, w_bytes, math.ceil(w_bytes / usable)
-    reserve = chips * mem * ((1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION)
-    return reserve, w_bytes, None
+        return LPU_BUFFER_FRACTION
+    return (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
+
+
+def _budget(system: SystemSpec, chips: int, w_bytes: float) -> tuple[float, int | None]:
+    """(reserve bytes, whole chips the weights alone need on an LPU system) for `chips` chips."""
+    mem = float(system.chip.memory_bytes)
+    frac = _reserve_fraction(system)
+    chips_for_weights = math.ceil(w_bytes / (mem * (1.0 - frac))) if system.is_lpu else None
+    return chips * mem * frac, chips_for_weights
 
 
 def _streams(free: float, per_stream: float) -> int:
@@ -133,7 +137,7 @@ def capacity(
     total = n_chips * mem
     w = weight_bytes(m, weights)
     per_stream = kv_bytes_per_sequence(m, context, kv, kv_layout)
-    reserve, _, chips_for_w = _budget(s, n_chips, w)
+    reserve, chips_for_w = _budget(s, n_chips, w)
     free = total - reserve - w
     notes: list[str] = []
     if context > m.max_context:
@@ -163,10 +167,7 @@ def capacity(
 
 def _units_needed(s: SystemSpec, w: float, per_stream: float) -> int:
     """Smallest whole number of racks/nodes that holds the weights, the reserves and one stream."""
-    mem = float(s.chip.memory_bytes)
-    per_unit = s.chips_per_unit * mem
-    reserve_frac = LPU_BUFFER_FRACTION if s.is_lpu else (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
-    usable = per_unit * (1.0 - reserve_frac)
+    usable = s.chips_per_unit * float(s.chip.memory_bytes) * (1.0 - _reserve_fraction(s))
     return max(1, math.ceil((w + per_stream) / usable))
 
 
