@@ -196,15 +196,9 @@ class SpecWorker(Worker):
             self.g_sum = 0.0
         return ctx
 
-    def _preempt(self) -> None:
-        victim = max(self.active, key=lambda r: (r.join_step, r.rid))
-        ctx = self._leave(victim)
-        self._release(victim, ctx)
-        victim.preemptions += 1
-        self.preemptions += 1
-        victim.handoff_s = float("nan")
-        self.waiting.appendleft(victim)
-        self.queued_tokens += victim.isl + victim.generated
+    def _pick_victim(self) -> Request:
+        """The most recently joined sequence (speculative workers keep an active list, not a heap)."""
+        return max(self.active, key=lambda r: (r.join_step, r.rid))
 
     def _set_busy(self, busy: bool) -> None:
         if busy != self.busy:

@@ -442,12 +442,17 @@ class Worker:
         if not self.busy:
             self.plan()
 
-    def _preempt(self) -> None:
-        """Recompute preemption: the most recently joined sequence gives back its KV and re-queues."""
+    def _pick_victim(self) -> Request:
+        """The most recently joined decoding sequence, taken out of the finish heap."""
         heap = self.finish_heap
         victim = max(heap, key=lambda e: (e[2].join_step, e[2].rid))[2]
         heap.remove(next(e for e in heap if e[2] is victim))
         heapq.heapify(heap)
+        return victim
+
+    def _preempt(self) -> None:
+        """Recompute preemption: the most recently joined sequence gives back its KV and re-queues."""
+        victim = self._pick_victim()
         ctx = self._leave(victim)
         self._release(victim, ctx)
         victim.preemptions += 1
