@@ -54,18 +54,7 @@ def resolve_system(system: str | SystemSpec, racks: float | None, chips: int | N
     if variant:
         s = s.with_topology(variant)
     per = s.chips_per_unit
-    if racks is not None and chips is not None:
-        raise UserError("racks", "give either --racks or --chips, not both")
-    if chips is not None:
-        if chips <= 0:
-            raise UserError("chips", f"expected a positive number of chips, got {chips}")
-        n = int(chips)
-    elif racks is not None:
-        if racks <= 0 or abs(racks * per - round(racks * per)) > 1e-9:
-            raise UserError("racks", f"expected a positive number of racks making whole chips, got {racks}")
-        n = int(round(racks * per))
-    else:
-        n = per
+    n = s.chips_from(racks, chips)
     units = math.ceil(n / per)
     if units > s.max_units:
         raise UserError("chips", f"{n} chips need {units} {s.unit_name}s; {s.name} joins at most {s.max_units}")

@@ -81,20 +81,8 @@ class CapacityReport:
 
 
 def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None) -> tuple[int, float]:
-    per_unit = system.chips_per_unit
-    if racks is not None and chips is not None:
-        raise UserError("racks", "give either racks/gpus or chips, not both")
-    if chips is not None:
-        if chips <= 0:
-            raise UserError("chips", f"expected a positive number of chips, got {chips}")
-        return chips, chips / per_unit
-    units = 1.0 if racks is None else float(racks)
-    if units <= 0:
-        raise UserError("racks", f"expected a positive number, got {racks}")
-    n = units * per_unit
-    if abs(n - round(n)) > 1e-9:
-        raise UserError("racks", f"{units} {system.unit_name}s is not a whole number of chips ({per_unit} per {system.unit_name})")
-    return int(round(n)), units
+    n = system.chips_from(racks, chips)
+    return n, n / system.chips_per_unit
 
 
 def _reserve_fraction(system: SystemSpec) -> float:

@@ -162,6 +162,26 @@ class SystemSpec(BaseModel):
             )
         return self.model_copy(update={"topology": self.variants[variant]})
 
+    def chips_from(self, racks: float | None = None, chips: int | None = None) -> int:
+        """Chips asked for by `--racks` (whole chips only) or `--chips`; one unit when neither is given."""
+        from lpxsim.errors import UserError
+
+        if racks is not None and chips is not None:
+            raise UserError("racks", "give either racks or chips, not both")
+        if chips is not None:
+            if chips <= 0:
+                raise UserError("chips", f"expected a positive number of chips, got {chips}")
+            return int(chips)
+        if racks is None:
+            return self.chips_per_unit
+        n = racks * self.chips_per_unit
+        if racks <= 0 or abs(n - round(n)) > 1e-9:
+            raise UserError(
+                "racks", f"expected a positive number of {self.unit_name}s making whole chips "
+                f"({self.chips_per_unit} per {self.unit_name}), got {racks}"
+            )
+        return int(round(n))
+
     def total_chips(self, units: int = 1) -> int:
         """Chips in `units` racks (or nodes) of this system."""
         return self.chips_per_unit * _check_units(self, units)
