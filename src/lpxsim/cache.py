@@ -1,0 +1,221 @@
+"""A persistent, content-addressed cache of step costs (and compile summaries).
+
+A detailed cost (a compiled LPX step, a GPU step priced from measured kernels)
+is a pure function of the model spec, the system spec, the layout, the
+precisions, the step shape and the cost model's code. The key is a SHA-256 of
+all of those, in canonical JSON, plus a version string that hashes the source
+files of the backend that computed the value: change the code and old entries
+are simply never found again (no stale answers, nothing to invalidate by hand).
+
+Entries are small JSON files under the user cache dir (`platformdirs`), or
+under `$LPXSIM_CACHE`. Writes go to a temporary file in the same folder and are
+renamed into place, so concurrent processes (sweep workers, Dask workers) never
+see half an entry; two processes computing the same key both write the same
+bytes. An entry that does not parse is deleted and recomputed, never fatal.
+`LPXSIM_NO_CACHE=1` (or `--no-cache`, or `set_enabled(False)`) bypasses the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, is_dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+ENV_DIR = "LPXSIM_CACHE"
+ENV_OFF = "LPXSIM_NO_CACHE"
+FORMAT = 1  # bump when the on-disk entry format changes
+
+
+def _canonical(obj: Any) -> Any:
+    """A JSON-able, order-independent form of a key part (pydantic, dataclasses, sets, tuples)."""
+    if hasattr(obj, "model_dump"):
+        return _canonical(obj.model_dump(mode="json"))
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _canonical(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted(_canonical(v) for v in obj)
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else repr(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        return _canonical(obj.item())
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    return repr(obj)
+
+
+def digest(*parts: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of `parts`."""
+    text = json.dumps(_canonical(list(parts)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@cache
+def source_version(*packages: str) -> str:
+    """A version string for a cost model: the hash of every .py/.json/.yaml file of `packages`
+    (e.g. ``"lpxsim.lpu"``), so editing the model's code or fitted data changes every key."""
+    h = hashlib.sha256(str(FORMAT).encode())
+    for pkg in sorted(packages):
+        root = Path(str(resources.files(pkg)))
+        files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json", ".yaml") and p.is_file())
+        for p in files:
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def default_dir() -> Path:
+    """`$LPXSIM_CACHE`, else the platform's user cache dir for lpxsim."""
+    env = os.environ.get(ENV_DIR)
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("lpxsim", appauthor=False)) / "steps"
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    corrupt: int = 0
+
+
+class StepCache:
+    """Content-addressed JSON entries on disk, with an in-process layer in front."""
+
+    def __init__(self, root: Path | None = None, enabled: bool | None = None) -> None:
+        self._root = root
+        self.enabled = (os.environ.get(ENV_OFF, "") in ("", "0")) if enabled is None else enabled
+        self._memory: dict[str, Any] = {}
+        self.stats = CacheStats()
+
+    @property
+    def root(self) -> Path:
+        return self._root if self._root is not None else default_dir()
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Any | None:
+        """The stored value of `key`, or None (missing, disabled, or corrupt: the entry is removed)."""
+        if key in self._memory:
+            self.stats.hits += 1
+            return self._memory[key]
+        if not self.enabled:
+            return None
+        path = self._path(key)
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            entry = json.loads(raw)
+            if not isinstance(entry, dict) or entry.get("key") != key or "value" not in entry:
+                raise ValueError("entry does not match its key")
+        except (ValueError, UnicodeDecodeError):
+            self.stats.corrupt += 1
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        self.stats.hits += 1
+        self._memory[key] = entry["value"]
+        return entry["value"]
+
+    def put(self, key: str, value: Any) -> None:
+        """Store `value` (JSON-able) under `key`: atomic rename; a failed write only loses the entry."""
+        self._memory[key] = value
+        if not self.enabled:
+            return
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump({"key": key, "value": value}, f, separators=(",", ":"))
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            self.stats.writes += 1
+        except OSError:
+            pass  # a read-only or full disk costs speed, never an answer
+
+    def get_or_compute(self, namespace: str, version: str, parts: Iterable[Any],
+                       compute: Callable[[], Any]) -> Any:
+        """The cached value for (namespace, version, parts), computing and storing it on a miss."""
+        key = digest(namespace, version, *parts)
+        hit = self.get(key)
+        if hit is not None:
+            return hit
+        self.stats.misses += 1
+        value = compute()
+        self.put(key, value)
+        return value
+
+    def info(self) -> dict[str, Any]:
+        """Where the cache lives, whether it is used, and how many entries and bytes it holds."""
+        entries, size = 0, 0
+        root = self.root
+        if root.is_dir():
+            for p in root.glob("*/*.json"):
+                entries += 1
+                with contextlib.suppress(OSError):
+                    size += p.stat().st_size
+        return {"path": str(root), "enabled": self.enabled, "entries": entries, "bytes": size}
+
+    def clear(self) -> int:
+        """Delete every entry; returns how many were removed."""
+        self._memory.clear()
+        removed = 0
+        root = self.root
+        if not root.is_dir():
+            return 0
+        for p in list(root.glob("*/*.json")) + list(root.glob("*/.tmp-*")):
+            try:
+                p.unlink()
+                removed += p.suffix == ".json" and not p.name.startswith(".tmp-")
+            except OSError:
+                pass
+        for d in root.iterdir():
+            if d.is_dir():
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+        return removed
+
+
+_DEFAULT: StepCache | None = None
+
+
+def step_cache() -> StepCache:
+    """The process-wide cache (honours $LPXSIM_CACHE and $LPXSIM_NO_CACHE at first use)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = StepCache()
+    return _DEFAULT
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turn the disk layer on or off for this process (`--no-cache`)."""
+    step_cache().enabled = enabled
+    os.environ[ENV_OFF] = "0" if enabled else "1"  # worker processes started from here inherit it
+
+
+def reset() -> None:
+    """Forget the process-wide cache object (tests that move $LPXSIM_CACHE)."""
+    global _DEFAULT
+    _DEFAULT = None
