@@ -135,7 +135,7 @@ def compile_program(
         except DoesNotFit as e:
             last_err = e
             continue
-        rep = verify(prog) if run_verify else VerifyReport(ok=True)
+        rep = verify(prog, graph, arch) if run_verify else VerifyReport(ok=True)
         timing = summarize(prog, graph, arch)
         prog.meta["layout"] = lay.describe()
         return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info)

@@ -1,25 +1,41 @@
 """Verify a Program: a schedule that fails any check is a compiler bug, never a result.
 
-Checks: SRAM regions in bounds and disjoint per chip; each functional unit
-runs one instruction at a time; every buffer inside its
+Structural checks (this module): SRAM regions in bounds and disjoint per chip;
+each functional unit runs one instruction at a time; every buffer inside its
 region, and buffers sharing bytes never live at the same time; every input
-produced exactly once, on the right chip, before it is read (first vector)
-and fully arrived before the reader finishes; transfers leave after their
-source exists, follow connected links from source to destination, and take
-at least the path's hop latency; no link direction carries two transfers in
-the same cycle. Interval checks use numpy, not per-cycle loops.
+produced exactly once, on the right chip, before it is read (first vector) and
+fully arrived before the reader finishes; transfers leave after their source
+exists, follow connected links from source to destination, and take at least
+the path's hop latency; no link direction carries two transfers in the same
+cycle.
+
+Cost and completeness checks (`lpxsim.lpu.verify_work`, needing the op graph
+and the chip's rates): every instruction busy at least as long as its work
+takes at the unit's rate; every op of the op graph computed over its whole
+output; every partial sum reaching its reduction exactly once; the sampled
+token leaving the last stage; every weight resident where it is read.
+
+Each class of error has its own prefix (``region:``, ``unit:``, ``buffer:``,
+``dependency:``, ``transfer:``, ``link:``, ``cost:``, ``graph:``, ``partial:``,
+``token:``, ``weights:``). The checks work on columns of numpy arrays built in
+one pass over the Program; interval overlaps are found with sorted sweeps.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.lpu.program import Program
 
+if TYPE_CHECKING:
+    from lpxsim.graph import OpGraph
+    from lpxsim.lpu.arch import Arch
+
 STEP_INPUTS = ("tokens",)
+MAX_PER_CLASS = 20  # messages kept per error class (the counts are exact)
 
 
 @dataclass
@@ -29,136 +45,220 @@ class VerifyReport:
     link_conflicts: int = 0
     region_overlaps: int = 0
     dependency_errors: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # errors per class
+    skipped: list[str] = field(default_factory=list)  # checks that could not run, with the reason
 
     def add(self, kind: str, msg: str) -> None:
-        self.errors.append(f"{kind}: {msg}")
+        n = self.counts.get(kind, 0)
+        self.counts[kind] = n + 1
+        if n < MAX_PER_CLASS:
+            self.errors.append(f"{kind}: {msg}")
         self.ok = False
 
+    def kinds(self) -> set[str]:
+        """The error classes found."""
+        return set(self.counts)
 
-def _overlaps(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Number of adjacent overlaps among half-open intervals after sorting by start."""
-    if len(starts) < 2:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    running = np.maximum.accumulate(e)[:-1]
-    return int(np.count_nonzero(s[1:] < running))
+
+def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per group id, the number of half-open intervals that start before an earlier one (same group) ends."""
+    n = len(starts)
+    if n < 2:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((starts, group))
+    g, s, e = group[order], starts[order], ends[order]
+    big = int(max(int(e.max(initial=0)), int(s.max(initial=0)))) + 2
+    base = (g - g.min()).astype(np.int64) * big
+    running = np.maximum.accumulate(e + base)[:-1]
+    bad = ((s[1:] + base[1:]) < running) & (g[1:] == g[:-1])
+    return g[1:][bad]
+
+
+class Columns:
+    """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
+
+    def __init__(self, p: Program) -> None:
+        ins, trs = p.instructions, p.transfers
+        self.bid: dict[str, int] = {b: k for k, b in enumerate(p.buffers)}
+        for i in ins:
+            if i.output not in self.bid:
+                self.bid[i.output] = len(self.bid)
+            for b in i.inputs:
+                if b not in self.bid:
+                    self.bid[b] = len(self.bid)
+        for t in trs:
+            for b in (t.src_buffer, t.dst_buffer):
+                if b not in self.bid:
+                    self.bid[b] = len(self.bid)
+        bid = self.bid
+        n, m = len(ins), len(trs)
+        self.i_chip = np.fromiter((i.chip for i in ins), np.int64, n)
+        self.i_start = np.fromiter((i.cycle_start for i in ins), np.int64, n)
+        self.i_first = np.fromiter((i.first_out_cycle for i in ins), np.int64, n)
+        self.i_end = np.fromiter((i.cycle_end for i in ins), np.int64, n)
+        self.i_out = np.fromiter((bid[i.output] for i in ins), np.int64, n)
+        self.i_busy = np.fromiter((int(i.attrs.get("busy_cycles", -1)) for i in ins), np.int64, n)
+        units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
+        self.i_unit = np.fromiter((units.get(i.unit, 4) for i in ins), np.int64, n)
+        reads = [(k, bid[b]) for k, i in enumerate(ins) for b in i.inputs]
+        r = np.array(reads, dtype=np.int64).reshape(-1, 2)
+        self.r_ins, self.r_buf = r[:, 0], r[:, 1]
+        self.t_src = np.fromiter((t.src_chip for t in trs), np.int64, m)
+        self.t_dst = np.fromiter((t.dst_chip for t in trs), np.int64, m)
+        self.t_sbuf = np.fromiter((bid[t.src_buffer] for t in trs), np.int64, m)
+        self.t_dbuf = np.fromiter((bid[t.dst_buffer] for t in trs), np.int64, m)
+        self.t_send = np.fromiter((t.send_cycle for t in trs), np.int64, m)
+        self.t_ser = np.fromiter((t.ser_cycles for t in trs), np.int64, m)
+        self.t_arrive = np.fromiter((t.arrive_cycle for t in trs), np.int64, m)
+        self.t_end = np.fromiter((t.end_cycle for t in trs), np.int64, m)
+        self.t_bytes = np.fromiter((t.bytes for t in trs), np.float64, m)
+        self.t_nhops = np.fromiter((len(t.links) for t in trs), np.int64, m)
+        hops = np.array([h for t in trs for h in t.links], dtype=np.int64).reshape(-1, 2)
+        self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
+        self.h_tr = np.repeat(np.arange(m), self.t_nhops)
+        self.nbuf = len(bid)
+        self.names = list(bid)
+
+    def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
+        nb = self.nbuf
+        writes = np.bincount(np.concatenate([self.i_out, self.t_dbuf]), minlength=nb)
+        chip = np.full(nb, -1, np.int64)
+        first = np.full(nb, -1, np.int64)
+        end = np.full(nb, -1, np.int64)
+        chip[self.i_out], first[self.i_out], end[self.i_out] = self.i_chip, self.i_first, self.i_end
+        chip[self.t_dbuf], first[self.t_dbuf], end[self.t_dbuf] = self.t_dst, self.t_arrive, self.t_end
+        return writes, chip, first, end
 
 
 def _check_regions(p: Program, rep: VerifyReport) -> dict[tuple[int, str], tuple[int, int]]:
-    by_chip: dict[int, list] = defaultdict(list)
     index = {}
+    n = len(p.regions)
+    chip = np.fromiter((r.chip for r in p.regions), np.int64, n)
+    off = np.fromiter((r.offset_bytes for r in p.regions), np.int64, n)
+    size = np.fromiter((r.size_bytes for r in p.regions), np.int64, n)
     for r in p.regions:
-        by_chip[r.chip].append(r)
         index[(r.chip, r.name)] = (r.offset_bytes, r.size_bytes)
-        if r.offset_bytes < 0 or r.size_bytes < 0 or r.end_bytes > p.chip_sram_bytes:
-            rep.add("region", f"{r.name} on chip {r.chip} outside 0..{p.chip_sram_bytes}")
-    for chip, regs in by_chip.items():
-        n = _overlaps(np.array([r.offset_bytes for r in regs]), np.array([r.end_bytes for r in regs]))
-        if n:
-            rep.region_overlaps += n
-            rep.add("region", f"{n} overlapping regions on chip {chip}")
+    for k in np.flatnonzero((off < 0) | (size < 0) | (off + size > p.chip_sram_bytes)):
+        r = p.regions[k]
+        rep.add("region", f"{r.name} on chip {r.chip} spans bytes {r.offset_bytes:,}..{r.end_bytes:,}, "
+                          f"outside 0..{p.chip_sram_bytes:,}")
+    bad = sweep_overlaps(chip, off, off + size)
+    for c, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
+        rep.region_overlaps += int(cnt)
+        rep.add("region", f"{int(cnt)} overlapping regions on chip {int(c)}")
     return index
 
 
-def _producers(p: Program, rep: VerifyReport) -> dict[str, tuple[int, int, int]]:
-    """buffer -> (chip, first cycle, end cycle) of the one instruction or transfer that writes it."""
-    prod: dict[str, tuple[int, int, int]] = {}
-    for ins in p.instructions:
-        if ins.output in prod:
-            rep.add("dependency", f"buffer {ins.output} written twice")
-        prod[ins.output] = (ins.chip, ins.first_out_cycle, ins.cycle_end)
-    for t in p.transfers:
-        if t.dst_buffer in prod:
-            rep.add("dependency", f"buffer {t.dst_buffer} written twice")
-        prod[t.dst_buffer] = (t.dst_chip, t.arrive_cycle, t.end_cycle)
-    for bid, b in p.buffers.items():
-        if bid not in prod and b.op in STEP_INPUTS:
-            prod[bid] = (b.chip, 0, 0)
-    return prod
-
-
-def _check_dependencies(p: Program, rep: VerifyReport, prod: dict[str, tuple[int, int, int]]) -> None:
+def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+    writes, pchip, pfirst, pend = prod
+    names = col.names
+    step_input = np.zeros(col.nbuf, bool)
+    for b in p.buffers.values():
+        if b.op in STEP_INPUTS:
+            step_input[col.bid[b.id]] = True
+    for k in np.flatnonzero(writes > 1):
+        rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
     bad = 0
-    for ins in p.instructions:
-        if ins.cycle_start > ins.first_out_cycle or ins.first_out_cycle > ins.cycle_end:
-            bad += 1
-            rep.add("dependency", f"instruction {ins.id} has inconsistent cycles")
-        for b in ins.inputs:
-            src = prod.get(b)
-            if src is None:
-                bad += 1
-                rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {b}, which nothing writes")
-            elif src[0] != ins.chip:
-                bad += 1
-                rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {b} held by chip {src[0]}")
-            elif src[1] > ins.cycle_start or src[2] > ins.cycle_end:
-                bad += 1
-                rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {b} before it is there")
-    for t in p.transfers:
-        src = prod.get(t.src_buffer)
-        if src is None or src[0] != t.src_chip or src[1] > t.send_cycle:
-            bad += 1
-            rep.add("transfer", f"transfer {t.id} sends {t.src_buffer} before it exists on chip {t.src_chip}")
+    incons = np.flatnonzero((col.i_start > col.i_first) | (col.i_first > col.i_end))
+    for k in incons:
+        rep.add("dependency", f"instruction {p.instructions[k].id} has inconsistent cycles")
+    bad += len(incons)
+    rb, ri = col.r_buf, col.r_ins
+    given = step_input[rb] & (writes[rb] == 0)
+    missing = (writes[rb] == 0) & ~given
+    elsewhere = ~missing & ~given & (pchip[rb] != col.i_chip[ri])
+    early = ~missing & ~given & ~elsewhere & ((pfirst[rb] > col.i_start[ri]) | (pend[rb] > col.i_end[ri]))
+    for mask, what in ((missing, "which nothing writes"), (elsewhere, "held by another chip"),
+                       (early, "before it is there")):
+        for k in np.flatnonzero(mask):
+            ins = p.instructions[ri[k]]
+            extra = f" ({int(pchip[rb[k]])})" if what == "held by another chip" else ""
+            rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {names[rb[k]]}, {what}{extra}")
+        bad += int(mask.sum())
+    sb = col.t_sbuf
+    src_given = step_input[sb] & (writes[sb] == 0)
+    tbad = ~src_given & ((writes[sb] == 0) | (pchip[sb] != col.t_src) | (pfirst[sb] > col.t_send))
+    for k in np.flatnonzero(tbad):
+        t = p.transfers[k]
+        rep.add("transfer", f"transfer {t.id} sends {t.src_buffer} before it exists on chip {t.src_chip}")
+    bad += int(tbad.sum())
     rep.dependency_errors += bad
 
 
-def _check_units(p: Program, rep: VerifyReport) -> None:
+def _check_units(p: Program, rep: VerifyReport, col: Columns) -> None:
     """A functional unit streams one instruction at a time: the next starts after the previous's busy cycles."""
-    by_unit: dict[tuple[int, str], list[tuple[int, int]]] = defaultdict(list)
-    for ins in p.instructions:
-        by_unit[(ins.chip, ins.unit)].append((ins.cycle_start, int(ins.attrs.get("busy_cycles", 1))))
-    for key, items in by_unit.items():
-        arr = np.array(items, dtype=np.int64)
-        n = _overlaps(arr[:, 0], arr[:, 0] + arr[:, 1])
-        if n:
-            rep.add("unit", f"{key[1]} on chip {key[0]} runs two instructions at once ({n}x)")
+    nobusy = np.flatnonzero(col.i_busy < 0)
+    for k in nobusy:
+        rep.add("unit", f"instruction {p.instructions[k].id} ({p.instructions[k].op}) states no busy_cycles")
+    busy = np.maximum(col.i_busy, 1)
+    group = col.i_chip * 8 + col.i_unit
+    bad = sweep_overlaps(group, col.i_start, col.i_start + busy)
+    names = ("MXM", "VXM", "SXM", "MEM", "?")
+    for g, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
+        rep.add("unit", f"{names[int(g) % 8]} on chip {int(g) // 8} runs two instructions at once ({int(cnt)}x)")
 
 
-def _check_transfers(p: Program, rep: VerifyReport) -> None:
-    hop = {lid: lk.hop_cycles for lid, lk in p.links.items()}
-    windows: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for t in p.transfers:
-        at = t.src_chip
-        for lid, d in t.links:
-            lk = p.links.get(lid)
-            if lk is None:
-                rep.add("transfer", f"transfer {t.id} uses unknown link {lid}")
-                break
-            a, b = (lk.a, lk.b) if d == 0 else (lk.b, lk.a)
-            if a != at:
-                rep.add("transfer", f"transfer {t.id} path is not connected at chip {at}")
-                break
-            at = b
-        else:
-            if at != t.dst_chip:
-                rep.add("transfer", f"transfer {t.id} ends at chip {at}, not {t.dst_chip}")
-        path = sum(hop.get(lid, 0) for lid, _ in t.links)
-        if t.arrive_cycle < t.send_cycle + path or t.end_cycle < t.arrive_cycle:
-            rep.add("transfer", f"transfer {t.id} arrives faster than its links allow")
-        for lid, d, s, e in t.link_windows(hop):
-            windows[(lid, d)].append((s, e))
+def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
+    nl = max(p.links, default=-1) + 1
+    la, lb, hop = np.full(nl, -1), np.full(nl, -1), np.zeros(nl, np.int64)
+    for lid, lk in p.links.items():
+        la[lid], lb[lid], hop[lid] = lk.a, lk.b, lk.hop_cycles
+    lid, d, tr = col.h_link, col.h_dir, col.h_tr
+    unknown = (lid < 0) | (lid >= nl)
+    unknown[~unknown] = la[lid[~unknown]] < 0
+    for k in np.unique(tr[unknown]):
+        rep.add("transfer", f"transfer {p.transfers[k].id} uses an unknown link")
+    ok_l = np.where(unknown, 0, lid)
+    frm = np.where(d == 0, la[ok_l], lb[ok_l])
+    to = np.where(d == 0, lb[ok_l], la[ok_l])
+    first_hop = np.r_[True, tr[1:] != tr[:-1]] if len(tr) else np.zeros(0, bool)
+    prev_to = np.r_[-1, to[:-1]] if len(tr) else to
+    want_from = np.where(first_hop, col.t_src[tr], prev_to)
+    for k in np.unique(tr[(frm != want_from) & ~unknown]):
+        rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
+    last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
+    for k in np.flatnonzero(last_hop):
+        if to[k] != col.t_dst[tr[k]] and not unknown[k]:
+            t = p.transfers[tr[k]]
+            rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
+    no_path = np.flatnonzero((col.t_nhops == 0) & (col.t_src != col.t_dst))
+    for k in no_path:
+        rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
+    h = hop[ok_l]
+    path = np.bincount(tr, weights=h, minlength=len(p.transfers)).astype(np.int64)
+    slow = (col.t_arrive < col.t_send + path) | (col.t_end < col.t_arrive)
+    for k in np.flatnonzero(slow):
+        rep.add("transfer", f"transfer {p.transfers[k].id} arrives faster than its links allow")
+    # link windows: hop i of a transfer starts at send + the hop latencies before it
+    cum = np.cumsum(h) - h
+    start_of_tr = np.r_[0, np.cumsum(col.t_nhops)[:-1]] if len(col.t_nhops) else np.zeros(0, np.int64)
+    offset = cum - cum[start_of_tr][tr] if len(tr) else cum
+    s = col.t_send[tr] + offset
+    e = s + col.t_ser[tr]
+    key = ok_l * 2 + d
+    bad = sweep_overlaps(key, s, e)
     conflicts = 0
-    for key, w in windows.items():
-        arr = np.array(w, dtype=np.int64)
-        n = _overlaps(arr[:, 0], arr[:, 1])
-        if n:
-            conflicts += n
-            rep.add("link", f"link {key[0]} direction {key[1]} carries two transfers at once ({n}x)")
+    for kk, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
+        conflicts += int(cnt)
+        rep.add("link", f"link {int(kk) // 2} direction {int(kk) % 2} carries two transfers at once ({int(cnt)}x)")
     rep.link_conflicts = conflicts
 
 
-def _check_buffers(p: Program, rep: VerifyReport, regions: dict[tuple[int, str], tuple[int, int]]) -> None:
-    from lpxsim.lpu.place import lifetimes
-    from lpxsim.lpu.schedule import Ready
+def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
+    """Per buffer: (cycle it starts being written, cycle after its last read); -1 where nothing writes it."""
+    writes, _, first, end = prod
+    last = np.full(col.nbuf, -1, np.int64)
+    np.maximum.at(last, col.r_buf, col.i_end[col.r_ins])
+    np.maximum.at(last, col.t_sbuf, col.t_end)
+    return np.where(writes > 0, first, -1), np.maximum(end, last) + 1
 
-    ready = {}
-    for ins in p.instructions:
-        ready[ins.output] = Ready(ins.first_out_cycle, ins.cycle_end)
-    for t in p.transfers:
-        ready[t.dst_buffer] = Ready(t.arrive_cycle, t.end_cycle)
-    life = lifetimes(p.instructions, p.transfers, ready)
-    groups: dict[tuple[int, str], list] = defaultdict(list)
+
+def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
+                   regions: dict[tuple[int, str], tuple[int, int]]) -> None:
+    t0, t1 = lifetimes(col, prod)
+    gid: dict[tuple[int, str], int] = {}
+    rows = []
     for b in p.buffers.values():
         if not b.region:
             continue
@@ -167,33 +267,61 @@ def _check_buffers(p: Program, rep: VerifyReport, regions: dict[tuple[int, str],
             rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
             continue
         if b.offset_bytes < 0 or b.offset_bytes + b.bytes > reg[1]:
-            rep.add("buffer", f"{b.id} lies outside region {b.region}")
-        s, e = life.get(b.id, (0, 1))
-        groups[(b.chip, b.region)].append((b.offset_bytes, b.offset_bytes + max(b.bytes, 1), s, e))
-    for key, items in groups.items():
-        if _clash(items):
-            rep.add("buffer", f"live buffers share bytes in {key[1]} on chip {key[0]}")
+            rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
+                              f"region {b.region} ({reg[1]:,} bytes) on chip {b.chip}")
+        k = col.bid[b.id]
+        if t0[k] < 0:
+            continue  # nothing writes it: a dependency or completeness error if anything needs it
+        g = gid.setdefault((b.chip, b.region), len(gid))
+        rows.append((g, b.offset_bytes, b.offset_bytes + max(b.bytes, 1), t0[k], t1[k]))
+    if not rows:
+        return
+    a = np.array(rows, dtype=np.int64)
+    names = {v: k for k, v in gid.items()}
+    for g in np.unique(a[:, 0]):
+        grp = a[a[:, 0] == g]
+        if _clash(grp[:, 1], grp[:, 2], grp[:, 3], grp[:, 4]):
+            chip, region = names[int(g)]
+            rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
-def _clash(items: list[tuple[int, int, int, int]]) -> bool:
-    """Sweep over time: does any buffer share bytes with one still live when it is written?"""
-    active: list[tuple[int, int, int]] = []  # (end time, lo, hi)
-    for lo, hi, t0, t1 in sorted(items, key=lambda x: x[2]):
-        active = [a for a in active if a[0] > t0]
-        for _, a_lo, a_hi in active:
-            if lo < a_hi and a_lo < hi:
-                return True
-        active.append((t1, lo, hi))
+def _clash(lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray, block: int = 2048) -> bool:
+    """Does any pair of buffers overlap both in bytes and in lifetime? (pairwise, in blocks)."""
+    n = len(lo)
+    for i in range(0, n, block):
+        sl = slice(i, i + block)
+        both = ((lo[sl, None] < hi[None, :]) & (lo[None, :] < hi[sl, None])
+                & (t0[sl, None] < t1[None, :]) & (t0[None, :] < t1[sl, None]))
+        idx = np.arange(i, min(n, i + block))
+        both[idx - i, idx] = False
+        if both.any():
+            return True
     return False
 
 
-def verify(p: Program) -> VerifyReport:
-    """Run every check; `ok` is True only if all pass."""
+def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -> VerifyReport:
+    """Run every check; `ok` is True only if all pass.
+
+    `graph` (the op graph the Program was compiled from) and `arch` (the chip's rates) enable the cost and
+    completeness checks. Without them they are rebuilt from the catalog (model and system names in the
+    Program); a model not in the catalog leaves those checks in `skipped`.
+    """
     rep = VerifyReport(ok=True)
+    col = Columns(p)
+    prod = col.producers()
     regions = _check_regions(p, rep)
-    prod = _producers(p, rep)
-    _check_dependencies(p, rep, prod)
-    _check_units(p, rep)
-    _check_transfers(p, rep)
-    _check_buffers(p, rep, regions)
+    _check_dependencies(p, rep, col, prod)
+    _check_units(p, rep, col)
+    _check_transfers(p, rep, col)
+    _check_buffers(p, rep, col, prod, regions)
+    from lpxsim.lpu.verify_work import check_work, context_for
+
+    graph, arch, why = context_for(p, graph, arch)
+    if graph is None or arch is None:
+        rep.skipped.append(f"cost, graph, partial, token, weights: {why}")
+    else:
+        check_work(p, graph, arch, rep, col, prod)
     return rep
+
+
+__all__ = ["Columns", "VerifyReport", "lifetimes", "sweep_overlaps", "verify"]

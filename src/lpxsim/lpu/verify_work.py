@@ -1,0 +1,409 @@
+"""Cost and completeness checks of a Program against the op graph it was compiled from.
+
+- ``cost``: every instruction is busy at least as long as its work takes at its
+  unit's peak rate: the bytes it must stream from SRAM (its weight slice, its KV
+  share, its largest input) over the chip's SRAM bandwidth, and its FLOPs over
+  the fastest MXM format. A transfer occupies its links at least its bytes over
+  the slowest link of its path. The work comes from the op graph's own totals
+  scaled to the instruction's slice, never from the compiler's timing code.
+- ``graph``: every op of the op graph is computed (by non-collective
+  instructions) over its whole output; no chip computes a piece twice;
+  attention (never replicated) covers each (head, key share) exactly once.
+- ``partial``: every partial buffer is read (reaches a reduction); every final
+  reduction sums each partial of its op exactly once.
+- ``token``: the sampled token reaches every embedding chip (the next step's input).
+- ``weights``: every weight an instruction reads is resident, in full for its
+  slice, in a weight region of the chip it runs on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lpxsim.errors import UserError
+from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, stripe_count
+
+if TYPE_CHECKING:
+    from lpxsim.graph import Op, OpGraph
+    from lpxsim.lpu.arch import Arch
+    from lpxsim.lpu.verify import Columns, VerifyReport
+
+SLACK_CYCLES = 1.0  # integer rounding of cycle counts
+LEAF_EXCLUDED = ("reduce", "concat", "copy")  # producers that pass partials on rather than create them
+
+
+def context_for(p: Program, graph: OpGraph | None, arch: Arch | None) -> tuple[OpGraph | None, Arch | None, str]:
+    """The op graph and chip rates for `p`: the ones given, else rebuilt from the catalog by name."""
+    why = ""
+    if arch is None:
+        from lpxsim.catalog import get_system
+        from lpxsim.lpu.arch import arch_for
+
+        try:
+            arch = arch_for(get_system(p.system)).with_sram(p.chip_sram_bytes)
+        except UserError as e:
+            why = f"system {p.system!r} not in the catalog ({e})"
+    if graph is None:
+        from lpxsim.catalog import get_model
+        from lpxsim.graph import Phase, lower
+
+        try:
+            m = get_model(p.model)
+        except UserError:
+            return None, arch, why or f"model {p.model!r} is not in the catalog (pass graph= to verify)"
+        ph = Phase(p.phase["kind"], tuple(p.phase["contexts"]), int(p.phase["new_tokens"]))
+        graph = lower(m, ph, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
+    return graph, arch, why
+
+
+# --- work of one instruction ------------------------------------------------------------------
+def _width(r) -> int:
+    return int(r[1] - r[0])
+
+
+def _matmul_frac(ins: Instruction, op: Op) -> float:
+    """The share of the matmul's weights and FLOPs in this instruction's rows x cols slice."""
+    k_full, n_full = _matmul_extent(op)
+    rows = ins.slice.get("rows", (0, k_full))
+    cols = ins.slice.get("cols", (0, n_full))
+    return _width(rows) / max(k_full, 1) * _width(cols) / max(n_full, 1)
+
+
+def _matmul_extent(op: Op) -> tuple[int, int]:
+    """(weight rows, output columns) as the Program's slices index them (program.py)."""
+    _, k, n = op.shape[:3]
+    if op.attrs.get("per_head"):
+        return k, int(op.attrs["heads"]) * n
+    if op.attrs.get("fused") == ("gate", "up"):
+        return k, n // 2
+    return k, n
+
+
+class _Keys:
+    """Keys a KV share holds and query-key pairs it serves, per (contexts, new, window, share): cached."""
+
+    def __init__(self, contexts: tuple[int, ...], new: int) -> None:
+        ctx = np.asarray(contexts, dtype=np.int64)[:, None]
+        self.ends = ctx + np.arange(1, new + 1, dtype=np.int64)[None, :]  # keys visible: [start, end)
+        self.ctx = ctx[:, 0]
+        self.new = new
+        self.cache: dict[tuple, tuple[float, float, float]] = {}
+
+    def share(self, window: int | None, stripe: tuple[int, int], block: int, seq) -> tuple[float, float, float]:
+        """(query-key pairs, distinct keys read, new positions written) of one share."""
+        key = (window, stripe, block, seq)
+        if key not in self.cache:
+            ends = self.ends
+            starts = np.zeros_like(ends) if window is None else np.maximum(0, ends - window)
+            w_lo, w_hi = self.ctx, self.ctx + self.new
+            if seq is not None:
+                starts, ends = np.maximum(starts, seq[0]), np.minimum(ends, seq[1])
+                w_lo, w_hi = np.maximum(w_lo, seq[0]), np.minimum(w_hi, seq[1])
+            i, n = stripe
+
+            def owned(lo, hi):
+                return np.where(hi > lo, stripe_count(hi, i, n, block) - stripe_count(lo, i, n, block), 0)
+
+            pairs = float(owned(starts, ends).sum())
+            keys = float(owned(starts[:, 0], ends[:, -1]).sum()) if ends.size else 0.0
+            written = float(owned(w_lo, w_hi).sum())
+            self.cache[key] = (pairs, keys, written)
+        return self.cache[key]
+
+
+def _share_of(ins: Instruction) -> tuple[tuple[int, int], int, tuple[int, int] | None]:
+    stripe = tuple(ins.slice.get("kv_stripe", (0, 1)))
+    return (int(stripe[0]), int(stripe[1])), int(ins.attrs.get("kv_block", 1)), ins.slice.get("kv_seq")
+
+
+def _kv_heads(graph: OpGraph, layer: int) -> tuple[int, int]:
+    a = graph.model.layers[layer].attention
+    return a.num_heads, 1 if a.kind == "mla" else a.num_kv_heads
+
+
+def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: Program) -> tuple[float, float]:
+    """(bytes the instruction must stream through SRAM, FLOPs it must compute) for its slice."""
+    kind = ins.kind
+    if kind == "matmul":
+        f = _matmul_frac(ins, op)
+        return f * op.weight_bytes, f * op.flops
+    if kind == "router":
+        return op.weight_bytes, op.flops
+    if kind == "experts":
+        lo, hi = ins.slice.get("experts", (0, op.attrs["num_experts"]))
+        M, k = op.tokens, op.attrs["top_k"]
+        active = min(hi - lo, k * M)  # the static schedule budgets the worst case
+        return active * op.attrs["expert_bytes"], 2.0 * min(M * k, M * (hi - lo)) * op.attrs["expert_params"]
+    if kind == "embed":
+        lo, hi = ins.slice.get("vocab", (0, graph.model.vocab_size))
+        return min(op.tokens, hi - lo) * op.weight_bytes / max(op.tokens, 1), 0.0
+    if kind in ("attention", "kv_write"):
+        H, KVH = _kv_heads(graph, op.layer)
+        k0, k1 = ins.slice.get("kv_heads", (0, KVH))
+        window = op.attrs.get("window")
+        pairs, nkeys, written = keys.share(window, *_share_of(ins))
+        kvw = op if kind == "kv_write" else graph.op(op.inputs[1])
+        per_key = kvw.kv_write_bytes / max(kvw.tokens, 1) * (k1 - k0) / KVH
+        if kind == "kv_write":
+            return written * per_key, 0.0
+        h0, h1 = ins.slice.get("heads", (0, H))
+        attended = float(op.attrs.get("attended_keys") or 0.0)
+        per_pair = op.flops / (H * attended) if attended > 0 else 0.0
+        return nkeys * per_key, pairs * (h1 - h0) * per_pair
+    # vector kinds: at least one full input streams through (its bytes)
+    return max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0), 0.0
+
+
+def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
+                ops: dict[str, Op]) -> None:
+    mem = arch.mem_bytes_per_cycle
+    mxm = max(arch.mxm_flops_per_cycle.values())
+    rate = {"MXM": mxm, "VXM": arch.vxm_ops_per_cycle, "SXM": arch.vxm_ops_per_cycle, "MEM": mxm}
+    keys = _Keys(tuple(p.phase["contexts"]), int(p.phase["new_tokens"]))
+    n = len(p.instructions)
+    nbytes, flops = np.zeros(n), np.zeros(n)
+    frate = np.ones(n)
+    for k, ins in enumerate(p.instructions):
+        op = ops.get(ins.op)
+        if op is None:
+            continue  # reported by the graph check
+        if ins.kind in COLLECTIVE_KINDS or ins.unit not in ("MXM", "MEM"):
+            nbytes[k] = max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0)
+            continue
+        nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
+        frate[k] = rate[ins.unit]
+    bound = np.maximum(nbytes / mem, flops / frate)
+    for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
+        ins = p.instructions[k]
+        rep.add("cost", f"{ins.unit} instruction {ins.id} on chip {ins.chip} ({ins.op} {ins.kind}) is busy "
+                        f"{int(col.i_busy[k]):,} cycles, less than its work: {bound[k]:,.0f} cycles "
+                        f"({nbytes[k]:,.0f} B at {mem:,.0f} B/cycle, {flops[k]:,.0f} FLOP at {frate[k]:,.0f}/cycle)")
+    if not p.transfers:
+        return
+    nl = max(p.links, default=-1) + 1
+    bpc = np.full(nl, np.inf)
+    for lid, lk in p.links.items():
+        bpc[lid] = lk.bytes_per_cycle
+    slowest = np.full(len(p.transfers), np.inf)
+    ok = (col.h_link >= 0) & (col.h_link < nl)
+    np.minimum.at(slowest, col.h_tr[ok], bpc[col.h_link[ok]])
+    need = np.where(np.isfinite(slowest), col.t_bytes / slowest, 0.0)
+    for k in np.flatnonzero(col.t_ser + SLACK_CYCLES < need):
+        t = p.transfers[k]
+        rep.add("cost", f"transfer {t.id} ({t.src_buffer} -> chip {t.dst_chip}) holds its links {t.ser_cycles:,} "
+                        f"cycles, less than its {t.bytes:,} B need: {need[k]:,.0f} cycles")
+
+
+# --- graph equivalence -----------------------------------------------------------------------
+def _boxes(ins: Instruction, op: Op, graph: OpGraph) -> tuple[tuple[int, int, int, int], tuple[int, int], str]:
+    """(x0, x1, y0, y1) of the op's output this instruction computes, the full (X, Y), and the axis names."""
+    kind, s = op.kind, ins.slice
+    if kind == "matmul":
+        K, N = _matmul_extent(op)
+        r, c = s.get("rows", (0, K)), s.get("cols", (0, N))
+        return (r[0], r[1], c[0], c[1]), (K, N), "rows x cols"
+    if kind in ("attention", "kv_write"):
+        H, KVH = _kv_heads(graph, op.layer)
+        full = H if kind == "attention" else KVH
+        h = s.get("heads" if kind == "attention" else "kv_heads", (0, full))
+        i, n = tuple(s.get("kv_stripe", (0, 1)))
+        scale = 720720  # divisible by every stripe count up to 16 and most beyond: shares as integer ranges
+        if scale % n:
+            scale = n * 720720
+        return (h[0], h[1], i * scale // n, (i + 1) * scale // n), (full, scale), "heads x key share"
+    if kind == "rope":
+        H, _ = _kv_heads(graph, op.layer)
+        h = s.get("heads", (0, H))
+        return (h[0], h[1], 0, 1), (H, 1), "heads"
+    if kind == "experts":
+        E = int(op.attrs["num_experts"])
+        e = s.get("experts", (0, E))
+        return (e[0], e[1], 0, 1), (E, 1), "experts"
+    if kind in ("embed", "sample"):
+        V = graph.model.vocab_size
+        v = s.get("vocab", (0, V))
+        return (v[0], v[1], 0, 1), (V, 1), "vocab"
+    W = int(op.shape[1]) if len(op.shape) > 1 else 1
+    c = s.get("cols", (0, W))
+    return (c[0], c[1], 0, 1), (W, 1), "cols"
+
+
+def _multiplicity(b: np.ndarray, full: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coverage count on the grid cut by every box edge: (counts[x, y], x cuts, y cuts)."""
+    xs = np.unique(np.r_[b[:, 0], b[:, 1], 0, full[0]])
+    ys = np.unique(np.r_[b[:, 2], b[:, 3], 0, full[1]])
+    g = np.zeros((len(xs), len(ys)), np.int64)
+    ix0, ix1 = np.searchsorted(xs, b[:, 0]), np.searchsorted(xs, b[:, 1])
+    iy0, iy1 = np.searchsorted(ys, b[:, 2]), np.searchsorted(ys, b[:, 3])
+    np.add.at(g, (ix0, iy0), 1)
+    np.add.at(g, (ix1, iy0), -1)
+    np.add.at(g, (ix0, iy1), -1)
+    np.add.at(g, (ix1, iy1), 1)
+    return g.cumsum(0).cumsum(1)[:-1, :-1], xs, ys
+
+
+def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
+    by_op: dict[str, list[Instruction]] = defaultdict(list)
+    for ins in p.instructions:
+        if ins.kind in COLLECTIVE_KINDS:
+            continue
+        if ins.op not in ops:
+            rep.add("graph", f"instruction {ins.id} on chip {ins.chip} computes {ins.op}, which is not in the op graph")
+            continue
+        by_op[ins.op].append(ins)
+    for op in graph.ops:
+        lst = by_op.get(op.name)
+        if not lst:
+            rep.add("graph", f"op {op.name} ({op.kind}) of the op graph is never computed")
+            continue
+        got = [_boxes(i, op, graph) for i in lst]
+        full, axes = got[0][1], got[0][2]
+        b = np.array([g[0] for g in got], dtype=np.int64)
+        outside = (b[:, 0] < 0) | (b[:, 2] < 0) | (b[:, 1] > full[0]) | (b[:, 3] > full[1]) | (b[:, 1] < b[:, 0])
+        if outside.any():
+            k = int(np.flatnonzero(outside)[0])
+            rep.add("graph", f"op {op.name}: instruction {lst[k].id} on chip {lst[k].chip} computes {axes} "
+                             f"{b[k, 0]}:{b[k, 1]} x {b[k, 2]}:{b[k, 3]}, outside its output {full}")
+            continue
+        if len(lst) == 1 and tuple(b[0]) == (0, full[0], 0, full[1]):
+            continue
+        keep = b[:, 1] > b[:, 0]  # an empty slice (more chips than experts) computes nothing
+        b, lst = b[keep], [i for i, k in zip(lst, keep, strict=True) if k]
+        cnt, xs, ys = _multiplicity(b, full)
+        if (cnt == 0).any():
+            ix, iy = (int(v[0]) for v in np.nonzero(cnt == 0))
+            rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {axes} "
+                             f"{xs[ix]}:{xs[ix + 1]} x {ys[iy]}:{ys[iy + 1]}")
+            continue
+        if op.kind == "attention" and cnt.max() > 1:
+            rep.add("graph", f"op {op.name} computes some (head, key share) {int(cnt.max())} times")
+            continue
+        chips = np.array([i.chip for i in lst])
+        uniq, counts = np.unique(chips, return_counts=True)
+        for c in uniq[counts > 1]:
+            cc, _, _ = _multiplicity(b[chips == c], full)
+            if cc.max() > 1:
+                rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
+
+
+# --- partial sums ------------------------------------------------------------------------------
+def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+    writes = prod[0]
+    read = np.zeros(col.nbuf, bool)
+    read[col.r_buf] = True
+    read[col.t_sbuf] = True
+    made_by: dict[str, Instruction] = {i.output: i for i in p.instructions}
+    sent_from = {t.dst_buffer: t.src_buffer for t in p.transfers}
+    leaves: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for b in p.buffers.values():
+        if b.partial is None:
+            continue
+        k = col.bid[b.id]
+        if writes[k] and not read[k]:
+            rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
+        ins = made_by.get(b.id)
+        if b.partial in ("sum", "argmax") and ins is not None and ins.kind not in LEAF_EXCLUDED:
+            leaves[(b.op, b.partial)].add(b.id)
+    for ins in p.instructions:
+        if ins.kind != "reduce":
+            continue
+        out = p.buffers.get(ins.output)
+        if out is None or out.partial is not None:
+            continue
+        kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
+        found: Counter[str] = Counter()
+        stack = list(ins.inputs)
+        while stack:
+            bid = stack.pop()
+            if bid in sent_from:
+                stack.append(sent_from[bid])
+                continue
+            src = made_by.get(bid)
+            if src is not None and src.kind in LEAF_EXCLUDED:
+                stack.extend(src.inputs)
+                continue
+            found[bid] += 1
+        want = leaves.get((ins.op, kind), set())
+        missing = sorted(want - set(found))
+        twice = sorted(b for b, n in found.items() if n > 1)
+        if missing:
+            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
+                               f"partial sums (e.g. {missing[0]})")
+        if twice:
+            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
+                               f"{found[twice[0]]} times")
+
+
+# --- the sampled token -----------------------------------------------------------------------
+def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, prod) -> None:
+    ph = p.phase
+    if "sample" not in {op.name for op in graph.ops}:
+        return
+    writes = prod[0]
+    have: set[int] = set()
+    for b in p.buffers.values():
+        if b.op == "sample" and b.partial is None and writes[col.bid[b.id]]:
+            have.add(b.chip)
+    if not have:
+        rep.add("token", "the sampled token is never produced (no final sample buffer)")
+        return
+    if ph["kind"] == "prefill" and int(ph["new_tokens"]) > 1:
+        return  # a prefill chunk's sample is not the next step's input
+    emb = [st for st in p.layout.stage_list if st.embed and st.replica == 0]
+    for st in emb:
+        for c in st.chips:
+            if c not in have:
+                rep.add("token", f"the sampled token never leaves the last stage for embedding chip {c} "
+                                 f"(the next step's input)")
+
+
+# --- weights -------------------------------------------------------------------------------------
+def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
+    """Bytes of `op.weight` this instruction's slice reads."""
+    if op.kind == "matmul":
+        return _matmul_frac(ins, op) * op.weight_bytes
+    if op.kind == "experts":
+        lo, hi = ins.slice.get("experts", (0, op.attrs["num_experts"]))
+        return (hi - lo) * op.attrs["expert_bytes"]
+    if op.kind == "embed":
+        lo, hi = ins.slice.get("vocab", (0, graph.model.vocab_size))
+        return (hi - lo) * op.weight_bytes / max(op.tokens, 1)
+    if op.kind == "norm" and op.attrs.get("per_head"):
+        return op.weight_bytes * op.attrs["per_head"] / max(op.shape[1], 1)
+    return op.weight_bytes
+
+
+def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
+    held: dict[tuple[int, str], float] = defaultdict(float)
+    for r in p.regions:
+        if r.kind != "weights":
+            continue
+        name = r.name[2:] if r.name.startswith("w:") else r.name
+        op = ops.get(name) or ops.get(name.split("#", 1)[0])
+        if op is not None and op.weight:
+            held[(r.chip, op.weight)] += r.size_bytes
+    for ins in p.instructions:
+        w = ins.attrs.get("weight")
+        op = ops.get(ins.op)
+        if not w or op is None or ins.kind in COLLECTIVE_KINDS:
+            continue
+        need = weight_need(ins, op, graph)
+        have = held.get((ins.chip, w), 0.0)
+        if need > 0 and have <= 0:
+            rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
+        elif have + 1 < need:
+            rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need:,.0f} B of weight {w}; its chip holds "
+                               f"{have:,.0f} B")
+
+
+def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
+    """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
+    ops = {op.name: op for op in graph.ops}
+    _check_cost(p, graph, arch, rep, col, ops)
+    _check_graph(p, graph, rep, ops)
+    _check_partials(p, rep, col, prod)
+    _check_token(p, graph, rep, col, prod)
+    _check_weights(p, graph, rep, ops)
