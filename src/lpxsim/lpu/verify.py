@@ -79,45 +79,36 @@ class Columns:
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
-        self.bid: dict[str, int] = {b: k for k, b in enumerate(p.buffers)}
+        self.bid = bid = {b: k for k, b in enumerate(p.buffers)}
+        add = bid.setdefault
         for i in ins:
-            if i.output not in self.bid:
-                self.bid[i.output] = len(self.bid)
+            add(i.output, len(bid))
             for b in i.inputs:
-                if b not in self.bid:
-                    self.bid[b] = len(self.bid)
+                add(b, len(bid))
         for t in trs:
-            for b in (t.src_buffer, t.dst_buffer):
-                if b not in self.bid:
-                    self.bid[b] = len(self.bid)
-        bid = self.bid
+            add(t.src_buffer, len(bid))
+            add(t.dst_buffer, len(bid))
         n, m = len(ins), len(trs)
-        self.i_chip = np.fromiter((i.chip for i in ins), np.int64, n)
-        self.i_start = np.fromiter((i.cycle_start for i in ins), np.int64, n)
-        self.i_first = np.fromiter((i.first_out_cycle for i in ins), np.int64, n)
-        self.i_end = np.fromiter((i.cycle_end for i in ins), np.int64, n)
-        self.i_out = np.fromiter((bid[i.output] for i in ins), np.int64, n)
-        self.i_busy = np.fromiter((int(i.attrs.get("busy_cycles", -1)) for i in ins), np.int64, n)
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
-        self.i_unit = np.fromiter((units.get(i.unit, 4) for i in ins), np.int64, n)
-        reads = [(k, bid[b]) for k, i in enumerate(ins) for b in i.inputs]
-        r = np.array(reads, dtype=np.int64).reshape(-1, 2)
+        a = np.array([(i.chip, i.cycle_start, i.first_out_cycle, i.cycle_end, bid[i.output],
+                       i.attrs.get("busy_cycles", -1), units.get(i.unit, 4)) for i in ins],
+                     dtype=np.int64).reshape(n, 7)
+        self.i_chip, self.i_start, self.i_first, self.i_end, self.i_out, self.i_busy, self.i_unit = a.T
+        r = np.array([(k, bid[b]) for k, i in enumerate(ins) for b in i.inputs], dtype=np.int64).reshape(-1, 2)
         self.r_ins, self.r_buf = r[:, 0], r[:, 1]
-        self.t_src = np.fromiter((t.src_chip for t in trs), np.int64, m)
-        self.t_dst = np.fromiter((t.dst_chip for t in trs), np.int64, m)
-        self.t_sbuf = np.fromiter((bid[t.src_buffer] for t in trs), np.int64, m)
-        self.t_dbuf = np.fromiter((bid[t.dst_buffer] for t in trs), np.int64, m)
-        self.t_send = np.fromiter((t.send_cycle for t in trs), np.int64, m)
-        self.t_ser = np.fromiter((t.ser_cycles for t in trs), np.int64, m)
-        self.t_arrive = np.fromiter((t.arrive_cycle for t in trs), np.int64, m)
-        self.t_end = np.fromiter((t.end_cycle for t in trs), np.int64, m)
-        self.t_bytes = np.fromiter((t.bytes for t in trs), np.float64, m)
-        self.t_nhops = np.fromiter((len(t.links) for t in trs), np.int64, m)
-        hops = np.array([h for t in trs for h in t.links], dtype=np.int64).reshape(-1, 2)
+        t = np.array([(x.src_chip, x.dst_chip, bid[x.src_buffer], bid[x.dst_buffer], x.send_cycle, x.ser_cycles,
+                       x.arrive_cycle, x.end_cycle, x.bytes, len(x.links)) for x in trs],
+                     dtype=np.int64).reshape(m, 10)
+        (self.t_src, self.t_dst, self.t_sbuf, self.t_dbuf, self.t_send, self.t_ser, self.t_arrive, self.t_end,
+         tb, self.t_nhops) = t.T
+        self.t_bytes = tb.astype(np.float64)
+        hops = np.array([h for x in trs for h in x.links], dtype=np.int64).reshape(-1, 2)
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
         self.nbuf = len(bid)
         self.names = list(bid)
+        self.b_bytes = np.zeros(self.nbuf, np.int64)
+        self.b_bytes[:len(p.buffers)] = np.fromiter((b.bytes for b in p.buffers.values()), np.int64, len(p.buffers))
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
@@ -257,31 +248,34 @@ def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
 def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
                    regions: dict[tuple[int, str], tuple[int, int]]) -> None:
     t0, t1 = lifetimes(col, prod)
-    gid: dict[tuple[int, str], int] = {}
-    rows = []
-    for b in p.buffers.values():
-        if not b.region:
-            continue
-        reg = regions.get((b.chip, b.region))
-        if reg is None:
-            rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
-            continue
-        if b.offset_bytes < 0 or b.offset_bytes + b.bytes > reg[1]:
-            rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
-                              f"region {b.region} ({reg[1]:,} bytes) on chip {b.chip}")
-        k = col.bid[b.id]
-        if t0[k] < 0:
-            continue  # nothing writes it: a dependency or completeness error if anything needs it
-        g = gid.setdefault((b.chip, b.region), len(gid))
-        rows.append((g, b.offset_bytes, b.offset_bytes + max(b.bytes, 1), t0[k], t1[k]))
-    if not rows:
+    bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
+    rid = {key: k for k, key in enumerate(regions)}
+    rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
+    g = np.fromiter((rid.get((b.chip, b.region), -1) if b.region else -2 for b in bufs), np.int64, len(bufs))
+    off = np.fromiter((b.offset_bytes for b in bufs), np.int64, len(bufs))
+    size = np.fromiter((b.bytes for b in bufs), np.int64, len(bufs))
+    for k in np.flatnonzero(g == -1):
+        b = bufs[k]
+        rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
+    placed = g >= 0
+    outside = placed & ((off < 0) | (off + size > rsize[np.where(placed, g, len(rsize) - 1)]))
+    for k in np.flatnonzero(outside):
+        b = bufs[k]
+        rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
+                          f"region {b.region} ({regions[(b.chip, b.region)][1]:,} bytes) on chip {b.chip}")
+    n = len(bufs)
+    live = placed & (t0[:n] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
+    idx = np.flatnonzero(live)
+    if len(idx) < 2:
         return
-    a = np.array(rows, dtype=np.int64)
-    names = {v: k for k, v in gid.items()}
-    for g in np.unique(a[:, 0]):
-        grp = a[a[:, 0] == g]
-        if _clash(grp[:, 1], grp[:, 2], grp[:, 3], grp[:, 4]):
-            chip, region = names[int(g)]
+    order = idx[np.argsort(g[idx], kind="stable")]
+    gs = g[order]
+    cuts = np.flatnonzero(np.diff(gs)) + 1
+    names = list(regions)
+    lo, hi = off, off + np.maximum(size, 1)
+    for part in np.split(order, cuts):
+        if len(part) > 1 and _clash(lo[part], hi[part], t0[part], t1[part]):
+            chip, region = names[int(g[part[0]])]
             rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 

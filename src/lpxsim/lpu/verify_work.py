@@ -161,26 +161,23 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
                 ops: dict[str, Op]) -> None:
     mem = arch.mem_bytes_per_cycle
     mxm = max(arch.mxm_flops_per_cycle.values())
-    rate = {"MXM": mxm, "VXM": arch.vxm_ops_per_cycle, "SXM": arch.vxm_ops_per_cycle, "MEM": mxm}
     keys = _Keys(tuple(p.phase["contexts"]), int(p.phase["new_tokens"]))
     n = len(p.instructions)
-    nbytes, flops = np.zeros(n), np.zeros(n)
-    frate = np.ones(n)
-    for k, ins in enumerate(p.instructions):
+    nbytes = np.zeros(n)  # vector and collective kinds: their largest input streams through
+    np.maximum.at(nbytes, col.r_ins, col.b_bytes[col.r_buf].astype(np.float64))
+    flops = np.zeros(n)
+    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)):  # MXM and MEM: weights, KV, FLOPs
+        ins = p.instructions[k]
         op = ops.get(ins.op)
-        if op is None:
-            continue  # reported by the graph check
-        if ins.kind in COLLECTIVE_KINDS or ins.unit not in ("MXM", "MEM"):
-            nbytes[k] = max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0)
-            continue
+        if op is None or ins.kind in COLLECTIVE_KINDS:
+            continue  # an op outside the graph is reported by the graph check
         nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
-        frate[k] = rate[ins.unit]
-    bound = np.maximum(nbytes / mem, flops / frate)
+    bound = np.maximum(nbytes / mem, flops / mxm)
     for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
         ins = p.instructions[k]
         rep.add("cost", f"{ins.unit} instruction {ins.id} on chip {ins.chip} ({ins.op} {ins.kind}) is busy "
                         f"{int(col.i_busy[k]):,} cycles, less than its work: {bound[k]:,.0f} cycles "
-                        f"({nbytes[k]:,.0f} B at {mem:,.0f} B/cycle, {flops[k]:,.0f} FLOP at {frate[k]:,.0f}/cycle)")
+                        f"({nbytes[k]:,.0f} B at {mem:,.0f} B/cycle, {flops[k]:,.0f} FLOP at {mxm:,.0f}/cycle)")
     if not p.transfers:
         return
     nl = max(p.links, default=-1) + 1
@@ -245,6 +242,16 @@ def _multiplicity(b: np.ndarray, full: tuple[int, int]) -> tuple[np.ndarray, np.
     return g.cumsum(0).cumsum(1)[:-1, :-1], xs, ys
 
 
+def _gap_1d(lo: list[int], hi: list[int], full: int) -> tuple[int, int] | None:
+    """The first part of [0, full) no interval covers, or None."""
+    cur = 0
+    for a, z in sorted(zip(lo, hi, strict=True)):
+        if a > cur:
+            return cur, a
+        cur = max(cur, z)
+    return None if cur >= full else (cur, full)
+
+
 def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
     by_op: dict[str, list[Instruction]] = defaultdict(list)
     for ins in p.instructions:
@@ -272,16 +279,29 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
             continue
         keep = b[:, 1] > b[:, 0]  # an empty slice (more chips than experts) computes nothing
         b, lst = b[keep], [i for i, k in zip(lst, keep, strict=True) if k]
-        cnt, xs, ys = _multiplicity(b, full)
-        if (cnt == 0).any():
-            ix, iy = (int(v[0]) for v in np.nonzero(cnt == 0))
-            rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {axes} "
-                             f"{xs[ix]}:{xs[ix + 1]} x {ys[iy]}:{ys[iy + 1]}")
+        x_full = bool((b[:, 0] == 0).all() and (b[:, 1] == full[0]).all())
+        y_full = bool((b[:, 2] == 0).all() and (b[:, 3] == full[1]).all())
+        if op.kind != "attention" and (x_full or y_full):  # a split along one axis: plain Python is faster
+            ax = 2 if x_full else 0
+            gap = _gap_1d(b[:, ax].tolist(), b[:, ax + 1].tolist(), full[ax // 2])
+            if gap is not None:
+                name = axes.split(" x ")[-1 if x_full else 0]
+                rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {name} {gap[0]}:{gap[1]}")
+                continue
+        else:
+            cnt, xs, ys = _multiplicity(b, full)
+            if (cnt == 0).any():
+                ix, iy = (int(v[0]) for v in np.nonzero(cnt == 0))
+                rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {axes} "
+                                 f"{xs[ix]}:{xs[ix + 1]} x {ys[iy]}:{ys[iy + 1]}")
+                continue
+            if op.kind == "attention" and cnt.max() > 1:
+                rep.add("graph", f"op {op.name} computes some (head, key share) {int(cnt.max())} times")
+                continue
+        chip_list = [i.chip for i in lst]
+        if len(set(chip_list)) == len(chip_list):
             continue
-        if op.kind == "attention" and cnt.max() > 1:
-            rep.add("graph", f"op {op.name} computes some (head, key share) {int(cnt.max())} times")
-            continue
-        chips = np.array([i.chip for i in lst])
+        chips = np.array(chip_list)
         uniq, counts = np.unique(chips, return_counts=True)
         for c in uniq[counts > 1]:
             cc, _, _ = _multiplicity(b[chips == c], full)
@@ -295,46 +315,52 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     read = np.zeros(col.nbuf, bool)
     read[col.r_buf] = True
     read[col.t_sbuf] = True
-    made_by: dict[str, Instruction] = {i.output: i for i in p.instructions}
-    sent_from = {t.dst_buffer: t.src_buffer for t in p.transfers}
-    leaves: dict[tuple[str, str], set[str]] = defaultdict(set)
+    made_by = np.full(col.nbuf, -1, np.int64)  # instruction index writing each buffer
+    made_by[col.i_out] = np.arange(len(p.instructions))
+    sent_from = np.full(col.nbuf, -1, np.int64)  # source buffer of the transfer writing it
+    sent_from[col.t_dbuf] = col.t_sbuf
+    ins_list = p.instructions
+    passes = np.zeros(len(ins_list) + 1, bool)  # reduce/concat/copy: pass partials on
+    passes[:-1] = [i.kind in LEAF_EXCLUDED for i in ins_list]
+    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
+    bid = col.bid
     for b in p.buffers.values():
         if b.partial is None:
             continue
-        k = col.bid[b.id]
+        k = bid[b.id]
         if writes[k] and not read[k]:
             rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
-        ins = made_by.get(b.id)
-        if b.partial in ("sum", "argmax") and ins is not None and ins.kind not in LEAF_EXCLUDED:
-            leaves[(b.op, b.partial)].add(b.id)
-    for ins in p.instructions:
-        if ins.kind != "reduce":
+        if b.partial in ("sum", "argmax") and made_by[k] >= 0 and not passes[made_by[k]]:
+            leaves[(b.op, b.partial)].add(k)
+    made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
+    pass_l = passes.tolist()
+    has_leaves = {o for o, _ in leaves}
+    for ins in ins_list:
+        if ins.kind != "reduce" or ins.op not in has_leaves:
             continue
         out = p.buffers.get(ins.output)
         if out is None or out.partial is not None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        found: Counter[str] = Counter()
-        stack = list(ins.inputs)
+        found: Counter[int] = Counter()
+        stack = [bid[b] for b in ins.inputs]
         while stack:
-            bid = stack.pop()
-            if bid in sent_from:
-                stack.append(sent_from[bid])
-                continue
-            src = made_by.get(bid)
-            if src is not None and src.kind in LEAF_EXCLUDED:
-                stack.extend(src.inputs)
-                continue
-            found[bid] += 1
+            k = stack.pop()
+            if sent[k] >= 0:
+                stack.append(sent[k])
+            elif made[k] >= 0 and pass_l[made[k]]:
+                stack.extend(bid[b] for b in ins_list[made[k]].inputs)
+            else:
+                found[k] += 1
         want = leaves.get((ins.op, kind), set())
-        missing = sorted(want - set(found))
-        twice = sorted(b for b, n in found.items() if n > 1)
+        missing = sorted(names[k] for k in want - set(found))
+        twice = sorted(names[k] for k, n in found.items() if n > 1)
         if missing:
             rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
                                f"partial sums (e.g. {missing[0]})")
         if twice:
             rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
-                               f"{found[twice[0]]} times")
+                               f"more than once")
 
 
 # --- the sampled token -----------------------------------------------------------------------
