@@ -334,6 +334,8 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             leaves[(b.op, b.partial)].add(k)
     made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
     pass_l = passes.tolist()
+    ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=len(ins_list)))].tolist()
+    rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
     has_leaves = {o for o, _ in leaves}
     for ins in ins_list:
         if ins.kind != "reduce" or ins.op not in has_leaves:
@@ -343,13 +345,14 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
         found: Counter[int] = Counter()
-        stack = [bid[b] for b in ins.inputs]
+        k0 = made[bid[ins.output]]
+        stack = rbuf[ptr[k0]:ptr[k0 + 1]]
         while stack:
             k = stack.pop()
             if sent[k] >= 0:
                 stack.append(sent[k])
             elif made[k] >= 0 and pass_l[made[k]]:
-                stack.extend(bid[b] for b in ins_list[made[k]].inputs)
+                stack.extend(rbuf[ptr[made[k]]:ptr[made[k] + 1]])
             else:
                 found[k] += 1
         want = leaves.get((ins.op, kind), set())
