@@ -142,7 +142,7 @@ def compile_program(
     if last_err is not None:
         raise last_err
     raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "
-                              f"({arch.sram_bytes / 1e6:,.0f} MB each) at context {context:,}, concurrency {concurrency}")
+                              f"({arch.sram_bytes:,} B each) at context {context:,}, concurrency {concurrency}")
 
 
 def _candidates(m: ModelSpec, s: SystemSpec, arch: Arch, n_chips: int, target: Target, weights: str, kv: str,

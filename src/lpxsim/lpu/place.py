@@ -103,8 +103,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
-                f"chip {c} needs {off / 1e6:,.1f} MB (weights {totals['weights'] / 1e6:,.1f}, KV {totals['kv'] / 1e6:,.1f}, "
-                f"activations {totals['act'] / 1e6:,.1f}, buffers {totals['buffer'] / 1e6:,.1f}) > {sram_bytes / 1e6:,.1f} MB SRAM",
+                f"chip {c} needs {off:,} B (weights {totals['weights']:,}, KV {totals['kv']:,}, "
+                f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
     for bid, b in buffers.items():

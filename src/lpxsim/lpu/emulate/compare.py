@@ -15,16 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from lpxsim.errors import UserError
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase
 from lpxsim.lpu.emulate.executor import ProgramExecutor
 from lpxsim.lpu.emulate.reference import Reference, build_reference, hf_greedy, seeded_prompt
 from lpxsim.lpu.program import Program
 from lpxsim.specs.accounting import weight_bytes
+from lpxsim.specs.model import ModelSpec
 
 # float32 on both sides; see docs/assumptions.md ("Emulator") for why 1e-4 absolute on logits.
 LOGIT_ATOL = 1e-4
 PRECISION = "bf16"  # the precision the Program's bytes are sized at; the emulator computes in float32
+SIZING_STEPS = 40  # 1.25x steps tried by `sram_for` (x7,500 over its start)
 
 
 @dataclass
@@ -56,9 +58,57 @@ class EmulationReport:
         return asdict(self)
 
 
-def default_sram_bytes(ref: Reference, chips: int) -> int:
-    """Per-chip SRAM that makes `chips` chips necessary: twice the bf16 weights spread over them."""
-    return int(math.ceil(2.0 * weight_bytes(ref.spec, PRECISION) / chips))
+def largest_tensor_bytes(spec: ModelSpec, prompt_tokens: int = 8) -> int:
+    """Bytes of the model's largest single tensor at `PRECISION`: a weight matrix (the embedding table
+    whole) or an activation of a `prompt_tokens` prefill."""
+    from lpxsim.graph import lower
+
+    g = lower(spec, Phase.prefill(max(1, prompt_tokens)), weights=PRECISION, kv=PRECISION)
+    biggest = 0.0
+    for op in g.ops:
+        w = op.weight_bytes
+        if op.kind == "embed":
+            w = op.weight_bytes / max(op.tokens, 1) * spec.vocab_size  # the whole table, not the rows gathered
+        elif op.kind == "experts":
+            w = op.attrs["expert_bytes"]
+        biggest = max(biggest, w, op.act_out_bytes)
+    return int(math.ceil(biggest))
+
+
+def _fits(spec: ModelSpec, chips: int, layout: str | None, sram: int, prompt_tokens: int, steps: int) -> bool:
+    """Do the prefill and the last decode step of the run compile on `chips` chips of `sram` bytes each?"""
+    from lpxsim.lpu import compile_program
+
+    context = prompt_tokens + steps
+    for phase in (Phase.prefill(prompt_tokens), Phase.decode([max(prompt_tokens + steps - 1, 0)])):
+        try:
+            compile_program(spec, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION, layout=layout,
+                            chip_sram_bytes=sram, context=context, run_verify=False)
+        except DoesNotFit:
+            return False
+    return True
+
+
+def sram_for(spec: ModelSpec, chips: int, layout: str | None = None, prompt_tokens: int = 8, steps: int = 6) -> int:
+    """Default per-chip SRAM: twice the bf16 weights spread over `chips` (so the chips are needed), at least the
+    largest tensor, raised by 1/4 at a time until the run's prefill and decode steps both place.
+
+    On many chips a tiny model's per-chip floor (replicated norms and activations, stage hand-off
+    buffers) exceeds its share of the weights; the search finds the smallest size on that 1.25x ladder."""
+    base = max(int(math.ceil(2.0 * weight_bytes(spec, PRECISION) / chips)), largest_tensor_bytes(spec, prompt_tokens))
+    sram = base
+    for _ in range(SIZING_STEPS):
+        if _fits(spec, chips, layout, sram, prompt_tokens, steps):
+            return sram
+        sram = int(math.ceil(sram * 1.25))
+    raise DoesNotFit("sram_bytes", f"{spec.name} on {chips} chips ({layout or 'searched layout'}) does not place with "
+                                   f"up to {sram:,} B SRAM per chip (started from {base:,} B)")
+
+
+def default_sram_bytes(ref: Reference, chips: int, layout: str | None = None, prompt_tokens: int = 8,
+                       steps: int = 6) -> int:
+    """`sram_for` of the reference's model."""
+    return sram_for(ref.spec, chips, layout, prompt_tokens, steps)
 
 
 def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | None, sram_bytes: int,
@@ -102,7 +152,7 @@ def emulate_reference(
 ) -> EmulationReport:
     """Run the compiled Programs and the HF model on the same seeded prompt; `mutate` may corrupt step i's Program."""
     _validate(ref, chips, steps, prompt_tokens)
-    sram = sram_bytes or default_sram_bytes(ref, chips)
+    sram = sram_bytes or default_sram_bytes(ref, chips, layout, prompt_tokens, steps)
     prompt = seeded_prompt(ref.spec.vocab_size, prompt_tokens, seed)
     hf = hf_greedy(ref, prompt, steps)
     ex = ProgramExecutor(ref.spec, ref.weights)
