@@ -22,7 +22,7 @@ class Published:
     value: float
     unit: str
     source: str
-    role: str  # fit | predict | explain
+    role: str  # fit | predict | explain | invert (a parameter solved from this figure: not a prediction)
 
 
 PUBLISHED: tuple[Published, ...] = (
@@ -31,9 +31,9 @@ PUBLISHED: tuple[Published, ...] = (
     Published("T2", "gemma-4-31b", "lpx", "aa_output_speed_median", 100_000, 1, 3431.0, "tok/s",
               "NV-LC: Artificial Analysis measurement reported by NVIDIA (o200k_base, sequential, median)", "predict"),
     Published("T7", "gemma-4-31b", "lpx", "speed_bench_median", 0, 1, 4767.0, "tok/s",
-              "NV-LC, HC26 slides: NVIDIA SPEED-Bench coding, vendor-run", "explain"),
+              "NV-LC, HC26 slides: NVIDIA SPEED-Bench coding, vendor-run", "invert"),
     Published("T7-P80", "gemma-4-31b", "lpx", "speed_bench_p80", 0, 1, 5520.0, "tok/s",
-              "NV-LC: NVIDIA SPEED-Bench coding, vendor-run", "explain"),
+              "NV-LC: NVIDIA SPEED-Bench coding, vendor-run", "invert"),
 )
 
 

@@ -53,7 +53,11 @@ class SpecPoint:
 
 
 def acceptance_needed(target_tok_s: float, k: int, draft_step_s: float, verify_s: float) -> SpecPoint:
-    """Acceptance rate that makes k-token speculation reach `target_tok_s` for one user."""
+    """Acceptance rate that makes k-token speculation reach `target_tok_s` for one user.
+
+    An inversion, not a prediction: the rate is solved from the target speed (T7 in docs/validation.md);
+    only the draft and verify times are lpxsim's own. Compare it with an independently measured acceptance
+    before calling the target explained."""
     round_s = k * draft_step_s + verify_s
     need_tokens = target_tok_s * round_s
     if need_tokens > k + 1:
