@@ -24,6 +24,7 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,15 +80,9 @@ class Columns:
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
-        self.bid = bid = {b: k for k, b in enumerate(p.buffers)}
-        add = bid.setdefault
-        for i in ins:
-            add(i.output, len(bid))
-            for b in i.inputs:
-                add(b, len(bid))
-        for t in trs:
-            add(t.src_buffer, len(bid))
-            add(t.dst_buffer, len(bid))
+        every = chain(p.buffers, (i.output for i in ins), chain.from_iterable(i.inputs for i in ins),
+                      (t.src_buffer for t in trs), (t.dst_buffer for t in trs))
+        self.bid = bid = {b: k for k, b in enumerate(dict.fromkeys(every))}  # declared buffers first, in order
         n, m = len(ins), len(trs)
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
         a = np.array([(i.chip, i.cycle_start, i.first_out_cycle, i.cycle_end, bid[i.output],
