@@ -157,3 +157,24 @@ def test_without_graph_a_custom_model_skips_the_work_checks() -> None:
 def test_catalog_model_rebuilds_its_graph(gemma) -> None:
     rep = verify(gemma[0])
     assert rep.ok and rep.skipped == []
+
+
+def test_live_buffers_on_the_same_bytes_is_a_buffer_error(gemma) -> None:
+    """The one corruption "live buffers share bytes" is meant for still gets that message."""
+    from lpxsim.lpu.verify import Columns, lifetimes
+
+    p = gemma[0]
+    col = Columns(p)
+    t0, t1 = lifetimes(col, col.producers())
+    by_region: dict = {}
+    for b in p.buffers.values():
+        k = col.bid[b.id]
+        if b.region and t0[k] >= 0:
+            by_region.setdefault((b.chip, b.region), []).append((b, t0[k], t1[k]))
+    a, b = next((x[0], y[0]) for items in by_region.values() for x in items for y in items
+                if x[0].id != y[0].id and x[1] < y[2] and y[1] < x[2] and x[0].bytes == y[0].bytes)
+    bufs = dict(p.buffers)
+    bufs[b.id] = dataclasses.replace(b, offset_bytes=a.offset_bytes)
+    rep = _check(gemma, dataclasses.replace(p, buffers=bufs))
+    assert rep.kinds() == {"buffer"}, rep.errors[:5]
+    assert rep.errors[0] == f"buffer: live buffers share bytes in {a.region} on chip {a.chip}"
