@@ -180,3 +180,24 @@ def test_live_buffers_on_the_same_bytes_is_a_buffer_error(gemma) -> None:
     rep = _check(gemma, dataclasses.replace(p, buffers=bufs))
     assert rep.kinds() == {"buffer"}, rep.errors[:5]
     assert rep.errors[0] == f"buffer: live buffers share bytes in {a.region} on chip {a.chip}"
+
+
+def test_transfer_serialisation_cut_is_a_cost_error(gemma) -> None:
+    p = gemma[0]
+    k, t = max(enumerate(p.transfers), key=lambda x: x[1].bytes)
+    trs = list(p.transfers)
+    trs[k] = dataclasses.replace(t, ser_cycles=1)
+    rep = _check(gemma, dataclasses.replace(p, transfers=trs))
+    assert rep.kinds() == {"cost"}, rep.errors[:5]
+    assert rep.errors[0].startswith(f"cost: transfer {t.id} ")
+
+
+def test_slice_outside_the_op_is_a_graph_error(gemma) -> None:
+    p = gemma[0]
+    k, ins = next((k, i) for k, i in enumerate(p.instructions) if i.op == "L4.q_proj")
+    lo, hi = ins.slice["cols"]
+    lst = list(p.instructions)
+    lst[k] = dataclasses.replace(ins, slice={**ins.slice, "cols": (lo + 10**6, hi + 10**6)})
+    rep = _check(gemma, dataclasses.replace(p, instructions=lst))
+    assert "graph" in rep.kinds(), rep.errors[:5]
+    assert any("op L4.q_proj: instruction" in e and "outside its output" in e for e in rep.errors)
