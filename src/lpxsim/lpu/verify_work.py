@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -324,16 +324,15 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     passes[:-1] = [i.kind in LEAF_EXCLUDED for i in ins_list]
     leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
     bid = col.bid
-    for b in p.buffers.values():
-        if b.partial is None:
-            continue
-        k = bid[b.id]
-        if writes[k] and not read[k]:
-            rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
-        if b.partial in ("sum", "argmax") and made_by[k] >= 0 and not passes[made_by[k]]:
-            leaves[(b.op, b.partial)].add(k)
     made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
     pass_l = passes.tolist()
+    unread = ((writes > 0) & ~read).tolist()
+    for b in [b for b in p.buffers.values() if b.partial is not None]:
+        k = bid[b.id]
+        if unread[k]:
+            rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
+        if b.partial in ("sum", "argmax") and made[k] >= 0 and not pass_l[made[k]]:
+            leaves[(b.op, b.partial)].add(k)
     ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=len(ins_list)))].tolist()
     rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
     has_leaves = {o for o, _ in leaves}
@@ -344,7 +343,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
         if out is None or out.partial is not None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        found: Counter[int] = Counter()
+        found: dict[int, int] = {}
         k0 = made[bid[ins.output]]
         stack = rbuf[ptr[k0]:ptr[k0 + 1]]
         while stack:
@@ -354,7 +353,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             elif made[k] >= 0 and pass_l[made[k]]:
                 stack.extend(rbuf[ptr[made[k]]:ptr[made[k] + 1]])
             else:
-                found[k] += 1
+                found[k] = found.get(k, 0) + 1
         want = leaves.get((ins.op, kind), set())
         missing = sorted(names[k] for k in want - set(found))
         twice = sorted(names[k] for k, n in found.items() if n > 1)
