@@ -268,28 +268,30 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
             continue
         got = [_boxes(i, op, graph) for i in lst]
         full, axes = got[0][1], got[0][2]
-        b = np.array([g[0] for g in got], dtype=np.int64)
-        outside = (b[:, 0] < 0) | (b[:, 2] < 0) | (b[:, 1] > full[0]) | (b[:, 3] > full[1]) | (b[:, 1] < b[:, 0])
-        if outside.any():
-            k = int(np.flatnonzero(outside)[0])
-            rep.add("graph", f"op {op.name}: instruction {lst[k].id} on chip {lst[k].chip} computes {axes} "
-                             f"{b[k, 0]}:{b[k, 1]} x {b[k, 2]}:{b[k, 3]}, outside its output {full}")
+        X, Y = full
+        boxes = [g[0] for g in got]
+        bad = next((k for k, (x0, x1, y0, y1) in enumerate(boxes)
+                    if x0 < 0 or y0 < 0 or x1 > X or y1 > Y or x1 < x0), None)
+        if bad is not None:
+            x0, x1, y0, y1 = boxes[bad]
+            rep.add("graph", f"op {op.name}: instruction {lst[bad].id} on chip {lst[bad].chip} computes {axes} "
+                             f"{x0}:{x1} x {y0}:{y1}, outside its output {full}")
             continue
-        if len(lst) == 1 and tuple(b[0]) == (0, full[0], 0, full[1]):
+        if len(boxes) == 1 and boxes[0] == (0, X, 0, Y):
             continue
-        keep = b[:, 1] > b[:, 0]  # an empty slice (more chips than experts) computes nothing
-        b, lst = b[keep], [i for i, k in zip(lst, keep, strict=True) if k]
-        x_full = bool((b[:, 0] == 0).all() and (b[:, 1] == full[0]).all())
-        y_full = bool((b[:, 2] == 0).all() and (b[:, 3] == full[1]).all())
-        if op.kind != "attention" and (x_full or y_full):  # a split along one axis: plain Python is faster
+        keep = [k for k, b in enumerate(boxes) if b[1] > b[0]]  # an empty slice (more chips than experts)
+        boxes, lst = [boxes[k] for k in keep], [lst[k] for k in keep]
+        x_full = all(b[0] == 0 and b[1] == X for b in boxes)
+        y_full = all(b[2] == 0 and b[3] == Y for b in boxes)
+        if op.kind != "attention" and (x_full or y_full):  # a split along one axis (the common case)
             ax = 2 if x_full else 0
-            gap = _gap_1d(b[:, ax].tolist(), b[:, ax + 1].tolist(), full[ax // 2])
+            gap = _gap_1d([b[ax] for b in boxes], [b[ax + 1] for b in boxes], full[ax // 2])
             if gap is not None:
                 name = axes.split(" x ")[-1 if x_full else 0]
                 rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {name} {gap[0]}:{gap[1]}")
                 continue
         else:
-            cnt, xs, ys = _multiplicity(b, full)
+            cnt, xs, ys = _multiplicity(np.array(boxes, dtype=np.int64).reshape(-1, 4), full)
             if (cnt == 0).any():
                 ix, iy = (int(v[0]) for v in np.nonzero(cnt == 0))
                 rep.add("graph", f"op {op.name} leaves part of its output uncomputed: {axes} "
@@ -301,6 +303,7 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
         chip_list = [i.chip for i in lst]
         if len(set(chip_list)) == len(chip_list):
             continue
+        b = np.array(boxes, dtype=np.int64).reshape(-1, 4)
         chips = np.array(chip_list)
         uniq, counts = np.unique(chips, return_counts=True)
         for c in uniq[counts > 1]:
