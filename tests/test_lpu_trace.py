@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lpxsim.lpu import compile_program
-from lpxsim.lpu.trace import LINK_PID, UNITS, trace_events, write_trace
+from lpxsim.lpu.trace import LINK_PID, UNITS, lanes, trace_events, write_trace
 from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
@@ -86,40 +86,51 @@ def _overlaps(slices: list[tuple[int, int]]) -> int:
 
 
 @pytest.mark.parametrize("layout", ["tp=4,stages=2,kvsplit=2", "tp=8,stages=1,kvsplit=4", "tp=2,stages=2"])
-def test_trace_is_chrome_trace_format_and_unit_tracks_never_overlap(layout: str, tmp_path: Path) -> None:
+def test_trace_is_chrome_trace_format_and_no_track_overlaps(layout: str, tmp_path: Path) -> None:
     p = _program(layout)
     doc = json.loads(write_trace(p, tmp_path / "t.json").read_text())
     assert validate_chrome_trace(doc) == []
     tracks = _slices_by_track(doc)
-    unit_tracks = {k: v for k, v in tracks.items() if k[0] != LINK_PID}
-    assert unit_tracks and all(_overlaps(v) == 0 for v in unit_tracks.values())
-    link_tracks = {k: v for k, v in tracks.items() if k[0] == LINK_PID}
-    assert link_tracks and all(_overlaps(v) == 0 for v in link_tracks.values())
+    unit_tracks = {k: v for k, v in tracks.items() if k[0] != LINK_PID and k[1] < len(UNITS)}
+    assert len(unit_tracks) >= len(p.chips) and all(_overlaps(v) == 0 for v in unit_tracks.values())
+    assert all(_overlaps(v) == 0 for v in tracks.values())  # latency lanes, links and transfer lanes too
+    assert not list(tmp_path.glob(".*tmp"))
 
 
-def test_unit_slices_are_busy_time_latency_is_async() -> None:
+def test_unit_slices_are_busy_time_latency_and_transfers_on_their_own_tracks() -> None:
     p = _program()
     doc = trace_events(p)
     by_id = {i.id: i for i in p.instructions}
-    xs = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] != LINK_PID]
-    assert len(xs) == len(p.instructions)
+    ev = doc["traceEvents"]
+    busy = [e for e in ev if e["ph"] == "X" and e["cat"] in UNITS]
+    assert len(busy) == len(p.instructions)
     ns = 1e9 / p.clock_hz
-    for e in xs:
+    for e in busy:
         ins = by_id[e["args"]["instruction"]]
         assert e["tid"] == UNITS.index(ins.unit)
         assert round(e["dur"] * 1000) == round((ins.cycle_start + ins.attrs["busy_cycles"]) * ns) - round(
             ins.cycle_start * ns)
-    # latency spans run to the last output vector, which is later than the busy end for pipelined units
-    begins = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "b" and e["cat"] == "latency"}
-    ends = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "e" and e["cat"] == "latency"}
-    assert set(begins) == set(ends) == {f"i{i.id}" for i in p.instructions}
-    longer = sum(ends[k]["ts"] - begins[k]["ts"] > round(by_id[int(k[1:])].attrs["busy_cycles"] * ns) / 1000
-                 for k in begins)
-    assert longer > len(begins) // 2
-    # every transfer has its own async span; transfers someone reads have a flow arrow to the reader
-    spans = [e for e in doc["traceEvents"] if e["ph"] == "b" and e["cat"] == "transfer"]
-    assert len(spans) == len(p.transfers)
-    assert any(e["ph"] == "f" for e in doc["traceEvents"])
+    # latency runs to the last output vector: later than the busy end for pipelined units, on other tracks
+    lat = [e for e in ev if e["ph"] == "X" and e["cat"] == "latency"]
+    assert sorted(e["args"]["instruction"] for e in lat) == sorted(by_id)
+    assert all(e["tid"] >= len(UNITS) for e in lat)
+    longer = sum(e["dur"] > round(by_id[e["args"]["instruction"]].attrs["busy_cycles"] * ns) / 1000 for e in lat)
+    assert longer > len(lat) // 2
+    # every transfer once on its sender's lanes; transfers someone reads get a flow arrow to the reader
+    spans = [e for e in ev if e["ph"] == "X" and e["cat"] == "transfer"]
+    assert sorted(e["args"]["transfer"] for e in spans) == sorted(t.id for t in p.transfers)
+    src = {t.id: t.src_chip for t in p.transfers}
+    assert all(e["pid"] == src[e["args"]["transfer"]] and e["tid"] >= len(UNITS) for e in spans)
+    assert any(e["ph"] == "f" for e in ev)
+
+
+def test_lanes_are_few_and_disjoint() -> None:
+    spans = [(0, 10), (5, 15), (10, 20), (12, 13), (20, 30)]
+    got = lanes(spans)
+    assert max(got) + 1 == 3  # (5,15), (10,20) and (12,13) overlap at 12
+    for k in set(got):
+        assert _overlaps([s for s, g in zip(spans, got, strict=True) if g == k]) == 0
+    assert lanes([]) == []
 
 
 def test_the_old_trace_shape_would_fail_the_overlap_check() -> None:
