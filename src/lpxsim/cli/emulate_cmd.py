@@ -39,7 +39,8 @@ def register(app: typer.Typer) -> None:
                                    "compiler's search)."),
         prompt_tokens: int = typer.Option(8, "--prompt-tokens", help="Prompt length (prefill chunk)."),
         sram_bytes: int = typer.Option(None, "--sram-bytes", help="SRAM per emulated chip (default: twice the "
-                                       "bf16 weights spread over the chips, so the model must be split)."),
+                                       "bf16 weights spread over the chips, so the model must be split, at least "
+                                       "the largest tensor, raised 1.25x until every step places)."),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Compile a tiny model onto N emulated LPUs, run prefill + greedy decode on numpy, compare with HF."""
