@@ -24,7 +24,8 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -84,26 +85,35 @@ class Columns:
                       (t.src_buffer for t in trs), (t.dst_buffer for t in trs))
         self.bid = bid = {b: k for k, b in enumerate(dict.fromkeys(every))}  # declared buffers first, in order
         n, m = len(ins), len(trs)
+        get = bid.__getitem__
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
-        a = np.array([(i.chip, i.cycle_start, i.first_out_cycle, i.cycle_end, bid[i.output],
-                       i.attrs.get("busy_cycles", -1), units.get(i.unit, 4)) for i in ins],
-                     dtype=np.int64).reshape(n, 7)
-        self.i_chip, self.i_start, self.i_first, self.i_end, self.i_out, self.i_busy, self.i_unit = a.T
-        r = np.array([(k, bid[b]) for k, i in enumerate(ins) for b in i.inputs], dtype=np.int64).reshape(-1, 2)
-        self.r_ins, self.r_buf = r[:, 0], r[:, 1]
-        t = np.array([(x.src_chip, x.dst_chip, bid[x.src_buffer], bid[x.dst_buffer], x.send_cycle, x.ser_cycles,
-                       x.arrive_cycle, x.end_cycle, x.bytes, len(x.links)) for x in trs],
-                     dtype=np.int64).reshape(m, 10)
-        (self.t_src, self.t_dst, self.t_sbuf, self.t_dbuf, self.t_send, self.t_ser, self.t_arrive, self.t_end,
-         tb, self.t_nhops) = t.T
+        a = np.array(list(map(attrgetter("chip", "cycle_start", "first_out_cycle", "cycle_end"), ins)),
+                     dtype=np.int64).reshape(n, 4)
+        self.i_chip, self.i_start, self.i_first, self.i_end = a.T
+        self.i_out = np.fromiter(map(get, map(attrgetter("output"), ins)), np.int64, n)
+        self.i_busy = np.fromiter((i.attrs.get("busy_cycles", -1) for i in ins), np.int64, n)
+        self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
+        inputs = list(map(attrgetter("inputs"), ins))
+        counts = np.fromiter(map(len, inputs), np.int64, n)
+        self.r_ins = np.repeat(np.arange(n), counts)
+        self.r_buf = np.fromiter(map(get, chain.from_iterable(inputs)), np.int64, int(counts.sum()))
+        t = np.array(list(map(attrgetter("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle",
+                                         "end_cycle", "bytes"), trs)), dtype=np.int64).reshape(m, 7)
+        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, tb = t.T
+        self.t_sbuf = np.fromiter(map(get, map(attrgetter("src_buffer"), trs)), np.int64, m)
+        self.t_dbuf = np.fromiter(map(get, map(attrgetter("dst_buffer"), trs)), np.int64, m)
         self.t_bytes = tb.astype(np.float64)
-        hops = np.array([h for x in trs for h in x.links], dtype=np.int64).reshape(-1, 2)
+        links = list(map(attrgetter("links"), trs))
+        self.t_nhops = np.fromiter(map(len, links), np.int64, m)
+        hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
+                           2 * int(self.t_nhops.sum())).reshape(-1, 2)
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
         self.nbuf = len(bid)
         self.names = list(bid)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
-        self.b_bytes[:len(p.buffers)] = np.fromiter((b.bytes for b in p.buffers.values()), np.int64, len(p.buffers))
+        self.b_bytes[:len(p.buffers)] = np.fromiter(map(attrgetter("bytes"), p.buffers.values()), np.int64,
+                                                    len(p.buffers))
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
