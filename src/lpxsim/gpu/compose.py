@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from lpxsim.gpu.step import GpuStepModel
 
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
-FAMILY = {"gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
+FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
 
 def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float, seqs: int) -> float | None:
     ops = sm.source[0]
     tag = key[0]
+    if tag == "fused":
+        return 0.0
     if tag == "gemm":
         return ops.gemm(key[1], key[2], key[3], key[4])
     if tag == "bmm":
@@ -70,8 +72,8 @@ def price_measured(
             cache[key] = v
         if v is None:
             continue
-        if sib is not None:
-            fmt = key[-1] if isinstance(key[-1], str) else sm.kv
+        if sib is not None and v > 0.0:
+            fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
             if fmt not in fmt_compute:
                 fmt_compute[fmt] = get_precision(fmt).compute
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
@@ -82,7 +84,7 @@ def price_measured(
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
     coll, attn_coll = _collectives(sm, f, kind, new_tokens, label)
-    step_over = sm.engine.step_overhead_s
+    step_over = 0.0  # the engine's per-step host time is added by the caller (it is fitted; keep memo valid)
     per_attn = float(t[f.is_attn_half].sum())
     total = float(t.sum()) + coll + step_over
     attn = per_attn + attn_coll

@@ -170,6 +170,26 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     return ("gemm", m, n, k, fmt)
 
 
+def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
+    """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
+    the first one's GEMM gets the summed N, the others are priced at zero ("fused")."""
+    last: dict[int, int] = {}
+    for i, op in enumerate(graph.ops):
+        key = lookups[i]
+        if key is None or key[0] != "gemm":
+            continue
+        suf = _suffix(op)
+        j = last.get(op.layer)
+        if suf in FUSED_INTO_PREVIOUS and j is not None:
+            prev = lookups[j]
+            if prev is not None and prev[0] == "gemm" and prev[1] == key[1] and prev[3] == key[3]:
+                lookups[j] = ("gemm", prev[1], prev[2] + key[2], prev[3], prev[4])
+                lookups[i] = ("fused",)
+                continue
+        if suf in ("q_proj", "q_a_proj"):
+            last[op.layer] = i
+
+
 def build(
     graph: OpGraph,
     layout: Layout,
@@ -222,6 +242,7 @@ def build(
             cols["rows"][i] = max(1.0, op.tokens * work)
             core[i] = True
             windows.append((i, op.attrs.get("window")))
+    _fuse_projections(graph, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],

@@ -112,11 +112,17 @@ def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
 
 
 def _curve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique (x, median y) of one measured curve."""
+    """Sorted unique (x, median y) of one measured curve, made non-decreasing in x.
+
+    More work never takes less time: a smaller problem can always run the larger one's kernel
+    padded, so a measured point above a later one is timing noise (e.g. a GEMM at m = 1 slower
+    than at m = 8); each point is capped by the smallest time measured at any larger x.
+    """
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     ux, idx = np.unique(x, return_index=True)
     uy = np.array([np.median(y[a:b]) for a, b in zip(idx, list(idx[1:]) + [len(x)], strict=True)])
+    uy = np.minimum.accumulate(uy[::-1])[::-1]
     return ux.astype(float), uy.astype(float)
 
 

@@ -2,8 +2,8 @@
 
 A GPU that aiconfigurator-core has not measured (Vera Rubin, AMD Instinct, future
 parts) borrows the op times of its nearest measured sibling: the measured GPU of
-the same rack kind (NVL72 rack or 8-GPU node) closest in HBM bandwidth and FP8
-peak (log distance). Each op time is then scaled by one sourced spec ratio:
+the same rack kind (NVL72 rack or 8-GPU node) closest in HBM bandwidth, FP8 and
+FP4 peak (log distance). Each op time is then scaled by one sourced spec ratio:
 ops that are bandwidth-bound on the sibling (bytes / bandwidth above FLOPs /
 peak) by the HBM bandwidth ratio, compute-bound ops by the peak-FLOPs ratio at
 the op's precision, collectives by the scale-up bus bandwidth ratio (large
@@ -45,7 +45,7 @@ def sibling(system: SystemSpec, forced: str | None = None) -> SystemSpec | None:
 
     def dist(c: SystemSpec) -> float:
         return (abs(math.log(float(c.chip.memory_bw_Bps) / float(chip.memory_bw_Bps)))
-                + abs(math.log(c.chip.flops("fp8") / chip.flops("fp8"))))
+                + sum(abs(math.log(c.chip.flops(f) / chip.flops(f))) for f in ("fp8", "fp4")))
 
     return min(same, key=dist)
 

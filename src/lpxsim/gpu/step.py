@@ -315,7 +315,9 @@ class GpuStepModel:
 
             hit = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
             self._priced[key] = hit
-        return hit[0]
+        b, so = hit[0], self.engine.step_overhead_s
+        return StepBreakdown(b.compute_s, b.memory_s, b.overhead_s + so, b.collective_s, b.total_s + so, b.attn_s,
+                             b.ffn_s + so)
 
     def decode_roofline_s(self, batch: DecodeBatch) -> float:
         """Pure HBM roofline of a decode step on the busiest GPU: bytes / spec bandwidth."""

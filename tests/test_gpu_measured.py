@@ -1,0 +1,116 @@
+"""GPU step costs from measured kernel tables (aiconfigurator-core): lookups, composition, sources."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lpxsim.errors import UserError
+from lpxsim.gpu.engine import engine_params, framework_name
+from lpxsim.gpu.measured import _columns, _curve, measured_ops
+from lpxsim.gpu.step import GpuStepModel
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+
+MODEL = "deepseek-r1"
+
+
+def test_gemm_lookup_reproduces_a_measured_point_and_grows_with_m():
+    ops = measured_ops("b200_sxm", "sglang")
+    t = _columns("b200_sxm", "gemm", "sglang", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k", "latency"))
+    sel = (t["gemm_dtype"] == "fp8_block") & (t["n"] == 1536) & (t["k"] == 7168)
+    xs, ys = _curve(t["m"][sel], t["latency"][sel])
+    assert ops.gemm(int(xs[5]), 1536, 7168, "fp8") == pytest.approx(ys[5] * 1e-3)
+    times = [ops.gemm(m, 1536, 7168, "fp8") for m in (1, 16, 256, 4096, 65536)]
+    assert all(b >= a for a, b in zip(times, times[1:], strict=False))
+    assert times[-1] > 10 * times[0]
+
+
+def test_curve_is_non_decreasing():
+    xs, ys = _curve(np.array([1, 8, 64, 8]), np.array([5.0, 2.0, 3.0, 2.2]))
+    assert list(xs) == [1, 8, 64]
+    assert list(ys) == [2.1, 2.1, 3.0]
+
+
+def test_moe_and_mla_and_allreduce_lookups():
+    ops = measured_ops("h200_sxm", "sglang")
+    small = ops.moe(8, 7168, 2048, 8, 256, 1, 8, "fp8")
+    big = ops.moe(4096, 7168, 2048, 8, 256, 1, 8, "fp8")
+    assert small is not None and big is not None and big > 3 * small
+    assert ops.moe(8, 7168, 2048, 8, 255, 1, 8, "fp8") is None  # no such table: caller falls back
+    d1, d2 = ops.mla("decode", 16, 1024, 16, "bf16"), ops.mla("decode", 16, 16384, 16, "bf16")
+    assert d1 is not None and d2 > d1
+    assert ops.all_reduce(1 << 20, 8, True) > ops.all_reduce(1 << 10, 8, True)
+
+
+def test_measured_step_names_its_sources():
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    m.decode_step(DecodeBatch.uniform(8, 2000))
+    for fam in ("gemm", "moe", "mla_attention", "all_reduce"):
+        assert m.cost_sources[fam].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/sglang")
+    assert "roofline" in m.cost_sources["other_ops"]
+
+
+def test_unmeasured_gpu_is_projected_grade_e():
+    m = GpuStepModel(MODEL, "mi325x", tp=8, weights="fp8")
+    m.decode_step(DecodeBatch.uniform(8, 2000))
+    assert "projected (grade E) from h200-hgx" in m.cost_sources["gemm"]
+    # more HBM bandwidth than its sibling: a bandwidth-bound decode step is faster
+    h = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    assert m.decode_step(DecodeBatch.uniform(1, 2000)).latency_s < h.decode_step(DecodeBatch.uniform(1, 2000)).latency_s
+    vr = GpuStepModel(MODEL, "vr-nvl72", tp=8, weights="fp8")
+    vr.decode_step(DecodeBatch.uniform(1, 100))
+    assert "from gb300-nvl72" in vr.cost_sources["gemm"]
+
+
+def test_framework_changes_the_step_and_is_validated():
+    a = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="sglang")
+    b = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trt")
+    assert b.framework == "trtllm"
+    batch = DecodeBatch.uniform(32, 1000)
+    assert a.decode_step(batch).latency_s != b.decode_step(batch).latency_s
+    with pytest.raises(UserError) as e:
+        framework_name("tgi")
+    assert e.value.field == "framework"
+
+
+def test_decode_runs_the_captured_cuda_graph_batch():
+    eng = engine_params("sglang")
+    assert eng.graph_batch(9) == 12 and eng.graph_batch(16) == 16 and eng.graph_batch(5000) == 5000
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    assert m.decode_step(DecodeBatch.uniform(9, 1000)).latency_s == m.decode_step(DecodeBatch.uniform(12, 1000)).latency_s
+
+
+def test_attention_part_is_a_share_of_the_step():
+    full = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    att = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8", part="attention")
+    batch = DecodeBatch.uniform(32, 4000)
+    assert 0 < att.decode_step(batch).latency_s < full.decode_step(batch).latency_s
+    assert 0 < att.prefill(PrefillChunk(1000)).latency_s < full.prefill(PrefillChunk(1000)).latency_s
+    with pytest.raises(UserError):
+        GpuStepModel(MODEL, "h200-hgx", tp=8, part="ffn")
+
+
+def test_prefill_and_verify_grow_with_work():
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp4")
+    p1, p2 = m.prefill(PrefillChunk(1000)), m.prefill(PrefillChunk(4000))
+    assert p2.interval_s > 2 * p1.interval_s
+    later = m.prefill(PrefillChunk(1000, context=8000))
+    assert later.interval_s > p1.interval_s  # attends over the cached prefix too
+    batch = DecodeBatch.uniform(16, 2000)
+    assert m.verify(batch, 3).latency_s > m.verify(batch, 0).latency_s
+
+
+def test_estimate_json_reports_framework_and_cost_sources():
+    from lpxsim.cli.main import app
+    from typer.testing import CliRunner
+
+    r = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "trtllm",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["framework"] == "trtllm"
+    assert d["cost_sources"]["gemm"].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/trtllm")
+    bad = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "x"])
+    assert isinstance(bad.exception, UserError) and bad.exception.field == "framework"
