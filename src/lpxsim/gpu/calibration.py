@@ -110,11 +110,18 @@ def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list
     return out, rejected
 
 
-def predict(pms: list[PointModel], params: GpuParams | None = None) -> pd.DataFrame:
-    """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration."""
+def predict(pms: list[PointModel], params: GpuParams | None = None,
+            engines: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+    """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration.
+    `engines` ({framework: fitted values}, as fit_engines returns) overrides the shipped engine fit."""
+    from lpxsim.gpu.engine import engine_params
+
     rows = []
     for pm in pms:
-        p = pm.predict(params)
+        eng = None
+        if engines is not None and pm.step.framework in engines:
+            eng = engine_params(pm.step.framework).with_values(**engines[pm.step.framework])
+        p = pm.predict(params, eng)
         row = dict(pm.row)
         for k, v in p.items():
             row[f"pred_{k}"] = v

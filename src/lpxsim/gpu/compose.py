@@ -38,7 +38,8 @@ def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float
         return ops.mla_bmm(key[1], key[2], key[3], key[4])
     if tag == "moe":
         return ops.moe(*key[1:])
-    c = max(1, round(ctx))
+    ctx_div = key[-1]
+    c = max(1, round(ctx / ctx_div))
     if kind == "prefill":
         total = round(ctx) + new_tokens
         args = ("prefill", seqs, total)
@@ -49,7 +50,11 @@ def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float
         args = ("decode", seqs * new_tokens, c)  # verify: k+1 query rows per sequence
         frac = 1.0
     kv = sm.kv
-    t = ops.mla(*args, key[1], kv) if tag == "mla" else ops.attention(*args, key[1], key[2], key[3], kv)
+    div = ctx_div if kind == "prefill" else 1  # prefill keeps head-parallel attention (features._share)
+    if tag == "mla":
+        t = ops.mla(*args, max(1, key[1] // div), kv)
+    else:
+        t = ops.attention(*args, max(1, key[1] // div), max(1, key[2] // min(div, key[2])), key[3], kv)
     return None if t is None else t * frac
 
 

@@ -143,13 +143,15 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
         heads = int(op.shape[1])
         if op.attrs.get("window") is not None:
             return None
-        split = 1 if layout.dp_attention else tp
+        # KV parallelism: each GPU attends all heads over 1/tp of every sequence's context (decode)
+        split = 1 if (layout.dp_attention or layout.kv_parallel) else tp
+        ctx_div = tp if layout.kv_parallel else 1
         if op.attrs.get("mla"):
-            return ("mla", max(1, heads // split))
+            return ("mla", max(1, heads // split), ctx_div)
         if len(op.shape) != 4:
             return None
         kvh, head_dim = int(op.shape[2]), int(op.shape[3])
-        return ("attn", max(1, heads // split), max(1, kvh // min(split, kvh)), head_dim)
+        return ("attn", max(1, heads // split), max(1, kvh // min(split, kvh)), head_dim, ctx_div)
     if op.kind != "matmul" or len(op.shape) != 3:
         return None
     m = max(1, round(op.tokens * local))
@@ -220,7 +222,9 @@ def build(
     lookups: list[tuple | None] = []
     for i, op in enumerate(graph.ops):
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
-        lookups.append(lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
+        # a skewed routing is modelled by the roofline's expert count; the tables measured their own
+        lookups.append(None if (expert_skew and op.kind == "experts")
+                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
         attn_half[i] = _suffix(op) in ATTENTION_OPS
         if _suffix(op) not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
