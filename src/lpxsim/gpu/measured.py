@@ -57,6 +57,7 @@ def data_root() -> Path | None:
     return root if root.is_dir() else None
 
 
+@cache
 def aic_version() -> str:
     """Installed aiconfigurator-core version (part of the cost model's cache key)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -87,15 +88,44 @@ def _table_path(system: str, family: str, framework: str, filename: str) -> Path
 
 
 @cache
-def _columns(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]) -> dict | None:
-    """Columns of one table as numpy arrays (read once per process); None if absent."""
+def _table(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]):
+    """One parquet table (only `cols`), read once per process; None if absent."""
     p = _table_path(system, family, framework, filename)
     if p is None:
         return None
     import pyarrow.parquet as pq
 
-    t = pq.read_table(p, columns=list(cols))
-    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in cols}
+    return pq.read_table(p, columns=list(cols))
+
+
+def _select(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
+            out: tuple[str, ...], **eq: object) -> dict[str, np.ndarray] | None:
+    """The `out` columns (numpy) of the rows where every column in `eq` equals its value."""
+    t = _table(system, family, framework, filename, cols)
+    if t is None:
+        return None
+    import pyarrow.compute as pc
+
+    mask = None
+    for col, v in eq.items():
+        m = pc.equal(t.column(col), v)
+        mask = m if mask is None else pc.and_(mask, m)
+    if mask is not None:
+        t = t.filter(mask)
+    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in out}
+
+
+def _columns(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]) -> dict | None:
+    """All `cols` of one table as numpy arrays (tests and tools; lookups use _select)."""
+    return _select(system, family, framework, filename, cols, cols)
+
+
+def _persisted(name: str, parts: tuple, compute):
+    """A small JSON-able extract of the tables, kept in lpxsim's step cache so that a warm process
+    never opens a parquet file (the key carries the aiconfigurator-core version)."""
+    from lpxsim.cache import step_cache
+
+    return step_cache().get_or_compute(f"gpu-measured-{name}", f"aic-{aic_version()}-v1", parts, compute)
 
 
 def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
@@ -140,26 +170,52 @@ class MeasuredOps:
     def __init__(self, aic_system: str, framework: str) -> None:
         self.system, self.framework = aic_system, framework
 
-    def _cols(self, family: str, filename: str, cols: tuple[str, ...]) -> dict | None:
-        return _columns(self.system, family, self.framework, filename, cols)
+    def _curve_of(self, name: str, family: str, filename: str, cols: tuple[str, ...], x: str,
+                  **eq: object) -> tuple[np.ndarray, np.ndarray] | None:
+        """The measured curve latency(x) of the rows matching `eq` (persisted), or None."""
+        def compute() -> list | None:
+            d = _select(self.system, family, self.framework, filename, cols, (x, "latency"), **eq)
+            if d is None or not len(d[x]):
+                return [None]
+            xs, ys = _curve(d[x], d["latency"])
+            return [xs.tolist(), ys.tolist()]
+
+        got = _persisted(name, (self.system, self.framework, x, sorted(eq.items())), compute)
+        if got[0] is None:
+            return None
+        return np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
+
+    def _values(self, name: str, family: str, filename: str, cols: tuple[str, ...], want: tuple[str, ...],
+                **eq: object) -> list | None:
+        """Distinct value tuples of `want` over the rows matching `eq` (persisted), or None."""
+        def compute() -> list:
+            d = _select(self.system, family, self.framework, filename, cols, want, **eq)
+            if d is None:
+                return [None]
+            rows = {tuple(v.item() if hasattr(v, "item") else v for v in r) for r in zip(*(d[w] for w in want), strict=True)}
+            return [sorted(rows)]
+
+        got = _persisted(name, (self.system, self.framework, want, sorted(eq.items())), compute)
+        return None if got[0] is None else [tuple(r) for r in got[0]]
 
     @cache  # noqa: B019 - a few instances per process, each lives as long as the process
     def gemm(self, m: int, n: int, k: int, weights: str) -> float | None:
         """An (m x k) @ (k x n) GEMM with `weights`-format weights."""
-        t = self._cols("gemm", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k", "latency"))
-        if t is None:
+        cols = ("gemm_dtype", "m", "n", "k", "latency")
+        dtypes = self._values("gemm-dtypes", "gemm", "gemm_perf.parquet", cols, ("gemm_dtype",))
+        if not dtypes:
             return None
-        dt = _first(GEMM_DTYPE.get(weights, ()), t["gemm_dtype"])
+        dt = _first(GEMM_DTYPE.get(weights, ()), np.array([d[0] for d in dtypes]))
         if dt is None:
             return None
-        sel = t["gemm_dtype"] == dt
-        ns, ks = t["n"][sel], t["k"][sel]
-        pairs = np.unique(np.stack([ns, ks], axis=1), axis=0)
+        pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dt),
+                         dtype=float)
         d = np.abs(np.log(pairs[:, 0] / n)) + np.abs(np.log(pairs[:, 1] / k))
-        n0, k0 = pairs[int(np.argmin(d))]
-        row = sel & (t["n"] == n0) & (t["k"] == k0)
-        xs, ys = _curve(t["m"][row], t["latency"][row])
-        return _interp(xs, ys, m) * (n * k) / (float(n0) * float(k0)) * MS
+        n0, k0 = (int(v) for v in pairs[int(np.argmin(d))])
+        c = self._curve_of("gemm", "gemm", "gemm_perf.parquet", cols, "m", gemm_dtype=dt, n=n0, k=k0)
+        if c is None:
+            return None
+        return _interp(c[0], c[1], m) * (n * k) / (float(n0) * float(k0)) * MS
 
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
@@ -167,20 +223,18 @@ class MeasuredOps:
         """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer."""
         cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                 "moe_ep_size", "distribution", "latency")
-        t = self._cols("moe", "moe_perf.parquet", cols)
-        if t is None:
+        shape = {"hidden_size": hidden, "inter_size": inter, "topk": topk, "num_experts": experts,
+                 "moe_tp_size": moe_tp, "moe_ep_size": moe_ep}
+        have = self._values("moe-kinds", "moe", "moe_perf.parquet", cols, ("moe_dtype", "distribution"), **shape)
+        if not have:
             return None
-        sel = ((t["hidden_size"] == hidden) & (t["inter_size"] == inter) & (t["topk"] == topk)
-               & (t["num_experts"] == experts) & (t["moe_tp_size"] == moe_tp) & (t["moe_ep_size"] == moe_ep))
-        if not sel.any():
-            return None
-        dt = _first(MOE_DTYPE.get(weights, ()), t["moe_dtype"][sel])
-        dist = _first(MOE_DISTRIBUTION, t["distribution"][sel])
+        dt = _first(MOE_DTYPE.get(weights, ()), np.array([h[0] for h in have]))
+        dist = _first(MOE_DISTRIBUTION, np.array([h[1] for h in have if h[0] == dt])) if dt else None
         if dt is None or dist is None:
             return None
-        row = sel & (t["moe_dtype"] == dt) & (t["distribution"] == dist)
-        xs, ys = _curve(t["num_tokens"][row], t["latency"][row])
-        return _interp(xs, ys, tokens) * MS
+        c = self._curve_of("moe", "moe", "moe_perf.parquet", cols, "num_tokens", moe_dtype=dt, distribution=dist,
+                           **shape)
+        return None if c is None else _interp(c[0], c[1], tokens) * MS
 
     @cache  # noqa: B019
     def mla(self, phase: str, batch: int, context: int, heads: int, kv: str) -> float | None:
@@ -188,13 +242,9 @@ class MeasuredOps:
         cached tokens; prefill: batch x `context` new tokens from empty."""
         fname = "generation_mla_perf.parquet" if phase == "decode" else "context_mla_perf.parquet"
         axis = "step" if phase == "decode" else "isl"
-        t = self._cols("mla", fname, ("kv_cache_dtype", "num_heads", "batch_size", axis, "latency"))
-        if t is None:
-            return None
-        sel = (t["kv_cache_dtype"] == KV_DTYPE.get(kv, "bfloat16")) & (t["num_heads"] == heads)
-        if not sel.any():
-            return None
-        return self._grid2(t["batch_size"][sel], t[axis][sel], t["latency"][sel], batch, context) * MS
+        cols = ("kv_cache_dtype", "num_heads", "batch_size", axis, "latency")
+        return self._grid2("mla", fname, cols, axis, batch, context,
+                           kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"), num_heads=heads)
 
     @cache  # noqa: B019
     def attention(self, phase: str, batch: int, context: int, heads: int, kv_heads: int, head_dim: int,
@@ -204,57 +254,51 @@ class MeasuredOps:
         axis = "step" if phase == "decode" else "isl"
         cols = ("kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim", "window_size", "batch_size",
                 axis, "latency")
-        t = self._cols("attention", fname, cols)
-        if t is None:
-            return None
-        sel = ((t["kv_cache_dtype"] == KV_DTYPE.get(kv, "bfloat16")) & (t["num_heads"] == heads)
-               & (t["num_key_value_heads"] == kv_heads) & (t["head_dim"] == head_dim) & (t["window_size"] == 0))
-        if not sel.any():
-            return None
-        return self._grid2(t["batch_size"][sel], t[axis][sel], t["latency"][sel], batch, context) * MS
+        return self._grid2("attention", fname, cols, axis, batch, context, kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"),
+                           num_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim, window_size=0)
 
     @cache  # noqa: B019
     def mla_bmm(self, which: str, tokens: int, heads: int, weights: str) -> float | None:
         """MLA's per-head absorb BMM ("pre": q_absorb, "post": v_absorb)."""
-        t = self._cols("mla_bmm", "mla_bmm_perf.parquet", ("op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"))
-        if t is None:
-            return None
         dt = "fp8" if weights in ("fp8", "fp4", "mxfp4") else "bfloat16"
-        sel = (t["op_name"] == f"mla_gen_{which}") & (t["bmm_dtype"] == dt) & (t["num_heads"] == heads)
-        if not sel.any():
-            return None
-        xs, ys = _curve(t["num_tokens"][sel], t["latency"][sel])
-        return _interp(xs, ys, tokens) * MS
+        cols = ("op_name", "bmm_dtype", "num_tokens", "num_heads", "latency")
+        c = self._curve_of("bmm", "mla_bmm", "mla_bmm_perf.parquet", cols, "num_tokens", op_name=f"mla_gen_{which}",
+                           bmm_dtype=dt, num_heads=heads)
+        return None if c is None else _interp(c[0], c[1], tokens) * MS
 
     @cache  # noqa: B019
     def all_reduce(self, nbytes: int, gpus: int, graphs: bool) -> float | None:
         """One all-reduce of `nbytes` over `gpus` GPUs (the framework's custom all-reduce)."""
-        t = self._cols("comm", "custom_allreduce_perf.parquet", ("kernel_source", "num_gpus", "message_size", "latency"))
-        if t is None:
+        cols = ("kernel_source", "num_gpus", "message_size", "latency")
+        srcs = self._values("ar-kinds", "comm", "custom_allreduce_perf.parquet", cols, ("kernel_source",), num_gpus=gpus)
+        if not srcs:
             return None
-        src = t["kernel_source"].astype(str)
-        want = np.char.find(src.astype("U"), "graph" if graphs else "eager") >= 0
-        sel = (t["num_gpus"] == gpus) & (want if want.any() else True)
-        if not np.any(sel):
-            return None
-        xs, ys = _curve(t["message_size"][sel], t["latency"][sel])
-        return _interp(xs, ys, nbytes) * MS
+        want = "graph" if graphs else "eager"
+        pick = [s[0] for s in srcs if want in str(s[0]).lower()] or [s[0] for s in srcs]
+        c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
+                           kernel_source=pick[0])
+        return None if c is None else _interp(c[0], c[1], nbytes) * MS
 
-    @staticmethod
-    def _grid2(bs: np.ndarray, ss: np.ndarray, lat: np.ndarray, b: float, s: float) -> float:
-        """Interpolate a (batch, length) table: along length per measured batch, then across batch."""
-        ub = np.unique(bs)
+    def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
+               **eq: object) -> float | None:
+        """Interpolate a (batch, length) table: along length per measured batch, then across batch (log-log)."""
+        have = self._values(f"{name}-batches", name if name != "attention" else "attention", fname, cols,
+                            ("batch_size",), **eq)
+        if not have:
+            return None
+        ub = np.array(sorted(h[0] for h in have), dtype=float)
         lo = ub[ub <= b].max() if (ub <= b).any() else ub.min()
         hi = ub[ub >= b].min() if (ub >= b).any() else ub.max()
         vals = []
         for bb in (lo, hi):
-            m = bs == bb
-            xs, ys = _curve(ss[m], lat[m])
-            vals.append(_interp(xs, ys, max(1.0, s)))
+            c = self._curve_of(name, name, fname, cols, axis, batch_size=int(bb), **eq)
+            if c is None:
+                return None
+            vals.append(_interp(c[0], c[1], max(1.0, s)))
         if lo == hi:
-            return vals[0] * (b / lo if b > hi else 1.0)
+            return vals[0] * (b / lo if b > hi else 1.0) * MS
         w = (math.log(b) - math.log(lo)) / (math.log(hi) - math.log(lo))
-        return float(math.exp((1 - w) * math.log(vals[0]) + w * math.log(vals[1])))
+        return float(math.exp((1 - w) * math.log(vals[0]) + w * math.log(vals[1]))) * MS
 
 
 @cache
