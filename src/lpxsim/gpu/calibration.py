@@ -75,6 +75,7 @@ class PointModel:
         if params is not None and params != self.step.params:
             self.step.params = params
             self.step._priced.clear()
+            self.step._cache_base = None
         if engine is not None:
             self.step.engine = engine
         r = self.row
