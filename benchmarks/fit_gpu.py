@@ -21,7 +21,15 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from lpxsim.gpu.calibration import LENGTH_RATIO, data_path, fit_engines, load_points, point_models, predict, summary
+from lpxsim.gpu.calibration import (
+    LENGTH_RATIO,
+    data_path,
+    fit_engines,
+    load_points,
+    point_models,
+    predict,
+    summary,
+)
 from lpxsim.gpu.engine import FITTED as ENGINE_FITTED
 from lpxsim.gpu.params import BOUNDS, GpuParams, fit_path
 

@@ -103,8 +103,9 @@ def test_prefill_and_verify_grow_with_work():
 
 
 def test_estimate_json_reports_framework_and_cost_sources():
-    from lpxsim.cli.main import app
     from typer.testing import CliRunner
+
+    from lpxsim.cli.main import app
 
     r = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "trtllm",
                                  "--json"])
@@ -114,3 +115,56 @@ def test_estimate_json_reports_framework_and_cost_sources():
     assert d["cost_sources"]["gemm"].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/trtllm")
     bad = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "x"])
     assert isinstance(bad.exception, UserError) and bad.exception.field == "framework"
+
+
+def test_prefill_wait_is_the_closed_loop_queue():
+    from lpxsim.steady_state import prefill_wait
+
+    assert prefill_wait(1.0, 0.0, 4) == pytest.approx(3.0)  # nobody thinks: wait behind the other three
+    assert prefill_wait(1.0, 1e9, 64) == pytest.approx(0.0, abs=1e-6)  # nobody else is ever queued
+    assert prefill_wait(1.0, 1.0, 1) == 0.0
+    waits = [prefill_wait(0.1, 2.0, c) for c in (2, 8, 32, 128)]
+    assert all(b > a for a, b in zip(waits, waits[1:], strict=False))
+
+
+def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
+    """C users in a closed loop: the estimate's TTFT (with its prefill queue) and the simulator's agree."""
+    from lpxsim.plan.estimate import steady_state
+    from lpxsim.serving import simulate
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    conc, isl, osl = 16, 8192, 256
+    f = fleet(pool(backend="gpu", tp=8))
+    res = simulate(f, {"kind": "synthetic", "num_requests": conc * 10,
+                       "arrival": {"process": "closed", "concurrency": conc}, "isl": isl, "osl": osl}, seed=0)
+    step = make_step_model(load_fleet(f).pools[0])
+    est = steady_state(step, isl=isl, osl=osl, concurrency=conc)
+    alone = steady_state(step, isl=isl, osl=osl, concurrency=1)
+    assert est.ttft_wait_s > 0 and est.ttft_s > alone.ttft_s
+    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.25)
+
+
+def test_pools_take_their_own_gpu_layout_and_framework():
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    f = fleet(pool("pre", system="b200-hgx", backend="gpu", model=MODEL, tp=8, ep=8, weights="fp4", role="prefill",
+                   framework="trtllm"),
+              pool("dec", system="b200-hgx", backend="gpu", model=MODEL, tp=8, ep=8, dp_attention=True, weights="fp4",
+                   role="decode"))
+    pre, dec = (make_step_model(p) for p in load_fleet(f).pools)
+    assert pre.layout.label() == "TP8/EP8" and pre.framework == "trtllm"
+    assert dec.layout.label() == "TP8/EP8/DPattn" and dec.framework == "sglang"
+
+
+def test_mtp_acceptance_defaults_to_the_published_figure():
+    from lpxsim.catalog import get_model
+    from lpxsim.gpu.mtp import default_accept
+
+    assert default_accept(get_model(MODEL)) == 0.85
+    with pytest.raises(UserError) as e:
+        default_accept(get_model("llama-3.1-8b"))
+    assert e.value.field == "accept"

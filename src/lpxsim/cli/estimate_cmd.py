@@ -77,7 +77,8 @@ def register(app: typer.Typer) -> None:
         kv: str = typer.Option("bf16", "--kv", help="KV precision"),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP)"),
-        accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
+        accept: float | None = typer.Option(None, "--accept", help="per-token draft acceptance rate "
+                                            "(default with --mtp: the model's published MTP acceptance)"),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -89,6 +90,13 @@ def register(app: typer.Typer) -> None:
                      goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency,
                      framework=framework)
         step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
+        if accept is None:
+            accept = 0.0
+            if mtp > 0:
+                from lpxsim.catalog import get_model
+                from lpxsim.gpu.mtp import default_accept
+
+                accept = default_accept(get_model(model))
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
         d = estimate_dict(e, model, weights, kv)
         sources = getattr(step, "cost_sources", None)

@@ -20,8 +20,8 @@ from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
 from lpxsim.gpu.engine import engine_params, framework_name
 from lpxsim.gpu.features import StepFeatures, build, with_contexts
-from lpxsim.gpu.measured import AIC_SYSTEM, aic_version, measured_ops
 from lpxsim.gpu.layout import Layout
+from lpxsim.gpu.measured import AIC_SYSTEM, aic_version, measured_ops
 from lpxsim.gpu.params import GpuParams, fitted_params
 from lpxsim.graph import Phase, lower
 from lpxsim.specs.accounting import kv_bytes_per_sequence
