@@ -66,25 +66,21 @@ def price_measured(
     compute, memory, over = op_times(f, sm.params, sm.bw_Bps, graphs)
     t = np.maximum(compute, memory) + over
     measured = np.zeros(len(t), dtype=bool)
-    cache: dict[tuple, float | None] = {}
-    fmt_compute = {}
-    for i, key in enumerate(f.lookups):
-        if key is None:
-            continue
-        v = cache.get(key, -1.0)
-        if v == -1.0:
-            v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
-            cache[key] = v
+    rows: dict[tuple, list[int]] = {}
+    for i, key in enumerate(f.lookups):  # identical layers share a key: look each up once
+        if key is not None:
+            rows.setdefault(key, []).append(i)
+    for key, idx in rows.items():
+        v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
         if v is None:
             continue
-        if sib is not None and v > 0.0:
+        i = idx[0]
+        if sib is not None and v > 0.0:  # rows of one key have the same FLOPs and bytes
             fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
-            if fmt not in fmt_compute:
-                fmt_compute[fmt] = get_precision(fmt).compute
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
-            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes), fmt_compute[fmt])
-        t[i] = v
-        measured[i] = True
+            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes), get_precision(fmt).compute)
+        t[idx] = v
+        measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,7 +69,12 @@ class StepFeatures:
 
 
 def _suffix(op: Op) -> str:
-    return op.name.split(".", 1)[1] if op.name.startswith("L") and "." in op.name else op.name
+    return _name_suffix(op.name)
+
+
+@lru_cache(maxsize=65536)
+def _name_suffix(name: str) -> str:
+    return name.split(".", 1)[1] if name.startswith("L") and "." in name else name
 
 
 def _share(op: Op, layout: Layout, att_frac: float, kvp_attention: bool) -> tuple[float, float, float]:
