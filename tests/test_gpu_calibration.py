@@ -85,6 +85,7 @@ def test_calibration_points_are_merged_and_lengths_scaled():
     assert set(pts["hardware"]) == {"H200", "B200"}
 
 
+@pytest.mark.heavy  # builds and replays all 110 configurations (~30 s on 2 shared cores)
 def test_shipped_fit_reproduces_tpot_within_15_percent():
     pms, rejected = point_models(load_points())
     assert len(rejected) <= 4
