@@ -162,9 +162,56 @@ def test_pools_take_their_own_gpu_layout_and_framework():
 
 def test_mtp_acceptance_defaults_to_the_published_figure():
     from lpxsim.catalog import get_model
-    from lpxsim.gpu.mtp import default_accept
+    from lpxsim.specs.mtp import default_accept
 
     assert default_accept(get_model(MODEL)) == 0.85
     with pytest.raises(UserError) as e:
         default_accept(get_model("llama-3.1-8b"))
     assert e.value.field == "accept"
+
+
+def test_mtp_pool_drafts_with_its_own_head_and_matches_the_estimate():
+    from lpxsim.plan.estimate import steady_state
+    from lpxsim.serving import simulate
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    conc, isl, osl, k, a = 4, 1024, 256, 2, 0.8
+    wl = {"kind": "synthetic", "num_requests": conc * 20, "arrival": {"process": "closed", "concurrency": conc},
+          "isl": isl, "osl": osl}
+    plain = simulate(fleet(pool(backend="gpu", tp=8)), wl, seed=0)
+    f = fleet(pool(backend="gpu", tp=8, mtp=k, mtp_accept=a))
+    res = simulate(f, wl, seed=0)
+    r = res.requests
+    assert (r["spec_rounds"] > 0).all()
+    # leading accepted drafts: P(>= j) = a^j, so E = a + a^2 of k = 2
+    assert r["spec_accepted"].sum() / r["spec_rounds"].sum() == pytest.approx(a + a * a, rel=0.05)
+    assert r["tpot_s"].median() < plain.requests["tpot_s"].median()
+    est = steady_state(make_step_model(load_fleet(f).pools[0]), isl=isl, osl=osl, concurrency=conc, spec_k=k,
+                       spec_accept=a)
+    assert r["tpot_s"].median() == pytest.approx(est.tpot_s, rel=0.1)
+
+
+def test_mtp_pool_without_a_published_acceptance_says_so():
+    from lpxsim.serving import simulate
+    from serving_fixtures import fleet, pool
+
+    wl = {"kind": "synthetic", "num_requests": 2, "arrival": {"process": "closed", "concurrency": 1}, "isl": 64,
+          "osl": 8}
+    with pytest.raises(UserError) as e:
+        simulate(fleet(pool(backend="gpu", tp=8, mtp=1)), wl, seed=0)
+    assert e.value.field.endswith("mtp_accept")
+
+
+def test_mtp_works_in_a_disaggregated_decode_pool():
+    from lpxsim.serving import simulate
+    from serving_fixtures import fleet, link, pool
+
+    f = fleet(pool("pre", backend="gpu", tp=8, role="prefill"),
+              pool("dec", backend="gpu", tp=8, role="decode", mtp=1, mtp_accept=0.7), links=[link("pre", "dec")])
+    wl = {"kind": "synthetic", "num_requests": 12, "arrival": {"process": "closed", "concurrency": 4}, "isl": 512,
+          "osl": 64}
+    r = simulate(f, wl, seed=0).requests
+    assert (r["status"] == "completed").all() and (r["decode_pool"] == "dec").all()
+    assert (r["spec_rounds"] > 0).all() and r["spec_rounds"].sum() < r["output_tokens"].sum()

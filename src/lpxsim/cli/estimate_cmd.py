@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
             accept = 0.0
             if mtp > 0:
                 from lpxsim.catalog import get_model
-                from lpxsim.gpu.mtp import default_accept
+                from lpxsim.specs.mtp import default_accept
 
                 accept = default_accept(get_model(model))
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
