@@ -78,7 +78,8 @@ def price_measured(
         if sib is not None and v > 0.0:  # rows of one key have the same FLOPs and bytes
             fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
-            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes), get_precision(fmt).compute)
+            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes),
+                             get_precision(fmt.removesuffix("_block")).compute)
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label

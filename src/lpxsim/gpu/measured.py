@@ -35,11 +35,13 @@ AIC_SYSTEM = {
     "gb300-nvl72": "gb300",
 }
 FRAMEWORKS = ("sglang", "trtllm", "vllm")
-# our weight formats -> table dtypes. DeepSeek-style FP8 checkpoints are block-scaled (128x128),
-# which is what the engines run; NVFP4 is NVIDIA's 4-bit format (assumption "gpu-measured-dtypes").
-GEMM_DTYPE = {"fp8": ("fp8_block", "fp8"), "bf16": ("bfloat16",), "fp16": ("bfloat16",),
+# our weight formats -> table dtypes. DeepSeek-style (MLA) FP8 checkpoints are block-scaled (128x128),
+# which is what the engines run for them ("fp8_block"); other FP8 checkpoints per-tensor ("fp8");
+# NVFP4 is NVIDIA's 4-bit format (assumption "gpu-measured-dtypes").
+GEMM_DTYPE = {"fp8": ("fp8", "fp8_block"), "fp8_block": ("fp8_block", "fp8"), "bf16": ("bfloat16",),
+              "fp16": ("bfloat16",),
               "fp4": ("nvfp4",), "mxfp4": ("nvfp4",), "int8": ("fp8",)}
-MOE_DTYPE = {"fp8": ("fp8_block", "fp8"), "bf16": ("bfloat16",), "fp16": ("bfloat16",),
+MOE_DTYPE = {"fp8": ("fp8_block", "fp8"), "fp8_block": ("fp8_block", "fp8"), "bf16": ("bfloat16",), "fp16": ("bfloat16",),
              "fp4": ("nvfp4", "w4a8_mxfp4_mxfp8"), "mxfp4": ("w4a8_mxfp4_mxfp8", "nvfp4")}
 KV_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # Routed tokens are not uniform over experts; aiconfigurator's default workload (assumption
@@ -260,7 +262,7 @@ class MeasuredOps:
     @cache  # noqa: B019
     def mla_bmm(self, which: str, tokens: int, heads: int, weights: str) -> float | None:
         """MLA's per-head absorb BMM ("pre": q_absorb, "post": v_absorb)."""
-        dt = "fp8" if weights in ("fp8", "fp4", "mxfp4") else "bfloat16"
+        dt = "fp8" if weights in ("fp8", "fp8_block", "fp4", "mxfp4") else "bfloat16"
         cols = ("op_name", "bmm_dtype", "num_tokens", "num_heads", "latency")
         c = self._curve_of("bmm", "mla_bmm", "mla_bmm_perf.parquet", cols, "num_tokens", op_name=f"mla_gen_{which}",
                            bmm_dtype=dt, num_heads=heads)

@@ -369,5 +369,7 @@ class GpuStepModel:
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
         phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
         graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale,
-                     self.dense_weights)
+        # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
+        mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
+        table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt)
