@@ -21,8 +21,8 @@ def test_gemm_lookup_reproduces_a_measured_point_and_grows_with_m():
     t = _columns("b200_sxm", "gemm", "sglang", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k", "latency"))
     sel = (t["gemm_dtype"] == "fp8_block") & (t["n"] == 1536) & (t["k"] == 7168)
     xs, ys = _curve(t["m"][sel], t["latency"][sel])
-    assert ops.gemm(int(xs[5]), 1536, 7168, "fp8") == pytest.approx(ys[5] * 1e-3)
-    times = [ops.gemm(m, 1536, 7168, "fp8") for m in (1, 16, 256, 4096, 65536)]
+    assert ops.gemm(int(xs[5]), 1536, 7168, "fp8_block") == pytest.approx(ys[5] * 1e-3)
+    times = [ops.gemm(m, 1536, 7168, "fp8_block") for m in (1, 16, 256, 4096, 65536)]
     assert all(b >= a for a, b in zip(times, times[1:], strict=False))
     assert times[-1] > 10 * times[0]
 
