@@ -1,10 +1,13 @@
-"""Fit the GPU cost model's shared parameters on the InferenceX DeepSeek-R1 calibration points.
+"""Fit the GPU engine parameters on the InferenceX DeepSeek-R1 calibration points.
 
     .venv/bin/python benchmarks/fit_gpu.py            # fit on all points, write catalog/fitted/gpu_fit.json
     .venv/bin/python benchmarks/fit_gpu.py --dry-run  # fit and report, write nothing
 
-Also reports leave-one-hardware-out (fit on H200, predict B200, and the reverse)
-and writes the per-point table to docs/gpu_fit_points.md when asked (--points).
+Op times come from measured kernels (aiconfigurator-core); what is fitted is
+only what the tables do not hold: per framework, the engine's per-step host time
+and first-token host time, and (shared by all GPUs and frameworks) the
+per-kernel overhead of the few ops no table covers (gpu/calibration.py
+`fit_engines`). Writes the per-point table when asked (--points).
 """
 
 from __future__ import annotations
@@ -18,8 +21,17 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from lpxsim.gpu.calibration import LENGTH_RATIO, data_path, fit, load_points, point_models, predict, summary
-from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, GpuParams, fit_path
+from lpxsim.gpu.calibration import (
+    LENGTH_RATIO,
+    data_path,
+    fit_engines,
+    load_points,
+    point_models,
+    predict,
+    summary,
+)
+from lpxsim.gpu.engine import FITTED as ENGINE_FITTED
+from lpxsim.gpu.params import BOUNDS, GpuParams, fit_path
 
 COLS = ["hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc", "runs",
         "tpot_s", "pred_tpot_s", "err_tpot_s_pct", "total_tok_s_per_gpu", "pred_total_tok_s_per_gpu",
@@ -49,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="do not write the fit file")
     ap.add_argument("--points", type=Path, help="write the per-point table (markdown) here")
-    ap.add_argument("--no-loho", action="store_true", help="skip leave-one-hardware-out")
     args = ap.parse_args(argv)
 
     pts = load_points()
@@ -58,25 +69,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in rejected:
         print(f"  rejected: {r['hardware']} {r['framework']} {r['precision']} TP{r['tp']} {r['isl']}/{r['osl']} "
               f"conc {r['conc']}: {r['reason']}", file=sys.stderr)
-    prior = summary(predict(pms, GpuParams()))
-    params = fit(pms)
-    table = predict(pms, params)
+    prior = summary(predict(pms))
+    engines, params = fit_engines(pms)
+    table = predict(pms)
     result = {"prior": prior, "fit": summary(table)}
-    loho = {}
-    if not args.no_loho:
-        for train, test in (("H200", "B200"), ("B200", "H200")):
-            p = fit([pm for pm in pms if pm.row["hardware"] == train])
-            held = predict([pm for pm in pms if pm.row["hardware"] == test], p)
-            loho[f"fit_{train}_predict_{test}"] = summary(held) | {"params": _rounded(p)}
-        result["leave_one_hardware_out"] = loho
-    print(json.dumps({"params": _rounded(params)} | result, indent=2))
+    print(json.dumps({"params": _rounded(params), "engines": engines} | result, indent=2))
     if args.points:
         _write_atomic(args.points, _markdown(table[COLS]))
     if not args.dry_run:
         raw = data_path().read_bytes()
         doc = {
             "params": _rounded(params),
-            "fitted": list(FITTED_NAMES),
+            "engines": {fw: {k: float(f"{v:.4g}") for k, v in e.items()} for fw, e in engines.items()},
+            "fitted": ["kernel_overhead_s"] + [f"engines.<framework>.{k}" for k in ENGINE_FITTED],
             "bounds": {k: list(v) for k, v in BOUNDS.items()},
             "data": {
                 "file": f"lpxsim/data/measured/{data_path().name}",

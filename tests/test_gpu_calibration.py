@@ -9,7 +9,7 @@ import pytest
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu import GpuStepModel, fitted_params
 from lpxsim.gpu.calibration import LENGTH_RATIO, load_points, point_models, predict, summary
-from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, fit_path
+from lpxsim.gpu.params import BOUNDS, fit_path
 from lpxsim.gpu.search import best_layout, search_layouts
 from lpxsim.plan.estimate import steady_state
 
@@ -64,15 +64,18 @@ def test_vera_rubin_runs_without_data_and_beats_h200():
 
 
 def test_fit_file_is_physical_and_names_its_data():
+    from lpxsim.gpu.engine import FITTED, FRAMEWORKS, engine_params
+
     doc = json.loads(fit_path().read_text())
-    assert set(doc["fitted"]) == set(FITTED_NAMES)
+    assert set(doc["fitted"]) == {"kernel_overhead_s"} | {f"engines.<framework>.{k}" for k in FITTED}
     assert "InferenceX" in doc["data"]["source"] and len(doc["data"]["sha256"]) == 64
     p = fitted_params()
-    for name in FITTED_NAMES:
-        lo, hi = BOUNDS[name]
-        assert lo <= getattr(p, name) <= hi
-    for name in ("weight_bw_eff", "expert_bw_eff", "kv_bw_eff"):
-        assert 0.0 < getattr(p, name) <= 1.0
+    lo, hi = BOUNDS["kernel_overhead_s"]
+    assert lo <= p.kernel_overhead_s <= hi
+    for fw in FRAMEWORKS:  # vllm has no calibration rows: it keeps its priors
+        e = engine_params(fw)
+        assert 0.0 <= e.step_overhead_s <= 20e-3 and 0.0 <= e.first_token_overhead_s <= 1.0
+        assert (fw in doc["engines"]) == (fw != "vllm")
 
 
 def test_calibration_points_are_merged_and_lengths_scaled():
@@ -82,10 +85,11 @@ def test_calibration_points_are_merged_and_lengths_scaled():
     assert set(pts["hardware"]) == {"H200", "B200"}
 
 
+@pytest.mark.heavy  # builds and replays all 110 configurations (~30 s on 2 shared cores)
 def test_shipped_fit_reproduces_tpot_within_15_percent():
     pms, rejected = point_models(load_points())
     assert len(rejected) <= 4
-    s = summary(predict(pms, fitted_params()))
+    s = summary(predict(pms))
     assert s["tpot_mdape_pct"] <= 15.0
     assert s["total_tok_s_per_gpu_mdape_pct"] <= 20.0
 
@@ -113,9 +117,9 @@ def test_every_catalog_model_runs_or_says_it_does_not_fit(system):
 @pytest.mark.heavy
 @pytest.mark.parametrize(("train", "test"), [("H200", "B200"), ("B200", "H200")])
 def test_leave_one_hardware_out_within_25_percent(train, test):
-    from lpxsim.gpu.calibration import fit
+    from lpxsim.gpu.calibration import fit_engines
 
     pms, _ = point_models(load_points())
-    p = fit([pm for pm in pms if pm.row["hardware"] == train])
-    s = summary(predict([pm for pm in pms if pm.row["hardware"] == test], p))
+    engines, params = fit_engines([pm for pm in pms if pm.row["hardware"] == train])
+    s = summary(predict([pm for pm in pms if pm.row["hardware"] == test], params, engines))
     assert s["tpot_mdape_pct"] <= 25.0

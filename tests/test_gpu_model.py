@@ -139,7 +139,7 @@ def test_step_model_seam():
     p1, p2 = s.prefill(PrefillChunk(1024)), s.prefill(PrefillChunk(4096))
     assert p2.interval_s > 3 * p1.interval_s  # prefill is compute-bound: ~linear in tokens
     # host-side first-token work delays the token but does not hold the GPUs
-    assert p1.latency_s - p1.interval_s == pytest.approx(s.params.first_token_overhead_s)
+    assert p1.latency_s - p1.interval_s == pytest.approx(s.engine.first_token_overhead_s)
     assert s.kv_bytes(2000) == pytest.approx(2 * s.kv_bytes(1000))
     assert s.max_batch() >= 256
     assert s.attention_step(DecodeBatch.uniform(16, 2048)).latency_s + s.ffn_step(16).latency_s == pytest.approx(
@@ -215,7 +215,7 @@ def test_bucketed_prefill_is_close_to_a_direct_lowering(tokens, context):
     from lpxsim.gpu.features import build
     from lpxsim.graph import Phase, lower
 
-    s = GpuStepModel("deepseek-r1", "h200-hgx", tp=8)
+    s = GpuStepModel("deepseek-r1", "h200-hgx", tp=8, measured=False)  # the roofline path's buckets
     graph = lower(s.model, Phase.prefill(tokens, context, 1), s.weights, s.kv, s.kv_layout)
     direct = price(build(graph, s.layout, s.rates, s.fabric, 0.0, s._dense_scale), s.params, s.bw_Bps, graphs=False).total_s
     assert s.prefill(PrefillChunk(tokens, context)).interval_s == pytest.approx(direct, rel=0.03)

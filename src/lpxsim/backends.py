@@ -35,6 +35,8 @@ class Layout:
     # LPX: compile steps at this workload's own contexts (0, isl + osl/2, isl + osl) and interpolate
     # between them, instead of the generic context buckets (a sweep point asks only about these).
     workload_grid: bool = False
+    framework: str = "sglang"  # GPU serving engine: sglang, trtllm or vllm (its measured kernels, its overheads)
+    part: str = "all"  # GPU: "attention" prices only the attention half (attention/FFN disaggregation)
 
 
 def make_step_model(
@@ -70,11 +72,12 @@ def make_step_model(
     if lay.tp is None:
         return best_layout(
             m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv, kv_layout=kv_layout,
-            isl=lay.isl or 1024, osl=lay.osl or 1024, concurrency=lay.concurrency,
+            isl=lay.isl or 1024, osl=lay.osl or 1024, concurrency=lay.concurrency, framework=lay.framework,
+            part=lay.part,
         )
     return GpuStepModel(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
-        weights=weights, kv=kv, kv_layout=kv_layout,
+        weights=weights, kv=kv, kv_layout=kv_layout, framework=lay.framework, part=lay.part,
     )
 
 

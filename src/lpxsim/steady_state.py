@@ -12,6 +12,12 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
 - Other users' prefills pause decode for their occupancy; with f = C x prefill
   occupancy per request cycle, the decode phase D solves
   D (1 - f / (TTFT + D)) = (OSL - 1) x period  (a quadratic, solved exactly).
+- Queueing for prefill (closed loop, as InferenceX measures): a new request waits
+  behind the prefills of other users that arrived before it. The wait is the
+  mean-value analysis (MVA) of a closed network of C users cycling between one
+  FCFS prefill server (service = prefill occupancy) and the rest of their cycle
+  (the decode phase), solved jointly with the decode phase by fixed point;
+  `ttft_s` includes it (`ttft_wait_s` says how much).
 - Speculative decoding (MTP or an external drafter): a round drafts k tokens and
   verifies k + 1 positions; it yields (1 - a^(k+1)) / (1 - a) tokens on average
   at per-token acceptance a.
@@ -52,6 +58,7 @@ class Estimate:
     spec_k: int = 0
     spec_accept: float = 0.0
     tokens_per_round: float = 1.0
+    ttft_wait_s: float = 0.0  # queueing for prefill behind other closed-loop users (included in ttft_s)
 
 
 def prefill_cost(step: StepModel, isl: int, chunk: int = DEFAULT_PREFILL_CHUNK) -> tuple[float, float]:
@@ -103,6 +110,21 @@ def _decode_phase(ttft: float, f: float, d0: float) -> float:
     return (-a + math.sqrt(a * a + 4.0 * d0 * ttft)) / 2.0 if ttft > 0 else d0 + f
 
 
+def prefill_wait(occupancy: float, think_s: float, users: int) -> float:
+    """Mean wait for the prefill server in a closed loop of `users` (exact MVA, FCFS, one server).
+
+    Each user alternates between the prefill queue (service time `occupancy`) and `think_s` of
+    everything else in its cycle. Returns the mean time spent queueing (residence - service).
+    """
+    if users <= 1 or occupancy <= 0:
+        return 0.0
+    q = r = 0.0
+    for n in range(1, users + 1):
+        r = occupancy * (1.0 + q)
+        q = n * r / (r + think_s)
+    return r - occupancy
+
+
 def steady_state(
     step: StepModel,
     isl: int,
@@ -134,7 +156,16 @@ def steady_state(
         period, tokens_per_round = _spec_round(step, draft, concurrency, mean_ctx, spec_k, spec_accept, n_mb)
     d0 = (osl - 1) * period
     f = (concurrency - 1) * occupancy  # other users' prefills during one request cycle
+    own, wait = ttft, 0.0
     decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
+    for _ in range(50):  # fixed point: the wait lengthens the cycle, which thins the other prefills
+        w = prefill_wait(occupancy, decode_s + own - occupancy, concurrency)
+        ttft = own + w
+        decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
+        if abs(w - wait) <= 1e-6 * max(ttft, 1e-9):
+            wait = w
+            break
+        wait = w
     e2e = ttft + decode_s
     tpot = decode_s / (osl - 1) if osl > 1 else period
     out_tps = concurrency * osl / e2e
@@ -147,7 +178,7 @@ def steady_state(
         total_tok_s_per_chip=total_tps / chips,
         tok_s_per_mw=out_tps / (step.power_w / 1e6) if step.power_w > 0 else math.nan,
         micro_batches=n_mb, decode_period_s=period, spec_k=spec_k, spec_accept=spec_accept,
-        tokens_per_round=tokens_per_round,
+        tokens_per_round=tokens_per_round, ttft_wait_s=wait,
     )
 
 

@@ -77,7 +77,9 @@ def register(app: typer.Typer) -> None:
         kv: str = typer.Option("bf16", "--kv", help="KV precision"),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP)"),
-        accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
+        accept: float | None = typer.Option(None, "--accept", help="per-token draft acceptance rate "
+                                            "(default with --mtp: the model's published MTP acceptance)"),
+        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
@@ -85,10 +87,22 @@ def register(app: typer.Typer) -> None:
         from lpxsim.plan.estimate import steady_state
 
         lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
-                     goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency)
+                     goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency,
+                     framework=framework)
         step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
+        if accept is None:
+            accept = 0.0
+            if mtp > 0:
+                from lpxsim.catalog import get_model
+                from lpxsim.specs.mtp import default_accept
+
+                accept = default_accept(get_model(model))
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
         d = estimate_dict(e, model, weights, kv)
+        sources = getattr(step, "cost_sources", None)
+        if sources is not None:  # GPU: which source priced each op family
+            d["framework"] = getattr(step, "framework", framework)
+            d["cost_sources"] = dict(sorted(sources.items()))
         if as_json:
             emit_json(d)
         else:

@@ -35,6 +35,7 @@ DATA_FILE = "inferencex_dsr1_calibration.csv"
 LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x nominal)
 SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}
+FRAMEWORK = {"sglang": "sglang", "trt": "trtllm", "vllm": "vllm"}
 # TTFT enters the fit only at low concurrency: above it the measured TTFT is mostly queueing behind
 # other users' prefills, which the mean-field steady state does not model.
 TTFT_FIT_MAX_CONC = 8
@@ -68,10 +69,15 @@ class PointModel:
     row: dict
     step: GpuStepModel
 
-    def predict(self, params: GpuParams) -> dict[str, float]:
+    def predict(self, params: GpuParams | None = None, engine=None) -> dict[str, float]:
         from lpxsim.steady_state import steady_state
 
-        self.step.params = params
+        if params is not None and params != self.step.params:
+            self.step.params = params
+            self.step._priced.clear()
+            self.step._cache_base = None
+        if engine is not None:
+            self.step.engine = engine
         r = self.row
         isl = round(LENGTH_RATIO * r["isl"])
         osl = round(LENGTH_RATIO * r["osl"])
@@ -93,6 +99,7 @@ def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list
         step = GpuStepModel(
             model, SYSTEMS[r["hardware"]], tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=bool(r["dp_attention"]),
             weights=r["precision"], kv=KV_FORMAT.get(r["framework"], "bf16"),
+            framework=FRAMEWORK.get(r["framework"], r["framework"]),
         )
         pm = PointModel(r, step)
         try:
@@ -104,11 +111,18 @@ def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list
     return out, rejected
 
 
-def predict(pms: list[PointModel], params: GpuParams) -> pd.DataFrame:
-    """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration."""
+def predict(pms: list[PointModel], params: GpuParams | None = None,
+            engines: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+    """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration.
+    `engines` ({framework: fitted values}, as fit_engines returns) overrides the shipped engine fit."""
+    from lpxsim.gpu.engine import engine_params
+
     rows = []
     for pm in pms:
-        p = pm.predict(params)
+        eng = None
+        if engines is not None and pm.step.framework in engines:
+            eng = engine_params(pm.step.framework).with_values(**engines[pm.step.framework])
+        p = pm.predict(params, eng)
         row = dict(pm.row)
         for k, v in p.items():
             row[f"pred_{k}"] = v
@@ -144,6 +158,48 @@ def fit(pms: list[PointModel], base: GpuParams | None = None) -> GpuParams:
     sol = least_squares(_residuals, np.clip(x0, lo, hi), bounds=(lo, hi), x_scale=scale, args=(pms, base),
                         method="trf", max_nfev=200)
     return replace(base, **dict(zip(FITTED_NAMES, (float(v) for v in sol.x), strict=True)))
+
+
+def fit_engines(pms: list[PointModel]) -> tuple[dict[str, dict[str, float]], GpuParams]:
+    """Least squares, on log errors of TPOT, total tok/s per GPU and low-concurrency TTFT over all points,
+    of each framework's two engine overheads (engine.FITTED) and of one shared, framework- and
+    GPU-independent parameter: the per-kernel overhead of the few ops no measured table covers
+    (norms, RoPE, activations, router). Returns ({framework: values}, params)."""
+    from scipy.optimize import least_squares
+
+    from lpxsim.gpu.engine import FITTED, engine_params
+
+    fws = sorted({pm.step.framework for pm in pms})
+    priors = {fw: engine_params(fw) for fw in fws}
+    base = pms[0].step.params
+
+    def unpack(x: np.ndarray) -> tuple[GpuParams, dict]:
+        params = replace(base, kernel_overhead_s=float(x[0]))
+        engs = {fw: priors[fw].with_values(**dict(zip(FITTED, (float(v) for v in x[1 + 2 * i: 3 + 2 * i]), strict=True)))
+                for i, fw in enumerate(fws)}
+        return params, engs
+
+    def res(x: np.ndarray) -> np.ndarray:
+        params, engs = unpack(x)
+        r = []
+        for pm in pms:
+            p = pm.predict(params, engs[pm.step.framework])
+            r.append(math.log(p["tpot_s"] / pm.row["tpot_s"]))
+            meas = pm.row.get("total_tok_s_per_gpu")
+            r.append(math.log(p["total_tok_s_per_gpu"] / meas) if meas == meas and meas else 0.0)
+            ok = pm.row["conc"] <= TTFT_FIT_MAX_CONC
+            r.append(math.log(p["ttft_s"] / pm.row["ttft_s"]) if ok else 0.0)
+        return np.asarray(r)
+
+    x0 = np.array([2e-6] + [1e-3, 0.05] * len(fws))
+    lo = np.array([BOUNDS["kernel_overhead_s"][0]] + [0.0, 0.0] * len(fws))
+    hi = np.array([BOUNDS["kernel_overhead_s"][1]] + [20e-3, 1.0] * len(fws))
+    sol = least_squares(res, x0, bounds=(lo, hi), x_scale=np.array([1e-6] + [1e-3, 0.05] * len(fws)),
+                        method="trf", max_nfev=40, diff_step=0.05)
+    params, engs = unpack(sol.x)
+    for pm in pms:
+        pm.predict(params, engs[pm.step.framework])
+    return {fw: {k: getattr(e, k) for k in FITTED} for fw, e in engs.items()}, params
 
 
 def summary(df: pd.DataFrame) -> dict[str, float]:

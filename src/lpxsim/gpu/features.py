@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -62,10 +63,18 @@ class StepFeatures:
     collectives: float  # collective calls in the step
     attn_collectives: float
     layer_count: int
+    # per op: what the measured tables are asked for it (see lookup_key), None if no table covers it
+    lookups: tuple[tuple | None, ...] = ()
+    sequences: int = 1  # sequences of the step on the busiest attention rank
 
 
 def _suffix(op: Op) -> str:
-    return op.name.split(".", 1)[1] if op.name.startswith("L") and "." in op.name else op.name
+    return _name_suffix(op.name)
+
+
+@lru_cache(maxsize=65536)
+def _name_suffix(name: str) -> str:
+    return name.split(".", 1)[1] if name.startswith("L") and "." in name else name
 
 
 def _share(op: Op, layout: Layout, att_frac: float, kvp_attention: bool) -> tuple[float, float, float]:
@@ -118,6 +127,77 @@ def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, floa
     return nbytes, flops, rows
 
 
+ROW_PARALLEL = frozenset({"o_proj", "down", "shared_down"})  # tensor parallelism splits K, not N
+
+
+def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str) -> tuple | None:
+    """What to ask the measured tables for `op` on the busiest GPU (gpu/measured.py), or None.
+
+    GEMMs: (m rows on the GPU, local n, local k, format); column-parallel ops split N over tp,
+    row-parallel ones K; replicated ones (MLA down-projections, attention under DP-attention) keep
+    both. MoE: tokens entering the layer and the (moe_tp, moe_ep) split. Attention: local heads
+    (batch and context are added at pricing time).
+    """
+    suf, tp = _suffix(op), layout.tp
+    in_attn = suf in ATTENTION_OPS
+    local = att_frac if (in_attn and layout.dp_attention) else 1.0
+    if op.kind == "experts":
+        a = op.attrs
+        return ("moe", op.tokens, int(op.shape[1]), int(a["intermediate"]), int(a["top_k"]), int(a["num_experts"]),
+                tp // layout.ep, layout.ep, expert_fmt)
+    if op.kind == "attention":
+        heads = int(op.shape[1])
+        if op.attrs.get("window") is not None:
+            return None
+        # KV parallelism: each GPU attends all heads over 1/tp of every sequence's context (decode)
+        split = 1 if (layout.dp_attention or layout.kv_parallel) else tp
+        ctx_div = tp if layout.kv_parallel else 1
+        if op.attrs.get("mla"):
+            return ("mla", max(1, heads // split), ctx_div)
+        if len(op.shape) != 4:
+            return None
+        kvh, head_dim = int(op.shape[2]), int(op.shape[3])
+        return ("attn", max(1, heads // split), max(1, kvh // min(split, kvh)), head_dim, ctx_div)
+    if op.kind != "matmul" or len(op.shape) != 3:
+        return None
+    m = max(1, round(op.tokens * local))
+    if op.attrs.get("per_head"):
+        heads = int(op.attrs.get("heads", 1))
+        split = 1 if layout.dp_attention else tp
+        return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), dense_fmt)
+    _, k, n = (int(x) for x in op.shape)
+    fmt = "bf16" if suf == "logits" else dense_fmt
+    replicated = suf in REPLICATED_UNDER_TP or (in_attn and layout.dp_attention)
+    if not replicated and tp > 1:
+        if suf in ROW_PARALLEL:
+            k = max(1, k // tp)
+        else:
+            n = max(1, n // tp)
+    if suf == "logits":
+        m = op.tokens
+    return ("gemm", m, n, k, fmt)
+
+
+def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
+    """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
+    the first one's GEMM gets the summed N, the others are priced at zero ("fused")."""
+    last: dict[int, int] = {}
+    for i, op in enumerate(graph.ops):
+        key = lookups[i]
+        if key is None or key[0] != "gemm":
+            continue
+        suf = _suffix(op)
+        j = last.get(op.layer)
+        if suf in FUSED_INTO_PREVIOUS and j is not None:
+            prev = lookups[j]
+            if prev is not None and prev[0] == "gemm" and prev[1] == key[1] and prev[3] == key[3]:
+                lookups[j] = ("gemm", prev[1], prev[2] + key[2], prev[3], prev[4])
+                lookups[i] = ("fused",)
+                continue
+        if suf in ("q_proj", "q_a_proj"):
+            last[op.layer] = i
+
+
 def build(
     graph: OpGraph,
     layout: Layout,
@@ -125,6 +205,7 @@ def build(
     fabric: Fabric,
     expert_skew: float = 0.0,
     dense_scale: float = 1.0,
+    dense_fmt: str | None = None,
 ) -> StepFeatures:
     """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
 
@@ -144,8 +225,12 @@ def build(
     attn_half = np.zeros(n, dtype=bool)
     windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
+    lookups: list[tuple | None] = []
     for i, op in enumerate(graph.ops):
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
+        # a skewed routing is modelled by the roofline's expert count; the tables measured their own
+        lookups.append(None if (expert_skew and op.kind == "experts")
+                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
         attn_half[i] = _suffix(op) in ATTENTION_OPS
         if _suffix(op) not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
@@ -167,12 +252,14 @@ def build(
             cols["rows"][i] = max(1.0, op.tokens * work)
             core[i] = True
             windows.append((i, op.attrs.get("window")))
+    _fuse_projections(graph, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
         is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
-        attn_collectives=attn_calls, layer_count=graph.model.num_layers,
+        attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
+        sequences=max(1, round(seqs * att_frac)),
     )
 
 

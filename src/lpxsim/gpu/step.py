@@ -13,14 +13,15 @@ from __future__ import annotations
 import bisect
 import math
 from collections import OrderedDict
-from dataclasses import astuple
 
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
+from lpxsim.gpu.engine import engine_params, framework_name
 from lpxsim.gpu.features import StepFeatures, build, with_contexts
 from lpxsim.gpu.layout import Layout
+from lpxsim.gpu.measured import AIC_SYSTEM, aic_version, measured_ops
 from lpxsim.gpu.params import GpuParams, fitted_params
 from lpxsim.graph import Phase, lower
 from lpxsim.specs.accounting import kv_bytes_per_sequence
@@ -79,6 +80,38 @@ def _achieved_rate(system: SystemSpec, fmt: str) -> float:
     return peak * (ratios[0] if ratios else MAMF_DEFAULT)
 
 
+def _ctx_bucket(mean: float) -> float:
+    """Mean context rounded to 1/16 of an octave (about 4 %): attention time varies smoothly with it."""
+    if mean < 16:
+        return float(round(mean))
+    return float(round(2.0 ** (round(math.log2(mean) * 16) / 16)))
+
+
+def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
+    """Linear interpolation between two breakdowns (weight w on b)."""
+    v = 1.0 - w
+    return StepBreakdown(
+        v * a.compute_s + w * b.compute_s, v * a.memory_s + w * b.memory_s, v * a.overhead_s + w * b.overhead_s,
+        v * a.collective_s + w * b.collective_s, v * a.total_s + w * b.total_s, v * a.attn_s + w * b.attn_s,
+        v * a.ffn_s + w * b.ffn_s,
+    )
+
+
+def _op_source(system: SystemSpec, framework: str, project_from: str | None):
+    """(measured-ops lookup, sibling SystemSpec or None, label) for `system`; None when nothing measured."""
+    from lpxsim.gpu.projection import sibling
+
+    if project_from is None and system.name in AIC_SYSTEM:
+        ops = measured_ops(AIC_SYSTEM[system.name], framework)
+        return ops, None, f"measured: aiconfigurator-core {aic_version()} {AIC_SYSTEM[system.name]}/{framework}"
+    sib = sibling(system, project_from)
+    if sib is None:
+        return None
+    ops = measured_ops(AIC_SYSTEM[sib.name], framework)
+    return ops, sib, (f"projected (grade E) from {sib.name} measured by aiconfigurator-core {aic_version()} "
+                      f"({AIC_SYSTEM[sib.name]}/{framework}) by spec ratios")
+
+
 class GpuStepModel:
     """Cost of decode steps, prefill chunks and verification on GPUs, from the op graph."""
 
@@ -102,6 +135,10 @@ class GpuStepModel:
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
         max_batch: int = DEFAULT_MAX_BATCH,
         params: GpuParams | None = None,
+        framework: str = "sglang",
+        part: str = "all",
+        project_from: str | None = None,
+        measured: bool = True,
     ) -> None:
         from lpxsim.catalog import get_model, get_system
 
@@ -125,6 +162,12 @@ class GpuStepModel:
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
         self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
         self.params = params or fitted_params()
+        self.framework = framework_name(framework)
+        self.engine = engine_params(self.framework)
+        if part not in ("all", "attention"):
+            raise UserError("part", f"expected 'all' or 'attention', got {part!r}")
+        self.part = part
+        self.source = _op_source(self.system, self.framework, project_from) if measured else None
         self.bw_Bps = float(self.system.chip.memory_bw_Bps)
         self.fabric = fabric_for(self.system, self.layout.tp, cuda_graphs)
         self.rates = {
@@ -136,6 +179,9 @@ class GpuStepModel:
                              / get_precision(self.weights).bytes_per_element)
         self.memory = self._budget(mem_fraction)
         self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
+        self._priced: dict[tuple, tuple[StepBreakdown, dict[str, float]]] = {}
+        self._cache_base: str | None = None
+        self.cost_sources: dict[str, str] = {}  # op family -> where its times came from (filled as priced)
 
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
         """The HBM budget of the busiest GPU; DoesNotFit if the weights leave no room for KV."""
@@ -167,20 +213,30 @@ class GpuStepModel:
         return float(self.system.power_w) / self.system.chips_per_unit * self.chips
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
-        return StepCost.serial(self.decode_breakdown(batch).total_s)
+        b = self.decode_breakdown(batch)
+        return StepCost.serial(self._part_s(b))
+
+    def _part_s(self, b: StepBreakdown) -> float:
+        """The seconds this model answers for: the whole step, or (part="attention") the attention half
+        plus the engine's per-step host work (the GPU side of attention/FFN disaggregation)."""
+        if self.part == "attention":
+            return b.attn_s + (self.engine.step_overhead_s if self.source is not None else 0.0)
+        return b.total_s
 
     def prefill(self, chunk: PrefillChunk) -> StepCost:
         """A prefill chunk (no CUDA graphs: engines capture graphs for decode only).
 
         With attention data-parallelism the engine prefills one sequence per attention rank in
         one forward pass, so a lone sequence is priced inside a pass of tp sequences and holds
-        the replica for its 1/tp share of that pass. The latency includes the fitted
-        first-token overhead; the interval (GPU occupancy) does not.
+        the replica for its 1/tp share of that pass. The latency includes the engine's
+        first-token host time; the interval (GPU occupancy) does not.
         """
         t, occupancy = self._prefill(chunk)
+        first = self.engine.first_token_overhead_s if self.source is not None else self.params.first_token_overhead_s
+        s = self._part_s(t)
         # the first token also waits for host work (tokenizing, scheduling, streaming it back) that
         # does not hold the GPUs: latency, not occupancy
-        return StepCost(t.total_s + self.params.first_token_overhead_s, t.total_s * occupancy)
+        return StepCost(s + first, s * occupancy)
 
     def _prefill(self, chunk: PrefillChunk) -> tuple[StepBreakdown, float]:
         """(breakdown of the replica's pass, share of all replicas' time it occupies)."""
@@ -193,19 +249,17 @@ class GpuStepModel:
             share, per = per / self.layout.tp, self.layout.tp
         lo, hi = _token_buckets(chunk.tokens)
         ctx = (chunk.context,) * per
-        b_lo = price(self._get("prefill", lo, ctx), self.params, self.bw_Bps, graphs=False)
+        b_lo = self._breakdown("prefill", lo, ctx, graphs=False)
         if hi == lo:
             return b_lo, share * busy / self.layout.replicas
-        b_hi = price(self._get("prefill", hi, ctx), self.params, self.bw_Bps, graphs=False)
-        w = (chunk.tokens - lo) / (hi - lo)
-        mixed = StepBreakdown(*((1 - w) * a + w * b for a, b in zip(astuple(b_lo), astuple(b_hi), strict=True)))
-        return mixed, share * busy / self.layout.replicas
+        b_hi = self._breakdown("prefill", hi, ctx, graphs=False)
+        return _mix(b_lo, b_hi, (chunk.tokens - lo) / (hi - lo)), share * busy / self.layout.replicas
 
     def verify(self, batch: DecodeBatch, k: int) -> StepCost:
         if k < 0:
             raise UserError("k", f"expected k >= 0 draft tokens, got {k}")
-        f = self._get("verify", k + 1, self._replica_contexts(batch))
-        return StepCost.serial(price(f, self.params, self.bw_Bps, self.cuda_graphs).total_s)
+        b = self._breakdown("verify", k + 1, self._replica_contexts(batch), self.cuda_graphs)
+        return StepCost.serial(self._part_s(b))
 
     def kv_capacity_bytes(self) -> float:
         return memory.replica_kv_capacity_bytes(self.memory, self.layout) * self.layout.replicas
@@ -244,8 +298,47 @@ class GpuStepModel:
 
     def decode_breakdown(self, batch: DecodeBatch) -> StepBreakdown:
         """Where the seconds of one decode step go (busiest GPU)."""
-        f = self._get("decode", 1, self._replica_contexts(batch))
-        return price(f, self.params, self.bw_Bps, self.cuda_graphs)
+        return self._breakdown("decode", 1, self._replica_contexts(batch), self.cuda_graphs)
+
+    def _breakdown(self, kind: str, new_tokens: int, contexts: tuple[int, ...], graphs: bool) -> StepBreakdown:
+        """A step priced from measured op times (memoised by batch and bucketed mean context), or by
+        the roofline cost model where no measured source covers this GPU."""
+        if self.source is None:
+            return price(self._get(kind, new_tokens, contexts), self.params, self.bw_Bps, graphs)
+        n = len(contexts)
+        if graphs and kind != "prefill":
+            n = self.engine.graph_batch(n)  # the captured CUDA graph the engine replays
+        ctx = _ctx_bucket(sum(contexts) / len(contexts))
+        key = (kind, new_tokens, n, ctx, graphs)
+        hit = self._priced.get(key)
+        if hit is None:
+            hit = self._persisted_price(kind, new_tokens, n, ctx, graphs)
+            self._priced[key] = hit
+        b, so = hit[0], self.engine.step_overhead_s
+        return StepBreakdown(b.compute_s, b.memory_s, b.overhead_s + so, b.collective_s, b.total_s + so, b.attn_s,
+                             b.ffn_s + so)
+
+    def _persisted_price(self, kind: str, new_tokens: int, n: int, ctx: float,
+                         graphs: bool) -> tuple[StepBreakdown, dict[str, float]]:
+        """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table)."""
+        from lpxsim.cache import digest, source_version, step_cache
+        from lpxsim.gpu.compose import price_measured
+
+        if self._cache_base is None:
+            self._cache_base = digest(self.model, self.system, self.layout, self.weights, self.dense_weights, self.kv,
+                                      self.kv_layout, self.framework, self.params, self.expert_skew,
+                                      self.source[2], self.prefill_chunk, self._max_batch)
+
+        def compute() -> dict:
+            b, secs = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
+            return {"b": [b.compute_s, b.memory_s, b.overhead_s, b.collective_s, b.total_s, b.attn_s, b.ffn_s],
+                    "s": secs, "src": self.cost_sources}
+
+        v = step_cache().get_or_compute("gpu-step", source_version("lpxsim.gpu", "lpxsim.graph"),
+                                        (self._cache_base, kind, new_tokens, n, ctx, graphs), compute)
+        for fam, label in v["src"].items():
+            self.cost_sources.setdefault(fam, label)
+        return StepBreakdown(*v["b"]), v["s"]
 
     def decode_roofline_s(self, batch: DecodeBatch) -> float:
         """Pure HBM roofline of a decode step on the busiest GPU: bytes / spec bandwidth."""
@@ -276,4 +369,7 @@ class GpuStepModel:
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
         phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
         graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale)
+        # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
+        mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
+        table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt)

@@ -66,5 +66,6 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     if kind == "lpx":
         layout = Layout(chips=chips, isl=pool.target_context, concurrency=pool.target_concurrency or 1)
     else:
-        layout = Layout(gpus=chips, tp=pool.tp)
+        layout = Layout(gpus=chips, tp=pool.tp, ep=pool.ep, pp=pool.pp, dp_attention=pool.dp_attention,
+                        framework=pool.framework)
     return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)

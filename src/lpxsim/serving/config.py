@@ -38,6 +38,12 @@ class PoolConfig(_Strict):
     chips_per_worker: int | None = Field(None, ge=1)
     racks_per_worker: float | None = Field(None, gt=0)
     tp: int | None = Field(None, ge=1)
+    ep: int = Field(1, ge=1)  # gpu backend: expert parallelism inside the TP group
+    pp: int = Field(1, ge=1)  # gpu backend: pipeline stages
+    dp_attention: bool = False  # gpu backend: attention data-parallel over the TP group
+    framework: Literal["sglang", "trtllm", "vllm"] = "sglang"  # gpu backend: the serving engine
+    mtp: int | None = Field(None, ge=1)  # draft tokens per round from the model's own MTP head
+    mtp_accept: float | None = Field(None, ge=0, lt=1)  # per-token acceptance (default: the model's published one)
     stages: int | None = Field(None, ge=1)
     weights: str = "fp8"
     kv: str = "bf16"

@@ -91,8 +91,25 @@ class Simulation:
                 continue
             step = make_step_model(p, field=field)
             # one StepModel per pool: a cost function, shared by the pool's replicas
-            workers = [Worker(self, p.name, j, step, sched, p.role) for j in range(p.workers)]
+            if p.mtp and p.role != "prefill":
+                workers = self._mtp_workers(p, step, field)
+            else:
+                workers = [Worker(self, p.name, j, step, sched, p.role) for j in range(p.workers)]
             self.pools[p.name] = PoolRuntime(p, workers, step.power_w * p.workers, step.chips * p.workers, step.name)
+
+    def _mtp_workers(self, p: PoolConfig, step, field: str) -> list[Worker]:
+        """Workers drafting with the model's own MTP head (see serving/mtp.py)."""
+        from lpxsim.errors import UserError
+        from lpxsim.serving.mtp import MtpWorker
+        from lpxsim.specs.mtp import default_accept
+
+        accept = p.mtp_accept
+        if accept is None:
+            try:
+                accept = default_accept(pool_model(p))
+            except UserError as e:
+                raise UserError(f"{field}.mtp_accept", e.message) from None
+        return [MtpWorker(self, p.name, j, step, self.fleet.scheduler, p.role, p.mtp, accept) for j in range(p.workers)]
 
     def _build_afd(self, att: PoolConfig, ffn: PoolConfig, field: str) -> None:
         link_cfg = self.fleet.link_between(att.name, ffn.name)

@@ -1,0 +1,131 @@
+"""Compose measured op times into one step (decode, prefill chunk, verify k+1) of a GpuStepModel.
+
+Each op of the lowered step that the measured tables cover (GEMMs, grouped MoE,
+MLA/GQA attention, MLA's absorb BMMs, TP all-reduces) takes its measured time on
+the busiest GPU; every other op (norms, RoPE, activations, KV writes, router,
+sampling) keeps the roofline cost model of cost.py. The framework's per-step
+engine overhead is added once. On an unmeasured GPU the sibling's times are
+scaled op by op (projection.py). The step also records which source priced each
+op family (`GpuStepModel.cost_sources`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lpxsim.gpu.cost import StepBreakdown, op_times
+from lpxsim.gpu.features import StepFeatures
+from lpxsim.gpu.projection import collective_ratio, op_ratio
+from lpxsim.specs.precision import get_precision
+
+if TYPE_CHECKING:
+    from lpxsim.gpu.step import GpuStepModel
+
+ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
+FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
+
+
+def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float, seqs: int) -> float | None:
+    ops = sm.source[0]
+    tag = key[0]
+    if tag == "fused":
+        return 0.0
+    if tag == "gemm":
+        return ops.gemm(key[1], key[2], key[3], key[4])
+    if tag == "bmm":
+        return ops.mla_bmm(key[1], key[2], key[3], key[4])
+    if tag == "moe":
+        return ops.moe(*key[1:])
+    ctx_div = key[-1]
+    c = max(1, round(ctx / ctx_div))
+    if kind == "prefill":
+        total = round(ctx) + new_tokens
+        args = ("prefill", seqs, total)
+        # the table is a causal pass over `total` tokens from empty; a chunk over a cached prefix does
+        # the work of its own rows only: t (c + t/2) query-key pairs of total^2 / 2
+        frac = new_tokens * (ctx + new_tokens / 2.0) / (total * total / 2.0)
+    else:
+        args = ("decode", seqs * new_tokens, c)  # verify: k+1 query rows per sequence
+        frac = 1.0
+    kv = sm.kv
+    div = ctx_div if kind == "prefill" else 1  # prefill keeps head-parallel attention (features._share)
+    if tag == "mla":
+        t = ops.mla(*args, max(1, key[1] // div), kv)
+    else:
+        t = ops.attention(*args, max(1, key[1] // div), max(1, key[2] // min(div, key[2])), key[3], kv)
+    return None if t is None else t * frac
+
+
+def price_measured(
+    sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, ctx: float, graphs: bool
+) -> tuple[StepBreakdown, dict[str, float]]:
+    """(breakdown, seconds by source label) of one replica step from measured op times."""
+    ops, sib, label = sm.source
+    compute, memory, over = op_times(f, sm.params, sm.bw_Bps, graphs)
+    t = np.maximum(compute, memory) + over
+    measured = np.zeros(len(t), dtype=bool)
+    rows: dict[tuple, list[int]] = {}
+    for i, key in enumerate(f.lookups):  # identical layers share a key: look each up once
+        if key is not None:
+            rows.setdefault(key, []).append(i)
+    for key, idx in rows.items():
+        v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
+        if v is None:
+            continue
+        i = idx[0]
+        if sib is not None and v > 0.0:  # rows of one key have the same FLOPs and bytes
+            fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
+            nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
+            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes),
+                             get_precision(fmt.removesuffix("_block")).compute)
+        t[idx] = v
+        measured[idx] = True
+        sm.cost_sources[FAMILY[key[0]]] = label
+    if (~measured).any():
+        sm.cost_sources.setdefault("other_ops", ROOFLINE)
+    coll, attn_coll = _collectives(sm, f, kind, new_tokens, label)
+    step_over = 0.0  # the engine's per-step host time is added by the caller (it is fitted; keep memo valid)
+    per_attn = float(t[f.is_attn_half].sum())
+    total = float(t.sum()) + coll + step_over
+    attn = per_attn + attn_coll
+    rest = ~measured
+    bound_c = compute >= memory
+    b = StepBreakdown(
+        compute_s=float(np.maximum(compute, memory)[rest & bound_c].sum()),
+        memory_s=float(np.maximum(compute, memory)[rest & ~bound_c].sum()) + float(t[measured].sum()),
+        overhead_s=float(over[rest].sum()) + step_over,
+        collective_s=coll,
+        total_s=total,
+        attn_s=attn,
+        ffn_s=total - attn,
+    )
+    return b, {label: float(t[measured].sum()), ROOFLINE: float(t[rest].sum())}
+
+
+def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, label: str) -> tuple[float, float]:
+    """(collective seconds of the step, those of the attention half): the TP all-reduces (two per
+    layer and the embedding's) measured where the tables have them; other collectives (DP-attention
+    gathers, EP all-to-alls, KV-parallel merges, logits gather, pipeline sends) from the catalog fabric."""
+    lay, m = sm.layout, sm.model
+    base = f.collective_s + f.collectives * sm.params.collective_overhead_s
+    base_attn = f.attn_collective_s + f.attn_collectives * sm.params.collective_overhead_s
+    if lay.tp <= 1 or lay.dp_attention or lay.kv_parallel:
+        if lay.tp > 1:
+            sm.cost_sources.setdefault("collectives", "catalog fabric alpha-beta (no measured table for this collective)")
+        return base, base_attn
+    ops, sib, _ = sm.source
+    tokens = f.sequences * new_tokens
+    nbytes = int(tokens * m.hidden_size * 2)
+    meas = ops.all_reduce(nbytes, lay.tp, sm.cuda_graphs and kind != "prefill")
+    if meas is None:
+        return base, base_attn
+    if sib is not None:
+        meas *= collective_ratio(sm.system, sib, nbytes)
+    fab = sm.fabric.all_reduce_s(nbytes, lay.tp) + sm.params.collective_overhead_s
+    L = m.num_layers
+    n_ar = 2 * L + 1
+    sm.cost_sources["all_reduce"] = label
+    sm.cost_sources.setdefault("other_collectives", "catalog fabric alpha-beta")
+    return base - n_ar * fab + n_ar * meas, base_attn - L * fab + L * meas

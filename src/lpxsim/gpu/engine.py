@@ -1,0 +1,81 @@
+"""Serving-engine behaviour per framework (SGLang, TensorRT-LLM, vLLM): a few named parameters.
+
+Hardware is in the measured kernel tables; what the engine adds on top is not:
+host time per engine step (scheduling, sampling, detokenising, the CPU-GPU sync),
+host time to a request's first token that does not hold the GPUs, and the batch
+sizes at which decode CUDA graphs are captured (a decode step of B sequences
+runs the graph of the next captured size, so its GEMMs and attention see the
+padded batch). The two overheads are fitted per framework on the calibration
+data (benchmarks/fit_gpu.py, catalog/fitted/gpu_fit.json "engines"); the graph
+batch lists are the engines' defaults (docs/sources.md, not fitted). Nothing
+here depends on the GPU.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, replace
+
+from lpxsim.errors import UserError
+
+
+def _sglang_graph_batches() -> tuple[int, ...]:
+    # SGLang server_args: [1, 2, 4, 8, 12] + range(16, 257, 8) (cuda_graph_max_bs 256 on large GPUs)
+    return (1, 2, 4, 8, 12, *range(16, 257, 8))
+
+
+def _trtllm_graph_batches() -> tuple[int, ...]:
+    # TensorRT-LLM CudaGraphConfig(enable_padding=True): 1, 2, 4, then multiples of 8 up to 128, then of 128
+    return (1, 2, 4, *range(8, 129, 8), *range(256, 1025, 128))
+
+
+def _vllm_graph_batches() -> tuple[int, ...]:
+    # vLLM compilation config: 1, 2, 4, then multiples of 8 up to 512
+    return (1, 2, 4, *range(8, 513, 8))
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """One framework's engine parameters (seconds; graph batch sizes)."""
+
+    name: str
+    step_overhead_s: float  # host time per engine step (fitted)
+    first_token_overhead_s: float  # host time before a first token that does not hold the GPUs (fitted)
+    graph_batches: tuple[int, ...]  # decode CUDA-graph capture sizes (engine default, not fitted)
+
+    def graph_batch(self, batch: int) -> int:
+        """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
+        i = bisect.bisect_left(self.graph_batches, batch)
+        return self.graph_batches[i] if i < len(self.graph_batches) else batch
+
+    def with_values(self, **kw: float) -> EngineParams:
+        return replace(self, **kw)
+
+
+# Priors (before the fit, and the fallback without a fit file): a 1 ms engine step and 50 ms to the
+# first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
+PRIORS = {
+    "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches()),
+    "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches()),
+    "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches()),
+}
+FRAMEWORKS = tuple(PRIORS)
+ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl": "sglang"}
+FITTED = ("step_overhead_s", "first_token_overhead_s")
+
+
+def framework_name(name: str) -> str:
+    """Canonical framework name; UserError naming `framework` if unknown."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in PRIORS:
+        raise UserError("framework", f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
+    return key
+
+
+def engine_params(name: str) -> EngineParams:
+    """The fitted parameters of one framework (priors where the fit file has none)."""
+    from lpxsim.gpu.params import load_fit
+
+    key = framework_name(name)
+    fitted = load_fit().get("engines", {}).get(key, {})
+    return PRIORS[key].with_values(**{k: float(v) for k, v in fitted.items() if k in FITTED})

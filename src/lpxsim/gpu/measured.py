@@ -1,0 +1,309 @@
+"""Measured GPU op times from aiconfigurator-core's silicon tables (Apache-2.0, pinned 0.12.0).
+
+aiconfigurator-core ships, per GPU and serving framework, parquet tables of kernel
+latencies measured on the real part: GEMMs (m, n, k, dtype), grouped MoE (tokens,
+hidden, intermediate, top-k, experts, moe_tp, moe_ep, routing distribution), MLA
+decode/prefill attention (batch, heads per GPU, context), GQA attention, the MLA
+absorb BMMs and custom all-reduce (GPUs, message bytes). This module reads only
+the tables a query needs (lazily, once per process) and interpolates inside them
+log-log between the measured grid points; beyond the grid it scales the edge
+point by the work ratio (linear in tokens/bytes). A query the tables cannot
+answer returns None and the caller falls back to its roofline.
+
+GPUs without tables (Vera Rubin, AMD parts) borrow a measured sibling's times
+scaled by sourced spec ratios (`projection.py`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
+
+import numpy as np
+
+# lpxsim system name -> aiconfigurator-core system folder (the same silicon)
+AIC_SYSTEM = {
+    "h100-hgx": "h100_sxm",
+    "h200-hgx": "h200_sxm",
+    "b200-hgx": "b200_sxm",
+    "b300-hgx": "b300_sxm",
+    "gb200-nvl72": "gb200",
+    "gb300-nvl72": "gb300",
+}
+FRAMEWORKS = ("sglang", "trtllm", "vllm")
+# our weight formats -> table dtypes. DeepSeek-style (MLA) FP8 checkpoints are block-scaled (128x128),
+# which is what the engines run for them ("fp8_block"); other FP8 checkpoints per-tensor ("fp8");
+# NVFP4 is NVIDIA's 4-bit format (assumption "gpu-measured-dtypes").
+GEMM_DTYPE = {"fp8": ("fp8", "fp8_block"), "fp8_block": ("fp8_block", "fp8"), "bf16": ("bfloat16",),
+              "fp16": ("bfloat16",),
+              "fp4": ("nvfp4",), "mxfp4": ("nvfp4",), "int8": ("fp8",)}
+MOE_DTYPE = {"fp8": ("fp8_block", "fp8"), "fp8_block": ("fp8_block", "fp8"), "bf16": ("bfloat16",), "fp16": ("bfloat16",),
+             "fp4": ("nvfp4", "w4a8_mxfp4_mxfp8"), "mxfp4": ("w4a8_mxfp4_mxfp8", "nvfp4")}
+KV_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+# Routed tokens are not uniform over experts; aiconfigurator's default workload (assumption
+# "gpu-moe-distribution") is a power law with exponent 1.01, the mildest skew it measured.
+MOE_DISTRIBUTION = ("power_law_1.01", "balanced")
+
+
+@cache
+def data_root() -> Path | None:
+    """aiconfigurator-core's systems/data folder (found without importing the package)."""
+    spec = find_spec("aiconfigurator_core")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / "systems" / "data"
+    return root if root.is_dir() else None
+
+
+@cache
+def aic_version() -> str:
+    """Installed aiconfigurator-core version (part of the cost model's cache key)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiconfigurator-core")
+    except PackageNotFoundError:
+        return "absent"
+
+
+def _vkey(v: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.a-z]+", v) if x)
+
+
+@cache
+def _table_path(system: str, family: str, framework: str, filename: str) -> Path | None:
+    """Newest version folder of `family/framework` holding `filename`."""
+    root = data_root()
+    if root is None:
+        return None
+    base = root / system / family / framework
+    if not base.is_dir():
+        return None
+    for d in sorted(base.iterdir(), key=lambda p: _vkey(p.name), reverse=True):
+        if (d / filename).is_file():
+            return d / filename
+    return None
+
+
+@cache
+def _table(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]):
+    """One parquet table (only `cols`), read once per process; None if absent."""
+    p = _table_path(system, family, framework, filename)
+    if p is None:
+        return None
+    import pyarrow.parquet as pq
+
+    return pq.read_table(p, columns=list(cols))
+
+
+def _select(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
+            out: tuple[str, ...], **eq: object) -> dict[str, np.ndarray] | None:
+    """The `out` columns (numpy) of the rows where every column in `eq` equals its value."""
+    t = _table(system, family, framework, filename, cols)
+    if t is None:
+        return None
+    import pyarrow.compute as pc
+
+    mask = None
+    for col, v in eq.items():
+        m = pc.equal(t.column(col), v)
+        mask = m if mask is None else pc.and_(mask, m)
+    if mask is not None:
+        t = t.filter(mask)
+    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in out}
+
+
+def _columns(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]) -> dict | None:
+    """All `cols` of one table as numpy arrays (tests and tools; lookups use _select)."""
+    return _select(system, family, framework, filename, cols, cols)
+
+
+def _persisted(name: str, parts: tuple, compute):
+    """A small JSON-able extract of the tables, kept in lpxsim's step cache so that a warm process
+    never opens a parquet file (the key carries the aiconfigurator-core version)."""
+    from lpxsim.cache import step_cache
+
+    return step_cache().get_or_compute(f"gpu-measured-{name}", f"aic-{aic_version()}-v1", parts, compute)
+
+
+def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
+    """Log-log interpolation on sorted (xs, ys); beyond the last point, linear in x (work-proportional);
+    below the first, the first point (launch-bound floor)."""
+    if x <= xs[0]:
+        return float(ys[0])
+    if x >= xs[-1]:
+        return float(ys[-1] * x / xs[-1])
+    i = bisect.bisect_right(xs.tolist(), x)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return float(math.exp((1 - w) * math.log(y0) + w * math.log(y1)))
+
+
+def _curve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique (x, median y) of one measured curve, made non-decreasing in x.
+
+    More work never takes less time: a smaller problem can always run the larger one's kernel
+    padded, so a measured point above a later one is timing noise (e.g. a GEMM at m = 1 slower
+    than at m = 8); each point is capped by the smallest time measured at any larger x.
+    """
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    ux, idx = np.unique(x, return_index=True)
+    uy = np.array([np.median(y[a:b]) for a, b in zip(idx, list(idx[1:]) + [len(x)], strict=True)])
+    uy = np.minimum.accumulate(uy[::-1])[::-1]
+    return ux.astype(float), uy.astype(float)
+
+
+def _first(options: tuple[str, ...], present: np.ndarray) -> str | None:
+    have = set(present.tolist())
+    return next((o for o in options if o in have), None)
+
+
+MS = 1e-3  # the tables hold milliseconds
+
+
+class MeasuredOps:
+    """Op-time lookups in one GPU's tables for one framework (seconds; None where not measured)."""
+
+    def __init__(self, aic_system: str, framework: str) -> None:
+        self.system, self.framework = aic_system, framework
+
+    def _curve_of(self, name: str, family: str, filename: str, cols: tuple[str, ...], x: str,
+                  **eq: object) -> tuple[np.ndarray, np.ndarray] | None:
+        """The measured curve latency(x) of the rows matching `eq` (persisted), or None."""
+        def compute() -> list | None:
+            d = _select(self.system, family, self.framework, filename, cols, (x, "latency"), **eq)
+            if d is None or not len(d[x]):
+                return [None]
+            xs, ys = _curve(d[x], d["latency"])
+            return [xs.tolist(), ys.tolist()]
+
+        got = _persisted(name, (self.system, self.framework, x, sorted(eq.items())), compute)
+        if got[0] is None:
+            return None
+        return np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
+
+    def _values(self, name: str, family: str, filename: str, cols: tuple[str, ...], want: tuple[str, ...],
+                **eq: object) -> list | None:
+        """Distinct value tuples of `want` over the rows matching `eq` (persisted), or None."""
+        def compute() -> list:
+            d = _select(self.system, family, self.framework, filename, cols, want, **eq)
+            if d is None:
+                return [None]
+            rows = {tuple(v.item() if hasattr(v, "item") else v for v in r) for r in zip(*(d[w] for w in want), strict=True)}
+            return [sorted(rows)]
+
+        got = _persisted(name, (self.system, self.framework, want, sorted(eq.items())), compute)
+        return None if got[0] is None else [tuple(r) for r in got[0]]
+
+    @cache  # noqa: B019 - a few instances per process, each lives as long as the process
+    def gemm(self, m: int, n: int, k: int, weights: str) -> float | None:
+        """An (m x k) @ (k x n) GEMM with `weights`-format weights."""
+        cols = ("gemm_dtype", "m", "n", "k", "latency")
+        dtypes = self._values("gemm-dtypes", "gemm", "gemm_perf.parquet", cols, ("gemm_dtype",))
+        if not dtypes:
+            return None
+        dt = _first(GEMM_DTYPE.get(weights, ()), np.array([d[0] for d in dtypes]))
+        if dt is None:
+            return None
+        pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dt),
+                         dtype=float)
+        d = np.abs(np.log(pairs[:, 0] / n)) + np.abs(np.log(pairs[:, 1] / k))
+        n0, k0 = (int(v) for v in pairs[int(np.argmin(d))])
+        c = self._curve_of("gemm", "gemm", "gemm_perf.parquet", cols, "m", gemm_dtype=dt, n=n0, k=k0)
+        if c is None:
+            return None
+        return _interp(c[0], c[1], m) * (n * k) / (float(n0) * float(k0)) * MS
+
+    @cache  # noqa: B019
+    def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
+            weights: str) -> float | None:
+        """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer."""
+        cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+                "moe_ep_size", "distribution", "latency")
+        shape = {"hidden_size": hidden, "inter_size": inter, "topk": topk, "num_experts": experts,
+                 "moe_tp_size": moe_tp, "moe_ep_size": moe_ep}
+        have = self._values("moe-kinds", "moe", "moe_perf.parquet", cols, ("moe_dtype", "distribution"), **shape)
+        if not have:
+            return None
+        dt = _first(MOE_DTYPE.get(weights, ()), np.array([h[0] for h in have]))
+        dist = _first(MOE_DISTRIBUTION, np.array([h[1] for h in have if h[0] == dt])) if dt else None
+        if dt is None or dist is None:
+            return None
+        c = self._curve_of("moe", "moe", "moe_perf.parquet", cols, "num_tokens", moe_dtype=dt, distribution=dist,
+                           **shape)
+        return None if c is None else _interp(c[0], c[1], tokens) * MS
+
+    @cache  # noqa: B019
+    def mla(self, phase: str, batch: int, context: int, heads: int, kv: str) -> float | None:
+        """MLA attention core on one GPU: `heads` local heads; decode: batch x one token over `context`
+        cached tokens; prefill: batch x `context` new tokens from empty."""
+        fname = "generation_mla_perf.parquet" if phase == "decode" else "context_mla_perf.parquet"
+        axis = "step" if phase == "decode" else "isl"
+        cols = ("kv_cache_dtype", "num_heads", "batch_size", axis, "latency")
+        return self._grid2("mla", fname, cols, axis, batch, context,
+                           kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"), num_heads=heads)
+
+    @cache  # noqa: B019
+    def attention(self, phase: str, batch: int, context: int, heads: int, kv_heads: int, head_dim: int,
+                  kv: str) -> float | None:
+        """GQA/MHA attention core (full attention) on one GPU with `heads`/`kv_heads` local heads."""
+        fname = "generation_attention_perf.parquet" if phase == "decode" else "context_attention_perf.parquet"
+        axis = "step" if phase == "decode" else "isl"
+        cols = ("kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim", "window_size", "batch_size",
+                axis, "latency")
+        return self._grid2("attention", fname, cols, axis, batch, context, kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"),
+                           num_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim, window_size=0)
+
+    @cache  # noqa: B019
+    def mla_bmm(self, which: str, tokens: int, heads: int, weights: str) -> float | None:
+        """MLA's per-head absorb BMM ("pre": q_absorb, "post": v_absorb)."""
+        dt = "fp8" if weights in ("fp8", "fp8_block", "fp4", "mxfp4") else "bfloat16"
+        cols = ("op_name", "bmm_dtype", "num_tokens", "num_heads", "latency")
+        c = self._curve_of("bmm", "mla_bmm", "mla_bmm_perf.parquet", cols, "num_tokens", op_name=f"mla_gen_{which}",
+                           bmm_dtype=dt, num_heads=heads)
+        return None if c is None else _interp(c[0], c[1], tokens) * MS
+
+    @cache  # noqa: B019
+    def all_reduce(self, nbytes: int, gpus: int, graphs: bool) -> float | None:
+        """One all-reduce of `nbytes` over `gpus` GPUs (the framework's custom all-reduce)."""
+        cols = ("kernel_source", "num_gpus", "message_size", "latency")
+        srcs = self._values("ar-kinds", "comm", "custom_allreduce_perf.parquet", cols, ("kernel_source",), num_gpus=gpus)
+        if not srcs:
+            return None
+        want = "graph" if graphs else "eager"
+        pick = [s[0] for s in srcs if want in str(s[0]).lower()] or [s[0] for s in srcs]
+        c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
+                           kernel_source=pick[0])
+        return None if c is None else _interp(c[0], c[1], nbytes) * MS
+
+    def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
+               **eq: object) -> float | None:
+        """Interpolate a (batch, length) table: along length per measured batch, then across batch (log-log)."""
+        have = self._values(f"{name}-batches", name if name != "attention" else "attention", fname, cols,
+                            ("batch_size",), **eq)
+        if not have:
+            return None
+        ub = np.array(sorted(h[0] for h in have), dtype=float)
+        lo = ub[ub <= b].max() if (ub <= b).any() else ub.min()
+        hi = ub[ub >= b].min() if (ub >= b).any() else ub.max()
+        vals = []
+        for bb in (lo, hi):
+            c = self._curve_of(name, name, fname, cols, axis, batch_size=int(bb), **eq)
+            if c is None:
+                return None
+            vals.append(_interp(c[0], c[1], max(1.0, s)))
+        if lo == hi:
+            return vals[0] * (b / lo if b > hi else 1.0) * MS
+        w = (math.log(b) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return float(math.exp((1 - w) * math.log(vals[0]) + w * math.log(vals[1]))) * MS
+
+
+@cache
+def measured_ops(aic_system: str, framework: str) -> MeasuredOps:
+    """The (process-wide) lookup object of one GPU and framework."""
+    return MeasuredOps(aic_system, framework)

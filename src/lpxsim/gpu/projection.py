@@ -1,0 +1,76 @@
+"""Projection of measured op times to GPUs without measured tables (grade E).
+
+A GPU that aiconfigurator-core has not measured (Vera Rubin, AMD Instinct, future
+parts) borrows the op times of its nearest measured sibling: the measured GPU of
+the same rack kind (NVL72 rack or 8-GPU node) closest in HBM bandwidth, FP8 and
+FP4 peak (log distance). Each op time is then scaled by one sourced spec ratio:
+ops that are bandwidth-bound on the sibling (bytes / bandwidth above FLOPs /
+peak) by the HBM bandwidth ratio, compute-bound ops by the peak-FLOPs ratio at
+the op's precision, collectives by the scale-up bus bandwidth ratio (large
+messages) or the all-reduce latency ratio (small ones). The rule is validated by
+projecting measured GPUs from each other (benchmarks/validate_gpu.py --projection;
+docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from lpxsim.gpu.measured import AIC_SYSTEM, data_root
+from lpxsim.specs.hardware import SystemSpec
+
+SMALL_MESSAGE_BYTES = 256 * 1024  # below this an all-reduce is latency-bound (NCCL alpha regime)
+
+
+def _rack_kind(s: SystemSpec) -> str:
+    return s.topology.kind
+
+
+def sibling(system: SystemSpec, forced: str | None = None) -> SystemSpec | None:
+    """The measured GPU system `system` is projected from (None if no tables are installed)."""
+    from lpxsim.catalog import get_system
+
+    if data_root() is None:
+        return None
+    if forced is not None:
+        sib = get_system(forced)
+        if sib.name not in AIC_SYSTEM:
+            from lpxsim.errors import UserError
+
+            raise UserError("project_from", f"{sib.name} has no measured tables; choose one of {', '.join(AIC_SYSTEM)}")
+        return sib
+    cands = [get_system(n) for n in AIC_SYSTEM]
+    same = [c for c in cands if _rack_kind(c) == _rack_kind(system)] or cands
+    chip = system.chip
+
+    def dist(c: SystemSpec) -> float:
+        return (abs(math.log(float(c.chip.memory_bw_Bps) / float(chip.memory_bw_Bps)))
+                + sum(abs(math.log(c.chip.flops(f) / chip.flops(f))) for f in ("fp8", "fp4")))
+
+    return min(same, key=dist)
+
+
+def busbw(s: SystemSpec) -> float:
+    """Scale-up bus bandwidth of one GPU (B/s): the catalog's NCCL figure, else its NVLink figure."""
+    v = s.chip.extra.get("scale_up_busbw_Bps")
+    return float(v) if v is not None else float(s.chip.nvlink_Bps or 0.0) or 1.0
+
+
+def alpha(s: SystemSpec) -> float:
+    v = s.chip.extra.get("allreduce_alpha_s")
+    return float(v) if v is not None else 6e-6
+
+
+def op_ratio(target: SystemSpec, sib: SystemSpec, flops: float, nbytes: float, compute: str) -> float:
+    """Target/sibling time ratio of one op: by peak FLOPs if it is compute-bound on the sibling, else by HBM."""
+    tc, sc = target.chip, sib.chip
+    peak_s = sc.flops(compute)
+    if flops / peak_s > nbytes / float(sc.memory_bw_Bps):
+        return peak_s / tc.flops(compute)
+    return float(sc.memory_bw_Bps) / float(tc.memory_bw_Bps)
+
+
+def collective_ratio(target: SystemSpec, sib: SystemSpec, nbytes: float) -> float:
+    if nbytes < SMALL_MESSAGE_BYTES:
+        return alpha(target) / alpha(sib)
+    return busbw(sib) / busbw(target)

@@ -1,0 +1,217 @@
+"""GPU step costs from measured kernel tables (aiconfigurator-core): lookups, composition, sources."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lpxsim.errors import UserError
+from lpxsim.gpu.engine import engine_params, framework_name
+from lpxsim.gpu.measured import _columns, _curve, measured_ops
+from lpxsim.gpu.step import GpuStepModel
+from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+
+MODEL = "deepseek-r1"
+
+
+def test_gemm_lookup_reproduces_a_measured_point_and_grows_with_m():
+    ops = measured_ops("b200_sxm", "sglang")
+    t = _columns("b200_sxm", "gemm", "sglang", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k", "latency"))
+    sel = (t["gemm_dtype"] == "fp8_block") & (t["n"] == 1536) & (t["k"] == 7168)
+    xs, ys = _curve(t["m"][sel], t["latency"][sel])
+    assert ops.gemm(int(xs[5]), 1536, 7168, "fp8_block") == pytest.approx(ys[5] * 1e-3)
+    times = [ops.gemm(m, 1536, 7168, "fp8_block") for m in (1, 16, 256, 4096, 65536)]
+    assert all(b >= a for a, b in zip(times, times[1:], strict=False))
+    assert times[-1] > 10 * times[0]
+
+
+def test_curve_is_non_decreasing():
+    xs, ys = _curve(np.array([1, 8, 64, 8]), np.array([5.0, 2.0, 3.0, 2.2]))
+    assert list(xs) == [1, 8, 64]
+    assert list(ys) == [2.1, 2.1, 3.0]
+
+
+def test_moe_and_mla_and_allreduce_lookups():
+    ops = measured_ops("h200_sxm", "sglang")
+    small = ops.moe(8, 7168, 2048, 8, 256, 1, 8, "fp8")
+    big = ops.moe(4096, 7168, 2048, 8, 256, 1, 8, "fp8")
+    assert small is not None and big is not None and big > 3 * small
+    assert ops.moe(8, 7168, 2048, 8, 255, 1, 8, "fp8") is None  # no such table: caller falls back
+    d1, d2 = ops.mla("decode", 16, 1024, 16, "bf16"), ops.mla("decode", 16, 16384, 16, "bf16")
+    assert d1 is not None and d2 > d1
+    assert ops.all_reduce(1 << 20, 8, True) > ops.all_reduce(1 << 10, 8, True)
+
+
+def test_measured_step_names_its_sources():
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    m.decode_step(DecodeBatch.uniform(8, 2000))
+    for fam in ("gemm", "moe", "mla_attention", "all_reduce"):
+        assert m.cost_sources[fam].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/sglang")
+    assert "roofline" in m.cost_sources["other_ops"]
+
+
+def test_unmeasured_gpu_is_projected_grade_e():
+    m = GpuStepModel(MODEL, "mi325x", tp=8, weights="fp8")
+    m.decode_step(DecodeBatch.uniform(8, 2000))
+    assert "projected (grade E) from h200-hgx" in m.cost_sources["gemm"]
+    # more HBM bandwidth than its sibling: a bandwidth-bound decode step is faster
+    h = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    assert m.decode_step(DecodeBatch.uniform(1, 2000)).latency_s < h.decode_step(DecodeBatch.uniform(1, 2000)).latency_s
+    vr = GpuStepModel(MODEL, "vr-nvl72", tp=8, weights="fp8")
+    vr.decode_step(DecodeBatch.uniform(1, 100))
+    assert "from gb300-nvl72" in vr.cost_sources["gemm"]
+
+
+def test_framework_changes_the_step_and_is_validated():
+    a = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="sglang")
+    b = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trt")
+    assert b.framework == "trtllm"
+    batch = DecodeBatch.uniform(32, 1000)
+    assert a.decode_step(batch).latency_s != b.decode_step(batch).latency_s
+    with pytest.raises(UserError) as e:
+        framework_name("tgi")
+    assert e.value.field == "framework"
+
+
+def test_decode_runs_the_captured_cuda_graph_batch():
+    eng = engine_params("sglang")
+    assert eng.graph_batch(9) == 12 and eng.graph_batch(16) == 16 and eng.graph_batch(5000) == 5000
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    assert m.decode_step(DecodeBatch.uniform(9, 1000)).latency_s == m.decode_step(DecodeBatch.uniform(12, 1000)).latency_s
+
+
+def test_attention_part_is_a_share_of_the_step():
+    full = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    att = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8", part="attention")
+    batch = DecodeBatch.uniform(32, 4000)
+    assert 0 < att.decode_step(batch).latency_s < full.decode_step(batch).latency_s
+    assert 0 < att.prefill(PrefillChunk(1000)).latency_s < full.prefill(PrefillChunk(1000)).latency_s
+    with pytest.raises(UserError):
+        GpuStepModel(MODEL, "h200-hgx", tp=8, part="ffn")
+
+
+def test_prefill_and_verify_grow_with_work():
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp4")
+    p1, p2 = m.prefill(PrefillChunk(1000)), m.prefill(PrefillChunk(4000))
+    assert p2.interval_s > 2 * p1.interval_s
+    later = m.prefill(PrefillChunk(1000, context=8000))
+    assert later.interval_s > p1.interval_s  # attends over the cached prefix too
+    batch = DecodeBatch.uniform(16, 2000)
+    assert m.verify(batch, 3).latency_s > m.verify(batch, 0).latency_s
+
+
+def test_estimate_json_reports_framework_and_cost_sources():
+    from typer.testing import CliRunner
+
+    from lpxsim.cli.main import app
+
+    r = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "trtllm",
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["framework"] == "trtllm"
+    assert d["cost_sources"]["gemm"].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/trtllm")
+    bad = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "x"])
+    assert isinstance(bad.exception, UserError) and bad.exception.field == "framework"
+
+
+def test_prefill_wait_is_the_closed_loop_queue():
+    from lpxsim.steady_state import prefill_wait
+
+    assert prefill_wait(1.0, 0.0, 4) == pytest.approx(3.0)  # nobody thinks: wait behind the other three
+    assert prefill_wait(1.0, 1e9, 64) == pytest.approx(0.0, abs=1e-6)  # nobody else is ever queued
+    assert prefill_wait(1.0, 1.0, 1) == 0.0
+    waits = [prefill_wait(0.1, 2.0, c) for c in (2, 8, 32, 128)]
+    assert all(b > a for a, b in zip(waits, waits[1:], strict=False))
+
+
+def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
+    """C users in a closed loop: the estimate's TTFT (with its prefill queue) and the simulator's agree."""
+    from lpxsim.plan.estimate import steady_state
+    from lpxsim.serving import simulate
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    conc, isl, osl = 16, 8192, 256
+    f = fleet(pool(backend="gpu", tp=8))
+    res = simulate(f, {"kind": "synthetic", "num_requests": conc * 10,
+                       "arrival": {"process": "closed", "concurrency": conc}, "isl": isl, "osl": osl}, seed=0)
+    step = make_step_model(load_fleet(f).pools[0])
+    est = steady_state(step, isl=isl, osl=osl, concurrency=conc)
+    alone = steady_state(step, isl=isl, osl=osl, concurrency=1)
+    assert est.ttft_wait_s > 0 and est.ttft_s > alone.ttft_s
+    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.25)
+
+
+def test_pools_take_their_own_gpu_layout_and_framework():
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    f = fleet(pool("pre", system="b200-hgx", backend="gpu", model=MODEL, tp=8, ep=8, weights="fp4", role="prefill",
+                   framework="trtllm"),
+              pool("dec", system="b200-hgx", backend="gpu", model=MODEL, tp=8, ep=8, dp_attention=True, weights="fp4",
+                   role="decode"))
+    pre, dec = (make_step_model(p) for p in load_fleet(f).pools)
+    assert pre.layout.label() == "TP8/EP8" and pre.framework == "trtllm"
+    assert dec.layout.label() == "TP8/EP8/DPattn" and dec.framework == "sglang"
+
+
+def test_mtp_acceptance_defaults_to_the_published_figure():
+    from lpxsim.catalog import get_model
+    from lpxsim.specs.mtp import default_accept
+
+    assert default_accept(get_model(MODEL)) == 0.85
+    with pytest.raises(UserError) as e:
+        default_accept(get_model("llama-3.1-8b"))
+    assert e.value.field == "accept"
+
+
+def test_mtp_pool_drafts_with_its_own_head_and_matches_the_estimate():
+    from lpxsim.plan.estimate import steady_state
+    from lpxsim.serving import simulate
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.serving.config import load_fleet
+    from serving_fixtures import fleet, pool
+
+    conc, isl, osl, k, a = 4, 1024, 256, 2, 0.8
+    wl = {"kind": "synthetic", "num_requests": conc * 20, "arrival": {"process": "closed", "concurrency": conc},
+          "isl": isl, "osl": osl}
+    plain = simulate(fleet(pool(backend="gpu", tp=8)), wl, seed=0)
+    f = fleet(pool(backend="gpu", tp=8, mtp=k, mtp_accept=a))
+    res = simulate(f, wl, seed=0)
+    r = res.requests
+    assert (r["spec_rounds"] > 0).all()
+    # leading accepted drafts: P(>= j) = a^j, so E = a + a^2 of k = 2
+    assert r["spec_accepted"].sum() / r["spec_rounds"].sum() == pytest.approx(a + a * a, rel=0.05)
+    assert r["tpot_s"].median() < plain.requests["tpot_s"].median()
+    est = steady_state(make_step_model(load_fleet(f).pools[0]), isl=isl, osl=osl, concurrency=conc, spec_k=k,
+                       spec_accept=a)
+    assert r["tpot_s"].median() == pytest.approx(est.tpot_s, rel=0.1)
+
+
+def test_mtp_pool_without_a_published_acceptance_says_so():
+    from lpxsim.serving import simulate
+    from serving_fixtures import fleet, pool
+
+    wl = {"kind": "synthetic", "num_requests": 2, "arrival": {"process": "closed", "concurrency": 1}, "isl": 64,
+          "osl": 8}
+    with pytest.raises(UserError) as e:
+        simulate(fleet(pool(backend="gpu", tp=8, mtp=1)), wl, seed=0)
+    assert e.value.field.endswith("mtp_accept")
+
+
+def test_mtp_works_in_a_disaggregated_decode_pool():
+    from lpxsim.serving import simulate
+    from serving_fixtures import fleet, link, pool
+
+    f = fleet(pool("pre", backend="gpu", tp=8, role="prefill"),
+              pool("dec", backend="gpu", tp=8, role="decode", mtp=1, mtp_accept=0.7), links=[link("pre", "dec")])
+    wl = {"kind": "synthetic", "num_requests": 12, "arrival": {"process": "closed", "concurrency": 4}, "isl": 512,
+          "osl": 64}
+    r = simulate(f, wl, seed=0).requests
+    assert (r["status"] == "completed").all() and (r["decode_pool"] == "dec").all()
+    assert (r["spec_rounds"] > 0).all() and r["spec_rounds"].sum() < r["output_tokens"].sum()
