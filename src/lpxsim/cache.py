@@ -154,8 +154,8 @@ class StepCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
             try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump({"key": key, "value": value}, f, separators=(",", ":"))
+                with os.fdopen(fd, "w") as f:  # dumps, not dump: dump runs the pure-Python encoder
+                    f.write(json.dumps({"key": key, "value": value}, separators=(",", ":")))
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

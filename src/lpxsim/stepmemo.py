@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import time
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
 NAMESPACE = "stepmodel-table"
 # Packages whose code decides a detailed step cost: editing any of them changes every table key.
 COST_PACKAGES = ("lpxsim.lpu", "lpxsim.gpu", "lpxsim.graph", "lpxsim.specs")
-_FLUSH_EVERY = 2.0  # seconds between writes of a table that keeps growing (pool workers skip atexit)
+_TABLE_LIMIT = 200_000  # shapes per section beyond which new ones stay in memory only (the file stays small)
 _REGISTRY_SIZE = 32
 
 
@@ -66,7 +67,7 @@ class MemoStepModel:
         self._table: dict[str, dict[str, Any]] = _valid(stored) or {"meta": {}, "decode": {}, "prefill": {},
                                                                     "verify": {}, "kv": {}}
         self._dirty = False
-        self._last_flush = time.monotonic()
+        _on_exit()
         if not self._table["meta"]:
             # First time for this replica: build now, so a model that does not fit fails here, as it
             # always did, and not later at a step (where a refusal means "not this batch").
@@ -100,7 +101,7 @@ class MemoStepModel:
             m = self.inner
             meta.update(name=m.name, chips=int(m.chips), power_w=float(m.power_w),
                         kv_capacity_bytes=float(m.kv_capacity_bytes()), max_batch=int(m.max_batch()))
-            self._touch()
+            self._dirty = True
         return meta
 
     def _lookup(self, section: str, key: str, compute: Callable[[], StepCost]) -> StepCost:
@@ -114,24 +115,19 @@ class MemoStepModel:
                 hit = ["!", e.field, e.message]
             table[key] = hit
             stats.priced += 1
-            self._touch()
+            self._dirty = True
+            _on_exit()
         else:
             stats.answered += 1
         if hit[0] == "!":
             raise DoesNotFit(hit[1], hit[2])
         return StepCost(hit[0], hit[1])
 
-    def _touch(self) -> None:
-        self._dirty = True
-        if self._persist and time.monotonic() - self._last_flush > _FLUSH_EVERY:
-            self.flush()
-
     def flush(self) -> None:
         """Write the table to the step cache if it gained entries (merged with what another process wrote)."""
         if not (self._persist and self._dirty):
             return
         self._dirty = False
-        self._last_flush = time.monotonic()
         cache = step_cache()
         if cache.enabled:
             cache._memory.pop(self._key, None)  # re-read the disk: another process may have added shapes
@@ -140,7 +136,9 @@ class MemoStepModel:
                 for section, entries in theirs.items():
                     for k, v in entries.items():
                         self._table[section].setdefault(k, v)
-        cache.put(self._key, self._table)
+        table = {s: (e if len(e) <= _TABLE_LIMIT else dict(list(e.items())[:_TABLE_LIMIT]))
+                 for s, e in self._table.items()}
+        cache.put(self._key, table)
 
     # --- the StepModel protocol -------------------------------------------------------------
     @property
@@ -167,7 +165,7 @@ class MemoStepModel:
         b = table.get(key)
         if b is None:
             b = table[key] = float(self.inner.kv_bytes(context))
-            self._touch()
+            self._dirty = True
         return b
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
@@ -229,5 +227,22 @@ def reset() -> None:
     stats.built = stats.priced = stats.answered = 0
 
 
-atexit.register(flush_all)
+_hooked_pid = 0
+
+
+def _on_exit() -> None:
+    """Write the tables when this process ends: at interpreter exit, and in a multiprocessing worker
+    (a sweep's process pool), whose exit skips atexit but runs multiprocessing's finalizers."""
+    global _hooked_pid
+    if _hooked_pid == os.getpid():
+        return
+    first = _hooked_pid == 0
+    _hooked_pid = os.getpid()
+    if first:
+        atexit.register(flush_all)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        from multiprocessing.util import Finalize
+
+        Finalize(None, flush_all, exitpriority=10)
 
