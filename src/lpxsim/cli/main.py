@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from contextlib import nullcontext
 
 import typer
 
@@ -60,6 +61,8 @@ COMMAND_NAMES = {
     "simulate": "lpxsim.cli.simulate_cmd", "bench": "lpxsim.cli.bench_cmd", "sweep": "lpxsim.cli.sweep_cmd",
     "tour": "lpxsim.cli.tour_cmd", "plan": "lpxsim.cli.plan_cmd", "cache": "lpxsim.cli.cache_cmd",
 }
+# Commands that answer in well under 2 s: no whole-command spinner (every other one shows one at a terminal).
+QUICK_COMMANDS = {"models", "model", "systems", "system", "cache", "capacity"}
 _registered: set[str] = set()
 
 
@@ -93,10 +96,16 @@ def run() -> None:
     argv = sys.argv[1:]
     if "--no-cache" in argv[1:]:  # also accepted after the command name
         argv = ["--no-cache", *(a for a in argv if a != "--no-cache")]
-    mod = COMMAND_NAMES.get(_invoked(argv) or "")
+    name = _invoked(argv) or ""
+    mod = COMMAND_NAMES.get(name)
     app = _register([mod] if mod else COMMAND_MODULES)
+    from lpxsim import progress
+
+    if "--json" in argv:  # stdout belongs to one JSON object: no bars anywhere, workers included
+        progress.quiet()
     try:
-        app(args=argv, standalone_mode=False)
+        with progress.bar(f"lpxsim {name}") if mod and name not in QUICK_COMMANDS else nullcontext():
+            app(args=argv, standalone_mode=False)
     except UserError as e:
         sys.stderr.write(f"error: {e}\n")
         sys.exit(2)
