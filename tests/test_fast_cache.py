@@ -192,3 +192,13 @@ def test_make_step_model_shares_one_memo_per_replica(fresh_cache) -> None:
     assert isinstance(a, stepmemo.MemoStepModel)
     direct = a.inner.decode_step(DecodeBatch.uniform(8, 3000))
     assert a.decode_step(DecodeBatch.uniform(8, 3000)) == direct
+
+
+@pytest.mark.heavy
+def test_a_second_lpx_estimate_compiles_nothing(tmp_path: Path) -> None:
+    args = ["estimate", "llama-3.1-8b", "--system", "lpx", "--isl", "4000", "--osl", "500", "--json"]
+    first, (built1, priced1, heavy) = _cli(args, tmp_path / "c")
+    second, (built2, priced2, _) = _cli(args, tmp_path / "c")
+    assert built1 == 1 and priced1 > 0 and heavy == []
+    assert (built2, priced2) == (0, 0)  # no LpxStepModel, so no compile at all
+    assert json.loads(second.stdout) == json.loads(first.stdout)

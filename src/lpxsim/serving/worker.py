@@ -108,8 +108,11 @@ class Worker:
         self.run_chunks: list[tuple[Request, int]] | None = None
         self.joins: list[Request] = []  # first tokens that left the pipeline during a step
         self.run_first_tok = 0.0
-        self._period: dict = {}
-        self._kvb: dict[int, float] = {}
+        # Tables that depend only on the model (and block size): shared by the workers of a pool, so a
+        # fleet of W replicas prices each shape once, not W times.
+        shared = sim.model_tables.setdefault((id(model), self.block), {"kvb": {}, "period": {}})
+        self._kvb: dict[int, float] = shared["kvb"]
+        self._period: dict = shared["period"] if share is None and type(self) is Worker else {}
         # statistics
         self.busy_s = 0.0
         self.tokens_out = 0
@@ -151,6 +154,10 @@ class Worker:
 
     # --- cost helpers ---------------------------------------------------------------
     def _init_kv_growth(self) -> None:
+        shared = self.sim.model_tables[(id(self.model), self.block)]
+        if "growth" in shared:
+            self.g_all, self.g_full, self.window_ctx = shared["growth"]
+            return
         m = self.model
         self.g_all = m.kv_bytes(2) - m.kv_bytes(1)  # every layer grows (below the sliding windows)
         far = 1 << 22
@@ -159,6 +166,7 @@ class Worker:
         while w < far and m.kv_bytes(w + 1) - m.kv_bytes(w) > self.g_full + 1e-9:
             w *= 2
         self.window_ctx = w  # beyond this context only full-attention layers grow
+        shared["growth"] = (self.g_all, self.g_full, self.window_ctx)
 
     def kvb(self, tokens: int) -> float:
         """KV bytes of one sequence of `tokens` tokens, rounded up to whole blocks (cached)."""
