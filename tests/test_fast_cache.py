@@ -202,3 +202,15 @@ def test_a_second_lpx_estimate_compiles_nothing(tmp_path: Path) -> None:
     assert built1 == 1 and priced1 > 0 and heavy == []
     assert (built2, priced2) == (0, 0)  # no LpxStepModel, so no compile at all
     assert json.loads(second.stdout) == json.loads(first.stdout)
+
+
+def test_a_memo_pickles_without_its_backend(fresh_cache) -> None:
+    import pickle
+
+    from lpxsim.backends import Layout, make_step_model
+
+    a = make_step_model("llama-3.1-8b", "h200-hgx", Layout(gpus=1, tp=1))
+    want = a.decode_step(DecodeBatch.uniform(4, 1000))
+    b = pickle.loads(pickle.dumps(a))
+    assert b._inner is None and b.decode_step(DecodeBatch.uniform(4, 1000)) == want and b._inner is None
+    assert b.prefill(PrefillChunk(100, 0, 1)) == a.prefill(PrefillChunk(100, 0, 1))
