@@ -8,6 +8,7 @@ get the compiler-backed `LpxStepModel`; GPU systems the roofline `GpuStepModel`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import UserError
@@ -47,14 +48,37 @@ def make_step_model(
     kv: str = "bf16",
     kv_layout: str = "separate",
 ) -> StepModel:
-    """The StepModel of one replica of `model` on `system` with `layout`."""
+    """The StepModel of one replica of `model` on `system` with `layout`, behind a per-shape memo
+    that persists through the step cache (`lpxsim.stepmemo`): a shape is priced once, ever."""
     m, s = get_model(model), get_system(system)
     lay = layout or Layout()
     if lay.goal not in ("latency", "throughput"):
         raise UserError("goal", f"expected latency or throughput, got {lay.goal!r}")
+    _check(s, lay)
+    from lpxsim.stepmemo import memoized
+
+    build = partial(build_step_model, m, s.name, lay, weights, kv, kv_layout)
+    return memoized(build, ("backend", m, s, lay, weights, kv, kv_layout))
+
+
+def _check(s, lay: Layout) -> None:
+    """Layout fields that do not belong to the system's kind: refused before anything is built."""
     if s.is_lpu:
         if lay.gpus is not None or lay.tp is not None:
             raise UserError("gpus", f"{s.name} is an LPU system: give --racks or --chips, not --gpus/--tp")
+        _workload_grid(lay)
+        return
+    if lay.racks is not None or lay.chips is not None:
+        raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
+    gpus = lay.gpus if lay.gpus is not None else (lay.tp or s.topology.chips_per_node)
+    if gpus <= 0:
+        raise UserError("gpus", f"expected a positive number of GPUs, got {gpus}")
+
+
+def build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: str, kv_layout: str) -> StepModel:
+    """The backend itself, unwrapped (a layout search, and on LPX a compile): `make_step_model` memoizes it."""
+    s = get_system(system)
+    if s.is_lpu:
         from lpxsim.lpu import LpxStepModel
 
         return LpxStepModel(
@@ -62,13 +86,9 @@ def make_step_model(
             layout=lay.lpx_layout, context=_context(lay), concurrency=lay.concurrency,
             context_grid=_workload_grid(lay),
         )
-    if lay.racks is not None or lay.chips is not None:
-        raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
     from lpxsim.gpu import GpuStepModel, best_layout
 
     gpus = lay.gpus if lay.gpus is not None else (lay.tp or s.topology.chips_per_node)
-    if gpus <= 0:
-        raise UserError("gpus", f"expected a positive number of GPUs, got {gpus}")
     if lay.tp is None:
         return best_layout(
             m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv, kv_layout=kv_layout,

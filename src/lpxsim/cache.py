@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -62,13 +63,21 @@ def digest(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _package_dir(pkg: str) -> Path:
+    """The folder of package `pkg`, found without importing it (importing a backend costs seconds)."""
+    spec = importlib.util.find_spec(pkg)  # imports only the parents
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(str(resources.files(pkg)))
+
+
 @cache
 def source_version(*packages: str) -> str:
     """A version string for a cost model: the hash of every .py/.json/.yaml file of `packages`
     (e.g. ``"lpxsim.lpu"``), so editing the model's code or fitted data changes every key."""
     h = hashlib.sha256(str(FORMAT).encode())
     for pkg in sorted(packages):
-        root = Path(str(resources.files(pkg)))
+        root = _package_dir(pkg)
         files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".json", ".yaml") and p.is_file())
         for p in files:
             h.update(str(p.relative_to(root)).encode())
@@ -145,8 +154,8 @@ class StepCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
             try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump({"key": key, "value": value}, f, separators=(",", ":"))
+                with os.fdopen(fd, "w") as f:  # dumps, not dump: dump runs the pure-Python encoder
+                    f.write(json.dumps({"key": key, "value": value}, separators=(",", ":")))
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

@@ -246,14 +246,11 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
 
 @contextmanager
 def _progress(enabled: bool, total: int):
-    """A rich progress bar on stderr; yields `advance(n)`."""
+    """A rich progress bar on stderr (`lpxsim.progress`: only at a terminal); yields `advance(n)`."""
     if not enabled:
         yield lambda n: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from lpxsim.progress import bar  # only at a terminal, never under --json
 
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=False) as prog:
-        task = prog.add_task("sweep", total=total)
-        yield lambda n: prog.advance(task, n)
+    with bar("sweep", total=total) as tick:
+        yield tick.advance

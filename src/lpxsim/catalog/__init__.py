@@ -71,9 +71,12 @@ def _system_files() -> dict[str, Path]:
     return {p.stem: p for p in sorted(d.glob("*.yaml"))}
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @cache
 def _load_system(path: str) -> SystemSpec:
-    raw = yaml.safe_load(Path(path).read_text())
+    raw = yaml.load(Path(path).read_text(), Loader=_LOADER)  # libyaml's loader: 10x faster start-up
     try:
         return SystemSpec.model_validate(raw)
     except ValidationError as e:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from lpxsim.cli.common import emit_json, out
-from lpxsim.plan.estimate import Estimate
+
+if TYPE_CHECKING:
+    from lpxsim.plan.estimate import Estimate
 
 
 def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
@@ -41,6 +44,8 @@ def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
 
 
 def _print(d: dict) -> None:
+    from rich.table import Table  # only for people: --json never pays for it
+
     t = Table(
         title=f"{d['model']} on {d['system']} ({d['chips']} chips, {d['power_w'] / 1e3:,.0f} kW): "
         f"ISL {d['isl']:,} / OSL {d['osl']:,} at concurrency {d['concurrency']}"

@@ -1,15 +1,21 @@
-"""Entry point: builds the typer app from the command modules and maps user errors to exit 2."""
+"""Entry point: builds the typer app from the command modules and maps user errors to exit 2.
+
+Start-up imports only the module of the command being run (`COMMAND_NAMES`), so
+`lpxsim estimate` never pays for pandas or the serving simulator; `--help`, an
+unknown name, or `app` imported by a test registers every module.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+from contextlib import nullcontext
 
 import typer
 
 from lpxsim.errors import UserError
 
-app = typer.Typer(
+_app = typer.Typer(
     name="lpxsim",
     help="Digital twin of the NVIDIA Groq 3 LPX rack and heterogeneous Vera Rubin + LPX serving.\n\n"
     "Per-user tok/s is always printed with its context length, concurrency and hardware.",
@@ -19,9 +25,15 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _main() -> None:
+@_app.callback()
+def _main(
+    no_cache: bool = typer.Option(False, "--no-cache", help="bypass the on-disk step-cost cache ($LPXSIM_CACHE)"),
+) -> None:
     """lpxsim: tokens/s per user at a stated context and concurrency, next to the hardware and its power."""
+    if no_cache:
+        from lpxsim.cache import set_enabled
+
+        set_enabled(False)
 
 
 # Each module defines `register(app)`. Order is the order of `lpxsim --help`.
@@ -36,16 +48,64 @@ COMMAND_MODULES = [
     "lpxsim.cli.sweep_cmd",
     "lpxsim.cli.tour_cmd",
     "lpxsim.cli.plan_cmd",
+    "lpxsim.cli.cache_cmd",
 ]
 
-for _mod in COMMAND_MODULES:
-    importlib.import_module(_mod).register(app)  # a missing module is a packaging bug: fail loudly
+# The module that registers each command: `lpxsim NAME` imports only that one. A command missing here
+# still works (every module is then registered); this map only makes start-up faster.
+COMMAND_NAMES = {
+    "models": "lpxsim.cli.catalog_cmds", "model": "lpxsim.cli.catalog_cmds",
+    "systems": "lpxsim.cli.catalog_cmds", "system": "lpxsim.cli.catalog_cmds",
+    "capacity": "lpxsim.cli.capacity_cmd", "compile": "lpxsim.cli.compile_cmd",
+    "estimate": "lpxsim.cli.estimate_cmd", "emulate": "lpxsim.cli.emulate_cmd",
+    "simulate": "lpxsim.cli.simulate_cmd", "bench": "lpxsim.cli.bench_cmd", "sweep": "lpxsim.cli.sweep_cmd",
+    "tour": "lpxsim.cli.tour_cmd", "plan": "lpxsim.cli.plan_cmd", "cache": "lpxsim.cli.cache_cmd",
+}
+# Commands that answer in well under 2 s: no whole-command spinner (every other one shows one at a terminal).
+QUICK_COMMANDS = {"models", "model", "systems", "system", "cache", "capacity"}
+_registered: set[str] = set()
+
+
+def _register(modules: list[str]) -> typer.Typer:
+    """Register `modules` (in `COMMAND_MODULES` order, so --help lists commands in that order)."""
+    for mod in COMMAND_MODULES:
+        if mod in modules and mod not in _registered:
+            importlib.import_module(mod).register(_app)  # a missing module is a packaging bug: fail loudly
+            _registered.add(mod)
+    return _app
+
+
+def _invoked(argv: list[str]) -> str | None:
+    """The command name on a command line (the first word that is not a root option), if any."""
+    for a in argv:
+        if not a.startswith("-"):
+            return a
+        if a in ("--help", "-h"):
+            return None
+    return None
+
+
+def __getattr__(name: str) -> typer.Typer:
+    if name == "app":  # `from lpxsim.cli.main import app`: the whole CLI
+        return _register(COMMAND_MODULES)
+    raise AttributeError(name)
 
 
 def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
+    argv = sys.argv[1:]
+    if "--no-cache" in argv[1:]:  # also accepted after the command name
+        argv = ["--no-cache", *(a for a in argv if a != "--no-cache")]
+    name = _invoked(argv) or ""
+    mod = COMMAND_NAMES.get(name)
+    app = _register([mod] if mod else COMMAND_MODULES)
+    from lpxsim import progress
+
+    if "--json" in argv:  # stdout belongs to one JSON object: no bars anywhere, workers included
+        progress.quiet()
     try:
-        app(standalone_mode=False)
+        with progress.bar(f"lpxsim {name}") if mod and name not in QUICK_COMMANDS else nullcontext():
+            app(args=argv, standalone_mode=False)
     except UserError as e:
         sys.stderr.write(f"error: {e}\n")
         sys.exit(2)

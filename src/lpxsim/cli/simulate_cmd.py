@@ -136,13 +136,11 @@ def register(app: typer.Typer) -> None:
             raise UserError("duration", f"expected a positive number of seconds, got {duration}")
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
-        from rich.progress import BarColumn, Progress, TextColumn
+        from lpxsim.progress import bar
 
-        with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[t]:,.0f} s simulated"),
-                      console=err, transient=True) as bar:
-            task = bar.add_task("sim", total=None, t=0.0)
+        with bar("simulating") as tick:  # silent under --json or when stderr is not a terminal
             result = simulate(fleet_src, wcfg, seed=seed, duration_s=duration,
-                              on_progress=lambda t: bar.update(task, t=t))
+                              on_progress=lambda t: tick.update(note=f"{t:,.0f} s simulated"))
         written = write_outputs(result, out_dir) if out_dir is not None else []
         if as_json:
             emit_json({"summary": result.summary, "pools": result.pools.to_dict(orient="records"), "written": written})

@@ -75,7 +75,14 @@ def register(app: typer.Typer) -> None:
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
                          executor=executor, seed=seed, jobs=jobs)
-        res = run_tour(cfg, out_dir, log=lambda s: err.print(f"[dim]{s}[/dim]"))
+        from lpxsim.progress import bar
+
+        with bar("tour") as tick:  # the current section on the bar's line (only at a terminal)
+            def log(s: str) -> None:
+                err.print(f"[dim]{s}[/dim]")
+                tick.update(description=f"tour: {s[:60]}")
+
+            res = run_tour(cfg, out_dir, log=log)
         if as_json:
             emit_json({"out": str(res.out), "index_html": str(res.index_html),
                        "results_parquet": str(res.results_parquet), "pngs": [str(p) for p in res.pngs],

@@ -18,7 +18,8 @@ from collections import OrderedDict
 class KvStore:
     """Byte-accounted KV pool with a hashed-prefix cache (refcounts + LRU of unreferenced units)."""
 
-    __slots__ = ("capacity", "used", "units", "lru", "evictable", "peak", "hits_tokens", "evictions")
+    __slots__ = ("capacity", "used", "units", "lru", "evictable", "peak", "hits_tokens", "evictions", "holders",
+                 "bit")
 
     def __init__(self, capacity_bytes: float) -> None:
         self.capacity = float(capacity_bytes)
@@ -29,6 +30,15 @@ class KvStore:
         self.peak = 0.0
         self.hits_tokens = 0
         self.evictions = 0
+        # A KV-aware router's index (unit id -> bitmask of the workers holding it) and this store's bit in it
+        self.holders: dict[int, int] | None = None
+        self.bit = 0
+
+    def track(self, holders: dict[int, int], bit: int) -> None:
+        """Report every resident unit, now and from now on, in the router's index `holders` under `bit`."""
+        self.holders, self.bit = holders, bit
+        for h in self.units:
+            holders[h] = holders.get(h, 0) | bit
 
     def match(self, ids: tuple[int, ...]) -> int:
         """Number of leading units of `ids` resident here (no side effects)."""
@@ -75,6 +85,8 @@ class KvStore:
                     u[0] += 1
                 continue
             self.units[h] = [1 if referenced else 0, b]
+            if self.holders is not None:
+                self.holders[h] = self.holders.get(h, 0) | self.bit
             if not referenced:
                 self.lru[h] = None
                 self.evictable += b
@@ -94,6 +106,12 @@ class KvStore:
         while self.capacity - self.used < nbytes and lru:
             h, _ = lru.popitem(last=False)
             b = units.pop(h)[1]
+            if self.holders is not None:
+                rest = self.holders[h] & ~self.bit
+                if rest:
+                    self.holders[h] = rest
+                else:
+                    del self.holders[h]
             self.evictable -= b
             self.used -= b
             self.evictions += 1

@@ -48,6 +48,7 @@ class Simulation:
         r = fleet.router
         self.router = Router(r.policy, r.overlap_weight, r.temperature, fleet.scheduler.block_tokens, self.rng)
         self.pools: dict[str, PoolRuntime] = {}
+        self.model_tables: dict[tuple, dict] = {}  # per (step model, block): tables its workers share
         self.links: dict[str, Link] = {}
         self.requests: list[Request] = []
         self.in_system = 0

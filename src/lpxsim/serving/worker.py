@@ -70,6 +70,11 @@ class SharedResource:
 class Worker:
     """One replica. `role`: aggregated | prefill (hands KV off after the first token) | decode."""
 
+    _board = None  # class defaults: a subclass may touch the load before Worker.__init__ runs
+    _slot = 0
+    _ctx_sum = 0
+    _queued_tokens = 0
+
     def __init__(self, sim: Simulation, pool: str, index: int, model: StepModel, sched, role: str,
                  share: SharedResource | None = None) -> None:
         self.sim = sim
@@ -88,6 +93,8 @@ class Worker:
         self.waiting: deque[Request] = deque()
         self.prefilling: deque[Request] = deque()
         self.finish_heap: list[tuple[int, int, Request]] = []
+        self._board = None  # a KV-aware router's load board once it tracks this worker (`track`)
+        self._slot = 0
         self.queued_tokens = 0
         self.n_dec = 0
         self.ctx_sum = 0
@@ -101,8 +108,11 @@ class Worker:
         self.run_chunks: list[tuple[Request, int]] | None = None
         self.joins: list[Request] = []  # first tokens that left the pipeline during a step
         self.run_first_tok = 0.0
-        self._period: dict = {}
-        self._kvb: dict[int, float] = {}
+        # Tables that depend only on the model (and block size): shared by the workers of a pool, so a
+        # fleet of W replicas prices each shape once, not W times.
+        shared = sim.model_tables.setdefault((id(model), self.block), {"kvb": {}, "period": {}})
+        self._kvb: dict[int, float] = shared["kvb"]
+        self._period: dict = shared["period"] if share is None and type(self) is Worker else {}
         # statistics
         self.busy_s = 0.0
         self.tokens_out = 0
@@ -113,8 +123,41 @@ class Worker:
         self.rejected = 0
         self._init_kv_growth()
 
+    # --- load as a KV-aware router tracks it -------------------------------------------
+    @property
+    def ctx_sum(self) -> int:
+        """Context tokens of the running sequences."""
+        return self._ctx_sum
+
+    @ctx_sum.setter
+    def ctx_sum(self, v: int) -> None:
+        self._ctx_sum = v
+        if self._board is not None:
+            self._board.ctx[self._slot] = v
+
+    @property
+    def queued_tokens(self) -> int:
+        """Tokens of the requests waiting or prefilling here."""
+        return self._queued_tokens
+
+    @queued_tokens.setter
+    def queued_tokens(self, v: int) -> None:
+        self._queued_tokens = v
+        if self._board is not None:
+            self._board.queued[self._slot] = v
+
+    def track(self, board, slot: int) -> None:
+        """Publish this worker's load and resident prefix units to a router's board, under `slot`."""
+        self._board, self._slot = board, slot
+        board.ctx[slot], board.queued[slot] = self._ctx_sum, self._queued_tokens
+        self.kv.track(board.holders, 1 << slot)
+
     # --- cost helpers ---------------------------------------------------------------
     def _init_kv_growth(self) -> None:
+        shared = self.sim.model_tables[(id(self.model), self.block)]
+        if "growth" in shared:
+            self.g_all, self.g_full, self.window_ctx = shared["growth"]
+            return
         m = self.model
         self.g_all = m.kv_bytes(2) - m.kv_bytes(1)  # every layer grows (below the sliding windows)
         far = 1 << 22
@@ -123,6 +166,7 @@ class Worker:
         while w < far and m.kv_bytes(w + 1) - m.kv_bytes(w) > self.g_full + 1e-9:
             w *= 2
         self.window_ctx = w  # beyond this context only full-attention layers grow
+        shared["growth"] = (self.g_all, self.g_full, self.window_ctx)
 
     def kvb(self, tokens: int) -> float:
         """KV bytes of one sequence of `tokens` tokens, rounded up to whole blocks (cached)."""
