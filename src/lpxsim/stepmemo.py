@@ -55,6 +55,10 @@ def _ctx_key(contexts: tuple[int, ...]) -> str:
     return ",".join(map(str, contexts))
 
 
+# Descriptive backend attributes kept in the table's meta, so a warm process need not build the backend.
+_REMEMBERED = ("cost_sources", "framework")
+
+
 class MemoStepModel:
     """A StepModel answered from a per-shape table, with the real backend built only on a miss."""
 
@@ -86,7 +90,22 @@ class MemoStepModel:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_inner", "_build", "_table"):
             raise AttributeError(name)
+        if name in _REMEMBERED and self._inner is None and name in self._table["meta"]:
+            return self._table["meta"][name]  # answered from the table: no backend built for it
         return getattr(self.inner, name)
+
+    def _remember_extras(self) -> None:
+        """Copy the backend's descriptive attributes (GPU `cost_sources`, `framework`) into the table."""
+        if self._inner is None:
+            return
+        meta = self._table["meta"]
+        for name in _REMEMBERED:
+            value = getattr(self._inner, name, None)
+            if value is not None:
+                value = dict(value) if isinstance(value, dict) else value
+                if meta.get(name) != value:
+                    meta[name] = value
+                    self._dirty = True
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_inner"} | {"_inner": None}
@@ -125,6 +144,7 @@ class MemoStepModel:
 
     def flush(self) -> None:
         """Write the table to the step cache if it gained entries (merged with what another process wrote)."""
+        self._remember_extras()
         if not (self._persist and self._dirty):
             return
         self._dirty = False
