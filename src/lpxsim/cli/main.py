@@ -7,7 +7,10 @@ import sys
 
 import typer
 
+from lpxsim.cli import help_format
 from lpxsim.errors import UserError
+
+help_format.install()
 
 app = typer.Typer(
     name="lpxsim",
@@ -57,7 +60,9 @@ def run() -> None:
     except Exception as e:
         # Click's usage errors (typer vendors click): one line, their own exit code (2).
         if hasattr(e, "show") and hasattr(e, "exit_code") and hasattr(e, "format_message"):
-            sys.stderr.write(f"error: {e.format_message()}\n")
+            message = e.format_message()
+            if message:  # a group called bare (`lpxsim plan`) printed its help: no empty "error:" line
+                sys.stderr.write(f"error: {message}\n")
             sys.exit(e.exit_code)
         raise
 
