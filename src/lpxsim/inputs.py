@@ -74,16 +74,20 @@ _HUMAN = re.compile(r"^([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*(k|ki|m|mi|g|
 _SCALE = {None: 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
 
 
-def parse_count(text: object, field: str, lo: int, hi: int) -> int:
-    """A whole count written the human way: 32000, 32K, 100k, 1M, 1.5m, 32Ki (=32768), 1e5; in [lo, hi]."""
+def parse_count(text: object, field: str, lo: int, hi: int, human: bool = True) -> int:
+    """A whole count written the human way: 32000, 32K, 100k, 1M, 1.5m, 32Ki (=32768), 1e5; in [lo, hi].
+
+    K, M, G are powers of 1,000 (token counts are quoted that way: a "100K context" is 100,000 tokens);
+    Ki, Mi, Gi powers of 1,024. With `human=False` only plain integers are accepted (seeds, degrees)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return check_int(field, text, lo, hi)
     s = str(text).strip().lower()
-    m = _HUMAN.match(s)
+    m = _HUMAN.match(s) if human else re.match(r"^([0-9][0-9_]*)()$", s)
     if not m:
-        raise UserError(field, f"expected a whole number in {range_text(lo, hi)} (e.g. 32000, 32K, 1M), got {text!r}")
+        example = " (e.g. 32000, 32K, 1M)" if human else ""
+        raise UserError(field, f"expected a whole number in {range_text(lo, hi)}{example}, got {text!r}")
     num = float(m.group(1).replace("_", "").replace(",", ""))
-    value = num * _SCALE[m.group(2)]
+    value = num * _SCALE[m.group(2) or None]
     if not math.isfinite(value) or not float(value).is_integer():
         if math.isfinite(value) and abs(value - round(value)) < 1e-6 * max(1.0, abs(value)):
             value = round(value)
@@ -141,3 +145,8 @@ def check_output_file(path: str | Path, field: str) -> Path:
         raise UserError(field, f"{str(p)!r} is a directory; expected a file path")
     check_output_dir(p.parent if str(p.parent) else Path("."), field)
     return p
+
+
+def check_jobs(jobs: object, field: str = "jobs") -> int:
+    """Worker processes: 1 .. 4 x CPU cores."""
+    return check_int(field, jobs, 1, jobs_max())

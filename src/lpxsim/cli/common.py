@@ -13,7 +13,6 @@ from rich.table import Table
 from lpxsim.specs.precision import PRECISIONS
 
 
-
 def keep_identifiers(t: Table, names: int = 1) -> Table:
     """Never cut the first `names` columns (the identifiers a user types next); let the others fold.
 

@@ -43,7 +43,7 @@ def count_option(default: Any, *decls: str, help: str, lo: int = 1, hi: int = in
     rng = inputs.range_text(lo, hi)
     field = decls[0].lstrip("-") if decls else "value"
     return typer.Option(default, *decls, metavar=metavar, help=f"{help} [{rng}{'; 32K, 1M ok' if human else ''}]",
-                        parser=_parser(lambda v: inputs.parse_count(v, field, lo, hi)))
+                        parser=_parser(lambda v: inputs.parse_count(v, field, lo, hi, human)))
 
 
 def tokens_option(default: Any, *decls: str, help: str, lo: int = 1, hi: int = inputs.TOKENS_MAX) -> Any:
