@@ -70,9 +70,8 @@ def test_worker_counts_are_capped_at_4x_cores() -> None:
     from lpxsim.bench.sweep import make_executor
     from lpxsim.inputs import jobs_max
 
-    with pytest.raises(UserError, match=r"workers: expected an integer in 1\.\."):
-        with make_executor("process", workers=jobs_max() + 1):
-            pass
-    with pytest.raises(UserError, match="workers"):
-        with make_executor("thread", workers=0):
-            pass
+    with pytest.raises(UserError, match=r"workers: expected an integer in 1\.\."), make_executor(
+            "process", workers=jobs_max() + 1):
+        pass
+    with pytest.raises(UserError, match="workers"), make_executor("thread", workers=0):
+        pass
