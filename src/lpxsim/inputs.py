@@ -34,6 +34,8 @@ def jobs_max() -> int:
 
 def _fmt(v: float) -> str:
     """Compact form of a bound: 10M, 1,000, 0.5."""
+    if isinstance(v, (int, float)) and v >= 1e9 and v == float(f"{v:.0e}"):
+        return f"{v:.0e}".replace("e+0", "e").replace("e+", "e")  # 1e9, 1e12
     if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e18):
         v = int(v)
         for suffix, scale in (("M", 1_000_000), ("K", 1_000)):

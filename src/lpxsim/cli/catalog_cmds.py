@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from lpxsim.catalog import all_systems, get_model, get_system, model_names
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, fmt_count, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, fmt_count, keep_identifiers, out
 from lpxsim.cli.validate import count_option, tokens_option
 from lpxsim.specs.summary import model_row, model_summary, system_row, system_summary
 
@@ -46,7 +46,7 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="print one JS
             fmt_bytes(r["weight_bytes_fp8"]),
             _kv_str(r["kv_bytes_per_token_bf16"]),
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def model_cmd(
@@ -132,7 +132,7 @@ def systems_cmd(json_out: bool = typer.Option(False, "--json", help="print one J
             f"{r['fp8_flops_per_unit'] / 1e15:,.1f} PF",
             f"{r['power_w_per_unit'] / 1e3:,.1f} kW ({r['power_grade']})",
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def system_cmd(

@@ -14,7 +14,7 @@ from lpxsim.specs.precision import PRECISIONS
 
 
 def keep_identifiers(t: Table, names: int = 1) -> Table:
-    """Never cut the first `names` columns (the identifiers a user types next); let the others fold.
+    """Never cut the first `names` columns (the identifiers a user types next); let every column fold.
 
     Rich shrinks a too-wide table by ending cells in an ellipsis, which cut catalog names
     ("gb200-n…") and, when piped, numbers. Identifier columns get `no_wrap` (rich then shrinks the
@@ -24,16 +24,18 @@ def keep_identifiers(t: Table, names: int = 1) -> Table:
         if i < names:
             col.no_wrap = True
         col.overflow = "fold"
+    t._lpxsim_kept = True  # type: ignore[attr-defined]
     return t
 
 
 class _TableConsole(Console):
-    """A console that prints every table with `keep_identifiers` (commands need not remember)."""
+    """A console on which no table cell ends in an ellipsis: columns fold (identifier columns are
+    marked by the commands with `keep_identifiers`)."""
 
     def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
         for o in objects:
             if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
-                keep_identifiers(o)
+                keep_identifiers(o, names=0)
         super().print(*objects, **kw)
 
 

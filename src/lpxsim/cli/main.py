@@ -45,6 +45,14 @@ for _mod in COMMAND_MODULES:
     importlib.import_module(_mod).register(app)  # a missing module is a packaging bug: fail loudly
 
 
+def _one_line(e: Exception) -> str:
+    """A click usage error as one line; a bad option value reads like a UserError: `field: message`."""
+    param = getattr(e, "param", None)  # typer vendors click: duck-type its BadParameter
+    if type(e).__name__ == "BadParameter" and param is not None and getattr(param, "opts", None):
+        return f"{param.opts[0].lstrip('-')}: {e.message}"
+    return e.format_message()
+
+
 def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
     try:
@@ -60,7 +68,7 @@ def run() -> None:
     except Exception as e:
         # Click's usage errors (typer vendors click): one line, their own exit code (2).
         if hasattr(e, "show") and hasattr(e, "exit_code") and hasattr(e, "format_message"):
-            message = e.format_message()
+            message = _one_line(e)
             if message:  # a group called bare (`lpxsim plan`) printed its help: no empty "error:" line
                 sys.stderr.write(f"error: {message}\n")
             sys.exit(e.exit_code)

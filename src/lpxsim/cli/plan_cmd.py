@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, keep_identifiers, out
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.errors import UserError
 
@@ -63,7 +63,7 @@ def _print_fleet(d: dict) -> None:
     for b in d["bom"]:
         bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
                     f"{b['used_units']:,.2f}", f"{b['output_tok_s']:,.0f}", f"{b['tok_s_per_mw']:,.0f}")
-    out.print(bom)
+    out.print(keep_identifiers(bom))
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")
     t = Table(title="Assignment: per-user speed with its context and concurrency")
@@ -73,7 +73,7 @@ def _print_fleet(d: dict) -> None:
         t.add_row(a["request_class"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
                   f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['concurrency_per_replica']:,}",
                   f"{a['served']:,.1f}/{a['demand']:,.1f} {a['demand_unit']}")
-    out.print(t)
+    out.print(keep_identifiers(t, 2))
     for a in d["assignments"]:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
@@ -114,7 +114,7 @@ def _print_t8(d: dict) -> None:
             f"{r['concurrency']:,}" if ok else "-", f"{r['tok_s_per_mw']:,.0f}" if ok else "-",
             f"{ratio:.2f}x" if ratio is not None else "-",
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
     if d["frontier"]:
         out.print(_frontier_table(d))
     out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")

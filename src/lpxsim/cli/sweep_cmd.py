@@ -9,7 +9,7 @@ from rich.table import Table
 
 from lpxsim import inputs
 from lpxsim.cli.bench_cmd import parse_int_list
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
 from lpxsim.cli.validate import count_option, tokens_option
 
 TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
@@ -34,7 +34,7 @@ def print_sweep(df) -> None:
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
                   str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
                   f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", "*" if r["on_frontier"] else "")
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def register(app: typer.Typer) -> None:
