@@ -11,6 +11,7 @@ from rich.table import Table
 from lpxsim import inputs
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out
 from lpxsim.cli.validate import count_option, real_option, seed_option, tokens_option
+from lpxsim.errors import UserError
 
 
 def parse_int_list(text: str, field: str, lo: int = 1, hi: int = inputs.TOKENS_MAX) -> list[int]:
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
     @bench_app.command("aa")
     def aa_cmd(
-        model: str = typer.Argument(..., help="catalog name or path to a config.json"),
+        model: str = typer.Argument(..., help="catalog model name (lpxsim models)"),
         system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, ..."),
         contexts: str = typer.Option("10000,100000", "--contexts",
                                      help="input contexts, o200k tokens [each 1..10M; 32K, 1M ok]"),
@@ -79,9 +80,11 @@ def register(app: typer.Typer) -> None:
         from lpxsim.bench.fleets import is_fleet
         from lpxsim.bench.store import atomic_write_parquet
         from lpxsim.bench.tokens import TokenConversion, count_file
-        from lpxsim.catalog import get_model, get_system
+        from lpxsim.catalog import get_model, get_system, model_names
 
         model = get_model(model).name  # unknown names: one-line error before any work
+        if model not in model_names():  # the AA tables and published figures are per catalog model
+            raise UserError("model", f"bench aa takes a catalog model ({', '.join(model_names())}), not a config file")
         system = system if is_fleet(system) else get_system(system).name
         if per_request:
             inputs.check_output_file(per_request, "per-request")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -53,10 +54,18 @@ def _one_line(e: Exception) -> str:
     return e.format_message()
 
 
+@functools.cache
+def command():  # -> the click command of `app`
+    """The click command tree, built once per process (typer rebuilds it on every `app()` call)."""
+    return typer.main.get_command(app)
+
+
 def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
     try:
-        app(standalone_mode=False)
+        rv = command().main(args=sys.argv[1:], prog_name="lpxsim", standalone_mode=False)
+        if isinstance(rv, int) and rv:  # click returns a typer.Exit's code instead of raising it
+            sys.exit(rv)
     except UserError as e:
         sys.stderr.write(f"error: {e}\n")
         sys.exit(2)
@@ -69,8 +78,9 @@ def run() -> None:
         # Click's usage errors (typer vendors click): one line, their own exit code (2).
         if hasattr(e, "show") and hasattr(e, "exit_code") and hasattr(e, "format_message"):
             message = _one_line(e)
-            if message:  # a group called bare (`lpxsim plan`) printed its help: no empty "error:" line
-                sys.stderr.write(f"error: {message}\n")
+            if not message:  # a group called bare (`lpxsim plan`) printed its help: not an error
+                sys.exit(0)
+            sys.stderr.write(f"error: {message}\n")
             sys.exit(e.exit_code)
         raise
 
