@@ -9,7 +9,6 @@ ones of shared reference hardware.md §11 (NV-LPX, SA, HC26, STAS, ...), or
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterator
 from typing import Literal, NamedTuple
 
