@@ -45,9 +45,9 @@ def _fmt(v: float) -> str:
     return f"{v:g}"
 
 
-def range_text(lo: float, hi: float, lo_open: bool = False) -> str:
-    """'1..10M' or '>0..1' for messages and --help."""
-    return f"{'>' if lo_open else ''}{_fmt(lo)}..{_fmt(hi)}"
+def range_text(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> str:
+    """'1..10M', '>0..1' or '0..<1' for messages and --help."""
+    return f"{'>' if lo_open else ''}{_fmt(lo)}..{'<' if hi_open else ''}{_fmt(hi)}"
 
 
 def check_int(field: str, value: object, lo: int, hi: int) -> int:
@@ -61,13 +61,14 @@ def check_int(field: str, value: object, lo: int, hi: int) -> int:
     return int(value)
 
 
-def check_float(field: str, value: object, lo: float, hi: float, lo_open: bool = False) -> float:
-    """`value` as a finite float in [lo, hi] (or (lo, hi] when `lo_open`), or a UserError."""
-    rng = range_text(lo, hi, lo_open)
+def check_float(field: str, value: object, lo: float, hi: float, lo_open: bool = False,
+                hi_open: bool = False) -> float:
+    """`value` as a finite float in [lo, hi] (ends open with `lo_open` / `hi_open`), or a UserError."""
+    rng = range_text(lo, hi, lo_open, hi_open)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UserError(field, f"expected a number in {rng}, got {value!r}")
     v = float(value)
-    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v <= lo):
+    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v <= lo) or (hi_open and v >= hi):
         raise UserError(field, f"expected a finite number in {rng}, got {value!r}")
     return v
 

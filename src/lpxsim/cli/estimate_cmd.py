@@ -84,7 +84,8 @@ def register(app: typer.Typer) -> None:
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         mtp: int = count_option(0, "--mtp", help="speculative draft length k (MTP)", lo=0, hi=inputs.MTP_MAX,
                                 human=False),
-        accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1),
+        accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
+                                hi_open=True),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""

@@ -143,7 +143,8 @@ def point_cmd(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
     mtp: int = count_option(0, "--mtp", help="speculative draft length k (MTP); 0: off", lo=0, hi=inputs.MTP_MAX,
                             human=False),
-    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1),
+    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
+                                hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -189,7 +190,8 @@ def t8_cmd(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
     mtp: int = count_option(0, "--mtp", help="what-if: speculative draft length k (MTP); 0: off", lo=0,
                             hi=inputs.MTP_MAX, human=False),
-    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1),
+    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
+                                hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:

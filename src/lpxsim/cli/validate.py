@@ -52,12 +52,12 @@ def tokens_option(default: Any, *decls: str, help: str, lo: int = 1, hi: int = i
 
 
 def real_option(default: Any, *decls: str, help: str, lo: float, hi: float, lo_open: bool = False,
-                metavar: str = "X") -> Any:
-    """A finite number in [lo, hi] ((lo, hi] when `lo_open`); NaN and inf are refused."""
-    rng = inputs.range_text(lo, hi, lo_open)
+                hi_open: bool = False, metavar: str = "X") -> Any:
+    """A finite number in [lo, hi] (open ends with `lo_open` / `hi_open`); NaN and inf are refused."""
+    rng = inputs.range_text(lo, hi, lo_open, hi_open)
     field = decls[0].lstrip("-") if decls else "value"
     return typer.Option(default, *decls, metavar=metavar, help=f"{help} [{rng}]",
-                        parser=_parser(lambda v: inputs.check_float(field, _float(v), lo, hi, lo_open)))
+                        parser=_parser(lambda v: inputs.check_float(field, _float(v), lo, hi, lo_open, hi_open)))
 
 
 def seed_option(default: int = 0, help: str = "random seed (same seed, same results)") -> Any:
