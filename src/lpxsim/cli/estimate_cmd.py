@@ -96,7 +96,9 @@ def register(app: typer.Typer) -> None:
                      goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency)
         step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
-        d = estimate_dict(e, model, weights, kv)
+        from lpxsim.catalog import get_model
+
+        d = estimate_dict(e, get_model(model).name, weights, kv)  # a config path reads as its model's name
         if as_json:
             emit_json(d)
         else:
