@@ -48,7 +48,6 @@ def test_lpx_pipelines_micro_batches_gpu_does_not():
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_gpu_backend_closed_loop_agrees_with_estimate(concurrency):
     """The same agreement through the project's GPU backend (lpxsim.gpu), not only the analytic model."""
-    pytest.importorskip("lpxsim.gpu")
     f = fleet(pool(backend="gpu", tp=8))
     wl = {"kind": "synthetic", "num_requests": concurrency * 25,
           "arrival": {"process": "closed", "concurrency": concurrency}, "isl": 2048, "osl": 512}
@@ -61,7 +60,6 @@ def test_gpu_backend_closed_loop_agrees_with_estimate(concurrency):
 @pytest.mark.heavy
 def test_compiled_lpx_batch1_is_flat_with_context():
     """The compiler-backed LPX backend at concurrency 1 (slow: compiles each shape once)."""
-    pytest.importorskip("lpxsim.lpu")
     f = fleet(pool(system="lpx", backend="lpx", target_context=131072, target_concurrency=1))
     out = {}
     for isl in (10_000, 100_000):
