@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -74,7 +75,7 @@ def _read_jsonl(p: Path) -> list[dict]:
                 rows.append(row)
     except UnicodeDecodeError:
         raise UserError("trace", f"{p.name} line {i + 1} is not UTF-8 text; expected a JSONL or CSV trace") from None
-    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError; a corrupt stream, zlib.error
         raise UserError("trace", f"{p.name} cannot be read ({type(e).__name__}: {e})") from None
     return rows
 
