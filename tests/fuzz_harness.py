@@ -24,7 +24,7 @@ CASE_TIME_LIMIT_S = 20  # hard stop (SIGALRM) of one case: a hang becomes a fail
 CASE_MEMORY_LIMIT_BYTES = 2 * 1024**3  # extra address space one case may take before MemoryError
 
 # Deterministic (derandomize) and fast; the hypothesis deadline flags a slow case, SIGALRM a hung one.
-FUZZ_EXAMPLES = 120  # per fuzz test; 19 tests: > 2,000 cases in the default job
+FUZZ_EXAMPLES = 120  # per fuzz test; 21 tests: > 2,000 cases in the default job
 FUZZ = settings(derandomize=True, database=None, deadline=timedelta(seconds=10), print_blob=False,
                 max_examples=FUZZ_EXAMPLES,
                 phases=(Phase.explicit, Phase.generate, Phase.shrink),

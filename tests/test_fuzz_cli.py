@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz_harness import FUZZ, argv, check, count_text, invoke, maybe, real_text
@@ -187,3 +187,35 @@ def test_the_issue_cases_are_one_line_errors(argv_):
     check(o)
     assert o.code == 2, argv_
     assert o.stderr.startswith("error: ") and o.stderr.count("\n") == 1, o.stderr
+
+
+def _human(v: int) -> str:
+    return f"{v // 1000}K" if v % 1000 == 0 and v >= 1000 else str(v)
+
+
+IN_RANGE_FUZZ = settings(FUZZ, max_examples=40)  # every case runs a backend (~0.1 s): fewer of them
+IN_RANGE = st.fixed_dictionaries({
+    "isl": st.integers(1, 8000).map(_human), "osl": st.integers(1, 2000).map(_human),
+    "concurrency": st.integers(1, 64).map(str), "mtp": st.integers(0, 4).map(str),
+    "accept": st.floats(0, 0.95).map(repr),
+})
+
+
+@IN_RANGE_FUZZ
+@given(st.sampled_from(TINY), st.sampled_from([["--system", "lpx", "--chips", "4"], ["--system", "groq-v1", "--chips", "8"],
+                                               ["--system", "h200-hgx", "--gpus", "1"], ["--system", "vr-nvl72"],
+                                               ["--system", "h200-hgx", "--gpus", "2", "--tp", "2"]]), IN_RANGE, JSON)
+def test_fuzz_estimate_in_range(model, hw, v, js):
+    """Values inside every documented range reach the backends: a result, or a one-line reason (no fit)."""
+    o = invoke(["estimate", model, *hw, "--isl", v["isl"], "--osl", v["osl"], "--concurrency", v["concurrency"],
+                "--mtp", v["mtp"], "--accept", v["accept"], *js])
+    check(o)
+
+
+@IN_RANGE_FUZZ
+@given(st.sampled_from(TINY), st.sampled_from(["h200-hgx", "vr-nvl72", "lpx"]), IN_RANGE,
+       st.floats(1, 5000).map(repr), JSON)
+def test_fuzz_plan_point_in_range(model, system, v, target, js):
+    o = invoke(["plan", "point", model, "--system", system, "--context", v["isl"], "--osl", v["osl"],
+                "--target-tok-s-user", target, "--mtp", v["mtp"], "--accept", v["accept"], *js])
+    check(o)
