@@ -100,8 +100,10 @@ def register(app: typer.Typer) -> None:
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"),
         racks: float | None = real_option(None, "--racks", help="racks (or HGX nodes) of the system", lo=0,
                                           hi=inputs.RACKS_MAX, lo_open=True),
-        chips: int | None = count_option(None, "--chips", help="number of chips (LPUs)", hi=inputs.CHIPS_MAX),
-        gpus: int | None = count_option(None, "--gpus", help="number of GPUs", hi=inputs.CHIPS_MAX),
+        chips: int | None = count_option(None, "--chips", help="number of chips (LPUs)", hi=inputs.CHIPS_MAX,
+                                         human=False),
+        gpus: int | None = count_option(None, "--gpus", help="number of GPUs", hi=inputs.CHIPS_MAX,
+                                         human=False),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit."""

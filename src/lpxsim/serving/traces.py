@@ -120,7 +120,8 @@ def load_trace(name_or_path: str) -> pd.DataFrame:
     cols = {str(c) for c in raw.columns}
     if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= cols:
         try:
-            ts = pd.to_datetime(raw["TIMESTAMP"], format="mixed")
+            with np.errstate(invalid="ignore"):  # an out-of-range stamp becomes NaT, refused just below
+                ts = pd.to_datetime(raw["TIMESTAMP"], format="mixed")
         except (ValueError, TypeError, OverflowError):
             raise UserError("trace.TIMESTAMP", f"{p.name}: expected date-time stamps") from None
         if ts.isna().any():
