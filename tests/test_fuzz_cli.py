@@ -219,3 +219,17 @@ def test_fuzz_plan_point_in_range(model, system, v, target, js):
     o = invoke(["plan", "point", model, "--system", system, "--context", v["isl"], "--osl", v["osl"],
                 "--target-tok-s-user", target, "--mtp", v["mtp"], "--accept", v["accept"], *js])
     check(o)
+
+
+@FUZZ
+@given(st.sampled_from([*TINY, "/bin/sh", "/dev/null", "/etc", "nope.json", str(DATA.parent.parent / "conftest.py")]),
+       argv(maybe("--chips", count_text(st.integers(1, 4))), maybe("--steps", SMALL), maybe("--seed", SMALL),
+            maybe("--prompt-tokens", SMALL), maybe("--sram-bytes", count_text(st.integers(1, 10**6))),
+            maybe("--layout", st.sampled_from(["tp=2,stages=2", "x", ""])), JSON),
+       st.sampled_from(["--chips", "--steps", "--seed", "--prompt-tokens", "--sram-bytes"]).flatmap(
+           lambda f: st.tuples(st.just(f), BAD_COUNT)))
+def test_fuzz_emulate_bad_values(config, opts, bad_opt):
+    """Bad values or files in `emulate` are refused before any work (a valid run is test_emulate_cli's job)."""
+    o = invoke(["emulate", "--config", config, *opts, *bad_opt])
+    check(o)
+    assert o.code == 2, f"emulate {bad_opt} was accepted"

@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
             raise UserError("seed", f"expected a non-negative seed, got {seed}")
         if sram_bytes is not None and sram_bytes <= 0:
             raise UserError("sram_bytes", f"expected a positive byte count, got {sram_bytes}")
+        from lpxsim.inputs import read_text
+
+        read_text(config, "config")  # a missing, binary or huge file: one line before any work
         cfg = load_config(config)
         check_emulatable(cfg)
         validate_request(chips, steps, prompt_tokens)

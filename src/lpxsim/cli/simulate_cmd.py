@@ -67,10 +67,14 @@ def write_outputs(result, out_dir: Path) -> list[str]:
                 os.unlink(tmp)
         written.append(str(out_dir / name))
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".summary.json.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(_clean(result.summary), f, indent=2)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out_dir / "summary.json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_clean(result.summary), f, indent=2)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_dir / "summary.json")
+    finally:  # nothing half-written: a failed dump leaves no temp file behind
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     written.append(str(out_dir / "summary.json"))
     return written
 
