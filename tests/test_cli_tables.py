@@ -85,6 +85,10 @@ def test_help_lists_real_choices_and_ranges_without_bool() -> None:
     assert "fp16" in text and "mxfp4" in text  # every precision the specs accept
     assert "<bool>" not in text
     assert "1..10M; 32K, 1M ok" in text  # the documented range of a token count
+    from lpxsim.catalog import system_names
+
+    for name in system_names():  # --system names every catalog system
+        assert name in text, name
 
 
 @pytest.mark.parametrize("group", ["plan", "bench"])

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, seed_option, tokens_option
 from lpxsim.errors import UserError
 
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
     @bench_app.command("aa")
     def aa_cmd(
         model: str = typer.Argument(..., help="catalog model name (lpxsim models)"),
-        system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, ..."),
+        system: str = typer.Option("lpx", "--system", help=systems_help(", or a mode / fleet YAML")),
         contexts: str = typer.Option("10000,100000", "--contexts",
                                      help="input contexts, o200k tokens [each 1..10M; 32K, 1M ok]"),
         requests: int = count_option(16, "--requests", help="sequential requests per context", hi=100_000),

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.plan.capacity import CapacityReport, capacity
 
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
     @app.command("capacity")
     def capacity_cmd(
         model: str = typer.Argument(..., help="catalog name (lpxsim models) or path to a config.json"),
-        system: str = typer.Option("lpx", "--system", help="catalog system (lpxsim systems)"),
+        system: str = typer.Option("lpx", "--system", help=systems_help()),
         context: int = tokens_option(100_000, "--context", help="tokens of context per stream"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),

@@ -48,6 +48,13 @@ WEIGHTS_HELP = "weight precision: " + ", ".join(PRECISIONS)
 KV_HELP = "KV precision: " + ", ".join(PRECISIONS)
 
 
+def systems_help(extra: str = "") -> str:
+    """--system help naming every catalog system (aliases: `lpxsim systems`)."""
+    from lpxsim.catalog import system_names
+
+    return f"catalog system: {', '.join(system_names())}{extra} (aliases: lpxsim system NAME)"
+
+
 def table(title: str, names: tuple[str, ...] | list[str], values: tuple[str, ...] | list[str] = (), **kw: Any) -> Table:
     """A table whose identifier columns (`names`, first) are never cut and whose other columns fold.
 

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import WEIGHTS_HELP, emit_json, out
+from lpxsim.cli.common import WEIGHTS_HELP, emit_json, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.plan.estimate import Estimate
 
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
         model: str = typer.Argument(..., help="catalog name or path to a config.json"),
-        system: str = typer.Option("lpx", "--system", help="lpx, groq-v1, vr-nvl72, gb200-nvl72, h200-hgx, ..."),
+        system: str = typer.Option("lpx", "--system", help=systems_help()),
         isl: int = tokens_option(1024, "--isl", help="input tokens per request"),
         osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
         concurrency: int = count_option(1, "--concurrency", help="concurrent users (closed loop)"),

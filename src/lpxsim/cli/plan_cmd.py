@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, keep_identifiers, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, keep_identifiers, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.errors import UserError
 
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
 @plan_app.command("point")
 def point_cmd(
     model: str = typer.Argument(..., help="catalog name, config.json path, or synthetic-moe-2t"),
-    system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, h200-hgx, ..."),
+    system: str = typer.Option("lpx", "--system", help=systems_help()),
     context: int = tokens_option(..., "--context", help="input tokens per request (ISL)"),
     osl: int = tokens_option(1000, "--osl", help="output tokens per request"),
     target: float = real_option(..., "--target-tok-s-user", help="per-user output tok/s every user must get",
