@@ -92,7 +92,7 @@ def test_process_executor_matches_serial(tmp_path):
 
 
 def test_dask_local_cluster_on_loopback(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    import distributed  # a hard dependency: missing is a failure, not a skip
     with distributed.LocalCluster(
         host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://",
         dashboard_address=None,

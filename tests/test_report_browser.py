@@ -7,11 +7,15 @@ import shutil
 import numpy as np
 import pytest
 
-from lpxsim.report.browser import capture, find_chromium
+from browser_gate import chromium_or_skip
+from lpxsim.report.browser import capture
 from lpxsim.report.tour import run_tour
 
-pytestmark = pytest.mark.skipif(find_chromium() is None,
-                                reason="chromium is not installed (Debian: apt-get install -y chromium; CI installs it)")
+
+@pytest.fixture(autouse=True, scope="module")
+def _chromium():
+    """Skip without Chromium on a developer machine; fail where CI requires it (browser_gate)."""
+    chromium_or_skip()
 
 
 @pytest.fixture(scope="module")

@@ -28,21 +28,26 @@ def test_closed_loop_agrees_with_estimate_within_5pct(system, concurrency):
 
 
 def test_lpx_pipelines_micro_batches_gpu_does_not():
-    """On the LPX rack latency > interval, so concurrency raises throughput nearly for free."""
-    out = {}
-    for system in ("vr-nvl72", "lpx"):
-        f = fleet(pool(system=system))
-        step = make_step_model(load_fleet(f).pools[0])
-        out[system] = [steady_state(step, 2048, 256, c).tok_s_user for c in (1, 16)]
-    gpu_drop = out["vr-nvl72"][1] / out["vr-nvl72"][0]
-    lpx_drop = out["lpx"][1] / out["lpx"][0]
-    assert lpx_drop > gpu_drop * 0.9
+    """On the LPX rack a step's latency spans its pipeline stages while a new micro-batch enters every
+    stage-interval, so 16 users run as 16 micro-batches in flight; a GPU step occupies the whole replica
+    (latency = interval) and 16 users share one batch. (Per-user speed falls by about the same share on
+    both in this analytic pool, ~0.79x from 1 to 16 users: that is not what distinguishes them.)"""
+    from lpxsim.stepmodel import DecodeBatch
+
+    steps = {s: make_step_model(load_fleet(fleet(pool(system=s))).pools[0]) for s in ("vr-nvl72", "lpx")}
+    gpu = steps["vr-nvl72"].decode_step(DecodeBatch.uniform(1, 2304))
+    lpx = steps["lpx"].decode_step(DecodeBatch.uniform(1, 2304))
+    assert gpu.latency_s == pytest.approx(gpu.interval_s, rel=1e-12)
+    assert lpx.latency_s > 10 * lpx.interval_s  # one stage of a many-stage pipeline
+    at16 = {s: steady_state(step, 2048, 256, 16) for s, step in steps.items()}
+    assert at16["lpx"].micro_batches == 16 and at16["vr-nvl72"].micro_batches == 1
+    for s, step in steps.items():  # 16 users: > 12x the aggregate tok/s of one, on both
+        assert at16[s].tok_s_total > 12 * steady_state(step, 2048, 256, 1).tok_s_total, s
 
 
 @pytest.mark.parametrize("concurrency", [1, 16])
 def test_gpu_backend_closed_loop_agrees_with_estimate(concurrency):
     """The same agreement through the project's GPU backend (lpxsim.gpu), not only the analytic model."""
-    pytest.importorskip("lpxsim.gpu")
     f = fleet(pool(backend="gpu", tp=8))
     wl = {"kind": "synthetic", "num_requests": concurrency * 25,
           "arrival": {"process": "closed", "concurrency": concurrency}, "isl": 2048, "osl": 512}
@@ -55,7 +60,6 @@ def test_gpu_backend_closed_loop_agrees_with_estimate(concurrency):
 @pytest.mark.heavy
 def test_compiled_lpx_batch1_is_flat_with_context():
     """The compiler-backed LPX backend at concurrency 1 (slow: compiles each shape once)."""
-    pytest.importorskip("lpxsim.lpu")
     f = fleet(pool(system="lpx", backend="lpx", target_context=131072, target_concurrency=1))
     out = {}
     for isl in (10_000, 100_000):

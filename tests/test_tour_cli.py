@@ -51,7 +51,8 @@ def test_bench_aa_on_lpx_reports_t1_t2():
 
 @pytest.mark.heavy
 def test_full_tour_writes_a_report_that_renders(tmp_path):
-    from lpxsim.report.browser import capture, find_chromium
+    from browser_gate import chromium_or_skip
+    from lpxsim.report.browser import capture
 
     r = lpxsim("tour", "--out", str(tmp_path), "--json")
     assert r.returncode == 0, r.stderr
@@ -59,14 +60,13 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
     assert set(doc["sections"]) == {"capacity", "aa", "sweep", "modes", "moe", "assumptions"}
     assert all(v == "ok" for v in doc["sections"].values()), doc["summary"]
     assert (tmp_path / "index.html").is_file() and (tmp_path / "results.parquet").is_file()
-    if find_chromium() is None:
-        pytest.skip("chromium is not installed (CI installs it)")
+    chromium_or_skip()  # fails instead where CI sets LPXSIM_REQUIRE_BROWSER=1
     cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
     assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8
 
 
 def test_sweep_cli_on_a_dask_cluster_bound_to_loopback(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    import distributed  # a hard dependency: missing is a failure, not a skip
     with distributed.LocalCluster(host="127.0.0.1", n_workers=1, threads_per_worker=2, processes=False,
                                   protocol="tcp://", dashboard_address=None) as cluster:
         r = lpxsim("sweep", "gemma-4-31b", "--systems", "rubin-alone", "--contexts", "10000", "--concurrency", "1,2",

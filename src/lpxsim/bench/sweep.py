@@ -146,8 +146,17 @@ def make_executor(kind: str | cf.Executor = "process", workers: int | None = Non
     if kind == "serial":
         yield _SerialExecutor()
         return
-    cls = cf.ProcessPoolExecutor if kind == "process" else cf.ThreadPoolExecutor
-    with cls(max_workers=workers) as ex:
+    if workers is not None:
+        from lpxsim.inputs import check_jobs
+
+        check_jobs(workers, "workers")
+    if kind == "process":
+        from lpxsim.bench.workers import process_pool
+
+        pool: cf.Executor = process_pool(workers)  # workers die with this process, even on SIGKILL
+    else:
+        pool = cf.ThreadPoolExecutor(max_workers=workers)
+    with pool as ex:
         yield ex
 
 

@@ -42,9 +42,13 @@ def model_names() -> list[str]:
     return list(MODEL_FILES)
 
 
-def _close(name: str, options: list[str]) -> str:
-    near = difflib.get_close_matches(name.lower(), options, n=3, cutoff=0.4)
-    return f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(options)}"
+def _close(name: str, options: list[str], aliases: dict[str, str] | None = None) -> str:
+    """'; did you mean X, Y?' over real names and aliases; an alias is shown as the real name it stands for
+    (so the suggestion is a name `lpxsim models` / `lpxsim systems` lists)."""
+    aliases = aliases or {}
+    near = difflib.get_close_matches(name.lower(), options + list(aliases), n=5, cutoff=0.4)
+    real = list(dict.fromkeys(aliases.get(n, n) for n in near))[:3]
+    return f"; did you mean {', '.join(real)}?" if real else f"; known: {', '.join(options)}"
 
 
 @cache
@@ -63,7 +67,7 @@ def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
         return _load_model(low)
     if key.endswith(".json") or "/" in key or Path(key).is_file():
         return ModelSpec.from_path(key)
-    raise UserError("model", f"unknown model {key!r}" + _close(low, model_names() + list(MODEL_ALIASES)))
+    raise UserError("model", f"unknown model {key!r}" + _close(low, model_names(), MODEL_ALIASES))
 
 
 def _system_files() -> dict[str, Path]:
@@ -104,5 +108,5 @@ def get_system(name: str | SystemSpec) -> SystemSpec:
     for spec in all_systems():
         if key in spec.aliases:
             return spec
-    aliases = [a for s in all_systems() for a in s.aliases]
-    raise UserError("system", f"unknown system {name!r}" + _close(key, list(files) + aliases))
+    aliases = {a: s.name for s in all_systems() for a in s.aliases}
+    raise UserError("system", f"unknown system {name!r}" + _close(key, list(files), aliases))

@@ -8,30 +8,15 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import emit_json, err, out
+from lpxsim import inputs
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
+from lpxsim.cli.validate import count_option, real_option, seed_option, tokens_option
 from lpxsim.errors import UserError
 
-_SUFFIX = {"k": 1_000, "m": 1_000_000}
 
-
-def parse_int_list(text: str, field: str) -> list[int]:
-    """'10000,100K,1m' -> [10000, 100000, 1000000]; a user error names `field` otherwise."""
-    values = []
-    for part in (p.strip().lower() for p in text.split(",")):
-        if not part:
-            continue
-        scale = _SUFFIX.get(part[-1], 1)
-        num = part[:-1] if scale > 1 else part
-        try:
-            v = round(float(num.replace("_", "")) * scale)
-        except ValueError:
-            raise UserError(field, f"expected comma-separated positive integers (10000,100K), got {text!r}") from None
-        if v <= 0:
-            raise UserError(field, f"expected positive integers, got {part!r}")
-        values.append(v)
-    if not values:
-        raise UserError(field, "expected at least one value")
-    return values
+def parse_int_list(text: str, field: str, lo: int = 1, hi: int = inputs.TOKENS_MAX) -> list[int]:
+    """'10000,100K,1m' -> [10000, 100000, 1000000], each in [lo, hi]; a user error names `field` otherwise."""
+    return inputs.parse_count_list(text, field, lo, hi)
 
 
 def aa_json(points, setup, per_request_path: str | None) -> dict:
@@ -73,17 +58,20 @@ def register(app: typer.Typer) -> None:
 
     @bench_app.command("aa")
     def aa_cmd(
-        model: str = typer.Argument(..., help="catalog name or path to a config.json"),
-        system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, ..."),
-        contexts: str = typer.Option("10000,100000", "--contexts", help="input contexts, o200k tokens"),
-        requests: int = typer.Option(16, "--requests", help="sequential requests per context"),
-        seed: int = typer.Option(0, "--seed", help="seed of the answer-length draw"),
-        output_median: int = typer.Option(500, "--output-median", help="median answer length, o200k tokens"),
-        token_ratio: float = typer.Option(1.0, "--token-ratio", help="o200k tokens per native token"),
+        model: str = typer.Argument(..., help="catalog model name (lpxsim models)"),
+        system: str = typer.Option("lpx", "--system", help=systems_help(", or a mode / fleet YAML")),
+        contexts: str = typer.Option("10000,100000", "--contexts",
+                                     help="input contexts, o200k tokens [each 1..10M; 32K, 1M ok]"),
+        requests: int = count_option(16, "--requests", help="sequential requests per context", hi=100_000),
+        seed: int = seed_option(0, help="seed of the answer-length draw"),
+        output_median: int = tokens_option(500, "--output-median", help="median answer length, o200k tokens",
+                                           hi=1_000_000),
+        token_ratio: float = real_option(1.0, "--token-ratio", help="o200k tokens per native token", lo=0, hi=10,
+                                         lo_open=True),
         prompt_file: Path | None = typer.Option(None, "--prompt-file",
                                                  help="a prompt text: its o200k length is the context"),
-        weights: str = typer.Option("fp8", "--weights", help="weight precision"),
-        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+        kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         per_request: Path | None = typer.Option(None, "--per-request", help="write per-request rows (parquet)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -92,10 +80,16 @@ def register(app: typer.Typer) -> None:
         from lpxsim.bench.fleets import is_fleet
         from lpxsim.bench.store import atomic_write_parquet
         from lpxsim.bench.tokens import TokenConversion, count_file
-        from lpxsim.catalog import get_model, get_system
+        from lpxsim.catalog import get_model, get_system, model_names
 
         model = get_model(model).name  # unknown names: one-line error before any work
+        if model not in model_names():  # the AA tables and published figures are per catalog model
+            raise UserError("model", f"bench aa takes a catalog model ({', '.join(model_names())}), not a config file")
         system = system if is_fleet(system) else get_system(system).name
+        if per_request:
+            inputs.check_output_file(per_request, "per-request")
+        if prompt_file:
+            inputs.read_text(prompt_file, "prompt-file", inputs.TRACE_FILE_MAX_BYTES)  # decodes, or one line
         ctxs = [count_file(prompt_file)] if prompt_file else parse_int_list(contexts, "contexts")
         setup = AASetup(contexts=tuple(ctxs), requests=requests, seed=seed,
                         output_median=output_median, output_min=min(64, max(1, output_median)),

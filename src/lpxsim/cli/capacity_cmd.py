@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import emit_json, fmt_bytes, out
+from lpxsim import inputs
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, out, systems_help
+from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.plan.capacity import CapacityReport, capacity
 
 
@@ -45,28 +47,37 @@ def report_dict(r: CapacityReport) -> dict:
 
 
 def print_report(r: CapacityReport) -> None:
-    """A readable breakdown table for people."""
+    """A readable breakdown table for people; a model that does not fit says so with the bytes."""
+    b = r.breakdown
     t = Table(title=f"{r.model} on {r.chips} x {r.chip} ({r.units:g} {r.unit_name}) at {r.context:,} tokens")
     t.add_column("where the bytes go")
     t.add_column("bytes", justify="right")
     t.add_column("share", justify="right")
-    b = r.breakdown
-    rows = [
-        (f"weights ({r.weights})", b.weights_bytes),
-        ("activations + buffers reserve", b.reserve_bytes),
-        (f"KV: {r.max_streams} streams x {fmt_bytes(r.kv_bytes_per_stream)} ({r.kv}, {r.kv_layout})", b.kv_bytes),
-        ("free (less than one more stream)", b.free_bytes),
-    ]
+    fits = r.max_streams >= 1
+    rows = [(f"weights ({r.weights})", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes)]
+    if fits:
+        rows += [
+            (f"KV: {r.max_streams} streams x {fmt_bytes(r.kv_bytes_per_stream)} ({r.kv}, {r.kv_layout})", b.kv_bytes),
+            ("free (less than one more stream)", b.free_bytes),
+        ]
     for label, v in rows:
-        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%")
-    t.add_row("total", fmt_bytes(b.total_bytes), "100%", style="bold")
+        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%" if fits else "-")
+    t.add_row("total memory", fmt_bytes(b.total_bytes), "100%" if fits else "-", style="bold")
     out.print(t)
+    if not fits:
+        needs = b.weights_bytes + b.reserve_bytes + r.kv_bytes_per_stream
+        out.print(
+            f"[bold red]Does not fit:[/] needs {fmt_bytes(needs)} (weights, reserve and one stream of "
+            f"{fmt_bytes(r.kv_bytes_per_stream)}), has {fmt_bytes(b.total_bytes)}; "
+            f"{r.units_needed} {r.unit_name}(s) would hold it"
+        )
     if r.chips_for_weights is not None:
         out.print(f"chips for the weights alone: [bold]{r.chips_for_weights}[/] of {r.chips}")
-    out.print(
-        f"concurrency ceiling: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
-        f"(hardware power {r.power_w / 1e3:,.0f} kW)"
-    )
+    if fits:
+        out.print(
+            f"concurrency ceiling: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
+            f"(hardware power {r.power_w / 1e3:,.0f} kW)"
+        )
     alt = Table(title="KV precision and layout alternatives")
     for col in ("kv", "layout", "KV per stream", "max streams"):
         alt.add_column(col)
@@ -74,21 +85,25 @@ def print_report(r: CapacityReport) -> None:
         alt.add_row(a.kv, a.kv_layout, fmt_bytes(a.kv_bytes_per_stream), str(a.max_streams))
     out.print(alt)
     for n in r.notes:
-        out.print(f"[yellow]note:[/] {n}")
+        if not n.startswith("does not fit"):  # said above, with the bytes
+            out.print(f"[yellow]note:[/] {n}")
 
 
 def register(app: typer.Typer) -> None:
     @app.command("capacity")
     def capacity_cmd(
         model: str = typer.Argument(..., help="catalog name (lpxsim models) or path to a config.json"),
-        system: str = typer.Option("lpx", "--system", help="catalog system (lpxsim systems)"),
-        context: int = typer.Option(100_000, "--context", help="tokens of context per stream"),
-        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp8, int8, fp4, mxfp4"),
-        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        system: str = typer.Option("lpx", "--system", help=systems_help()),
+        context: int = tokens_option(100_000, "--context", help="tokens of context per stream"),
+        weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+        kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"),
-        racks: float | None = typer.Option(None, "--racks", help="racks (or HGX nodes) of the system"),
-        chips: int | None = typer.Option(None, "--chips", help="number of chips (LPUs)"),
-        gpus: int | None = typer.Option(None, "--gpus", help="number of GPUs"),
+        racks: float | None = real_option(None, "--racks", help="racks (or HGX nodes) of the system", lo=0,
+                                          hi=inputs.RACKS_MAX, lo_open=True),
+        chips: int | None = count_option(None, "--chips", help="number of chips (LPUs)", hi=inputs.CHIPS_MAX,
+                                         human=False),
+        gpus: int | None = count_option(None, "--gpus", help="number of GPUs", hi=inputs.CHIPS_MAX,
+                                         human=False),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit."""

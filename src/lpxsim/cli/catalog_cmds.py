@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from lpxsim.catalog import all_systems, get_model, get_system, model_names
-from lpxsim.cli.common import emit_json, fmt_bytes, fmt_count, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, fmt_count, keep_identifiers, out
+from lpxsim.cli.validate import count_option, tokens_option
 from lpxsim.specs.summary import model_row, model_summary, system_row, system_summary
 
 
@@ -45,21 +46,17 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="print one JS
             fmt_bytes(r["weight_bytes_fp8"]),
             _kv_str(r["kv_bytes_per_token_bf16"]),
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def model_cmd(
     name: str = typer.Argument(..., help="catalog name (e.g. gemma-4-31b) or a config.json path"),
-    weights: str = typer.Option(
-        "fp8", "--weights", help="weight precision: bf16, fp16, fp8, int8, fp4, mxfp4"
-    ),
-    kv: str = typer.Option("bf16", "--kv", help="KV-cache precision"),
+    weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+    kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
     kv_layout: str = typer.Option(
         "separate", "--kv-layout", help="separate (V stored on K=V layers, as vLLM) or k-once"
     ),
-    context: int = typer.Option(
-        None, "--context", help="context length in tokens (default: the model's maximum)"
-    ),
+    context: int = tokens_option(None, "--context", help="context length in tokens (default: the model's maximum)"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """One model: parameters, weight bytes, KV bytes per token and per sequence, decode FLOPs, layer groups."""
@@ -135,7 +132,7 @@ def systems_cmd(json_out: bool = typer.Option(False, "--json", help="print one J
             f"{r['fp8_flops_per_unit'] / 1e15:,.1f} PF",
             f"{r['power_w_per_unit'] / 1e3:,.1f} kW ({r['power_grade']})",
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def system_cmd(
@@ -143,7 +140,8 @@ def system_cmd(
     topology: str = typer.Option(
         None, "--topology", help="a named topology variant (e.g. trays-32x8 for lpx)"
     ),
-    units: int = typer.Option(1, "--units", help="racks (or nodes) to total chips, memory and power over"),
+    units: int = count_option(1, "--units", help="racks (or nodes) to total chips, memory and power over",
+                              hi=100_000, human=False),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """One system: derived per-unit figures and every number with its unit, source and grade."""

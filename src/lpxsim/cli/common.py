@@ -8,10 +8,67 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
+
+from lpxsim.specs.precision import PRECISIONS
+
+
+def keep_identifiers(t: Table, names: int = 1) -> Table:
+    """Never cut the first `names` columns (the identifiers a user types next); let every column fold.
+
+    Rich shrinks a too-wide table by ending cells in an ellipsis, which cut catalog names
+    ("gb200-n…") and, when piped, numbers. Identifier columns get `no_wrap` (rich then shrinks the
+    other columns), every other column folds onto a second line instead of losing characters.
+    """
+    for i, col in enumerate(t.columns):
+        if i < names:
+            col.no_wrap = True
+        col.overflow = "fold"
+    t._lpxsim_kept = True  # type: ignore[attr-defined]
+    return t
+
+
+class _TableConsole(Console):
+    """A console on which no table cell ends in an ellipsis: columns fold (identifier columns are
+    marked by the commands with `keep_identifiers`)."""
+
+    def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+        for o in objects:
+            if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
+                keep_identifiers(o, names=0)
+        super().print(*objects, **kw)
+
 
 # Logs, progress and tables for people go to stderr when --json owns stdout.
-out = Console()
-err = Console(stderr=True)
+out = _TableConsole()
+err = _TableConsole(stderr=True)
+
+# --help lists the real choices (every precision the specs accept, fp16 included).
+WEIGHTS_HELP = "weight precision: " + ", ".join(PRECISIONS)
+KV_HELP = "KV precision: " + ", ".join(PRECISIONS)
+
+
+def systems_help(extra: str = "") -> str:
+    """--system help naming every catalog system (aliases: `lpxsim systems`)."""
+    from lpxsim.catalog import system_names
+
+    return f"catalog system: {', '.join(system_names())}{extra} (aliases: lpxsim system NAME)"
+
+
+def table(title: str, names: tuple[str, ...] | list[str], values: tuple[str, ...] | list[str] = (), **kw: Any) -> Table:
+    """A table whose identifier columns (`names`, first) are never cut and whose other columns fold.
+
+    Identifiers (model and system names, layouts) are what a user types next, so they keep their full
+    width (`no_wrap`); numbers and notes wrap (`overflow="fold"`) instead of ending in an ellipsis, also
+    when the output is piped to a narrow or unknown width.
+    """
+    t = Table(title=title, **kw)
+    for col in names:
+        t.add_column(col, no_wrap=True, overflow="fold")
+    for col in values:
+        t.add_column(col, justify="right", overflow="fold")
+    t._lpxsim_kept = True  # type: ignore[attr-defined]
+    return t
 
 
 def _clean(obj: Any) -> Any:

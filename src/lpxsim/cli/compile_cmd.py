@@ -7,7 +7,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import emit_json, err, fmt_bytes, out
+from lpxsim import inputs
+from lpxsim.cli.common import KV_HELP, emit_json, err, fmt_bytes, out
+from lpxsim.cli.validate import count_option, real_option, tokens_option
 
 
 def compile_dict(res: Any, context: int, concurrency: int) -> dict[str, Any]:
@@ -71,16 +73,19 @@ def register(app: typer.Typer) -> None:
     def compile_cmd(
         model: str = typer.Argument(..., help="catalog name or path to a config.json"),
         system: str = typer.Option("lpx", "--system", help="an LPU system: lpx, groq-v1"),
-        racks: float | None = typer.Option(None, "--racks", help="racks (default: the fewest that place the model)"),
-        chips: int | None = typer.Option(None, "--chips", help="chips (instead of --racks)"),
-        context: int = typer.Option(8192, "--context", help="context length (tokens already in the KV cache)"),
-        concurrency: int = typer.Option(1, "--concurrency", help="concurrent streams the layout must hold"),
-        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp8, int8"),
-        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        racks: float | None = real_option(None, "--racks", help="racks (default: the fewest that place the model)",
+                                          lo=0, hi=inputs.RACKS_MAX, lo_open=True),
+        chips: int | None = count_option(None, "--chips", help="chips (instead of --racks)", hi=inputs.CHIPS_MAX,
+                                         human=False),
+        context: int = tokens_option(8192, "--context", help="context length (tokens already in the KV cache)"),
+        concurrency: int = count_option(1, "--concurrency", help="concurrent streams the layout must hold"),
+        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp16, fp8, int8"),
+        kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         layout: str | None = typer.Option(None, "--layout", help="force a layout, e.g. tp=16,stages=8,kvsplit=4,kvspread=0"),
         topology: str | None = typer.Option(None, "--topology", help="topology variant, e.g. trays-32x8"),
-        chip_sram: float | None = typer.Option(None, "--chip-sram-bytes", help="override SRAM per chip (tests)"),
+        chip_sram: float | None = real_option(None, "--chip-sram-bytes", help="override SRAM per chip (tests)",
+                                              lo=1, hi=1e12),
         trace: str | None = typer.Option(None, "--trace", help="write a Chrome trace-event JSON here"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -88,6 +93,8 @@ def register(app: typer.Typer) -> None:
         from lpxsim.lpu import compile_program
         from lpxsim.lpu.trace import write_trace
 
+        if trace:
+            inputs.check_output_file(trace, "trace")  # before the compile, not after
         res = compile_program(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
                               weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
                               chip_sram_bytes=int(chip_sram) if chip_sram else None, variant=topology)

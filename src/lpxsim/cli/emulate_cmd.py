@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from lpxsim.cli.common import emit_json, err, fmt_bytes, out
+from lpxsim.cli.validate import count_option, seed_option
 from lpxsim.errors import UserError
 
 
@@ -32,15 +33,18 @@ def register(app: typer.Typer) -> None:
     def emulate(
         config: Path = typer.Option(..., "--config", help="A small Hugging Face config.json (gemma4_text, llama, "
                                     "mistral, mixtral, qwen3)."),
-        chips: int = typer.Option(..., "--chips", help="Emulated LPUs to compile onto."),
-        steps: int = typer.Option(6, "--steps", help="Greedy decode steps after the prefill."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the random weights and the prompt."),
+        chips: int = count_option(..., "--chips", help="Emulated LPUs to compile onto.", hi=4096, human=False),
+        steps: int = count_option(6, "--steps", help="Greedy decode steps after the prefill.", lo=0, hi=4096,
+                                  human=False),
+        seed: int = seed_option(0, help="Seed of the random weights and the prompt."),
         layout: str = typer.Option(None, "--layout", help="Force a layout, e.g. tp=2,stages=2 (default: the "
                                    "compiler's search)."),
-        prompt_tokens: int = typer.Option(8, "--prompt-tokens", help="Prompt length (prefill chunk)."),
-        sram_bytes: int = typer.Option(None, "--sram-bytes", help="SRAM per emulated chip (default: twice the "
+        prompt_tokens: int = count_option(8, "--prompt-tokens", help="Prompt length (prefill chunk).", hi=4096,
+                                          human=False),
+        sram_bytes: int = count_option(None, "--sram-bytes", help="SRAM per emulated chip (default: twice the "
                                        "bf16 weights spread over the chips, so the model must be split, at least "
-                                       "the largest tensor, raised 1.25x until every step places)."),
+                                       "the largest tensor, raised 1.25x until every step places).",
+                                       hi=10**12, human=False),
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     ) -> None:
         """Compile a tiny model onto N emulated LPUs, run prefill + greedy decode on numpy, compare with HF."""
@@ -52,6 +56,9 @@ def register(app: typer.Typer) -> None:
             raise UserError("seed", f"expected a non-negative seed, got {seed}")
         if sram_bytes is not None and sram_bytes <= 0:
             raise UserError("sram_bytes", f"expected a positive byte count, got {sram_bytes}")
+        from lpxsim.inputs import read_text
+
+        read_text(config, "config")  # a missing, binary or huge file: one line before any work
         cfg = load_config(config)
         check_emulatable(cfg)
         validate_request(chips, steps, prompt_tokens)

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lpxsim.cli.common import emit_json, out
+from lpxsim import inputs
+from lpxsim.cli.common import WEIGHTS_HELP, emit_json, out, systems_help
+from lpxsim.cli.validate import count_option, real_option, tokens_option
 
 if TYPE_CHECKING:
     from lpxsim.plan.estimate import Estimate
@@ -46,8 +48,10 @@ def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
 def _print(d: dict) -> None:
     from rich.table import Table  # only for people: --json never pays for it
 
+    # A step model's name may already read "MODEL on SYSTEM (layout)": say the model once.
+    where = d["system"] if d["system"].startswith(f"{d['model']} on ") else f"{d['model']} on {d['system']}"
     t = Table(
-        title=f"{d['model']} on {d['system']} ({d['chips']} chips, {d['power_w'] / 1e3:,.0f} kW): "
+        title=f"{where} ({d['chips']} chips, {d['power_w'] / 1e3:,.0f} kW): "
         f"ISL {d['isl']:,} / OSL {d['osl']:,} at concurrency {d['concurrency']}"
     )
     for col in ("TTFT", "TPOT", "tok/s/user", "tok/s total", "tok/s/chip", "tok/s/MW"):
@@ -65,25 +69,31 @@ def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
         model: str = typer.Argument(..., help="catalog name or path to a config.json"),
-        system: str = typer.Option("lpx", "--system", help="lpx, groq-v1, vr-nvl72, gb200-nvl72, h200-hgx, ..."),
-        isl: int = typer.Option(1024, "--isl", help="input tokens per request"),
-        osl: int = typer.Option(1024, "--osl", help="output tokens per request"),
-        concurrency: int = typer.Option(1, "--concurrency", help="concurrent users (closed loop)"),
-        racks: float | None = typer.Option(None, "--racks", help="LPU systems: racks"),
-        chips: int | None = typer.Option(None, "--chips", help="LPU systems: chips"),
-        gpus: int | None = typer.Option(None, "--gpus", help="GPU systems: GPUs in the replica"),
-        tp: int | None = typer.Option(None, "--tp", help="tensor parallel degree (GPU); omitted: searched"),
-        ep: int = typer.Option(1, "--ep", help="expert parallel degree (GPU)"),
-        pp: int = typer.Option(1, "--pp", help="pipeline parallel degree (GPU)"),
+        system: str = typer.Option("lpx", "--system", help=systems_help()),
+        isl: int = tokens_option(1024, "--isl", help="input tokens per request"),
+        osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
+        concurrency: int = count_option(1, "--concurrency", help="concurrent users (closed loop)"),
+        racks: float | None = real_option(None, "--racks", help="LPU systems: racks", lo=0, hi=inputs.RACKS_MAX,
+                                          lo_open=True),
+        chips: int | None = count_option(None, "--chips", help="LPU systems: chips", hi=inputs.CHIPS_MAX,
+                                         human=False),
+        gpus: int | None = count_option(None, "--gpus", help="GPU systems: GPUs in the replica", hi=inputs.CHIPS_MAX,
+                                         human=False),
+        tp: int | None = count_option(None, "--tp", help="tensor parallel degree (GPU); omitted: searched",
+                                      hi=inputs.PARALLEL_MAX, human=False),
+        ep: int = count_option(1, "--ep", help="expert parallel degree (GPU)", hi=inputs.PARALLEL_MAX, human=False),
+        pp: int = count_option(1, "--pp", help="pipeline parallel degree (GPU)", hi=inputs.LAYERS_MAX, human=False),
         dp_attention: bool = typer.Option(False, "--dp-attention", help="attention data-parallel (GPU)"),
         goal: str = typer.Option("latency", "--goal", help="layout search goal: latency or throughput"),
         layout: str | None = typer.Option(None, "--layout", help="force an LPX layout (see lpxsim compile)"),
-        weights: str = typer.Option("fp8", "--weights", help="bf16, fp8, int8, fp4, mxfp4"),
+        weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help="KV precision"),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
-        mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP)"),
-        accept: float | None = typer.Option(None, "--accept", help="per-token draft acceptance rate "
-                                            "(default with --mtp: the model's published MTP acceptance)"),
+        mtp: int = count_option(0, "--mtp", help="speculative draft length k (MTP)", lo=0, hi=inputs.MTP_MAX,
+                                human=False),
+        accept: float | None = real_option(None, "--accept", help="per-token draft acceptance rate "
+                                           "(default with --mtp: the model's published MTP acceptance)", lo=0, hi=1,
+                                           hi_open=True),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -103,7 +113,9 @@ def register(app: typer.Typer) -> None:
 
                 accept = default_accept(get_model(model))
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
-        d = estimate_dict(e, model, weights, kv)
+        from lpxsim.catalog import get_model
+
+        d = estimate_dict(e, get_model(model).name, weights, kv)  # a config path reads as its model's name
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family
             d["framework"] = getattr(step, "framework", framework)

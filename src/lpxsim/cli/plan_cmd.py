@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import emit_json, out
+from lpxsim import inputs
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, keep_identifiers, out, systems_help
+from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.errors import UserError
 
 plan_app = typer.Typer(
@@ -61,7 +63,7 @@ def _print_fleet(d: dict) -> None:
     for b in d["bom"]:
         bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
                     f"{b['used_units']:,.2f}", f"{b['output_tok_s']:,.0f}", f"{b['tok_s_per_mw']:,.0f}")
-    out.print(bom)
+    out.print(keep_identifiers(bom))
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")
     t = Table(title="Assignment: per-user speed with its context and concurrency")
@@ -71,7 +73,7 @@ def _print_fleet(d: dict) -> None:
         t.add_row(a["request_class"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
                   f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['concurrency_per_replica']:,}",
                   f"{a['served']:,.1f}/{a['demand']:,.1f} {a['demand_unit']}")
-    out.print(t)
+    out.print(keep_identifiers(t, 2))
     for a in d["assignments"]:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
@@ -112,7 +114,7 @@ def _print_t8(d: dict) -> None:
             f"{r['concurrency']:,}" if ok else "-", f"{r['tok_s_per_mw']:,.0f}" if ok else "-",
             f"{ratio:.2f}x" if ratio is not None else "-",
         )
-    out.print(t)
+    out.print(keep_identifiers(t))
     if d["frontier"]:
         out.print(_frontier_table(d))
     out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
@@ -129,17 +131,20 @@ def register(app: typer.Typer) -> None:
 @plan_app.command("point")
 def point_cmd(
     model: str = typer.Argument(..., help="catalog name, config.json path, or synthetic-moe-2t"),
-    system: str = typer.Option("lpx", "--system", help="lpx, vr-nvl72, gb200-nvl72, h200-hgx, ..."),
-    context: int = typer.Option(..., "--context", help="input tokens per request (ISL)"),
-    osl: int = typer.Option(1000, "--osl", help="output tokens per request"),
-    target: float = typer.Option(..., "--target-tok-s-user", help="per-user output tok/s every user must get"),
-    weights: str = typer.Option("fp8", "--weights", help="bf16, fp8, int8, fp4, mxfp4"),
-    kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+    system: str = typer.Option("lpx", "--system", help=systems_help()),
+    context: int = tokens_option(..., "--context", help="input tokens per request (ISL)"),
+    osl: int = tokens_option(1000, "--osl", help="output tokens per request"),
+    target: float = real_option(..., "--target-tok-s-user", help="per-user output tok/s every user must get",
+                                lo=0, hi=1e6, lo_open=True),
+    weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+    kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
     kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
-    new_tokens: int | None = typer.Option(
+    new_tokens: int | None = tokens_option(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
-    mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP); 0: off"),
-    accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
+    mtp: int = count_option(0, "--mtp", help="speculative draft length k (MTP); 0: off", lo=0, hi=inputs.MTP_MAX,
+                            human=False),
+    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
+                                hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -175,15 +180,18 @@ def fleet_cmd(
 
 @plan_app.command("t8")
 def t8_cmd(
-    osl: int = typer.Option(1000, "--osl", help="output tokens per request (not published; assumed)"),
-    context: int = typer.Option(400_000, "--context", help="input context (the claim: 400K)"),
-    target: float = typer.Option(400.0, "--target-tok-s-user", help="per-user target (the claim: 400)"),
-    weights: str = typer.Option("fp8", "--weights", help="weight precision"),
-    kv: str = typer.Option("bf16", "--kv", help="KV precision"),
-    new_tokens: int | None = typer.Option(
+    osl: int = tokens_option(1000, "--osl", help="output tokens per request (not published; assumed)"),
+    context: int = tokens_option(400_000, "--context", help="input context (the claim: 400K)"),
+    target: float = real_option(400.0, "--target-tok-s-user", help="per-user target (the claim: 400)", lo=0, hi=1e6,
+                                lo_open=True),
+    weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+    kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
+    new_tokens: int | None = tokens_option(
         None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
-    mtp: int = typer.Option(0, "--mtp", help="what-if: speculative draft length k (MTP); 0: off"),
-    accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
+    mtp: int = count_option(0, "--mtp", help="what-if: speculative draft length k (MTP); 0: off", lo=0,
+                            hi=inputs.MTP_MAX, human=False),
+    accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
+                                hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:

@@ -11,7 +11,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from lpxsim import inputs
 from lpxsim.cli.common import _clean, emit_json, err, out
+from lpxsim.cli.validate import real_option, seed_option
 from lpxsim.errors import UserError
 
 
@@ -65,10 +67,14 @@ def write_outputs(result, out_dir: Path) -> list[str]:
                 os.unlink(tmp)
         written.append(str(out_dir / name))
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".summary.json.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(_clean(result.summary), f, indent=2)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out_dir / "summary.json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_clean(result.summary), f, indent=2)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_dir / "summary.json")
+    finally:  # nothing half-written: a failed dump leaves no temp file behind
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     written.append(str(out_dir / "summary.json"))
     return written
 
@@ -123,9 +129,11 @@ def register(app: typer.Typer) -> None:
         workload: Path | None = typer.Option(None, "--workload", help="workload YAML (see examples/workloads/)"),
         trace: str | None = typer.Option(None, "--trace", help="trace name (azure-code, azure-conv, mooncake-conversation, "
                                          "mooncake-synthetic, tracelab-agent) or a file"),
-        rate_scale: float = typer.Option(1.0, "--rate-scale", help="multiply the arrival rate"),
-        duration: float | None = typer.Option(None, "--duration", help="stop new arrivals after S simulated seconds"),
-        seed: int = typer.Option(0, "--seed", help="random seed (same seed, same results)"),
+        rate_scale: float = real_option(1.0, "--rate-scale", help="multiply the arrival rate", lo=0, hi=1e6,
+                                        lo_open=True),
+        duration: float | None = real_option(None, "--duration", help="stop new arrivals after S simulated seconds",
+                                             lo=0, hi=1e9, lo_open=True, metavar="S"),
+        seed: int = seed_option(0),
         out_dir: Path | None = typer.Option(None, "--out", help="write requests.parquet, pools.parquet, summary.json"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -134,6 +142,8 @@ def register(app: typer.Typer) -> None:
 
         if duration is not None and not duration > 0:
             raise UserError("duration", f"expected a positive number of seconds, got {duration}")
+        if out_dir is not None:
+            inputs.check_output_dir(out_dir, "out")  # before the simulation, not after
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
         from lpxsim.progress import bar

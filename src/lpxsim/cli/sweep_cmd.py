@@ -7,8 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from lpxsim import inputs
 from lpxsim.cli.bench_cmd import parse_int_list
-from lpxsim.cli.common import emit_json, err, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
+from lpxsim.cli.validate import count_option, tokens_option
 
 TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
               "ttft_s", "on_frontier")
@@ -32,7 +34,7 @@ def print_sweep(df) -> None:
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
                   str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
                   f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", "*" if r["on_frontier"] else "")
-    out.print(t)
+    out.print(keep_identifiers(t))
 
 
 def register(app: typer.Typer) -> None:
@@ -40,14 +42,17 @@ def register(app: typer.Typer) -> None:
     def sweep_cmd(
         model: str = typer.Argument(..., help="catalog name or path to a config.json"),
         systems: str = typer.Option("lpx,vr-nvl72", "--systems", help="comma-separated systems"),
-        contexts: str = typer.Option("10000,100000", "--contexts", help="input contexts (tokens)"),
-        concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency", help="concurrent users"),
-        osl: int = typer.Option(1024, "--osl", help="output tokens per request"),
-        weights: str = typer.Option("fp8", "--weights", help="weight precision"),
-        kv: str = typer.Option("bf16", "--kv", help="KV precision"),
+        contexts: str = typer.Option("10000,100000", "--contexts",
+                                     help="input contexts (tokens) [each 1..10M; 32K, 1M ok]"),
+        concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency",
+                                        help="concurrent users [each 1..10M; 1K ok]"),
+        osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
+        weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
+        kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
         executor: str = typer.Option("process", "--executor", help="process, thread, serial or dask"),
-        workers: int | None = typer.Option(None, "--workers", help="local workers (default: CPU count)"),
+        workers: int | None = count_option(None, "--workers", help="local workers (default: CPU count)",
+                                           hi=inputs.jobs_max(), human=False),
         scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://...)"),
         out_dir: Path = typer.Option(Path("lpxsim-sweep"), "--out", help="results directory (resumable)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -58,11 +63,12 @@ def register(app: typer.Typer) -> None:
         from lpxsim.report.plots import frontier_png
 
         name = get_model(model).name
+        inputs.check_output_dir(out_dir, "out")  # before any work
         from lpxsim.bench.fleets import is_fleet
 
         targets = [s.strip() for s in systems.split(",") if s.strip()]
         targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
-        points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency"),
+        points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency", 1, inputs.CONCURRENCY_MAX),
                       osl=osl, weights=weights, kv=kv, ceiling=ceiling)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
                        progress=True)

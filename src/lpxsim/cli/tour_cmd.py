@@ -6,8 +6,10 @@ from pathlib import Path
 
 import typer
 
+from lpxsim import inputs
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import emit_json, err, out
+from lpxsim.cli.validate import count_option, jobs_option, seed_option
 
 HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
             ("tok/s/user @ concurrency 1 (AA median)", "tok/s/user @ c=1", "{:,.0f}"), ("diff", "vs published", "{}"),
@@ -56,21 +58,21 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Option("gemma-4-31b", "--model", help="dense model"),
         moe_model: str = typer.Option("gpt-oss-120b", "--moe-model", help="MoE model for contrast"),
         systems: str = typer.Option("lpx,vr-nvl72", "--systems", help="comma-separated systems"),
-        contexts: str = typer.Option("10000,100000", "--contexts", help="AA and capacity contexts"),
-        requests: int = typer.Option(8, "--requests", help="AA sequential requests per context"),
+        contexts: str = typer.Option("10000,100000", "--contexts",
+                                     help="AA and capacity contexts [each 1..10M; 32K, 1M ok]"),
+        requests: int = count_option(8, "--requests", help="AA sequential requests per context", hi=100_000),
         executor: str = typer.Option("serial", "--executor", help="sweep executor with --jobs 1: serial, process, thread"),
-        jobs: int = typer.Option(2, "--jobs", help="worker processes for the AA, MoE and sweep sections (1: none)"),
-        seed: int = typer.Option(0, "--seed", help="seed of every random draw"),
+        jobs: int = jobs_option(2, "--jobs", help="worker processes for the AA, MoE and sweep sections (1: none)"),
+        seed: int = seed_option(0, help="seed of every random draw"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (summary and paths)"),
     ) -> None:
         """Gemma 4 31B on LPX and Vera Rubin NVL72: capacity, AA benchmark, sweep, modes, MoE -> index.html."""
         from lpxsim.catalog import get_model, get_system
-        from lpxsim.errors import UserError
         from lpxsim.report.tour import run_tour
         from lpxsim.report.tour_sections import TourConfig
 
-        if jobs < 1:
-            raise UserError("jobs", f"expected at least 1 worker process, got {jobs}")
+        inputs.check_jobs(jobs, "jobs")
+        inputs.check_output_dir(out_dir, "out")  # before any work
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,

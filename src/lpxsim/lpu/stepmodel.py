@@ -92,8 +92,9 @@ class LpxStepModel:
             arch = arch_for(sys_).with_sram(self._sram)
             if self._candidates(sys_, arch, n, layout):
                 return sys_, n, u
+        asked = self._targets[-1]  # the context the caller asked for (the long one is only preferred)
         raise DoesNotFit("model", f"{self.model.name} ({self.weights}) does not fit {s.max_units} {s.unit_name}s "
-                                  f"of {s.name} at context {self.target.context:,}")
+                                  f"of {s.name} at context {asked.context:,}")
 
     def _candidates(self, system, arch, n, layout) -> list[Layout]:
         forced = parse_layout(layout) if isinstance(layout, str) else (
@@ -118,8 +119,9 @@ class LpxStepModel:
                 return lay
             except DoesNotFit:
                 continue
+        asked = self._targets[-1] if not cands else self.target  # no candidate at all: name the asked context
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
-                                   f"at context {self.target.context:,}, concurrency {self.target.concurrency}")
+                                   f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
         graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout)

@@ -275,16 +275,16 @@ def _delivered(classes: list[RequestClass], assignments: list[Assignment]) -> li
 class ClassSpec(BaseModel):
     """A request class in a demand YAML."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
     model: str
-    isl: int = Field(gt=0)
-    osl: int = Field(gt=0)
-    tok_s_user: float = Field(gt=0)
-    requests_per_s: float | None = Field(default=None, gt=0)
-    concurrent_sessions: float | None = Field(default=None, gt=0)
-    new_tokens: int | None = Field(default=None, gt=0)
-    mtp: int = Field(default=0, ge=0)
+    isl: int = Field(gt=0, le=10_000_000)  # ranges: lpxsim.inputs (issue 15)
+    osl: int = Field(gt=0, le=10_000_000)
+    tok_s_user: float = Field(gt=0, le=1e6)
+    requests_per_s: float | None = Field(default=None, gt=0, le=1e9)
+    concurrent_sessions: float | None = Field(default=None, gt=0, le=1e9)
+    new_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    mtp: int = Field(default=0, ge=0, le=32)
     accept: float = Field(default=0.0, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
@@ -348,8 +348,11 @@ def load_demand(path: str | Path) -> DemandSpec:
     p = Path(path)
     if not p.is_file():
         raise UserError("demand", f"no such file {str(p)!r}")
+    from lpxsim.inputs import read_text
+
+    text = read_text(p, "demand")  # binary or huge files: one line
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

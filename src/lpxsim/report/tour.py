@@ -8,7 +8,6 @@ MoE model for contrast. Writes OUT/index.html, the PNGs and OUT/results.parquet.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,7 +82,9 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
             results[name], dt = _timed(name, cfg, out)
             log(f"tour: {name} {results[name].status} in {dt:,.1f} s")  # stderr only
         return {k: results[k] for k in ORDER}
-    with cf.ProcessPoolExecutor(max_workers=cfg.jobs) as pool:
+    from lpxsim.bench.workers import process_pool
+
+    with process_pool(cfg.jobs) as pool:  # workers die with the tour, even on SIGKILL
         remote = {name: pool.submit(_timed, name, cfg, out) for name in REMOTE}
         for name in ORDER:
             if name in REMOTE:

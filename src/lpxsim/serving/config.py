@@ -23,7 +23,7 @@ PAIRS = {"prefill": "decode", "attention": "ffn", "target": "drafter"}
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf: one-line error naming the field
 
 
 class PoolConfig(_Strict):
@@ -33,26 +33,26 @@ class PoolConfig(_Strict):
     system: str
     backend: Literal["gpu", "lpx", "analytic"] = "analytic"
     model: str
-    workers: int = Field(1, ge=1)
-    gpus_per_worker: int | None = Field(None, ge=1)
-    chips_per_worker: int | None = Field(None, ge=1)
-    racks_per_worker: float | None = Field(None, gt=0)
-    tp: int | None = Field(None, ge=1)
-    ep: int = Field(1, ge=1)  # gpu backend: expert parallelism inside the TP group
-    pp: int = Field(1, ge=1)  # gpu backend: pipeline stages
+    workers: int = Field(1, ge=1, le=100_000)
+    gpus_per_worker: int | None = Field(None, ge=1, le=1_000_000)
+    chips_per_worker: int | None = Field(None, ge=1, le=1_000_000)
+    racks_per_worker: float | None = Field(None, gt=0, le=10_000)
+    tp: int | None = Field(None, ge=1, le=4096)
+    ep: int = Field(1, ge=1, le=4096)  # gpu backend: expert parallelism inside the TP group
+    pp: int = Field(1, ge=1, le=1000)  # gpu backend: pipeline stages
     dp_attention: bool = False  # gpu backend: attention data-parallel over the TP group
     framework: Literal["sglang", "trtllm", "vllm"] = "sglang"  # gpu backend: the serving engine
-    mtp: int | None = Field(None, ge=1)  # draft tokens per round from the model's own MTP head
+    mtp: int | None = Field(None, ge=1, le=64)  # draft tokens per round from the model's own MTP head
     mtp_accept: float | None = Field(None, ge=0, lt=1)  # per-token acceptance (default: the model's published one)
-    stages: int | None = Field(None, ge=1)
+    stages: int | None = Field(None, ge=1, le=1000)
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: Literal["separate", "k-once"] = "separate"
     role: Role = "aggregated"
-    max_batch: int | None = Field(None, ge=1)
+    max_batch: int | None = Field(None, ge=1, le=10_000_000)
     memory_fraction: float | None = Field(None, gt=0, le=1)  # analytic: share of memory usable (weights + KV)
-    target_context: int | None = Field(None, ge=1)  # lpx backend: the context the layout is compiled for
-    target_concurrency: int | None = Field(None, ge=1)  # lpx backend: the concurrency the layout is compiled for
+    target_context: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the context the layout is compiled for
+    target_concurrency: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the concurrency the layout is compiled for
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:
@@ -67,8 +67,8 @@ class LinkConfig(_Strict):
 
     between: tuple[str, str]
     kind: Literal["nvlink", "c2c", "ethernet", "infiniband", "pcie"] = "ethernet"
-    bandwidth_Bps: float = Field(..., gt=0)
-    latency_s: float = Field(..., ge=0)
+    bandwidth_Bps: float = Field(..., gt=0, le=1e18)
+    latency_s: float = Field(..., ge=0, le=1e6)
 
 
 class RouterConfig(_Strict):
@@ -83,18 +83,18 @@ class RouterConfig(_Strict):
 class SchedulerConfig(_Strict):
     """Continuous batching per worker."""
 
-    token_budget: int = Field(8192, ge=1)  # tokens per step (decode tokens + prefill chunk)
-    min_chunk_tokens: int = Field(256, ge=1)  # prefill progress per step even when decode fills the budget
-    block_tokens: int = Field(16, ge=1)  # KV allocation granularity
-    max_batch: int = Field(256, ge=1)
-    max_run_steps: int = Field(1_000_000, ge=1)
+    token_budget: int = Field(8192, ge=1, le=10_000_000)  # tokens per step (decode tokens + prefill chunk)
+    min_chunk_tokens: int = Field(256, ge=1, le=10_000_000)  # prefill progress per step even when decode fills the budget
+    block_tokens: int = Field(16, ge=1, le=1_000_000)  # KV allocation granularity
+    max_batch: int = Field(256, ge=1, le=10_000_000)
+    max_run_steps: int = Field(1_000_000, ge=1, le=10**12)
     preemption: Literal["recompute"] = "recompute"
 
 
 class SpeculationConfig(_Strict):
-    draft_tokens: int = Field(4, ge=1)
+    draft_tokens: int = Field(4, ge=1, le=32)
     adaptive: bool = False
-    max_draft_tokens: int = Field(8, ge=1)
+    max_draft_tokens: int = Field(8, ge=1, le=32)
 
 
 class AfdConfig(_Strict):
@@ -153,8 +153,11 @@ def read_yaml(path: str | Path, what: str) -> dict:
     p = Path(path)
     if not p.is_file():
         raise UserError(what, f"no such file {str(p)!r}")
+    from lpxsim.inputs import read_text
+
+    text = read_text(p, what)  # binary or huge files: one line
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lpxsim.errors import UserError
+from lpxsim.inputs import TOKENS_MAX
 from lpxsim.serving.request import Request
 from lpxsim.serving.workload import Workload, WorkloadConfig
 
@@ -57,16 +59,33 @@ def trace_path(name_or_path: str) -> Path:
 def _read_jsonl(p: Path) -> list[dict]:
     rows = []
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt") as f:
-        for i, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise UserError("trace", f"{p.name} line {i} is not valid JSON") from None
+    i = 0
+    try:
+        with opener(p, "rt", encoding="utf-8") as f:
+            for i, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except (json.JSONDecodeError, RecursionError):
+                    raise UserError("trace", f"{p.name} line {i} is not valid JSON") from None
+                if not isinstance(row, dict):
+                    raise UserError("trace", f"{p.name} line {i}: expected a JSON object, got {type(row).__name__}")
+                rows.append(row)
+    except UnicodeDecodeError:
+        raise UserError("trace", f"{p.name} line {i + 1} is not UTF-8 text; expected a JSONL or CSV trace") from None
+    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError; a corrupt stream, zlib.error
+        raise UserError("trace", f"{p.name} cannot be read ({type(e).__name__}: {e})") from None
     return rows
+
+
+def _need_keys(rows: list[dict], keys: tuple[str, ...], name: str) -> None:
+    """Every row has every key the format needs (the format was detected from the first row)."""
+    for i, r in enumerate(rows, 1):
+        missing = [k for k in keys if k not in r]
+        if missing:
+            raise UserError(f"trace.{missing[0]}", f"{name} row {i} lacks {', '.join(missing)}")
 
 
 def load_trace(name_or_path: str) -> pd.DataFrame:
@@ -79,56 +98,98 @@ def load_trace(name_or_path: str) -> pd.DataFrame:
             raise UserError("trace", f"{p.name} has no rows")
         keys = set(rows[0])
         if {"timestamp", "input_length", "output_length"} <= keys:
+            _need_keys(rows, ("timestamp", "input_length", "output_length"), p.name)
             df = pd.DataFrame({
-                "arrival_s": [r["timestamp"] / 1e3 for r in rows],
+                "arrival_s": _numbers([r["timestamp"] for r in rows], "timestamp", p.name) / 1e3,
                 "isl": [r["input_length"] for r in rows],
                 "osl": [r["output_length"] for r in rows],
-                "hash_ids": [tuple(r.get("hash_ids", ())) for r in rows],
+                "hash_ids": [_hash_ids(r.get("hash_ids", ()), i, p.name) for i, r in enumerate(rows, 1)],
             })
             df["session"] = -1
-            return _finish(df)
-        if {"session_id", "t_input_ready_s", "input_tokens_total", "output_tokens"} <= keys:
-            return _tracelab(pd.DataFrame(rows))
+            return _finish(df, p.name)
+        if set(TRACELAB_KEYS) <= keys:
+            _need_keys(rows, TRACELAB_KEYS, p.name)
+            return _tracelab(pd.DataFrame(rows), p.name)
         raise UserError("trace", f"{p.name}: unrecognised JSONL keys {sorted(keys)[:6]}")
     try:
         raw = pd.read_csv(p)
-    except Exception as e:  # pandas raises several parser errors
+    except Exception as e:  # pandas raises several parser errors (and UnicodeDecodeError on binary files)
         raise UserError("trace", f"{p.name} is not a readable CSV ({type(e).__name__})") from None
-    cols = set(raw.columns)
+    if raw.empty:
+        raise UserError("trace", f"{p.name} has no rows")
+    cols = {str(c) for c in raw.columns}
     if {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} <= cols:
-        ts = pd.to_datetime(raw["TIMESTAMP"], format="mixed")
+        try:
+            with np.errstate(invalid="ignore"):  # an out-of-range stamp becomes NaT, refused just below
+                ts = pd.to_datetime(raw["TIMESTAMP"], format="mixed")
+        except (ValueError, TypeError, OverflowError):
+            raise UserError("trace.TIMESTAMP", f"{p.name}: expected date-time stamps") from None
+        if ts.isna().any():
+            raise UserError("trace.TIMESTAMP", f"{p.name} row {int(ts.isna().to_numpy().argmax()) + 1} has no time")
         df = pd.DataFrame({"arrival_s": (ts - ts.min()).dt.total_seconds(), "isl": raw["ContextTokens"],
                            "osl": raw["GeneratedTokens"]})
         df["session"] = -1
         df["hash_ids"] = [()] * len(df)
-        return _finish(df)
+        return _finish(df, p.name)
     if {"Timestamp", "Request tokens", "Response tokens"} <= cols:
-        raw = raw[raw["Response tokens"] > 0]
-        df = pd.DataFrame({"arrival_s": raw["Timestamp"] - raw["Timestamp"].min(), "isl": raw["Request tokens"],
+        response = _numbers(raw["Response tokens"], "Response tokens", p.name)
+        raw = raw[response > 0]
+        stamp = _numbers(raw["Timestamp"], "Timestamp", p.name)
+        df = pd.DataFrame({"arrival_s": stamp - (stamp.min() if len(stamp) else 0.0), "isl": raw["Request tokens"],
                            "osl": raw["Response tokens"]})
         df["session"] = pd.factorize(raw["Session ID"])[0] if "Session ID" in raw else -1
         df["hash_ids"] = [()] * len(df)
-        return _finish(df)
-    if {"session_id", "t_input_ready_s", "input_tokens_total", "output_tokens"} <= cols:
-        return _tracelab(raw)
+        return _finish(df, p.name)
+    if set(TRACELAB_KEYS) <= cols:
+        return _tracelab(raw, p.name)
     raise UserError("trace", f"{p.name}: unrecognised columns {sorted(cols)[:6]}")
 
 
-def _tracelab(raw: pd.DataFrame) -> pd.DataFrame:
+TRACELAB_KEYS = ("session_id", "t_input_ready_s", "input_tokens_total", "output_tokens")
+ARRIVAL_MAX_S = 1e12  # a trace's arrival times (after unit conversion) must be finite and within this
+
+
+def _tracelab(raw: pd.DataFrame, name: str) -> pd.DataFrame:
+    try:
+        session = pd.factorize(raw["session_id"].astype(str))[0]
+    except TypeError:
+        raise UserError("trace.session_id", f"{name}: expected session ids") from None
     df = pd.DataFrame({
-        "arrival_s": raw["t_input_ready_s"].astype(float),
-        "isl": raw["input_tokens_total"],
-        "osl": raw["output_tokens"],
-        "session": pd.factorize(raw["session_id"])[0],
+        "arrival_s": _numbers(raw["t_input_ready_s"], "t_input_ready_s", name),
+        "isl": raw["input_tokens_total"].to_numpy(),
+        "osl": raw["output_tokens"].to_numpy(),
+        "session": session,
     })
     df["hash_ids"] = [()] * len(df)
-    return _finish(df)
+    return _finish(df, name)
 
 
-def _finish(df: pd.DataFrame) -> pd.DataFrame:
+def _numbers(values, column: str, name: str, lo: float = -ARRIVAL_MAX_S, hi: float = ARRIVAL_MAX_S) -> np.ndarray:
+    """A column as finite floats in [lo, hi], or a UserError naming the column and the first bad row."""
+    raw = pd.Series(list(values) if not isinstance(values, pd.Series) else values.to_numpy(), dtype=object)
+    is_bool = raw.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
+    num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    bad = is_bool | ~np.isfinite(num) | (num < lo) | (num > hi)
+    if bad.any():
+        i = int(bad.argmax())
+        raise UserError(f"trace.{column}", f"{name} row {i + 1}: expected a number in {lo:g}..{hi:g}, "
+                                           f"got {raw.iloc[i]!r}")
+    return num
+
+
+def _hash_ids(v: object, row: int, name: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in v):
+        raise UserError("trace.hash_ids", f"{name} row {row}: expected a list of integers")
+    return tuple(v)
+
+
+def _finish(df: pd.DataFrame, name: str = "trace") -> pd.DataFrame:
+    if df.empty:
+        raise UserError("trace", f"{name} has no requests")
     df = df.copy()
-    df["isl"] = np.maximum(1, df["isl"].astype(int))
-    df["osl"] = np.maximum(1, df["osl"].astype(int))
+    df["arrival_s"] = _numbers(df["arrival_s"], "arrival", name)
+    df["isl"] = np.maximum(1, _numbers(df["isl"], "input tokens", name, 0, TOKENS_MAX).astype(int))
+    df["osl"] = np.maximum(1, _numbers(df["osl"], "output tokens", name, 0, TOKENS_MAX).astype(int))
     df = df.sort_values("arrival_s", kind="stable").reset_index(drop=True)
     return df
 

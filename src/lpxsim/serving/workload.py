@@ -14,26 +14,31 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lpxsim.inputs import TOKENS_MAX  # sampled ISL/OSL are clipped to [1, TOKENS_MAX]
 from lpxsim.serving.config import read_yaml, validation_error
 from lpxsim.serving.request import Request
+
+_STRICT = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf: one-line error naming the field
+_PARAM = 1e12  # |distribution parameter| bound: anything larger is a typo, and huge draws overflow
+TURNS_MAX = 100_000  # sampled agentic turns per session are clipped to [1, TURNS_MAX]
 
 
 class Dist(BaseModel):
     """A distribution of a positive quantity: fixed, uniform, lognormal, normal, exponential, beta."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     kind: Literal["fixed", "uniform", "lognormal", "normal", "exponential", "beta"] = "fixed"
-    value: float | None = None  # fixed
-    low: float | None = None  # uniform
-    high: float | None = None
-    median: float | None = None  # lognormal
-    sigma: float | None = None  # lognormal (of log), normal (sd)
-    mean: float | None = None  # normal, exponential
-    a: float | None = None  # beta
-    b: float | None = None
-    min: float | None = None  # clip
-    max: float | None = None
+    value: float | None = Field(None, ge=-_PARAM, le=_PARAM)  # fixed
+    low: float | None = Field(None, ge=-_PARAM, le=_PARAM)  # uniform
+    high: float | None = Field(None, ge=-_PARAM, le=_PARAM)
+    median: float | None = Field(None, gt=0, le=_PARAM)  # lognormal
+    sigma: float | None = Field(None, ge=0, le=10)  # lognormal (of log), normal (sd)
+    mean: float | None = Field(None, ge=-_PARAM, le=_PARAM)  # normal, exponential
+    a: float | None = Field(None, gt=0, le=1e6)  # beta
+    b: float | None = Field(None, gt=0, le=1e6)
+    min: float | None = Field(None, ge=-_PARAM, le=_PARAM)  # clip
+    max: float | None = Field(None, ge=-_PARAM, le=_PARAM)
 
     @model_validator(mode="before")
     @classmethod
@@ -51,6 +56,10 @@ class Dist(BaseModel):
             raise ValueError(f"{self.kind} distribution needs {', '.join(missing)}")
         if self.kind == "uniform" and self.high < self.low:
             raise ValueError("uniform needs low <= high")
+        if self.kind == "exponential" and self.mean <= 0:
+            raise ValueError(f"exponential needs mean > 0, got {self.mean}")
+        if self.min is not None and self.max is not None and self.max < self.min:
+            raise ValueError("needs min <= max")
         return self
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -73,11 +82,12 @@ class Dist(BaseModel):
 
 
 class Arrival(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     process: Literal["poisson", "gamma", "closed"] = "poisson"
-    rate: float | None = Field(None, gt=0)  # requests (or sessions) per second
-    cv: float = Field(1.0, gt=0)  # gamma: coefficient of variation of inter-arrival times
-    concurrency: int | None = Field(None, ge=1)  # closed loop: users always in flight
+    rate: float | None = Field(None, gt=0, le=1e9)  # requests (or sessions) per second
+    # gamma: coefficient of variation of inter-arrival times; below 0.01 the gamma shape 1/cv^2 overflows
+    cv: float = Field(1.0, ge=0.01, le=100)
+    concurrency: int | None = Field(None, ge=1, le=10_000_000)  # closed loop: users always in flight
 
     @model_validator(mode="after")
     def _need(self) -> Arrival:
@@ -89,21 +99,21 @@ class Arrival(BaseModel):
 
 
 class RequestClass(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     name: str
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, gt=0, le=1e12)
 
 
 class SharedPrefix(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tokens: int = Field(..., ge=1)  # leading tokens shared inside a group (system prompt)
-    groups: int = Field(1, ge=1)
+    model_config = _STRICT
+    tokens: int = Field(..., ge=1, le=TOKENS_MAX)  # leading tokens shared inside a group (system prompt)
+    groups: int = Field(1, ge=1, le=1_000)
 
 
 class Session(BaseModel):
     """Agentic session: each turn's prompt = previous context + tool output; think/tool time between."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     turns: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=20))
     first_isl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=8000))
     tool_tokens: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=4000))
@@ -111,19 +121,19 @@ class Session(BaseModel):
 
 
 class Slo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    ttft_s: float = Field(2.0, gt=0)
-    tpot_s: float = Field(0.05, gt=0)
+    model_config = _STRICT
+    ttft_s: float = Field(2.0, gt=0, le=1e6)
+    tpot_s: float = Field(0.05, gt=0, le=1e6)
 
 
 class WorkloadConfig(BaseModel):
     """A workload file."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     name: str = "workload"
     kind: Literal["synthetic", "agentic", "trace"] = "synthetic"
-    num_requests: int | None = Field(None, ge=1)  # synthetic: requests; agentic: sessions
-    duration_s: float | None = Field(None, gt=0)
+    num_requests: int | None = Field(None, ge=1, le=10_000_000)  # synthetic: requests; agentic: sessions
+    duration_s: float | None = Field(None, gt=0, le=1e9)
     arrival: Arrival = Field(default_factory=lambda: Arrival(process="poisson", rate=1.0))
     isl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=1024))
     osl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=256))
@@ -133,9 +143,9 @@ class WorkloadConfig(BaseModel):
     acceptance: Dist = Field(default_factory=lambda: Dist(kind="beta", a=7.0, b=3.0))
     slo: Slo = Field(default_factory=Slo)
     trace: str | None = None
-    rate_scale: float = Field(1.0, gt=0)
-    trace_jitter_s: float = Field(0.0, ge=0)  # uniform jitter added to trace arrivals
-    hash_block_tokens: int = Field(512, ge=1)
+    rate_scale: float = Field(1.0, gt=0, le=1e9)
+    trace_jitter_s: float = Field(0.0, ge=0, le=1e9)  # uniform jitter added to trace arrivals
+    hash_block_tokens: int = Field(512, ge=1, le=1_000_000)
 
     @model_validator(mode="after")
     def _complete(self) -> WorkloadConfig:
@@ -192,6 +202,11 @@ class Workload:
         return []
 
 
+def _tokens(x: np.ndarray) -> np.ndarray:
+    """Sampled token counts as ints in [1, TOKENS_MAX] (a wide distribution's tail is clipped, not wrapped)."""
+    return np.clip(np.rint(np.nan_to_num(x, nan=1.0, posinf=TOKENS_MAX, neginf=1.0)), 1, TOKENS_MAX).astype(int)
+
+
 def _interarrivals(arr: Arrival, rng: np.random.Generator, n: int) -> np.ndarray:
     mean = 1.0 / arr.rate
     if arr.process == "poisson":
@@ -207,8 +222,8 @@ class SyntheticWorkload(Workload):
 
     def _batch(self, n: int, times: np.ndarray) -> list[Request]:
         cfg = self.cfg
-        isl = np.maximum(1, np.rint(cfg.isl.sample(self.rng, n))).astype(int)
-        osl = np.maximum(1, np.rint(cfg.osl.sample(self.rng, n))).astype(int)
+        isl = _tokens(cfg.isl.sample(self.rng, n))
+        osl = _tokens(cfg.osl.sample(self.rng, n))
         klass = self._classes(n)
         acc = self._accept(n)
         sp = cfg.shared_prefix
@@ -269,11 +284,11 @@ class AgenticWorkload(Workload):
         s = self.cfg.session
         sid = self.n_sessions
         self.n_sessions += 1
-        turns = max(1, int(round(s.turns.sample(self.rng, 1)[0])))
+        turns = int(np.clip(np.rint(s.turns.sample(self.rng, 1)[0]), 1, TURNS_MAX))
         state = {
             "turns": turns,
             "turn": 0,
-            "ctx": max(1, int(round(s.first_isl.sample(self.rng, 1)[0]))),
+            "ctx": int(_tokens(s.first_isl.sample(self.rng, 1))[0]),
             "klass": self._classes(1)[0],
             "accept": float(self._accept(1)[0]),
         }
@@ -282,7 +297,7 @@ class AgenticWorkload(Workload):
 
     def _turn(self, sid: int, t: float) -> Request:
         st = self.sessions[sid]
-        osl = max(1, int(round(self.cfg.osl.sample(self.rng, 1)[0])))
+        osl = int(_tokens(self.cfg.osl.sample(self.rng, 1))[0])
         r = Request(self._rid(), t, st["ctx"], osl, hash_block_tokens=self.cfg.hash_block_tokens,
                     session_hash_base=sid * self.SESSION_STRIDE, session=sid, turn=st["turn"], klass=st["klass"])
         r.accept_rate = st["accept"]
@@ -316,9 +331,9 @@ class AgenticWorkload(Workload):
                 self._left -= 1
                 return [self._new_session(now)]
             return []
-        tool = max(0, int(round(s.tool_tokens.sample(self.rng, 1)[0])))
+        tool = int(np.clip(np.rint(s.tool_tokens.sample(self.rng, 1)[0]), 0, TOKENS_MAX))
         think = max(0.0, float(s.think_s.sample(self.rng, 1)[0]))
-        st["ctx"] = req.isl + req.osl + tool
+        st["ctx"] = min(TOKENS_MAX, req.isl + req.osl + tool)
         return [self._turn(req.session, now + think)]
 
 

@@ -7,6 +7,7 @@ publishers' configs as they are (see catalog/models/).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from lpxsim.errors import UserError
@@ -15,6 +16,45 @@ if TYPE_CHECKING:
     from lpxsim.specs.model import AttentionSpec, FfnSpec, ModelSpec
 
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+# Allowed range of every integer field read here: far above any published model, low enough that the
+# arithmetic and the compiler stay fast (a huge num_hidden_layers used to raise MemoryError).
+_BIG = 2**31 - 1
+BOUNDS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, 1_000),
+    "hidden_size": (1, 262_144),
+    "num_attention_heads": (1, 16_384),
+    "num_key_value_heads": (1, 16_384),
+    "num_global_key_value_heads": (1, 16_384),
+    "head_dim": (1, 16_384),
+    "global_head_dim": (1, 16_384),
+    "vocab_size": (1, 10_000_000),
+    "intermediate_size": (0, 4_194_304),
+    "moe_intermediate_size": (0, 4_194_304),
+    "expert_intermediate_size": (0, 4_194_304),
+    "num_experts": (0, 4_096),
+    "n_routed_experts": (0, 4_096),
+    "num_local_experts": (0, 4_096),
+    "num_experts_per_tok": (0, 4_096),
+    "top_k_experts": (0, 4_096),
+    "experts_per_token": (0, 4_096),
+    "n_shared_experts": (0, 64),
+    "sliding_window": (1, _BIG),
+    "sliding_window_pattern": (1, 1_000),
+    "max_window_layers": (0, 1_000),
+    "first_k_dense_replace": (0, 1_000),
+    "moe_layer_freq": (0, 1_000),
+    "decoder_sparse_step": (0, 1_000),
+    "max_position_embeddings": (1, _BIG),
+    "max_sequence_length": (1, _BIG),
+    "q_lora_rank": (0, 262_144),
+    "kv_lora_rank": (0, 262_144),
+    "qk_nope_head_dim": (0, 16_384),
+    "qk_rope_head_dim": (0, 16_384),
+    "v_head_dim": (1, 16_384),
+    "num_kv_shared_layers": (0, 1_000),
+    "num_nextn_predict_layers": (0, 100),
+}
 
 
 def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -28,12 +68,34 @@ def _text_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _int(t: dict[str, Any], key: str, default: int | None = None) -> int:
-    v = t.get(key, default)
+    """An integer field inside its BOUNDS range (`default` when absent or null)."""
+    v = t.get(key)
     if v is None:
-        raise UserError(f"config.{key}", "missing; expected a positive integer")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v < 0:
-        raise UserError(f"config.{key}", f"expected a non-negative integer, got {v!r}")
+        v = default
+    lo, hi = BOUNDS.get(key, (0, _BIG))
+    if v is None:
+        raise UserError(f"config.{key}", f"missing; expected an integer in {lo:,}..{hi:,}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v:
+        raise UserError(f"config.{key}", f"expected an integer in {lo:,}..{hi:,}, got {v!r}")
+    if not lo <= v <= hi:
+        raise UserError(f"config.{key}", f"expected an integer in {lo:,}..{hi:,}, got {int(v):,}")
     return int(v)
+
+
+def _opt_int(t: dict[str, Any], key: str, default: int = 0) -> int:
+    """An optional integer field: absent, null, 0 or false read as `default`."""
+    v = t.get(key)
+    return default if v is None or v is False or v == 0 else _int(t, key)
+
+
+def _float(t: dict[str, Any], key: str, default: float | None, lo: float, hi: float) -> float | None:
+    """A finite number in [lo, hi] (`default` when absent or null)."""
+    v = t.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        raise UserError(f"config.{key}", f"expected a finite number in {lo:g}..{hi:g}, got {v!r}")
+    return float(v)
 
 
 def _first(t: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -52,6 +114,8 @@ def _layer_kinds(t: dict[str, Any], n_layers: int) -> list[str]:
             raise UserError("config.layer_types", f"expected a list of {n_layers} layer types")
         kinds = []
         for i, lt in enumerate(types):
+            if not isinstance(lt, str):
+                raise UserError(f"config.layer_types[{i}]", f"expected a layer type name, got {lt!r}")
             if lt in ("sliding_attention", "sliding", "local"):
                 kinds.append("sliding")
             elif lt in ("full_attention", "full", "global", "attention"):
@@ -61,25 +125,31 @@ def _layer_kinds(t: dict[str, Any], n_layers: int) -> list[str]:
         if "sliding" in kinds and not window:
             raise UserError("config.sliding_window", "layer_types has sliding layers but no sliding_window")
         return kinds
-    pattern = t.get("sliding_window_pattern")
+    pattern = _opt_int(t, "sliding_window_pattern")
+    window = _opt_int(t, "sliding_window")
     if window and pattern:  # Gemma 3: layer i global iff (i+1) % pattern == 0
-        return ["full" if (i + 1) % int(pattern) == 0 else "sliding" for i in range(n_layers)]
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(n_layers)]
     if window and t.get("use_sliding_window"):  # Qwen2-style: sliding below max_window_layers
-        max_window_layers = int(t.get("max_window_layers", n_layers))
+        max_window_layers = _int(t, "max_window_layers", n_layers)
         return ["sliding" if i < max_window_layers else "full" for i in range(n_layers)]
     return ["full"] * n_layers
 
 
+_THETA = (1e-3, 1e15)
+
+
 def _rope(t: dict[str, Any], kind: str) -> tuple[float, float]:
+    theta = _float(t, "rope_theta", 10_000.0, *_THETA) or 10_000.0
+    partial = _float(t, "partial_rotary_factor", 1.0, 0.0, 1.0)
     params = t.get("rope_parameters")
     if isinstance(params, dict):
         key = "sliding_attention" if kind == "sliding" else "full_attention"
         p = params.get(key, params)
         if isinstance(p, dict):
-            return float(p.get("rope_theta", t.get("rope_theta", 10_000.0))), float(
-                p.get("partial_rotary_factor", 1.0)
-            )
-    return float(t.get("rope_theta", 10_000.0) or 10_000.0), float(t.get("partial_rotary_factor", 1.0))
+            theta = _float({"rope_theta": p.get("rope_theta", theta)}, "rope_theta", theta, *_THETA)
+            partial = _float({"partial_rotary_factor": p.get("partial_rotary_factor", partial)},
+                             "partial_rotary_factor", partial, 0.0, 1.0)
+    return float(theta), float(partial)
 
 
 def _attention(t: dict[str, Any], kind: str) -> AttentionSpec:
@@ -87,7 +157,7 @@ def _attention(t: dict[str, Any], kind: str) -> AttentionSpec:
 
     heads = _int(t, "num_attention_heads")
     theta, partial = _rope(t, kind)
-    window = int(t["sliding_window"]) if kind == "sliding" else None
+    window = _int(t, "sliding_window") if kind == "sliding" else None
     is_gemma = str(t.get("model_type", "")).startswith("gemma")
     if t.get("kv_lora_rank"):
         nope, rope = _int(t, "qk_nope_head_dim"), _int(t, "qk_rope_head_dim")
@@ -106,7 +176,7 @@ def _attention(t: dict[str, Any], kind: str) -> AttentionSpec:
             rope_theta=theta,
         )
     kv_heads = _int(t, "num_key_value_heads", heads)
-    head_dim = int(t.get("head_dim") or _int(t, "hidden_size") // heads)
+    head_dim = _opt_int(t, "head_dim") or max(1, _int(t, "hidden_size") // heads)
     k_eq_v = False
     if kind == "full" and t.get("global_head_dim"):
         head_dim = _int(t, "global_head_dim")
@@ -135,9 +205,14 @@ def _attention(t: dict[str, Any], kind: str) -> AttentionSpec:
 
 
 def _moe_fields(t: dict[str, Any]) -> tuple[int, int]:
-    experts = _first(t, "num_experts", "n_routed_experts", "num_local_experts", default=0) or 0
-    top_k = _first(t, "num_experts_per_tok", "top_k_experts", "experts_per_token", default=0) or 0
-    return int(experts), int(top_k)
+    def first(*keys: str) -> int:
+        for k in keys:
+            if t.get(k) is not None:
+                return _int(t, k)
+        return 0
+
+    return (first("num_experts", "n_routed_experts", "num_local_experts"),
+            first("num_experts_per_tok", "top_k_experts", "experts_per_token"))
 
 
 def _is_moe_layer(t: dict[str, Any], i: int, n_experts: int) -> bool:
@@ -145,11 +220,14 @@ def _is_moe_layer(t: dict[str, Any], i: int, n_experts: int) -> bool:
         return False
     if "enable_moe_block" in t and not t.get("enable_moe_block"):
         return False
-    if i < int(t.get("first_k_dense_replace", 0) or 0):
+    if i < _opt_int(t, "first_k_dense_replace"):
         return False
-    if i in (t.get("mlp_only_layers") or []):
+    only = t.get("mlp_only_layers") or []
+    if not isinstance(only, list):
+        raise UserError("config.mlp_only_layers", f"expected a list of layer indices, got {only!r}")
+    if i in only:
         return False
-    step = int(t.get("moe_layer_freq", 0) or t.get("decoder_sparse_step", 0) or 1)
+    step = _opt_int(t, "moe_layer_freq") or _opt_int(t, "decoder_sparse_step") or 1
     return (i + 1) % step == 0 if "decoder_sparse_step" in t else i % step == 0
 
 
@@ -158,7 +236,7 @@ def _ffn(t: dict[str, Any], i: int) -> FfnSpec:
 
     act = str(_first(t, "hidden_activation", "hidden_act", default="silu"))
     experts, top_k = _moe_fields(t)
-    inter = int(t.get("intermediate_size") or 0)
+    inter = _opt_int(t, "intermediate_size")
     model_type = str(t.get("model_type", ""))
     if not _is_moe_layer(t, i, experts):
         if inter <= 0:
@@ -166,7 +244,9 @@ def _ffn(t: dict[str, Any], i: int) -> FfnSpec:
         return FfnSpec(kind="dense", intermediate=inter, activation=act)
     if top_k <= 0 or top_k > experts:
         raise UserError("config.num_experts_per_tok", f"expected 1..{experts}, got {top_k}")
-    expert_inter = int(_first(t, "moe_intermediate_size", "expert_intermediate_size", default=0) or inter)
+    expert_inter = _opt_int(t, "moe_intermediate_size") or _opt_int(t, "expert_intermediate_size") or inter
+    if expert_inter <= 0:
+        raise UserError("config.moe_intermediate_size", "expected a positive integer for the experts' FFN")
     gemma_moe = model_type.startswith("gemma4")
     gpt_oss = model_type.startswith("gpt_oss")
     return FfnSpec(
@@ -176,16 +256,16 @@ def _ffn(t: dict[str, Any], i: int) -> FfnSpec:
         num_experts=experts,
         top_k=top_k,
         expert_intermediate=expert_inter,
-        num_shared_experts=int(t.get("n_shared_experts") or 0),
+        num_shared_experts=_opt_int(t, "n_shared_experts"),
         dense_beside_experts=gemma_moe,
         expert_bias=gpt_oss,
         router_bias=gpt_oss or bool(t.get("topk_method") == "noaux_tc"),
-        swiglu_limit=t.get("swiglu_limit"),
+        swiglu_limit=_float(t, "swiglu_limit", None, 0.0, 1e6),
     )
 
 
 def _max_context(t: dict[str, Any]) -> int:
-    return int(t.get("max_position_embeddings") or t.get("max_sequence_length") or 4096)
+    return _opt_int(t, "max_position_embeddings") or _opt_int(t, "max_sequence_length") or 4096
 
 
 def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: str) -> ModelSpec:
@@ -200,7 +280,7 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
     n_layers = _int(t, "num_hidden_layers")
     if n_layers == 0:
         raise UserError("config.num_hidden_layers", "expected at least one layer")
-    if int(t.get("num_kv_shared_layers") or 0):
+    if _opt_int(t, "num_kv_shared_layers"):
         raise UserError("config.num_kv_shared_layers", "KV-shared layers (Gemma 4 E2B/E4B) are not supported")
     model_type = str(t.get("model_type") or cfg.get("model_type") or "unknown")
     norms = 4 if model_type.startswith("gemma") else 2
@@ -218,9 +298,9 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
         tie_embeddings=bool(tie) if tie is not None else False,
         max_context=_max_context(t),
         activation=str(_first(t, "hidden_activation", "hidden_act", default="silu")),
-        rms_norm_eps=float(t.get("rms_norm_eps") or 1e-6),
-        final_logit_softcap=t.get("final_logit_softcapping"),
-        mtp_layers=int(t.get("num_nextn_predict_layers") or 0),
+        rms_norm_eps=_float(t, "rms_norm_eps", 1e-6, 0.0, 1.0) or 1e-6,
+        final_logit_softcap=_float(t, "final_logit_softcapping", None, 0.0, 1e6) or None,
+        mtp_layers=_opt_int(t, "num_nextn_predict_layers"),
         source=source,
         raw=cfg,
     )

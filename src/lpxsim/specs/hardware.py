@@ -8,6 +8,7 @@ ones of shared reference hardware.md §11 (NV-LPX, SA, HC26, STAS, ...), or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Literal, NamedTuple
 
@@ -175,7 +176,7 @@ class SystemSpec(BaseModel):
         if racks is None:
             return self.chips_per_unit
         n = racks * self.chips_per_unit
-        if racks <= 0 or abs(n - round(n)) > 1e-9:
+        if not math.isfinite(n) or round(n) < 1 or abs(n - round(n)) > 1e-9:  # NaN, 1e-300, 0.3 of a chip
             raise UserError(
                 "racks", f"expected a positive number of {self.unit_name}s making whole chips "
                 f"({self.chips_per_unit} per {self.unit_name}), got {racks}"

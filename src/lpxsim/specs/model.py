@@ -101,11 +101,14 @@ class ModelSpec:
     @classmethod
     def from_path(cls, path: str | Path, name: str | None = None) -> ModelSpec:
         """Load a Hugging Face config.json from disk."""
+        from lpxsim.inputs import read_text
+
         p = Path(path)
         if not p.is_file():
             raise UserError("model", f"no such config file {str(p)!r}")
+        text = read_text(p, "model")  # binary or huge files: one line
         try:
-            cfg = json.loads(p.read_text())
+            cfg = json.loads(text)
         except json.JSONDecodeError as e:
             raise UserError("model", f"{p.name} is not valid JSON ({e.msg} at line {e.lineno})") from None
         if not isinstance(cfg, dict):

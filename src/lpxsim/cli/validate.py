@@ -1,0 +1,70 @@
+"""Typer options that check their value at the edge: human counts (32K, 1M), finite numbers in a range.
+
+Each factory returns a `typer.Option` whose parser rejects a bad value with one line naming the option
+and its allowed range (click renders it as "Invalid value for '--context': expected ..."), and whose
+--help states the range. The ranges themselves live in `lpxsim.inputs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from lpxsim import inputs
+from lpxsim.errors import UserError
+
+
+def _parser(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return fn(value)
+        except UserError as e:
+            raise typer.BadParameter(e.message) from None
+
+    return parse
+
+
+def _float(text: Any) -> float:
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    try:
+        return float(str(text).replace("_", ""))
+    except ValueError:
+        raise UserError("value", f"expected a number, got {text!r}") from None
+
+
+def count_option(default: Any, *decls: str, help: str, lo: int = 1, hi: int = inputs.CONCURRENCY_MAX,
+                 metavar: str = "N", human: bool = True) -> Any:
+    """A whole number in [lo, hi]; with `human`, 32K / 100k / 1M are accepted too."""
+    rng = inputs.range_text(lo, hi)
+    field = decls[0].lstrip("-") if decls else "value"
+    return typer.Option(default, *decls, metavar=metavar, help=f"{help} [{rng}{'; 32K, 1M ok' if human else ''}]",
+                        parser=_parser(lambda v: inputs.parse_count(v, field, lo, hi, human)))
+
+
+def tokens_option(default: Any, *decls: str, help: str, lo: int = 1, hi: int = inputs.TOKENS_MAX) -> Any:
+    """A token count (context, ISL, OSL) in [lo, hi]: 32000, 32K, 100k, 1M."""
+    return count_option(default, *decls, help=help, lo=lo, hi=hi, metavar="TOKENS")
+
+
+def real_option(default: Any, *decls: str, help: str, lo: float, hi: float, lo_open: bool = False,
+                hi_open: bool = False, metavar: str = "X") -> Any:
+    """A finite number in [lo, hi] (open ends with `lo_open` / `hi_open`); NaN and inf are refused."""
+    rng = inputs.range_text(lo, hi, lo_open, hi_open)
+    field = decls[0].lstrip("-") if decls else "value"
+    return typer.Option(default, *decls, metavar=metavar, help=f"{help} [{rng}]",
+                        parser=_parser(lambda v: inputs.check_float(field, _float(v), lo, hi, lo_open, hi_open)))
+
+
+def seed_option(default: int = 0, help: str = "random seed (same seed, same results)") -> Any:
+    """A seed: a whole number >= 0."""
+    return count_option(default, "--seed", help=help, lo=0, hi=inputs.SEED_MAX, human=False)
+
+
+def jobs_option(default: Any, *decls: str, help: str) -> Any:
+    """Worker processes: 1 .. 4 x CPU cores."""
+    return count_option(default, *decls, help=help, lo=1, hi=inputs.jobs_max(), human=False)
