@@ -66,6 +66,15 @@ def default_phase(target: Target, replicas: int) -> Phase:
     return Phase.decode([target.context] * batch)
 
 
+def critical_breakdown(sched: Scheduler) -> dict[str, int]:
+    """Cycles per mechanism along the step's critical path; they sum to the makespan exactly."""
+    if sched.last_node < 0:
+        return {}
+    out = sched.prov.breakdown(sched.last_node)
+    assert sum(out.values()) == sched.last_end, (out, sched.last_end)
+    return dict(sorted(out.items()))
+
+
 def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, layout: Layout,
                   n_chips: int) -> tuple[Program, dict[int, dict]]:
     """Schedule one replica of `layout` for `graph` and place it; raises DoesNotFit on SRAM overflow."""
@@ -89,7 +98,8 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
         weights=graph.weights, kv=graph.kv, kv_layout=graph.kv_layout, clock_hz=arch.clock_hz,
         chip_sram_bytes=arch.sram_bytes, layout=info, regions=regions, buffers=buffers, instructions=instrs,
         transfers=sched.transfers, links=sched.links,
-        meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted)},
+        meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted),
+              "breakdown_cycles": critical_breakdown(sched)},
     )
     return prog, summary
 

@@ -127,7 +127,9 @@ class Lowerer:
             self.chip_use(chip).weights[f"w:{op.name}{tag}"] = nbytes
 
     def mem_cycles(self, nbytes: float) -> float:
-        return nbytes / self.arch.mem_bytes_per_cycle
+        """Cycles to stream `nbytes` between SRAM and a unit: whole 320-byte vectors at the feed rate."""
+        vb = self.arch.vector_bytes
+        return math.ceil(nbytes / vb) * vb / self.arch.feed_bytes_per_cycle
 
     def vxm_cycles(self, elems: float, nbytes: float) -> float:
         return max(elems / self.arch.vxm_ops_per_cycle, self.mem_cycles(nbytes))

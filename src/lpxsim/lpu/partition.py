@@ -112,10 +112,9 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
     hop = float(intra.latency_s)
     bw = intra.bandwidth_Bps
     f = arch.clock_hz
-    ov = arch.op_overhead / f
-    lat = {"MXM": (arch.mxm_latency) / f + ov, "VXM": arch.vxm_latency / f + ov, "MEM": arch.mem_latency / f + ov}
+    lat = {u: sum(c for _, c in arch.latency_parts(u)) / f for u in ("MXM", "VXM", "MEM")}
     costs = layer_costs(model, weights)
-    mem_bps = arch.mem_bytes_per_cycle * f
+    mem_bps = arch.feed_bytes_per_cycle * f
     h_bytes = batch * model.hidden_size * 2.0
     cross = lay.tp > system.topology.chips_per_node
     ar = 0.0 if lay.tp == 1 else (hop + h_bytes / bw + lat["VXM"]) * (2 if cross else 1)
