@@ -95,6 +95,8 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
+    _route_info: dict = field(default_factory=dict)  # hops -> (slowest link's bytes/cycle, ((link, dir), hop))
+    _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -136,16 +138,20 @@ class Scheduler:
                 start, snode = rd.first, rd.first_node
             if rd.end > drain_in:
                 drain_in, dnode = rd.end, rd.end_node
-        parts = a.latency_parts(unit)
-        if extra_latency:
-            parts = (*parts, ("pipeline_depth", int(extra_latency)))
-        lat = sum(c for _, c in parts)
-        drain = tuple(p for p in parts if p[0] in DRAIN)
+        lk = (unit, extra_latency)
+        cached = self._lat.get(lk)
+        if cached is None:
+            parts = a.latency_parts(unit)
+            if extra_latency:
+                parts = (*parts, ("pipeline_depth", int(extra_latency)))
+            drain = tuple(p for p in parts if p[0] in DRAIN)
+            cached = self._lat[lk] = (parts, sum(c for _, c in parts), drain, sum(c for _, c in drain))
+        parts, lat, drain, drain_cycles = cached
         dur = max(1, int(math.ceil(duration)))
         first_out = start + lat
         fnode = pv.node(first_out, snode, parts)
         end = first_out + dur
-        drain_end = drain_in + sum(c for _, c in drain) if inputs else -1
+        drain_end = drain_in + drain_cycles if inputs else -1
         if drain_end > end:
             end, enode = drain_end, pv.node(drain_end, dnode, drain)
         else:
@@ -191,6 +197,11 @@ class Scheduler:
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
         hops = self.route(src_chip, dst_chip)
+        info = self._route_info.get(hops)
+        if info is None:
+            info = self._route_info[hops] = (min(self.links[lid].bytes_per_cycle for lid, _ in hops),
+                                             tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        bpc, keyed = info
         pv = self.prov
         rd = self.ready[src_buffer]
         if complete_at is not None:
@@ -201,7 +212,6 @@ class Scheduler:
         if not_before is not None and not_before > want:
             want, wnode = not_before, pv.after(wnode, not_before, "sync")
         nbytes = max(float(nbytes), 1.0)
-        bpc = min(self.links[lid].bytes_per_cycle for lid, _ in hops)
         ser = max(1, int(math.ceil(nbytes / bpc)))
         vec = max(1, int(math.ceil(min(nbytes, self.arch.vector_bytes) / bpc)))
         setup = self.arch.link_setup
@@ -213,17 +223,18 @@ class Scheduler:
             wnode = pv.after(rd.first_node, want, "vector_count")  # waiting for the producer's vectors
         send, snode = want, wnode
         offset = 0
-        for lid, d in hops:
-            free = self._link_free.get((lid, d), 0) - offset
+        lf = self._link_free
+        for k, hc in keyed:
+            free = lf.get(k, 0) - offset
             if free > send:
                 send = free
-            offset += self.links[lid].hop_cycles
+            offset += hc
         if send > want:
             snode = pv.node(send, wnode, (("c2c_wait", send - want),))
         t = send
-        for lid, d in hops:
-            self._link_free[(lid, d)] = t + occupy
-            t += self.links[lid].hop_cycles
+        for k, hc in keyed:
+            lf[k] = t + occupy
+            t += hc
         hop = t - send
         path_lat = hop + setup
         arrive = send + path_lat + vec
