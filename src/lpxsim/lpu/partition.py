@@ -131,6 +131,11 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
     h_bytes = batch * model.hidden_size * 2.0
     cross = lay.tp > system.topology.chips_per_node
     ar = 0.0 if lay.tp == 1 else (hop + h_bytes / bw + lat["VXM"]) * (2 if cross else 1)
+    if cross:  # the rail step: each chip sends to tp/cpn - 1 other nodes over the global ports it has
+        rail = links.get("inter_node") or intra
+        ports = max(1.0, float(rail.lanes_per_chip or rail.lanes_per_link) / float(rail.lanes_per_link))
+        msgs = math.ceil((lay.tp // system.topology.chips_per_node - 1) / ports)
+        ar += max(0, msgs - 1) * h_bytes / rail.bandwidth_Bps
     total = 0.0
     for i in range(model.num_layers):
         a = model.layers[i].attention
