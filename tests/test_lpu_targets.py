@@ -73,3 +73,16 @@ def test_every_catalog_model_that_fits_verifies(name: str) -> None:
 
     rep = verify(r.program)
     assert rep.ok, rep.errors[:3]
+
+
+@pytest.mark.heavy
+def test_groq_v1_llama2_70b_served_per_user_is_predicted() -> None:
+    """First generation (issue 13): batch-1 is well above the published ~300 tok/s per user; a busy endpoint
+    keeping every pipeline stage full brings it to the published figure with nothing fitted to it."""
+    from lpxsim.lpu.served import full_pipeline_tok_s_user
+
+    sm = LpxStepModel("llama-2-70b", "groq-v1", chips=576, weights="int8", context=4096)
+    t = sm.timing(Phase.decode([4096]))
+    assert t.tok_s_user > 1.3 * 300
+    served = full_pipeline_tok_s_user(t.latency_s, t.interval_s, len(t.stage_spans_s))
+    assert served == pytest.approx(300, rel=0.10)

@@ -8,18 +8,15 @@ next token can enter only after every other user's token has passed the
 busiest stage, so a user's token period is max(latency, users x interval).
 Batch-1 speed (users = 1) is 1 / latency; under load the interval sets it.
 
-`users` is not published for any Groq endpoint: for the first generation it is
-the one parameter fitted (on the Llama-2-70B point, `benchmarks/groq_v1_served.py`,
-stored under "served" in `catalog/fitted/lpx_fit.json`); every other
-first-generation figure is a prediction with it.
+No Groq endpoint publishes its concurrency. A busy endpoint that serves
+single-stream micro-batches keeps one in every stage (fewer leaves stages idle,
+more only queues), so `full_pipeline_tok_s_user` takes users = stages: a
+prediction with no fitted parameter (`benchmarks/groq_v1_served.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from lpxsim.errors import UserError
-from lpxsim.lpu.arch import load_fit
 
 
 def served_period_s(latency_s: float, interval_s: float, users: float) -> float:
@@ -36,6 +33,6 @@ def served_tok_s_user(latency_s: float, interval_s: float, users: float) -> floa
     return 1.0 / served_period_s(latency_s, interval_s, users)
 
 
-def served_fit(system: str) -> dict[str, Any]:
-    """The fitted serving parameters of `system` ({} when none): {"users": ..., "fitted_to": {...}}."""
-    return dict(load_fit().get("served", {}).get(system, {}))
+def full_pipeline_tok_s_user(latency_s: float, interval_s: float, stages: int) -> float:
+    """Per-user tok/s when a busy endpoint keeps one single-stream micro-batch in every stage."""
+    return served_tok_s_user(latency_s, interval_s, max(1, int(stages)))

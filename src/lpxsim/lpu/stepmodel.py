@@ -142,17 +142,24 @@ class LpxStepModel:
                            "kv_seq_split": lay.kv_seq_split, "kv_spread": lay.kv_spread, "kv_block": lay.kv_block}}
 
     def _choose(self, layout) -> Layout:
-        cands = self._candidates(self.system, self.arch, self.n_chips, layout)
-        phase = Phase.decode([self.target.context] * self.target.concurrency)
-        for lay in cands:
-            try:
-                res = self._build(lay, phase)
+        """The best candidate that places, for the long target first, then for the asked context."""
+        targets = list(self._targets)
+        self._candidates(self.system, self.arch, self.n_chips, layout)  # sets the first target with candidates
+        for target in targets[targets.index(self.target):]:
+            self._targets, self.target = [target], target
+            cands = self._candidates(self.system, self.arch, self.n_chips, layout)
+            phase = Phase.decode([target.context] * target.concurrency)
+            for lay in cands:
+                try:
+                    res = self._build(lay, phase)
+                except DoesNotFit:
+                    continue
                 self.layout = lay
                 self._cache[(phase.kind, phase.contexts, phase.new_tokens)] = res  # the chosen one, reused
                 self.step_summary(phase)  # stored with the layout, so a warm process never compiles it
+                self._targets = targets
                 return lay
-            except DoesNotFit:
-                continue
+        self._targets, self.target = targets, targets[-1]
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
                                    f"at context {self.target.context:,}, concurrency {self.target.concurrency}")
 
