@@ -260,3 +260,21 @@ def test_breakdown_moves_with_its_mechanism() -> None:
         out[k] = summarize(prog, g, arch)
     assert out[2].breakdown_us["stream_transit"] > 1.5 * out[1].breakdown_us["stream_transit"]
     assert out[2].latency_s > out[1].latency_s
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_every_instruction_records_its_work_and_is_no_faster_than_it(name: str) -> None:
+    """Instruction attrs carry work_bytes / work_flops (at work_flop_rate) / work_ops and Program.meta the unit
+    rates: busy cycles are at least each of them at its rate (what verify's cost check relies on)."""
+    r = small("tp=4,stages=2,kvsplit=2", name=name, sram=2_000_000)
+    rates = r.program.meta["rates"]
+    vb = rates["vector_bytes"]
+    assert any(i.attrs["work_flops"] > 0 for i in r.program.instructions)
+    for ins in r.program.instructions:
+        a = ins.attrs
+        busy = a["busy_cycles"]
+        assert busy + 1e-9 >= (a["work_bytes"] // vb) * vb / rates["feed_bytes_per_cycle"], ins
+        assert busy + 1e-9 >= a["work_ops"] / rates["vxm_ops_per_cycle"], ins
+        if a["work_flops"]:
+            assert a["work_flop_rate"] in rates["mxm_flops_per_cycle"].values()
+            assert busy + 1e-9 >= a["work_flops"] / a["work_flop_rate"], ins

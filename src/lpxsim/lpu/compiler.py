@@ -43,6 +43,7 @@ class CompileResult:
     memory: dict[int, dict] = field(default_factory=dict)
     compile_s: float = 0.0
     candidates: list[dict] = field(default_factory=list)
+    compile_cpu_s: float = 0.0  # CPU seconds (user + sys of this process) the compile and verify took
 
 
 def resolve_system(system: str | SystemSpec, racks: float | None, chips: int | None,
@@ -99,7 +100,10 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
         chip_sram_bytes=arch.sram_bytes, layout=info, regions=regions, buffers=buffers, instructions=instrs,
         transfers=sched.transfers, links=sched.links,
         meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted),
-              "breakdown_cycles": critical_breakdown(sched)},
+              "breakdown_cycles": critical_breakdown(sched),
+              # unit rates an instruction's attrs work_bytes / work_flops (at work_flop_rate) / work_ops imply
+              "rates": {"feed_bytes_per_cycle": arch.feed_bytes_per_cycle, "vxm_ops_per_cycle": arch.vxm_ops_per_cycle,
+                        "mxm_flops_per_cycle": dict(arch.mxm_flops_per_cycle), "vector_bytes": arch.vector_bytes}},
     )
     return prog, summary
 
@@ -122,7 +126,7 @@ def compile_program(
     run_verify: bool = True,
 ) -> CompileResult:
     """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = get_model(model)
     if context < 0 or concurrency <= 0:
         raise UserError("context", "context must be >= 0 and concurrency > 0")
@@ -148,7 +152,8 @@ def compile_program(
         rep = verify(prog) if run_verify else VerifyReport(ok=True)
         timing = summarize(prog, graph, arch)
         prog.meta["layout"] = lay.describe()
-        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info)
+        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info,
+                             time.process_time() - c0)
     if last_err is not None:
         raise last_err
     raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "

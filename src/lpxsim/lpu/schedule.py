@@ -96,6 +96,7 @@ class Scheduler:
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
     _route_info: dict = field(default_factory=dict)  # hops -> (slowest link's bytes/cycle, ((link, dir), hop))
+    _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
 
     # --- buffers ----------------------------------------------------------------------
@@ -109,6 +110,17 @@ class Scheduler:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
         self.ready[bid] = Ready(first, first, n, n)
+
+    # --- work -------------------------------------------------------------------------
+    def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
+        """Add to the work of the next instruction (bytes streamed to/from SRAM, MXM FLOPs at `flop_rate`
+        FLOP/cycle, VXM element ops); `instr` records it in the instruction's attrs and starts afresh."""
+        w = self._work
+        w[0] += nbytes
+        w[1] += flops
+        if flop_rate:
+            w[2] = flop_rate
+        w[3] += ops
 
     # --- instructions ---------------------------------------------------------------
     def latency(self, unit: Unit) -> int:
@@ -158,9 +170,14 @@ class Scheduler:
             enode = pv.node(end, fnode, (("vector_count", dur),))
         self._unit_free[key] = start + dur
         self._unit_node[key] = pv.node(start + dur, snode, (("vector_count", dur),))
+        w = self._work
+        work = {"work_bytes": w[0], "work_flops": w[1], "work_ops": w[3]}
+        if w[2]:
+            work["work_flop_rate"] = w[2]
+        self._work = [0.0, 0.0, 0.0, 0.0]
         ins = Instruction(id=len(self.instructions), chip=chip, unit=unit, op=op, kind=kind, inputs=inputs,
                           output=output, cycle_start=start, first_out_cycle=first_out, cycle_end=end,
-                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur})
+                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur, **work})
         self.instructions.append(ins)
         self.ready[output] = Ready(first_out, end, fnode, enode)
         self._end(end, enode)
