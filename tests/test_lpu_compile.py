@@ -278,3 +278,12 @@ def test_every_instruction_records_its_work_and_is_no_faster_than_it(name: str) 
         if a["work_flops"]:
             assert a["work_flop_rate"] in rates["mxm_flops_per_cycle"].values()
             assert busy + 1e-9 >= a["work_flops"] / a["work_flop_rate"], ins
+
+
+def test_kv_reads_reach_the_critical_path_when_nothing_spreads_them() -> None:
+    """T2 = T1 on the deployed layout because each KV holder's read hides in slack; without a sequence split
+    or spread the read is on the critical path and a longer context is slower, through `vector_count`."""
+    t = {ctx: small("tp=4,stages=2,kvsplit=1", context=ctx, concurrency=1, sram=8_000_000).timing
+         for ctx in (64, 20_000)}
+    assert t[20_000].latency_s > t[64].latency_s
+    assert t[20_000].breakdown_us["vector_count"] > t[64].breakdown_us["vector_count"]

@@ -242,7 +242,7 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
     slc, attrs = share.slices()
     ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
                      {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs},
-                     extra_latency=lw.arch.vxm_latency)
+                     extra_latency=lw.arch.vxm_latency, needs_all=True)
     return out, ins, dur
 
 
@@ -259,7 +259,7 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
         cols[c] = (h0 * v_dim, h1 * v_dim)
         helpers = sp.parts[c][1:]
         own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers))
-        stats_ready[c] = ins.first_out_cycle + int(dur / 2)
+        stats_ready[c] = ins.first_out_cycle  # the log-sum-exp is final with the output (needs_all)
         if helpers:
             parts = [own]
             for holder, keys in helpers:

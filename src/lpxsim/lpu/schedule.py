@@ -133,12 +133,15 @@ class Scheduler:
 
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
-              extra_latency: int = 0) -> Instruction:
+              extra_latency: int = 0, needs_all: bool = False) -> Instruction:
         """Schedule one instruction; `output` must already be declared with `buffer`.
 
         First output: start + issue + sync + stream transit + superlane stagger + pipeline depth + SRAM
         access (+ the fitted residual); last output: no earlier than `duration` (its vectors at the unit's
-        rate) after that, nor before the inputs' last vectors have drained through the same pipeline."""
+        rate) after that, nor before the inputs' last vectors have drained through the same pipeline.
+        `needs_all`: no output exists before the whole work is done (attention: the softmax and the weighted
+        sum need every key of the chip's share), so the first output comes `duration` later and the last
+        right after it."""
         a, pv = self.arch, self.prov
         key = (chip, unit)
         start = self._unit_free.get(key, 0)
@@ -161,13 +164,20 @@ class Scheduler:
         parts, lat, drain, drain_cycles = cached
         dur = max(1, int(math.ceil(duration)))
         first_out = start + lat
-        fnode = pv.node(first_out, snode, parts)
-        end = first_out + dur
         drain_end = drain_in + drain_cycles if inputs else -1
-        if drain_end > end:
-            end, enode = drain_end, pv.node(drain_end, dnode, drain)
+        if needs_all:
+            first_out = start + lat + dur
+            fnode = pv.node(first_out, snode, (*parts, ("vector_count", dur)))
+            if drain_end > first_out:
+                first_out, fnode = drain_end, pv.node(drain_end, dnode, drain)
+            end, enode = first_out + 1, pv.node(first_out + 1, fnode, (("vector_count", 1),))
         else:
-            enode = pv.node(end, fnode, (("vector_count", dur),))
+            fnode = pv.node(first_out, snode, parts)
+            end = first_out + dur
+            if drain_end > end:
+                end, enode = drain_end, pv.node(drain_end, dnode, drain)
+            else:
+                enode = pv.node(end, fnode, (("vector_count", dur),))
         self._unit_free[key] = start + dur
         self._unit_node[key] = pv.node(start + dur, snode, (("vector_count", dur),))
         w = self._work
