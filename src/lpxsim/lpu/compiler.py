@@ -18,7 +18,7 @@ from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
 from lpxsim.lpu.place import lifetimes, place
 from lpxsim.lpu.program import LayoutInfo, Program
-from lpxsim.lpu.schedule import Scheduler
+from lpxsim.lpu.schedule import Provenance, Scheduler
 from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.lpu.verify import VerifyReport, verify
 from lpxsim.specs.hardware import SystemSpec
@@ -85,6 +85,8 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     sched = Scheduler(arch, cg)
     lw = Lowerer(graph, arch, sched, layout, stages)
     emit_all(lw)
+    breakdown = critical_breakdown(sched)
+    sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     produced = {i.output for i in sched.instructions}
     life = lifetimes(sched.instructions, sched.transfers, sched.ready)
     regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
@@ -100,7 +102,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
         chip_sram_bytes=arch.sram_bytes, layout=info, regions=regions, buffers=buffers, instructions=instrs,
         transfers=sched.transfers, links=sched.links,
         meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted),
-              "breakdown_cycles": critical_breakdown(sched),
+              "breakdown_cycles": breakdown,
               # unit rates an instruction's attrs work_bytes / work_flops (at work_flop_rate) / work_ops imply
               "rates": {"feed_bytes_per_cycle": arch.feed_bytes_per_cycle, "vxm_ops_per_cycle": arch.vxm_ops_per_cycle,
                         "mxm_flops_per_cycle": dict(arch.mxm_flops_per_cycle), "vector_bytes": arch.vector_bytes}},
