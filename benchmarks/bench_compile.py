@@ -32,7 +32,7 @@ def run_case(name: str) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     return {"case": name, **c, "layout": r.layout.describe(), "verified": r.report.ok,
             "instructions": len(r.program.instructions), "transfers": len(r.program.transfers),
-            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_gb": round(peak / 1e9, 2),
+            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "compile_cpu_s": round(r.compile_cpu_s, 2), "peak_rss_gb": round(peak / 1e9, 2),
             "tok_s_user": round(r.timing.tok_s_user, 1)}
 
 

@@ -4,9 +4,11 @@ T1 (targets.md): Gemma 4 31B on one 256-LPU LPX rack, 10,000-token input
 context, concurrency 1, Artificial Analysis methodology (output tokens after
 the first chunk / time from first chunk to last = 1 / TPOT at batch 1):
 3,382 output tok/s. The figure is DATA for this script only; src/ never
-reads it. The fitted parameter is `op_overhead_cycles`: the fixed cycles each
-instruction spends on issue, SYNC/NOTIFY and stream set-up on its chip's
-critical path (docs/assumptions.md). Everything else is sourced or assumed.
+reads it. The fitted parameter is `op_overhead_cycles`: the residual cycles per
+instruction that none of the timed mechanisms (issue, SYNC/NOTIFY, stream
+transit across slices, superlane stagger, pipeline depth, SRAM access, vector
+count at the stream rate, C2C hop and serialisation) explains
+(docs/assumptions.md). Everything else is sourced or assumed.
 
 The deployment is compiled once for the longest context it serves (the
 LpxStepModel default target, 131,072 tokens) and then measured at 10K, as the
@@ -39,7 +41,7 @@ T1 = {"id": "T1", "model": "gemma-4-31b", "system": "lpx", "racks": 1, "context"
 OUT = Path(__file__).resolve().parents[1] / "src/lpxsim/catalog/fitted/lpx_fit.json"
 
 
-def tok_s(overhead: float) -> tuple[float, str]:
+def tok_s(overhead: float) -> tuple[float, str, float]:
     """Batch-1 decode tok/s at T1's conditions with `overhead` cycles per instruction."""
     system = get_system(T1["system"])
     fit = {"parameters": {"op_overhead_cycles": {"value": overhead}}, "applies_to": [system.name]}
@@ -51,31 +53,32 @@ def tok_s(overhead: float) -> tuple[float, str]:
     graph = lower(m, Phase.decode([T1["context"]]), weights=T1["weights"], kv=T1["kv"], kv_layout=T1["kv_layout"])
     prog, _ = build_program(graph, system, 1, arch, cands[0], system.chips_per_unit)
     t = summarize(prog, graph, arch)
-    return 1.0 / t.latency_s, cands[0].describe()
+    return 1.0 / t.latency_s, cands[0].describe(), t.fitted_share
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write src/lpxsim/catalog/fitted/lpx_fit.json")
     args = ap.parse_args()
-    lo, hi = 0.0, 2000.0
+    lo, hi = 0.0, 500.0
     f = lambda x: tok_s(x)[0] - T1["tok_s"]  # noqa: E731
     x = brentq(f, lo, hi, xtol=0.5)
     cycles = round(x)
-    got, layout = tok_s(cycles)
+    got, layout, share = tok_s(cycles)
     clock = arch_for(get_system("lpx"), {}).clock_hz
     print(f"op_overhead_cycles = {cycles} ({cycles / clock * 1e9:.1f} ns at {clock / 1e9:.3f} GHz); "
-          f"T1 reproduced: {got:,.1f} tok/s (target {T1['tok_s']:,.0f}) with layout {layout}")
+          f"T1 reproduced: {got:,.1f} tok/s (target {T1['tok_s']:,.0f}) with layout {layout}; fitted share {share:.1%}")
     if args.write:
         doc = {
             "description": "LP30 parameters fitted by benchmarks/fit_lpx.py; at most two, T1 only.",
             "applies_to": ["lpx", "groq-v1"],  # groq-v1: same ISA lineage, a prediction there
             "parameters": {"op_overhead_cycles": {
                 "value": cycles, "unit": "cycles",
-                "meaning": "fixed cycles per instruction on its chip's critical path: issue, SYNC/NOTIFY, stream set-up",
-                "solver": "scipy.optimize.brentq on [0, 2000] cycles, xtol 0.5, rounded to whole cycles"}},
+                "meaning": "residual cycles per instruction no timed mechanism explains (lpu/arch.py DEFAULTS)",
+                "solver": "scipy.optimize.brentq on [0, 500] cycles, xtol 0.5, rounded to whole cycles"}},
             "fitted_to": T1,
             "reproduced_tok_s": round(got, 1),
+            "fitted_share": round(share, 4),
             "layout": layout,
         }
         OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,13 @@ def t1_t3(sm: LpxStepModel) -> dict:
     print(f"| T2 (predict) | 100K ctx, conc 1 | {b:,.0f} | {PUBLISHED['T2']:,.0f} | {b / PUBLISHED['T2'] - 1:+.1%} |")
     print(f"| T3 (predict) | T2/T1 | {b / a:.3f} | {PUBLISHED['T2'] / PUBLISHED['T1']:.3f} | in [0.97, 1.05]: "
           f"{0.97 <= b / a <= 1.05} |\n")
+    print("Critical path of the 10K step by mechanism (us; sums to the step):\n")
+    print("| mechanism | 10K us | 100K us |\n|---|---|---|")
+    t10, t100 = r10.timing.breakdown_us, r100.timing.breakdown_us
+    for k in sorted(set(t10) | set(t100), key=lambda k: -t10.get(k, 0.0)):
+        print(f"| {k} | {t10.get(k, 0.0):.1f} | {t100.get(k, 0.0):.1f} |")
+    print(f"| **step** | {sum(t10.values()):.1f} | {sum(t100.values()):.1f} |\n")
+    print(f"fitted share: {r10.timing.fitted_share:.1%} at 10K, {r100.timing.fitted_share:.1%} at 100K\n")
     return {"t1": a, "t2": b, "lat10": r10.timing.latency_s}
 
 

@@ -28,6 +28,10 @@ def test_compile_json_and_trace(tmp_path: Path) -> None:
         assert key in d
     assert d["verified"] is True and d["link_conflicts"] == 0 and d["chips_used"] == 8
     assert d["context"] == 32 and d["concurrency"] == 2
+    # issue 13: µs per mechanism on the critical path, summing to the step, and the fitted residual's share
+    assert sum(d["breakdown"].values()) == pytest.approx(d["latency_s"] * 1e6, rel=1e-3)
+    assert d["fitted_share"] == pytest.approx(d["breakdown"].get("fitted_overhead", 0.0) / (d["latency_s"] * 1e6),
+                                              rel=1e-3)
     ev = json.loads(trace.read_text())["traceEvents"]
     assert {e["ph"] for e in ev} >= {"X", "M"}
 

@@ -59,3 +59,33 @@ def test_bad_input(sm: LpxStepModel) -> None:
         sm.prefill(PrefillChunk(tokens=0))
     with pytest.raises(UserError):
         sm.verify(DecodeBatch.uniform(1, 10), -1)
+
+
+def test_warm_cache_compiles_nothing(fresh_cache, monkeypatch) -> None:
+    """The layout choice and every step summary come from the persistent cache in a second model."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    args = dict(chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    cold = LpxStepModel(m, **args)
+    want = (cold.decode_step(DecodeBatch.uniform(2, 3000)), cold.max_batch(), cold.layout)
+    assert fresh_cache.stats.misses > 0
+
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    def no_compile(*a, **k):
+        raise AssertionError("compiled on a warm cache")
+
+    monkeypatch.setattr(stepmodel, "build_program", no_compile)
+    monkeypatch.setattr(stepmodel, "choose_layout", no_compile)
+    warm = LpxStepModel(m, **args)
+    assert (warm.decode_step(DecodeBatch.uniform(2, 3000)), warm.max_batch(), warm.layout) == want
+    assert warm.timing(Phase.decode([4096])).tok_s_user > 0
+
+
+def test_a_summary_that_does_not_fit_is_cached_as_such(fresh_cache) -> None:
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    from lpxsim.errors import DoesNotFit
+
+    for _ in range(2):  # the second answer is the cached one, same error
+        with pytest.raises(DoesNotFit):
+            sm.step_summary(Phase.decode([10_000_000] * 64))

@@ -25,6 +25,7 @@ def test_gemma_one_rack_compiles_and_verifies() -> None:
 def test_fit_file_records_its_data_point() -> None:
     fit = load_fit()
     assert set(fit["parameters"]) == {"op_overhead_cycles"}  # at most two fitted parameters; one used
+    assert 0 < fit["fitted_share"] <= 0.25
     assert fit["fitted_to"]["id"] == "T1" and fit["fitted_to"]["context"] == 10_000
 
 
@@ -33,18 +34,28 @@ def gemma() -> LpxStepModel:
     return LpxStepModel("gemma-4-31b")
 
 
-@pytest.mark.heavy
 def test_t1_fit_reproduced(gemma: LpxStepModel) -> None:
     t = gemma.compile(Phase.decode([10_000])).timing
     assert t.tok_s_user == pytest.approx(3382, rel=0.005)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # one more ~3 s compile on top of the shared fixture's ~9 s
 def test_t2_t3_predicted(gemma: LpxStepModel) -> None:
     t1 = gemma.compile(Phase.decode([10_000])).timing.tok_s_user
     t2 = gemma.compile(Phase.decode([100_000])).timing.tok_s_user
-    assert t2 == pytest.approx(3431, rel=0.03)
+    assert t2 == pytest.approx(3431, rel=0.03)  # targets.md: within ±3 %; the brief aims at ±2 % (−2.1 % now)
     assert 0.97 <= t2 / t1 <= 1.05
+
+
+def test_t1_breakdown_sums_to_the_step_and_the_fit_is_a_minority(gemma: LpxStepModel) -> None:
+    t = gemma.compile(Phase.decode([10_000])).timing
+    assert sum(t.breakdown_us.values()) == pytest.approx(t.latency_s * 1e6, rel=1e-9)
+    assert all(v >= 0 for v in t.breakdown_us.values()), t.breakdown_us
+    mechanisms = {"issue", "sync", "stream_transit", "superlane_stagger", "pipeline_depth", "sram_access",
+                  "vector_count", "c2c_hop", "c2c_serialisation"}
+    assert mechanisms <= set(t.breakdown_us), set(t.breakdown_us)
+    assert t.fitted_share == pytest.approx(t.breakdown_us["fitted_overhead"] / (t.latency_s * 1e6))
+    assert 0 < t.fitted_share <= 0.25
 
 
 @pytest.mark.heavy
@@ -62,3 +73,16 @@ def test_every_catalog_model_that_fits_verifies(name: str) -> None:
 
     rep = verify(r.program)
     assert rep.ok, rep.errors[:3]
+
+
+@pytest.mark.heavy
+def test_groq_v1_llama2_70b_served_per_user_is_predicted() -> None:
+    """First generation (issue 13): batch-1 is well above the published ~300 tok/s per user; a busy endpoint
+    keeping every pipeline stage full brings it to the published figure with nothing fitted to it."""
+    from lpxsim.lpu.served import full_pipeline_tok_s_user
+
+    sm = LpxStepModel("llama-2-70b", "groq-v1", chips=576, weights="int8", context=4096)
+    t = sm.timing(Phase.decode([4096]))
+    assert t.tok_s_user > 1.3 * 300
+    served = full_pipeline_tok_s_user(t.latency_s, t.interval_s, len(t.stage_spans_s))
+    assert served == pytest.approx(300, rel=0.10)

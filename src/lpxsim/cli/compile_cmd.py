@@ -39,6 +39,9 @@ def compile_dict(res: Any, context: int, concurrency: int) -> dict[str, Any]:
         "sram_bw_util": t.sram_bw_util, "mxm_util": t.mxm_util, "link_util": t.link_util,
         "instructions": len(p.instructions), "transfers": len(p.transfers), "links_used": len(p.links),
         "clock_hz": p.clock_hz, "fitted": p.meta.get("fitted", []), "compile_s": res.compile_s,
+        "compile_cpu_s": res.compile_cpu_s,
+        "breakdown": {k: round(v, 4) for k, v in t.breakdown_us.items()},  # µs per mechanism; sums to the step
+        "fitted_share": t.fitted_share,
         "stages": stages,
     }
 
@@ -62,8 +65,12 @@ def _print(d: dict[str, Any]) -> None:
         f"{d['tok_s_total']:,.0f} tok/s total (one micro-batch per replica in flight)\n"
         f"latency {d['latency_s'] * 1e6:,.1f} us per step, interval {d['interval_s'] * 1e6:,.1f} us; "
         f"SRAM BW {d['sram_bw_util']:.1%}, MXM {d['mxm_util']:.2%}, links {d['link_util']:.2%}; "
-        f"compiled in {d['compile_s']:.2f} s"
+        f"compiled in {d['compile_s']:.2f} s ({d['compile_cpu_s']:.2f} s CPU)"
     )
+    if d["breakdown"]:
+        parts = sorted(d["breakdown"].items(), key=lambda kv: -kv[1])
+        out.print("critical path (us): " + ", ".join(f"{k} {v:,.1f}" for k, v in parts)
+                  + f"; fitted share {d['fitted_share']:.1%}")
     for e in d["errors"]:
         err.print(f"  {e}")
 

@@ -23,13 +23,22 @@ from lpxsim.specs.hardware import SystemSpec
 DEFAULTS: dict[str, float] = {
     "mxm_macs_per_cycle": 409_600.0,  # TSP v1: 4 planes x 320 x 320 (ISCA20); LP30 assumed to keep it
     "vxm_ops_per_cycle": 5_120.0,  # TSP v1: 16 ALUs x 320 lanes (ISCA20)
+    # pipeline depth of each functional unit (first vector in -> first vector out)
     "mxm_latency_cycles": 320.0,  # one pass through a 320-deep MAC array
-    "vxm_latency_cycles": 32.0,  # ALU chain + stream transit between MEM slices and VXM
-    "sxm_latency_cycles": 32.0,  # permute/shift unit + transit
-    "mem_latency_cycles": 16.0,  # SRAM slice read/write + transit
-    "op_overhead_cycles": 0.0,  # per-instruction issue / SYNC-NOTIFY / stream setup (fitted: lpx_fit.json)
+    "vxm_latency_cycles": 16.0,  # a chain through the 4 x 4 ALU mesh of a lane
+    "sxm_latency_cycles": 16.0,  # permute/shift network
+    "mem_latency_cycles": 0.0,  # a MEM slice has no unit pipeline beyond its SRAM access
+    # mechanisms every instruction pays on the way to its first output vector
+    "issue_cycles": 1.0,  # the ICU dispatches one instruction per queue per cycle
+    "sync_cycles": 32.0,  # SYNC/NOTIFY between the ICU queues of producer and consumer slices
+    "stream_transit_cycles": 48.0,  # operands MEM -> unit and result unit -> MEM, one slice per cycle
+    "superlane_stagger_cycles": 20.0,  # an instruction reaches the 20 superlanes one per cycle
+    "sram_access_cycles": 8.0,  # SRAM read at the source slice + write at the destination slice
+    "stream_vectors_per_cycle": 64.0,  # streams between slices: 32 east + 32 west, one vector each
+    "op_overhead_cycles": 0.0,  # residual per-instruction cycles no mechanism explains (fitted: lpx_fit.json)
     "link_setup_cycles": 0.0,  # per-transfer header/flit framing beyond the hop latency
 }
+FITTED_MECHANISM = "fitted_overhead"
 FIT_FILE = "lpx_fit.json"
 
 
@@ -52,6 +61,31 @@ class Arch:
     link_setup: int
     power_w: float
     fitted: tuple[str, ...] = ()
+    issue: int = 1
+    sync: int = 0
+    stream_transit: int = 0
+    superlane_stagger: int = 0
+    sram_access: int = 0
+    stream_vectors_per_cycle: float = math.inf
+
+    def latency_parts(self, unit: str) -> tuple[tuple[str, int], ...]:
+        """(mechanism, cycles) from an instruction's start to its first output vector on `unit`."""
+        depth = {"MXM": self.mxm_latency, "VXM": self.vxm_latency, "SXM": self.sxm_latency,
+                 "MEM": self.mem_latency}[unit]
+        parts = (("issue", self.issue), ("sync", self.sync), ("stream_transit", self.stream_transit),
+                 ("superlane_stagger", self.superlane_stagger), ("pipeline_depth", depth),
+                 ("sram_access", self.sram_access), (FITTED_MECHANISM, self.op_overhead))
+        return tuple(p for p in parts if p[1])
+
+    @property
+    def stream_bytes_per_cycle(self) -> float:
+        """Bytes per cycle the functional units can receive: streams x one 320-byte vector each."""
+        return self.stream_vectors_per_cycle * self.vector_bytes
+
+    @property
+    def feed_bytes_per_cycle(self) -> float:
+        """The rate an instruction's operands reach its unit: SRAM bandwidth or the streams, the lower."""
+        return min(self.mem_bytes_per_cycle, self.stream_bytes_per_cycle)
 
     def cycles(self, seconds: float) -> int:
         return int(math.ceil(seconds * self.clock_hz - 1e-9))
@@ -114,4 +148,10 @@ def arch_for(system: SystemSpec, fit: dict[str, Any] | None = None) -> Arch:
         link_setup=int(round(_param(system, "link_setup_cycles", fit))),
         power_w=float(chip.power_w),
         fitted=fitted_keys,
+        issue=int(_param(system, "issue_cycles", fit)),
+        sync=int(_param(system, "sync_cycles", fit)),
+        stream_transit=int(_param(system, "stream_transit_cycles", fit)),
+        superlane_stagger=int(_param(system, "superlane_stagger_cycles", fit)),
+        sram_access=int(_param(system, "sram_access_cycles", fit)),
+        stream_vectors_per_cycle=_param(system, "stream_vectors_per_cycle", fit),
     )

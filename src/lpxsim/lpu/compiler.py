@@ -18,7 +18,7 @@ from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
 from lpxsim.lpu.place import lifetimes, place
 from lpxsim.lpu.program import LayoutInfo, Program
-from lpxsim.lpu.schedule import Scheduler
+from lpxsim.lpu.schedule import Provenance, Scheduler
 from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.lpu.verify import VerifyReport, verify
 from lpxsim.specs.hardware import SystemSpec
@@ -43,6 +43,7 @@ class CompileResult:
     memory: dict[int, dict] = field(default_factory=dict)
     compile_s: float = 0.0
     candidates: list[dict] = field(default_factory=list)
+    compile_cpu_s: float = 0.0  # CPU seconds (user + sys of this process) the compile and verify took
 
 
 def resolve_system(system: str | SystemSpec, racks: float | None, chips: int | None,
@@ -66,6 +67,15 @@ def default_phase(target: Target, replicas: int) -> Phase:
     return Phase.decode([target.context] * batch)
 
 
+def critical_breakdown(sched: Scheduler) -> dict[str, int]:
+    """Cycles per mechanism along the step's critical path; they sum to the makespan exactly."""
+    if sched.last_node < 0:
+        return {}
+    out = sched.prov.breakdown(sched.last_node)
+    assert sum(out.values()) == sched.last_end, (out, sched.last_end)
+    return dict(sorted(out.items()))
+
+
 def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, layout: Layout,
                   n_chips: int) -> tuple[Program, dict[int, dict]]:
     """Schedule one replica of `layout` for `graph` and place it; raises DoesNotFit on SRAM overflow."""
@@ -75,6 +85,8 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     sched = Scheduler(arch, cg)
     lw = Lowerer(graph, arch, sched, layout, stages)
     emit_all(lw)
+    breakdown = critical_breakdown(sched)
+    sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     produced = {i.output for i in sched.instructions}
     life = lifetimes(sched.instructions, sched.transfers, sched.ready)
     regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
@@ -89,7 +101,11 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
         weights=graph.weights, kv=graph.kv, kv_layout=graph.kv_layout, clock_hz=arch.clock_hz,
         chip_sram_bytes=arch.sram_bytes, layout=info, regions=regions, buffers=buffers, instructions=instrs,
         transfers=sched.transfers, links=sched.links,
-        meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted)},
+        meta={"racks": units, "chips_available": n_chips, "fitted": list(arch.fitted),
+              "breakdown_cycles": breakdown,
+              # unit rates an instruction's attrs work_bytes / work_flops (at work_flop_rate) / work_ops imply
+              "rates": {"feed_bytes_per_cycle": arch.feed_bytes_per_cycle, "vxm_ops_per_cycle": arch.vxm_ops_per_cycle,
+                        "mxm_flops_per_cycle": dict(arch.mxm_flops_per_cycle), "vector_bytes": arch.vector_bytes}},
     )
     return prog, summary
 
@@ -112,7 +128,7 @@ def compile_program(
     run_verify: bool = True,
 ) -> CompileResult:
     """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     m = get_model(model)
     if context < 0 or concurrency <= 0:
         raise UserError("context", "context must be >= 0 and concurrency > 0")
@@ -138,7 +154,8 @@ def compile_program(
         rep = verify(prog, graph, arch) if run_verify else VerifyReport(ok=True)
         timing = summarize(prog, graph, arch)
         prog.meta["layout"] = lay.describe()
-        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info)
+        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info,
+                             time.process_time() - c0)
     if last_err is not None:
         raise last_err
     raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "

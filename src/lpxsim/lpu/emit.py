@@ -84,7 +84,7 @@ def _matmul_instr(lw: Lowerer, op: Op, c: int, src: str, rows: tuple[int, int], 
     out = lw.s.buffer(f"{op.name}#p@{c}" if partial else f"{op.name}@{c}", c, op.name, out_bytes,
                       cols=cols, partial="sum" if partial else None)
     lw.add_weight(c, op, wbytes)
-    dur = max(lw.mem_cycles(wbytes + M * k * per_head * lw.ab), flops / lw.mxm_rate)
+    dur = max(lw.mem_cycles(wbytes + M * k * per_head * lw.ab), lw.mxm_cycles(flops))
     slc = {"rows": rows, "cols": cols}
     lw.s.instr(c, "MXM", op.name, "matmul", (src,), out, dur, slc, {"weight": op.weight, **dict(op.attrs), **(extra or {})})
     return out
@@ -232,7 +232,7 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
         nkeys += k
     kv_bytes = nkeys * kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
     flops = 2.0 * (h1 - h0) * (qk_dim + v_dim) * pairs
-    dur = max(lw.mem_cycles(kv_bytes), flops / rate) + lw.vxm_cycles(3 * pairs * (h1 - h0), 0)
+    dur = max(lw.mem_cycles(kv_bytes), lw.mxm_cycles(flops, rate)) + lw.vxm_cycles(3 * pairs * (h1 - h0), 0)
     width = lw.M * (h1 - h0) * v_dim * lw.ab
     name = f"{op.name}#lse@{chip}" if partial else f"{op.name}@{chip}"
     if chip != owner:
@@ -242,7 +242,7 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
     slc, attrs = share.slices()
     ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
                      {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs},
-                     extra_latency=lw.arch.vxm_latency)
+                     extra_latency=lw.arch.vxm_latency, needs_all=True)
     return out, ins, dur
 
 
@@ -259,7 +259,7 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
         cols[c] = (h0 * v_dim, h1 * v_dim)
         helpers = sp.parts[c][1:]
         own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers))
-        stats_ready[c] = ins.first_out_cycle + int(dur / 2)
+        stats_ready[c] = ins.first_out_cycle  # the log-sum-exp is final with the output (needs_all)
         if helpers:
             parts = [own]
             for holder, keys in helpers:
@@ -348,7 +348,7 @@ def _emit_router(lw: Lowerer, op: Op) -> None:
     for c in st.chips:
         out = lw.s.buffer(f"{op.name}@{c}", c, op.name, op.act_out_bytes)
         lw.add_weight(c, op, op.weight_bytes)
-        dur = max(lw.mem_cycles(op.weight_bytes), op.flops / lw.mxm_rate)
+        dur = max(lw.mem_cycles(op.weight_bytes), lw.mxm_cycles(op.flops))
         lw.s.instr(c, "MXM", op.name, "router", (ins[c],), out, dur, {}, {"weight": op.weight, **dict(op.attrs)},
                    extra_latency=lw.arch.vxm_latency)
         bufs[c] = out
@@ -369,7 +369,7 @@ def _emit_experts(lw: Lowerer, op: Op) -> None:
         lw.add_weight(c, op, (hi - lo) * ebytes)
         active = min(hi - lo, k * lw.M)  # worst case: every routed choice lands here
         flops = 2.0 * min(lw.M * k, lw.M * (hi - lo)) * eparams
-        dur = max(lw.mem_cycles(active * ebytes), flops / lw.mxm_rate)
+        dur = max(lw.mem_cycles(active * ebytes), lw.mxm_cycles(flops))
         partial = (lo, hi) != (0, E)
         out = lw.s.buffer(f"{op.name}#p@{c}" if partial else f"{op.name}@{c}", c, op.name, lw.M * h * lw.ab,
                           partial="sum" if partial else None)

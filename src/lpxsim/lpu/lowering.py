@@ -126,10 +126,21 @@ class Lowerer:
         if nbytes > 0:
             self.chip_use(chip).weights[f"w:{op.name}{tag}"] = nbytes
 
+    def mxm_cycles(self, flops: float, rate: float | None = None) -> float:
+        """Cycles of `flops` on the MXM at `rate` FLOP/cycle (the weights' compute format by default);
+        the work is recorded for the next instruction (`Scheduler.take_work`)."""
+        rate = rate or self.mxm_rate
+        self.s.note_work(flops=flops, flop_rate=rate)
+        return flops / rate
+
     def mem_cycles(self, nbytes: float) -> float:
-        return nbytes / self.arch.mem_bytes_per_cycle
+        """Cycles to stream `nbytes` between SRAM and a unit: whole 320-byte vectors at the feed rate."""
+        vb = self.arch.vector_bytes
+        self.s.note_work(nbytes=nbytes)
+        return math.ceil(nbytes / vb) * vb / self.arch.feed_bytes_per_cycle
 
     def vxm_cycles(self, elems: float, nbytes: float) -> float:
+        self.s.note_work(ops=elems)
         return max(elems / self.arch.vxm_ops_per_cycle, self.mem_cycles(nbytes))
 
     def rep_on(self, name: str, chips: tuple[int, ...]) -> dict[int, str]:

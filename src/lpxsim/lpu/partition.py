@@ -57,15 +57,22 @@ def _layer_kv_per_chip(model: ModelSpec, layer: int, tp: int, kvsplit: int, kvb:
 
 
 def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: str, context: int,
-               streams: int) -> float:
-    """Worst chip's SRAM need (weights + KV) for this layout."""
+               streams: int, memo: dict | None = None) -> float:
+    """Worst chip's SRAM need (weights + KV) for this layout (`memo`: a dict shared across the layouts of
+    one search, so per-layer terms are computed once)."""
+    memo = {} if memo is None else memo
     wb = get_precision(weights, "weights").bytes_per_element
     kvb = get_precision(kv, "kv").bytes_per_element
-    costs = layer_costs(model, weights)
+    costs = memo.get("costs")
+    if costs is None:
+        costs = memo["costs"] = layer_costs(model, weights)
+    ranges = memo.get(("split", lay.stages))
+    if ranges is None:
+        ranges = memo[("split", lay.stages)] = split_layers(model, lay.stages, weights)
     base: list[float] = []
     spread_kv: list[float] = []  # full-attention KV per chip that is shared with helper stages
-    for s, (lo, hi) in enumerate(split_layers(model, lay.stages, weights)):
-        w = sum(costs[1 + i] for i in range(lo, hi))
+    for s, (lo, hi) in enumerate(ranges):
+        w = sum(costs[1 + lo:1 + hi])
         if s == 0:
             w += costs[0]
         if s == lay.stages - 1:
@@ -73,14 +80,20 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
         per_chip = w / lay.tp
         extra = kvb_total = full_kv = 0.0
         for i in range(lo, hi):
-            a = model.layers[i].attention
-            extra += _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp)
-            _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
-            if seq > 1:  # q and o projections replicated over the sequence shards
-                qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
-                extra += qo * (seq - 1) / lay.tp
-            k, _ = _layer_kv_per_chip(model, i, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
-            if a.window is None and lay.kv_spread:
+            key = (i, lay.tp, lay.kv_seq_split)
+            terms = memo.get(key)
+            if terms is None:
+                a = model.layers[i].attention
+                rep = _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp)
+                _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
+                if seq > 1:  # q and o projections replicated over the sequence shards
+                    qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
+                    rep += qo * (seq - 1) / lay.tp
+                k, _ = _layer_kv_per_chip(model, i, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
+                terms = memo[key] = (rep, k, a.window is None)
+            rep, k, full = terms
+            extra += rep
+            if full and lay.kv_spread:
                 full_kv += k
             else:
                 kvb_total += k
@@ -112,13 +125,17 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
     hop = float(intra.latency_s)
     bw = intra.bandwidth_Bps
     f = arch.clock_hz
-    ov = arch.op_overhead / f
-    lat = {"MXM": (arch.mxm_latency) / f + ov, "VXM": arch.vxm_latency / f + ov, "MEM": arch.mem_latency / f + ov}
+    lat = {u: sum(c for _, c in arch.latency_parts(u)) / f for u in ("MXM", "VXM", "MEM")}
     costs = layer_costs(model, weights)
-    mem_bps = arch.mem_bytes_per_cycle * f
+    mem_bps = arch.feed_bytes_per_cycle * f
     h_bytes = batch * model.hidden_size * 2.0
     cross = lay.tp > system.topology.chips_per_node
     ar = 0.0 if lay.tp == 1 else (hop + h_bytes / bw + lat["VXM"]) * (2 if cross else 1)
+    if cross:  # the rail step: each chip sends to tp/cpn - 1 other nodes over the global ports it has
+        rail = links.get("inter_node") or intra
+        ports = max(1.0, float(rail.lanes_per_chip or rail.lanes_per_link) / float(rail.lanes_per_link))
+        msgs = math.ceil((lay.tp // system.topology.chips_per_node - 1) / ports)
+        ar += max(0, msgs - 1) * h_bytes / rail.bandwidth_Bps
     total = 0.0
     for i in range(model.num_layers):
         a = model.layers[i].attention
@@ -152,6 +169,7 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
     sram = arch.sram_bytes * (1.0 - RESERVE_FRACTION)
     rows: list[tuple[float, int, Layout]] = []
     info: list[dict] = []
+    memos: dict[int, dict] = {}  # per stream count: per-layer terms shared by the layouts searched
     if "tp" in forced:
         tp = forced["tp"]
         if not (cpn % tp == 0 or tp % cpn == 0):
@@ -173,7 +191,8 @@ def choose_layout(model: ModelSpec, system: SystemSpec, arch: Arch, n_chips: int
                 for p, spread in ((p, r) for p in splits for r in _spread_options(forced, S)):
                     lay = Layout(tp=tp, stages=S, replicas=reps, kv_seq_split=p, kv_spread=spread,
                                  kv_block=forced.get("kv_block", 1))
-                    need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams)
+                    need = chip_bytes(model, lay, weights, kv, kv_layout, target.context, streams,
+                                      memos.setdefault(streams, {}))
                     if need > sram:
                         continue
                     est = estimate_latency_s(model, system, arch, lay, weights, target.context, streams)

@@ -9,6 +9,8 @@ interval allocator assigns offsets.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from collections import defaultdict
 
@@ -21,6 +23,8 @@ ALIGN = 320  # one vector
 
 
 def _align(n: float) -> int:
+    if isinstance(n, int):
+        return -(-n // ALIGN) * ALIGN if n > 0 else 0
     return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
 
 
@@ -40,21 +44,29 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
 
 
 def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], int]:
-    """items (id, size, start, end) -> offsets and region size; live intervals never share bytes."""
+    """items (id, size, start, end) -> offsets and region size; live intervals never share bytes.
+
+    Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
+    set is kept sorted by offset, and expired through a heap of end cycles."""
     offsets: dict[str, int] = {}
-    active: list[tuple[int, int, int]] = []  # (offset, size, end)
+    active: list[tuple[int, int, int]] = []  # (offset, size, seq) sorted by offset
+    ends: list[tuple[int, int, int, int]] = []  # heap of (end, offset, size, seq)
     top = 0
-    for bid, size, start, end in sorted(items, key=lambda x: (x[2], x[0])):
-        active = [a for a in active if a[2] > start]
-        active.sort()
+    for seq, (bid, size, start, end) in enumerate(sorted(items, key=lambda x: (x[2], x[0]))):
+        while ends and ends[0][0] <= start:
+            _, o, z, q = heapq.heappop(ends)
+            del active[bisect.bisect_left(active, (o, z, q))]
         off = 0
         for a_off, a_size, _ in active:
             if off + size <= a_off:
                 break
-            off = max(off, a_off + a_size)
+            if a_off + a_size > off:
+                off = a_off + a_size
         offsets[bid] = off
-        active.append((off, size, end))
-        top = max(top, off + size)
+        bisect.insort(active, (off, size, seq))
+        heapq.heappush(ends, (end, off, size, seq))
+        if off + size > top:
+            top = off + size
     return offsets, top
 
 
@@ -65,7 +77,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     for b in buffers.values():
         s, e = life.get(b.id, (0, 1))
-        item = (b.id, _align(max(b.bytes, 1)), s, e)
+        nb = b.bytes if b.bytes > 1 else 1
+        item = (b.id, -(-nb // ALIGN) * ALIGN, s, e)
         (per_chip if b.id in produced_here else recv_chip)[b.chip].append(item)
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}

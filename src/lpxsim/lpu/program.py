@@ -249,6 +249,9 @@ class LayoutInfo:
 def stripe_count(x: int | np.ndarray, index: int, count: int, block: int = 1) -> int | np.ndarray:
     """Positions ``p`` in ``[0, x)`` with ``(p // block) % count == index`` (elementwise for arrays)."""
     period = block * count
+    if isinstance(x, (int, np.integer)):  # the scalar path, without numpy's per-call overhead
+        full, rem = divmod(max(int(x), 0), period)
+        return full * block + min(max(rem - index * block, 0), block)
     x = np.maximum(x, 0)
     full, rem = np.divmod(x, period)
     out = full * block + np.clip(rem - index * block, 0, block)

@@ -20,13 +20,59 @@ from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, Transfer, Unit
 from lpxsim.specs.topology import ChipGraph
 
+DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
 
-@dataclass
+
+@dataclass(slots=True)
 class Ready:
-    """When a buffer's first and last vectors are available on its chip."""
+    """When a buffer's first and last vectors are available on its chip (and the provenance nodes of
+    those two times, for the critical-path breakdown)."""
 
     first: int
     end: int
+    first_node: int = -1
+    end_node: int = -1
+
+
+class Provenance:
+    """Why each scheduled time is what it is: a node per time, with its parent node and the mechanisms
+    (cycles each) that separate the two. Walking back from the step's last event gives the critical
+    path, and summing its mechanisms gives a breakdown that adds up to the makespan exactly."""
+
+    __slots__ = ("time", "parent", "comp")
+
+    def __init__(self) -> None:
+        self.time: list[int] = []
+        self.parent: list[int] = []
+        self.comp: list[tuple[tuple[str, int], ...]] = []
+
+    def node(self, time: int, parent: int = -1, comp: tuple[tuple[str, int], ...] = ()) -> int:
+        self.time.append(time)
+        self.parent.append(parent)
+        self.comp.append(comp)
+        return len(self.time) - 1
+
+    def after(self, parent: int, time: int, mech: str) -> int:
+        """A node `time` whose excess over `parent`'s time is attributed to `mech`."""
+        if parent < 0:
+            return self.node(time, -1, ((mech, time),) if time else ())
+        d = time - self.time[parent]
+        return parent if d == 0 else self.node(time, parent, ((mech, d),))
+
+    def breakdown(self, node: int) -> dict[str, int]:
+        """Cycles per mechanism along the chain ending at `node` (sums to its time)."""
+        out: dict[str, int] = {}
+        n = node
+        while n >= 0:
+            for m, c in self.comp[n]:
+                out[m] = out.get(m, 0) + c
+            p = self.parent[n]
+            if p < 0:  # a root: whatever its mechanisms leave of its time came before the step started
+                rest = self.time[n] - sum(c for _, c in self.comp[n])
+                if rest:
+                    out["start"] = out.get("start", 0) + rest
+            n = p
+        return out
 
 
 @dataclass
@@ -44,6 +90,14 @@ class Scheduler:
     _link_free: dict[tuple[int, int], int] = field(default_factory=dict)
     _unit_free: dict[tuple[int, str], int] = field(default_factory=dict)
     _routes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    _unit_node: dict[tuple[int, str], int] = field(default_factory=dict)
+    _link_node: dict[tuple[int, int], int] = field(default_factory=dict)
+    prov: Provenance = field(default_factory=Provenance)
+    last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
+    last_end: int = 0
+    _route_info: dict = field(default_factory=dict)  # hops -> (slowest link's bytes/cycle, ((link, dir), hop))
+    _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
+    _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -54,31 +108,89 @@ class Scheduler:
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
-        self.ready[bid] = Ready(first, first)
+        n = self.prov.node(first)
+        self.ready[bid] = Ready(first, first, n, n)
 
-    # --- instructions -----------------------------------------------------------------
+    # --- work -------------------------------------------------------------------------
+    def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
+        """Add to the work of the next instruction (bytes streamed to/from SRAM, MXM FLOPs at `flop_rate`
+        FLOP/cycle, VXM element ops); `instr` records it in the instruction's attrs and starts afresh."""
+        w = self._work
+        w[0] += nbytes
+        w[1] += flops
+        if flop_rate:
+            w[2] = flop_rate
+        w[3] += ops
+
+    # --- instructions ---------------------------------------------------------------
     def latency(self, unit: Unit) -> int:
-        a = self.arch
-        base = {"MXM": a.mxm_latency, "VXM": a.vxm_latency, "SXM": a.sxm_latency, "MEM": a.mem_latency}[unit]
-        return base + a.op_overhead
+        """Cycles from an instruction's start to its first output vector (all mechanisms)."""
+        return sum(c for _, c in self.arch.latency_parts(unit))
+
+    def _end(self, end: int, node: int) -> None:
+        if end > self.last_end or self.last_node < 0:
+            self.last_end, self.last_node = end, node
 
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
-              extra_latency: int = 0) -> Instruction:
-        """Schedule one instruction; `output` must already be declared with `buffer`."""
-        firsts = [self.ready[b].first for b in inputs]
-        ends = [self.ready[b].end for b in inputs]
-        start = max([self._unit_free.get((chip, unit), 0), *firsts])
-        lat = self.latency(unit) + extra_latency
+              extra_latency: int = 0, needs_all: bool = False) -> Instruction:
+        """Schedule one instruction; `output` must already be declared with `buffer`.
+
+        First output: start + issue + sync + stream transit + superlane stagger + pipeline depth + SRAM
+        access (+ the fitted residual); last output: no earlier than `duration` (its vectors at the unit's
+        rate) after that, nor before the inputs' last vectors have drained through the same pipeline.
+        `needs_all`: no output exists before the whole work is done (attention: the softmax and the weighted
+        sum need every key of the chip's share), so the first output comes `duration` later and the last
+        right after it."""
+        a, pv = self.arch, self.prov
+        key = (chip, unit)
+        start = self._unit_free.get(key, 0)
+        snode = self._unit_node.get(key, -1)
+        drain_in, dnode = -1, -1
+        for b in inputs:
+            rd = self.ready[b]
+            if rd.first > start or snode < 0 and rd.first >= start:
+                start, snode = rd.first, rd.first_node
+            if rd.end > drain_in:
+                drain_in, dnode = rd.end, rd.end_node
+        lk = (unit, extra_latency)
+        cached = self._lat.get(lk)
+        if cached is None:
+            parts = a.latency_parts(unit)
+            if extra_latency:
+                parts = (*parts, ("pipeline_depth", int(extra_latency)))
+            drain = tuple(p for p in parts if p[0] in DRAIN)
+            cached = self._lat[lk] = (parts, sum(c for _, c in parts), drain, sum(c for _, c in drain))
+        parts, lat, drain, drain_cycles = cached
         dur = max(1, int(math.ceil(duration)))
         first_out = start + lat
-        end = max(first_out + dur, max(ends, default=0) + lat - self.arch.op_overhead)
-        self._unit_free[(chip, unit)] = start + dur
+        drain_end = drain_in + drain_cycles if inputs else -1
+        if needs_all:
+            first_out = start + lat + dur
+            fnode = pv.node(first_out, snode, (*parts, ("vector_count", dur)))
+            if drain_end > first_out:
+                first_out, fnode = drain_end, pv.node(drain_end, dnode, drain)
+            end, enode = first_out + 1, pv.node(first_out + 1, fnode, (("vector_count", 1),))
+        else:
+            fnode = pv.node(first_out, snode, parts)
+            end = first_out + dur
+            if drain_end > end:
+                end, enode = drain_end, pv.node(drain_end, dnode, drain)
+            else:
+                enode = pv.node(end, fnode, (("vector_count", dur),))
+        self._unit_free[key] = start + dur
+        self._unit_node[key] = pv.node(start + dur, snode, (("vector_count", dur),))
+        w = self._work
+        work = {"work_bytes": w[0], "work_flops": w[1], "work_ops": w[3]}
+        if w[2]:
+            work["work_flop_rate"] = w[2]
+        self._work = [0.0, 0.0, 0.0, 0.0]
         ins = Instruction(id=len(self.instructions), chip=chip, unit=unit, op=op, kind=kind, inputs=inputs,
                           output=output, cycle_start=start, first_out_cycle=first_out, cycle_end=end,
-                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur})
+                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur, **work})
         self.instructions.append(ins)
-        self.ready[output] = Ready(first_out, end)
+        self.ready[output] = Ready(first_out, end, fnode, enode)
+        self._end(end, enode)
         return ins
 
     # --- links and transfers ----------------------------------------------------------
@@ -112,34 +224,55 @@ class Scheduler:
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
         hops = self.route(src_chip, dst_chip)
+        info = self._route_info.get(hops)
+        if info is None:
+            info = self._route_info[hops] = (min(self.links[lid].bytes_per_cycle for lid, _ in hops),
+                                             tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        bpc, keyed = info
+        pv = self.prov
         rd = self.ready[src_buffer]
         if complete_at is not None:
-            rd = Ready(max(rd.first, complete_at), max(rd.first, complete_at))
-        want = rd.first if not_before is None else max(rd.first, not_before)
+            t = max(rd.first, complete_at)
+            n = pv.after(rd.first_node, t, "vector_count")
+            rd = Ready(t, t, n, n)
+        want, wnode = rd.first, rd.first_node
+        if not_before is not None and not_before > want:
+            want, wnode = not_before, pv.after(wnode, not_before, "sync")
         nbytes = max(float(nbytes), 1.0)
-        bpc = min(self.links[lid].bytes_per_cycle for lid, _ in hops)
         ser = max(1, int(math.ceil(nbytes / bpc)))
         vec = max(1, int(math.ceil(min(nbytes, self.arch.vector_bytes) / bpc)))
         setup = self.arch.link_setup
         # A link sends one block of `ser` cycles; when the producer streams slower than the link,
         # start late enough that every vector exists when its turn on the wire comes.
         occupy = ser
-        want = max(want, rd.end - ser + vec)
-        send = want
+        if rd.end - ser + vec > want:
+            want = rd.end - ser + vec
+            wnode = pv.after(rd.first_node, want, "vector_count")  # waiting for the producer's vectors
+        send, snode = want, wnode
         offset = 0
-        for lid, d in hops:
-            send = max(send, self._link_free.get((lid, d), 0) - offset)
-            offset += self.links[lid].hop_cycles
+        lf = self._link_free
+        for k, hc in keyed:
+            free = lf.get(k, 0) - offset
+            if free > send:
+                send = free
+            offset += hc
+        if send > want:
+            snode = pv.node(send, wnode, (("c2c_wait", send - want),))
         t = send
-        for lid, d in hops:
-            self._link_free[(lid, d)] = t + occupy
-            t += self.links[lid].hop_cycles
-        path_lat = t - send + setup
+        for k, hc in keyed:
+            lf[k] = t + occupy
+            t += hc
+        hop = t - send
+        path_lat = hop + setup
         arrive = send + path_lat + vec
         end = send + path_lat + occupy
+        lat_parts = (("c2c_hop", hop),) + ((("c2c_setup", setup),) if setup else ())
+        anode = pv.node(arrive, snode, (*lat_parts, ("c2c_serialisation", vec)))
+        enode = pv.node(end, snode, (*lat_parts, ("c2c_serialisation", occupy)))
         tr = Transfer(id=len(self.transfers), src_chip=src_chip, dst_chip=dst_chip, src_buffer=src_buffer,
                       dst_buffer=dst_buffer, bytes=int(math.ceil(nbytes)), links=hops, send_cycle=send,
                       ser_cycles=occupy, arrive_cycle=arrive, end_cycle=end)
         self.transfers.append(tr)
-        self.ready[dst_buffer] = Ready(arrive, end)
+        self.ready[dst_buffer] = Ready(arrive, end, anode, enode)
+        self._end(end, enode)
         return tr

@@ -11,6 +11,12 @@ checks against direct compiles. A caller that serves one workload can name the
 contexts it will ask about (`context_grid`): those are compiled exactly and
 replace the generic buckets (fewer compiles, no interpolation at them). A batch
 bucket larger than the replica holds is not compiled; the exact batch is.
+
+Both the layout choice and each shape's compiled summary (timing and per-chip
+memory, `step_summary`) are pure functions of (model spec, system spec, arch,
+layout, phase, precisions) and are kept in the persistent step-cost cache
+(`lpxsim.cache`), keyed with the source hash of the packages that compute them:
+a second process with a warm cache compiles nothing.
 """
 
 from __future__ import annotations
@@ -18,18 +24,21 @@ from __future__ import annotations
 import math
 from functools import cached_property
 
+from lpxsim.cache import source_version, step_cache
 from lpxsim.catalog import get_model
+from lpxsim.catalog import get_system as get_system_spec
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase, lower
 from lpxsim.lpu.arch import arch_for
 from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
 from lpxsim.lpu.layout import Layout, parse_layout
 from lpxsim.lpu.partition import choose_layout
-from lpxsim.lpu.timing import summarize
+from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.specs.accounting import kv_bytes_per_sequence
 from lpxsim.specs.model import ModelSpec
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
 
+SOURCES = ("lpxsim.lpu", "lpxsim.graph", "lpxsim.specs", "lpxsim.catalog")  # code and data the cached values depend on
 CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 DEFAULT_TARGET_CONTEXT = 131_072
 PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
@@ -65,10 +74,22 @@ class LpxStepModel:
         self.target = self._targets[0]
         self._sram = chip_sram_bytes
         self._variant = variant
-        self.system, self.n_chips, self.units = self._size(system, racks, chips, layout)
-        self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
+        self._summaries: dict[tuple, dict] = {}
         self._cache: dict[tuple, CompileResult] = {}
-        self.layout = self._choose(layout)
+        self._layout_arg = layout if layout is None or isinstance(layout, str) else layout.describe()
+        choice = step_cache().get_or_compute(
+            "lpx-layout", source_version(*SOURCES),
+            (self.model, get_system_spec(system), variant, racks, chips, self._layout_arg, ctx, int(concurrency),
+             weights, kv, kv_layout, chip_sram_bytes), lambda: self._choose_fresh(system, racks, chips, layout))
+        if "error" in choice:
+            raise DoesNotFit(choice["field"], choice["error"])
+        self.target = Target(*choice["target"])
+        if racks is None and chips is None:
+            self.system, self.n_chips, self.units = resolve_system(system, float(choice["units"]), None, variant)
+        else:
+            self.system, self.n_chips, self.units = resolve_system(system, racks, chips, variant)
+        self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
+        self.layout = Layout(**choice["layout"])
         self._prefill_rows = PREFILL_ROWS
         if context_grid is not None and any(int(c) < 0 for c in context_grid):
             raise UserError("context_grid", f"expected contexts >= 0, got {context_grid}")
@@ -109,17 +130,38 @@ class LpxStepModel:
                 return cands
         return []
 
+    def _choose_fresh(self, system: str, racks, chips, layout) -> dict:
+        """The layout search (cacheable): units, target and layout, or the DoesNotFit it raised."""
+        try:
+            self.system, self.n_chips, self.units = self._size(system, racks, chips, layout)
+            self.arch = arch_for(self.system).with_sram(self._sram)
+            lay = self._choose(layout)
+        except DoesNotFit as e:
+            return {"error": e.message, "field": e.field}
+        return {"units": self.units, "target": [self.target.context, self.target.concurrency],
+                "layout": {"tp": lay.tp, "stages": lay.stages, "replicas": lay.replicas,
+                           "kv_seq_split": lay.kv_seq_split, "kv_spread": lay.kv_spread, "kv_block": lay.kv_block}}
+
     def _choose(self, layout) -> Layout:
-        cands = self._candidates(self.system, self.arch, self.n_chips, layout)
-        phase = Phase.decode([self.target.context] * self.target.concurrency)
-        for lay in cands:
-            try:
-                res = self._build(lay, phase)
+        """The best candidate that places, for the long target first, then for the asked context."""
+        targets = list(self._targets)
+        self._candidates(self.system, self.arch, self.n_chips, layout)  # sets the first target with candidates
+        for target in targets[targets.index(self.target):]:
+            self._targets, self.target = [target], target
+            cands = self._candidates(self.system, self.arch, self.n_chips, layout)
+            phase = Phase.decode([target.context] * target.concurrency)
+            for lay in cands:
+                try:
+                    res = self._build(lay, phase)
+                except DoesNotFit:
+                    continue
+                self.layout = lay
                 self._cache[(phase.kind, phase.contexts, phase.new_tokens)] = res  # the chosen one, reused
+                self.step_summary(phase)  # stored with the layout, so a warm process never compiles it
+                self._targets = targets
                 return lay
-            except DoesNotFit:
-                continue
-        asked = self._targets[-1] if not cands else self.target  # no candidate at all: name the asked context
+        self._targets, self.target = targets, targets[-1]
+        asked = self.target  # name the context the user asked for, not the long default
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
@@ -155,6 +197,34 @@ class LpxStepModel:
                     f" tokens): {e.message}") from None
         return self._cache[key]
 
+    def step_summary(self, phase: Phase) -> dict:
+        """The compiled step's timing (`Timing.as_dict`) and per-chip memory for `phase`, from the
+        persistent cache when present; raises DoesNotFit as `compile` does."""
+        key = (phase.kind, phase.contexts, phase.new_tokens)
+        hit = self._summaries.get(key)
+        if hit is None:
+            hit = step_cache().get_or_compute(
+                "lpx-step", source_version(*SOURCES),
+                (self.model, self.system, self.units, self.n_chips, self._sram, self.layout.describe(), self.weights,
+                 self.kv, self.kv_layout, *key), lambda: self._summary_fresh(phase))
+            self._summaries[key] = hit
+        if "error" in hit:
+            raise DoesNotFit(hit["field"], hit["error"])
+        return hit
+
+    def _summary_fresh(self, phase: Phase) -> dict:
+        try:
+            res = self.compile(phase)
+        except DoesNotFit as e:
+            return {"error": e.message, "field": e.field}
+        return {"timing": res.timing.as_dict(), "memory": {str(c): dict(v) for c, v in res.memory.items()}}
+
+    def timing(self, phase: Phase) -> Timing:
+        """The compiled step's Timing (cached on disk; see `step_summary`)."""
+        t = dict(self.step_summary(phase)["timing"])
+        t["stage_spans_s"] = tuple(t["stage_spans_s"])
+        return Timing(**t)
+
     def _cost(self, kind: str, batch: int, context: int, new: int) -> StepCost:
         if batch <= 0:
             raise UserError("batch", "a step needs at least one sequence")
@@ -165,8 +235,8 @@ class LpxStepModel:
         costs = []
         for ctx in sorted({lo, hi}):
             ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]
-            t = self.compile(ph).timing
-            costs.append((ctx, t.latency_s, t.interval_s))
+            t = self.step_summary(ph)["timing"]
+            costs.append((ctx, t["latency_s"], t["interval_s"]))
         if len(costs) == 1:
             _, lat, ii = costs[0]
         else:
@@ -217,9 +287,9 @@ class LpxStepModel:
     @cached_property
     def _free_per_stream(self) -> tuple[float, float]:
         """(streams that fit at the target context, free SRAM bytes) from the compiled target step."""
-        res = self.compile(Phase.decode([self.target.context]))
+        memory = self.step_summary(Phase.decode([self.target.context]))["memory"]
         kv_need, free_min = math.inf, math.inf
-        for s in res.memory.values():
+        for s in memory.values():
             free = self.arch.sram_bytes - (s["weights"] + s["act"] + s["buffer"])
             if s["kv"] > 0:
                 kv_need = min(kv_need, free / s["kv"])

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from lpxsim.graph import OpGraph
-from lpxsim.lpu.arch import Arch
+from lpxsim.lpu.arch import FITTED_MECHANISM, Arch
 from lpxsim.lpu.program import Program
 
 
@@ -25,6 +25,8 @@ class Timing:
     link_util: float
     stage_spans_s: tuple[float, ...]
     chips: int
+    breakdown_us: dict[str, float] = field(default_factory=dict)  # µs per mechanism, critical path; sums to latency
+    fitted_share: float = 0.0  # share of the latency that the fitted residual carries
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -53,6 +55,7 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     mxm = graph.total("flops") / (n_chips * peak * span)
     link_busy = sum(t.ser_cycles * len(t.links) for t in p.transfers)
     link_util = link_busy / (max(1, 2 * len(p.links)) * span)
+    bd = {k: arch.seconds(v) * 1e6 for k, v in p.meta.get("breakdown_cycles", {}).items()}
     B = graph.phase.sequences
     new = graph.phase.new_tokens if graph.phase.kind == "decode" else 1
     return Timing(
@@ -60,6 +63,7 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
         tok_s_user=new / latency,
         sram_bw_util=sram, mxm_util=mxm, link_util=link_util, stage_spans_s=spans,
         chips=p.layout.tp * p.layout.stages * p.layout.replicas,
+        breakdown_us=bd, fitted_share=bd.get(FITTED_MECHANISM, 0.0) * 1e-6 / latency if latency > 0 else 0.0,
     )
 
 
