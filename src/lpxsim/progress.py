@@ -28,6 +28,24 @@ def quiet(flag: bool = True) -> None:
     os.environ[ENV] = "0" if flag else "1"
 
 
+@contextmanager
+def silenced(flag: bool = True) -> Iterator[None]:
+    """Quiet while the block runs (when `flag`), then the state before it again: an in-process caller
+    (a test, a notebook) that runs one `--json` command keeps its bars for the next."""
+    global _quiet
+    before, env = _quiet, os.environ.get(ENV)
+    if flag:
+        quiet()
+    try:
+        yield
+    finally:
+        _quiet = before
+        if env is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = env
+
+
 def allowed() -> bool:
     """Whether a bar may be drawn now: stderr is a terminal and nobody asked for quiet."""
     if _quiet or os.environ.get(ENV, "1") == "0":

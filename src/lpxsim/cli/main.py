@@ -124,10 +124,10 @@ def run() -> None:
     _register([mod] if mod else COMMAND_MODULES)
     from lpxsim import progress
 
-    if "--json" in argv:  # stdout belongs to one JSON object: no bars anywhere, workers included
-        progress.quiet()
     try:
-        with progress.bar(f"lpxsim {name}") if mod and name not in QUICK_COMMANDS else nullcontext():
+        # --json: stdout belongs to one JSON object, so no bars anywhere (worker processes included)
+        with progress.silenced("--json" in argv), (
+                progress.bar(f"lpxsim {name}") if mod and name not in QUICK_COMMANDS else nullcontext()):
             rv = command().main(args=argv, prog_name="lpxsim", standalone_mode=False)
         if isinstance(rv, int) and rv:  # click returns a typer.Exit's code instead of raising it
             sys.exit(rv)
