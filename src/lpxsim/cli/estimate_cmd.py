@@ -5,12 +5,14 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import emit_json, out
+from lpxsim.cli.common import economics_line, emit_json, out
+from lpxsim.plan.costs import CostModel, estimate_economics
 from lpxsim.plan.estimate import Estimate
 
 
-def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
-    """JSON keys of an estimate; per-chip keys also under the GPU names InferenceX uses."""
+def estimate_dict(e: Estimate, model: str, weights: str, kv: str, costs: CostModel | None = None,
+                  system: str | None = None) -> dict:
+    """JSON keys of an estimate (with its economics); per-chip keys also under the GPU names InferenceX uses."""
     return {
         "model": model,
         "system": e.system,
@@ -37,6 +39,7 @@ def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
         "spec_k": e.spec_k,
         "spec_accept": e.spec_accept,
         "tokens_per_round": e.tokens_per_round,
+        **estimate_economics(e, system or e.system, costs),
     }
 
 
@@ -54,6 +57,7 @@ def _print(d: dict) -> None:
     out.print(t)
     if d["micro_batches"] > 1:
         out.print(f"{d['micro_batches']} micro-batches in flight")
+    out.print(economics_line(d))
 
 
 def register(app: typer.Typer) -> None:
@@ -78,17 +82,22 @@ def register(app: typer.Typer) -> None:
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP)"),
         accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
+        usd_per_kwh: float | None = typer.Option(None, "--usd-per-kwh", help="energy price (cost model override)"),
+        pue: float | None = typer.Option(None, "--pue", help="facility PUE (cost model override)"),
+        costs_file: str | None = typer.Option(None, "--costs", help="cost-model YAML overriding catalog/costs.yaml"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
         from lpxsim.backends import Layout, make_step_model
+        from lpxsim.plan.costs import load_costs
         from lpxsim.plan.estimate import steady_state
 
+        costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)  # before any costly work
         lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
                      goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency)
         step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
-        d = estimate_dict(e, model, weights, kv)
+        d = estimate_dict(e, model, weights, kv, costs, system=system)
         if as_json:
             emit_json(d)
         else:
