@@ -87,6 +87,8 @@ def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None)
 
 def _reserve_fraction(system: SystemSpec) -> float:
     """Share of each chip's memory kept out of the weights+KV budget."""
+    if "memory_reserve_fraction" in system.chip.extra:  # wafer-scale systems state their own
+        return float(system.chip.extra["memory_reserve_fraction"])
     if system.is_lpu:
         return LPU_BUFFER_FRACTION
     return (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
