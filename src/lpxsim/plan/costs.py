@@ -283,3 +283,12 @@ def estimate_economics(e: Any, system: str, costs: CostModel | None = None) -> d
     units = e.chips / s.chips_per_unit
     tok_in = max(0.0, e.total_tok_s - e.tok_s_total)
     return economics(e.power_w, units, s.name, e.tok_s_total, tok_in, e.tok_s_user, costs)
+
+
+def point_economics(op: Any, costs: CostModel | None = None) -> dict[str, Any]:
+    """`economics` of one replica at an `OperatingPoint` (`lpxsim.plan.operating_point`); {} if infeasible."""
+    if not op.feasible:
+        return {}
+    prefilled = op.new_tokens or op.isl
+    return economics(op.replica_power_w, op.replica_units, op.system, op.tok_s_total,
+                     op.requests_per_s * prefilled, op.tok_s_user, costs)

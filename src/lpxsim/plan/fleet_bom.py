@@ -1,0 +1,60 @@
+"""The fleet's bill of materials, priced: cost and revenue of each pool and of the whole floor.
+
+A pool is the racks of one system in a solved fleet, spares included. Its cost of ownership comes from
+the cost model (`lpxsim.plan.costs.economics`) on the tokens it delivers for the demand (not its spare
+capacity), so spares and rounding raise $/Mtok. Its revenue sums each assignment's tokens at the price
+tier of the per-user speed that assignment holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lpxsim.plan.costs import CostModel, economics
+
+_SUMMED = ("capex_usd", "capex_usd_per_hour", "opex_usd_per_hour", "energy_usd_per_hour", "cost_usd_per_hour",
+           "revenue_usd_per_hour", "facility_kw")
+
+
+def revenue_usd_per_hour(out_tok_s: float, in_tok_s: float, tok_s_user: float, costs: CostModel) -> float:
+    """Revenue per owned hour of tokens served at `tok_s_user` (its price tier), at the model's utilisation."""
+    price = costs.price_tier(tok_s_user).usd_per_mtok_output
+    return 3600.0 * costs.utilisation.value * (out_tok_s + costs.input_price_ratio.value * in_tok_s) * price / 1e6
+
+
+def pool_economics(system: str, units: int, power_w: float, assignments: list, costs: CostModel) -> dict[str, Any]:
+    """Economics of one pool: cost on its delivered tokens, revenue per assignment's speed tier."""
+    out = sum(a.delivered_output_tok_s for a in assignments)
+    tin = sum(a.delivered_input_tok_s for a in assignments)
+    e = economics(power_w, float(units), system, out, tin, 0.0, costs)
+    e["revenue_usd_per_hour"] = sum(
+        revenue_usd_per_hour(a.delivered_output_tok_s, a.delivered_input_tok_s, a.tok_s_user, costs)
+        for a in assignments)
+    e.pop("price_usd_per_mtok_output")
+    e.pop("price_tier_min_tok_s_user")
+    if e["cost_usd_per_hour"] is not None:
+        e["margin_usd_per_hour"] = e["revenue_usd_per_hour"] - e["cost_usd_per_hour"]
+    return e
+
+
+def fleet_totals(bom: list, costs: CostModel) -> dict[str, Any]:
+    """Floor totals: racks by kind, spares, capex, facility kW, cost and revenue per hour, fleet $/Mtok."""
+    tot: dict[str, Any] = {k: 0.0 for k in _SUMMED}
+    priced = all(b.economics.get("cost_usd_per_hour") is not None for b in bom)
+    for b in bom:
+        for k in _SUMMED:
+            v = b.economics.get(k)
+            tot[k] = None if (v is None or tot[k] is None) else tot[k] + v
+    out = sum(b.output_tok_s for b in bom)
+    tin = sum(b.input_tok_s for b in bom)
+    eq = 3600.0 * costs.utilisation.value * (out + costs.input_price_ratio.value * tin)
+    per_mtok = tot["cost_usd_per_hour"] / eq * 1e6 if priced and eq > 0 else None
+    return {
+        **tot,
+        "racks_by_system": {b.system: b.units for b in bom},
+        "spare_units": sum(b.spare_units for b in bom),
+        "usd_per_mtok_output": per_mtok,
+        "usd_per_mtok_input": None if per_mtok is None else costs.input_price_ratio.value * per_mtok,
+        "tok_s_per_mw_facility": out / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0,
+        "input_tok_s": tin,
+    }
