@@ -120,10 +120,8 @@ class WseStepModel:
         get_precision(kv, "kv")
         self.hw = WaferParams.from_system(self.system, self._wp.compute)
         self._stages_all = self._stage_list()
-        total = sum(st.weight_bytes for st in self._stages_all)
-        usable = self.hw.sram_bytes * (1.0 - self.hw.reserve_fraction)
-        need = self.wafers_needed(total)
-        self.wafers = need if wafers is None else int(wafers)
+        usable = self._usable()
+        self.wafers = self.wafers_needed() if wafers is None else int(wafers)
         if self.wafers < 1:
             raise UserError("chips", f"expected a positive number of wafers, got {wafers}")
         if self.wafers > self.system.max_units * self.system.chips_per_unit:
@@ -133,40 +131,57 @@ class WseStepModel:
 
     # ---- placement
     def _stage_list(self) -> list[Stage]:
+        """The input embedding, the layers, then the output head (a tied table is held once, at the head)."""
         m, b = self.model, self._wp.bytes_per_element
         pc = param_counts(m)
-        out = []
+        table = pc.embedding if pc.lm_head else 0  # untied: the input table is its own stage's weights
+        out = [Stage(0, table * b, 0.0, 0.0, 0, None)]
         for layer in m.layers:
             lp = layer_params(layer, m.hidden_size)
             out.append(Stage(0, lp.total * b, lp.active * b, float(lp.active), stream_elements(layer, m.hidden_size),
                              layer))
         head = pc.lm_head or pc.embedding
-        emb = pc.embedding + pc.lm_head + pc.final_norm  # input table + output head, on the end wafers
-        out.append(Stage(0, emb * b, head * b, float(head), m.hidden_size, None))
+        out.append(Stage(0, (head + pc.final_norm) * b, head * b, float(head), m.hidden_size, None))
         return out
 
-    def wafers_needed(self, total_bytes: float | None = None) -> int:
-        """Fewest wafers whose usable SRAM holds the weights (one stream's KV is checked separately)."""
-        total = total_bytes if total_bytes is not None else sum(st.weight_bytes for st in self._stages_all)
-        return max(1, math.ceil(total / (self.hw.sram_bytes * (1.0 - self.hw.reserve_fraction))))
+    def _usable(self) -> float:
+        return self.hw.sram_bytes * (1.0 - self.hw.reserve_fraction)
+
+    @staticmethod
+    def _fill(stages: list[Stage], cap: float) -> list[int]:
+        """Wafer of each stage when stages are packed in order, a new wafer whenever `cap` would overflow."""
+        wafer, load, out = 0, 0.0, []
+        for st in stages:
+            if load > 0 and load + st.weight_bytes > cap:
+                wafer, load = wafer + 1, 0.0
+            out.append(wafer)
+            load += st.weight_bytes
+        return out
+
+    def wafers_needed(self) -> int:
+        """Fewest wafers whose usable SRAM holds the weights as contiguous segments (KV is checked by capacity)."""
+        if max(st.weight_bytes for st in self._stages_all) > self._usable():
+            raise DoesNotFit("chips", f"one layer of {self.model.name} exceeds a {self.system.chip.name}'s SRAM")
+        return self._fill(self._stages_all, self._usable())[-1] + 1
 
     def _place(self, stages: list[Stage], wafers: int, usable: float) -> list[Stage]:
-        """Contiguous segments balanced by weight bytes: stage i goes to wafer floor(cumulative midpoint / share)."""
-        total = sum(st.weight_bytes for st in stages)
-        share = total / wafers
-        placed, cum = [], 0.0
-        for st in stages:
-            w = min(wafers - 1, int((cum + st.weight_bytes / 2) / share))
-            placed.append(Stage(w, st.weight_bytes, st.active_weight_bytes, st.active_params, st.stream_elements,
-                                st.layer))
-            cum += st.weight_bytes
-        per_wafer = [sum(st.weight_bytes for st in placed if st.wafer == w) for w in range(wafers)]
-        if max(per_wafer) > usable:
+        """Contiguous segments, one per wafer, minimising the fullest wafer (bisection on the per-wafer load)."""
+        need = self.wafers_needed()
+        if wafers < need:
+            total = sum(st.weight_bytes for st in stages)
             raise DoesNotFit(
                 "chips", f"{self.model.name} ({self.weights}, {total / 1e9:,.1f} GB) does not fit {wafers} x "
-                f"{self.system.chip.name} ({usable / 1e9:,.1f} GB usable each); it needs "
-                f"{self.wafers_needed(total)} wafers")
-        self._wafer_bytes = per_wafer
+                f"{self.system.chip.name} ({usable / 1e9:,.1f} GB usable each); it needs {need} wafers")
+        lo, hi = max(st.weight_bytes for st in stages), usable
+        for _ in range(60):  # the least per-wafer load that packs into `wafers` wafers
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if self._fill(stages, mid)[-1] + 1 <= wafers else (mid, hi)
+        where = self._fill(stages, hi)
+        placed = [Stage(w, st.weight_bytes, st.active_weight_bytes, st.active_params, st.stream_elements, st.layer)
+                  for w, st in zip(where, stages, strict=True)]
+        used = where[-1] + 1  # a tiny model may not spread over every wafer it was given
+        self._wafer_bytes = [sum(st.weight_bytes for st in placed if st.wafer == w) for w in range(wafers)]
+        self._used_wafers = used
         return placed
 
     # ---- StepModel protocol
@@ -185,7 +200,7 @@ class WseStepModel:
 
     def _region_share(self, st: Stage) -> float:
         """Share of its wafer's cores (and SRAM bandwidth, FLOP/s) a stage's region gets."""
-        return st.weight_bytes / self._wafer_bytes[st.wafer]
+        return max(st.weight_bytes, 1.0) / max(self._wafer_bytes[st.wafer], 1.0)
 
     def _kv_read_bytes(self, layer: LayerSpec, context: int) -> float:
         kvb = get_precision(self.kv, "kv").bytes_per_element
@@ -221,7 +236,7 @@ class WseStepModel:
 
     def _cost(self, tokens: int, sequences: int, context: int) -> StepCost:
         times = [self.stage_time(st, tokens, sequences, context) for st in self.stages]
-        hops = self.wafers - 1
+        hops = self._used_wafers - 1
         hop_lat, hop_occ = self._handoff_s(tokens)
         latency = sum(times) + hops * hop_lat
         interval = max([*times, hop_occ if hops else 0.0])
