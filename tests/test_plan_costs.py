@@ -76,6 +76,8 @@ def test_bad_flag_values_are_user_errors(kw):
     ("price_ladder:\n  - {min_tok_s_user: 10, usd_per_mtok_output: 1, source: x, grade: U}\n", "costs"),
     ("pue: : :\n", "costs"),
     ("- 1\n- 2\n", "costs"),
+    ("capex_usd:\n  not-a-rack: 1.0\n", "costs.capex_usd.not-a-rack"),
+    ("capex_usd:\n  lpx: -5\n", "costs"),
 ])
 def test_bad_file_is_one_line_error(tmp_path, text, field):
     f = tmp_path / "bad.yaml"

@@ -174,9 +174,16 @@ def _read_file(path: str | Path) -> dict:
             raw[k] = _user_value(v, p.name)
     capex = raw.get("capex_usd")
     if isinstance(capex, dict):
-        raw["capex_usd"] = {(get_system(k).name if isinstance(k, str) else k): _user_value(v, p.name)
-                            for k, v in capex.items()}
+        raw["capex_usd"] = {_system_key(k, p.name): _user_value(v, p.name) for k, v in capex.items()}
     return raw
+
+
+def _system_key(name: object, fname: str) -> str:
+    """A capex key as the catalog names the system (aliases allowed); an unknown one names the field."""
+    try:
+        return get_system(str(name)).name
+    except UserError as e:
+        raise UserError(f"costs.capex_usd.{name}", f"{e.message} ({fname})") from None
 
 
 def _user_value(v: object, fname: str) -> object:
