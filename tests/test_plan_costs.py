@@ -114,3 +114,12 @@ def test_estimate_cli_reports_economics_and_rejects_bad_pue():
     assert d["facility_kw"] == pytest.approx(d["power_w"] * 1.5 / 1e3)
     bad = CliRunner().invoke(app, ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--pue", "0.9"])
     assert isinstance(bad.exception, UserError) and bad.exception.field == "pue"
+
+
+def test_shipped_example_cost_file_loads():
+    from pathlib import Path
+
+    for f in sorted((Path(__file__).parent.parent / "examples" / "costs").glob("*.yaml")):
+        c = load_costs(f)
+        assert c.usd_per_kwh.source.startswith("user:") and c.capex("vr-nvl72").grade == "P"
+        assert c.price_tier(5_000).usd_per_mtok_output == 40.0
