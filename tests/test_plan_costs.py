@@ -40,6 +40,7 @@ def test_economics_arithmetic_by_hand():
     price = c.price_tier(500.0).usd_per_mtok_output
     assert d["revenue_usd_per_hour"] == pytest.approx(eq * price / 1e6)
     assert d["tok_s_per_mw_facility"] == pytest.approx(1000 / 0.15)
+    assert d["revenue_usd_per_hour_per_mw_facility"] == pytest.approx(d["revenue_usd_per_hour"] / 0.15)
 
 
 def test_faster_tier_earns_more_per_token_and_ladder_is_monotone():

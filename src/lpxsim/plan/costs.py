@@ -257,6 +257,8 @@ def economics(power_w: float, units: float, system: str, tok_s_output_total: flo
         "price_usd_per_mtok_output": price_out,
         "price_tier_min_tok_s_user": tier.min_tok_s_user,
         "revenue_usd_per_hour": revenue_h,
+        # revenue per facility MW: the unit of NVIDIA's "up to 10x revenue opportunity" (per MW of a fixed hall)
+        "revenue_usd_per_hour_per_mw_facility": revenue_h / (facility_w / 1e6) if facility_w > 0 else 0.0,
         "margin_usd_per_hour": None,
         "cost_notes": [],
     }

@@ -32,6 +32,8 @@ def pool_economics(system: str, units: int, power_w: float, assignments: list, c
         for a in assignments)
     e.pop("price_usd_per_mtok_output")
     e.pop("price_tier_min_tok_s_user")
+    e["revenue_usd_per_hour_per_mw_facility"] = (
+        e["revenue_usd_per_hour"] / (e["facility_kw"] / 1e3) if e["facility_kw"] else 0.0)
     if e["cost_usd_per_hour"] is not None:
         e["margin_usd_per_hour"] = e["revenue_usd_per_hour"] - e["cost_usd_per_hour"]
     return e
@@ -57,4 +59,6 @@ def fleet_totals(bom: list, costs: CostModel) -> dict[str, Any]:
         "usd_per_mtok_input": None if per_mtok is None else costs.input_price_ratio.value * per_mtok,
         "tok_s_per_mw_facility": out / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0,
         "input_tok_s": tin,
+        "revenue_usd_per_hour_per_mw_facility": (
+            tot["revenue_usd_per_hour"] / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0),
     }
