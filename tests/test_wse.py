@@ -104,6 +104,8 @@ def test_cs4_says_every_number_is_unpublished():
     assert "graded U" in step.name and "graded U" not in WseStepModel("llama-3.1-8b", "cs-3", weights="bf16").name
     assert step.wafers == 4 and math.isclose(step.power_w, 4 * 23e3)
     assert system_summary(s)["topology"]["kind"] == "wafer"
+    assert any("unpublished" in n for n in capacity("llama-3.1-70b", "cs-4", 8192, weights="bf16", racks=2).notes)
+    assert not any("unpublished" in n for n in capacity("llama-3.1-8b", "cs-3", 8192, weights="bf16").notes)
 
 
 def test_cli_estimate_and_capacity_on_cs3():

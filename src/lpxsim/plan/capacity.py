@@ -132,6 +132,9 @@ def capacity(
     notes: list[str] = []
     if context > m.max_context:
         notes.append(f"context {context:,} exceeds the model's max_position_embeddings {m.max_context:,}")
+    if s.chip.memory_bytes.grade == "U":
+        notes.append(f"{s.chip.name} memory per chip is unpublished (grade U, {s.chip.memory_bytes.source}): "
+                     "a what-if, not a prediction")
     max_streams = _streams(free, per_stream) if free > 0 else 0
     kv_total = max_streams * per_stream
     breakdown = Breakdown(
