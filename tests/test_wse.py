@@ -103,6 +103,10 @@ def test_cs4_says_every_number_is_unpublished():
     step = WseStepModel("llama-3.1-70b", "cs-4", weights="bf16")
     assert "graded U" in step.name and "graded U" not in WseStepModel("llama-3.1-8b", "cs-3", weights="bf16").name
     assert step.wafers == 4 and math.isclose(step.power_w, 4 * 23e3)
+    # wafers 0-1 and 1-2 hand off over Direct Wafer Links, 2-3 over the system I/O (next rack)
+    inner, _ = step._handoff_s(1, 0)
+    outer, _ = step._handoff_s(1, 2)
+    assert inner < outer and step._handoff_s(1, 1)[0] == inner
     assert system_summary(s)["topology"]["kind"] == "wafer"
     assert any("unpublished" in n for n in capacity("llama-3.1-70b", "cs-4", 8192, weights="bf16", racks=2).notes)
     assert not any("unpublished" in n for n in capacity("llama-3.1-8b", "cs-3", 8192, weights="bf16").notes)

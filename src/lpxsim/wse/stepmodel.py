@@ -51,17 +51,18 @@ class WaferParams:
     reserve_fraction: float
     flop_efficiency: float
     sram_efficiency: float
-    io_Bps: float  # wafer-to-wafer hand-off bandwidth (per direction)
+    io_Bps: float  # wafer-to-wafer hand-off bandwidth between units (system I/O), per direction
     io_latency_s: float
     unpublished: bool  # any core number graded U
+    link_Bps: float = 0.0  # between wafers of one unit (CS-4 Direct Wafer Links); 0: none
+    link_latency_s: float = 0.0
+    wafers_per_unit: int = 1
 
     @classmethod
     def from_system(cls, s: SystemSpec, compute: str) -> WaferParams:
         c = s.chip
-        if "scale_up" in s.topology.links and s.topology.chips_per_node > 1:
-            io = s.topology.links["scale_up"]
-        else:
-            io = s.topology.links["scale_out"]
+        io = s.topology.links["scale_out"]
+        inner = s.topology.links.get("scale_up") if s.chips_per_unit > 1 else None
         core = [c.memory_bytes, c.memory_bw_Bps, c.extra["cores"], c.extra["fabric_port_Bps"]]
         return cls(
             sram_bytes=float(c.memory_bytes), sram_Bps=float(c.memory_bw_Bps), flops=c.flops(compute),
@@ -70,6 +71,8 @@ class WaferParams:
             flop_efficiency=float(c.extra["flop_efficiency"]), sram_efficiency=float(c.extra["sram_efficiency"]),
             io_Bps=io.bandwidth_Bps, io_latency_s=float(io.latency_s),
             unpublished=any(v.grade == "U" for v in core),
+            link_Bps=inner.bandwidth_Bps if inner else 0.0, link_latency_s=float(inner.latency_s) if inner else 0.0,
+            wafers_per_unit=s.chips_per_unit,
         )
 
 
@@ -229,17 +232,20 @@ class WseStepModel:
         sram = (st.active_weight_bytes + kv_bytes) / (self.hw.sram_Bps * share * self.hw.sram_efficiency)
         return max(stream, compute, sram)
 
-    def _handoff_s(self, tokens: int) -> tuple[float, float]:
-        """(latency, occupancy) of one wafer-to-wafer activation hand-off of `tokens` tokens."""
-        xfer = tokens * self.model.hidden_size * ACTIVATION_BYTES / self.hw.io_Bps
-        return xfer + self.hw.io_latency_s, xfer
+    def _handoff_s(self, tokens: int, wafer: int) -> tuple[float, float]:
+        """(latency, occupancy) of the activation hand-off of `tokens` tokens from `wafer` to the next one:
+        over the unit's wafer links inside a unit (CS-4), else over the system I/O."""
+        hw = self.hw
+        inside = hw.link_Bps > 0 and (wafer // hw.wafers_per_unit) == ((wafer + 1) // hw.wafers_per_unit)
+        bw, lat = (hw.link_Bps, hw.link_latency_s) if inside else (hw.io_Bps, hw.io_latency_s)
+        xfer = tokens * self.model.hidden_size * ACTIVATION_BYTES / bw
+        return xfer + lat, xfer
 
     def _cost(self, tokens: int, sequences: int, context: int) -> StepCost:
         times = [self.stage_time(st, tokens, sequences, context) for st in self.stages]
-        hops = self._used_wafers - 1
-        hop_lat, hop_occ = self._handoff_s(tokens)
-        latency = sum(times) + hops * hop_lat
-        interval = max([*times, hop_occ if hops else 0.0])
+        hops = [self._handoff_s(tokens, w) for w in range(self._used_wafers - 1)]
+        latency = sum(times) + sum(h[0] for h in hops)
+        interval = max([*times, *(h[1] for h in hops)])
         return StepCost(latency, interval)
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
