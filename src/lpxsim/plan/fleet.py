@@ -32,7 +32,7 @@ losing any k replicas still serves the whole demand at its SLO. The BOM
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -200,6 +200,73 @@ def spare_units(sc: SystemChoice, units: np.ndarray, cap: np.ndarray) -> int:
     return sc.redundancy * math.ceil(max(sizes) - 1e-9) if sizes else 0
 
 
+@dataclass(frozen=True)
+class _Vars:
+    """Column layout of the MILP: n_s (serving racks), then y_cs row-major (replicas), then z_s (pool used)."""
+
+    n_c: int
+    n_s: int
+
+    @property
+    def count(self) -> int:
+        return 2 * self.n_s + self.n_c * self.n_s
+
+    def n(self, j: int) -> int:
+        return j
+
+    def y(self, i: int, j: int) -> int:
+        return self.n_s + i * self.n_s + j
+
+    def z(self, j: int) -> int:
+        return self.n_s + self.n_c * self.n_s + j
+
+
+def _capacity(classes: list[RequestClass], systems: list[SystemChoice],
+              points: dict[tuple[str, str], OperatingPoint]) -> tuple[np.ndarray, np.ndarray]:
+    """(demand one replica serves, racks one replica occupies) per (class, system); 0 where it cannot serve."""
+    cap = np.zeros((len(classes), len(systems)))
+    units = np.zeros_like(cap)
+    for i, rc in enumerate(classes):
+        for j, sc in enumerate(systems):
+            op = points[(rc.name, sc.name)]
+            cap[i, j] = replica_capacity(rc, op)
+            units[i, j] = op.replica_units if op.feasible else 0.0
+    return cap, units
+
+
+def _constraints(classes: list[RequestClass], systems: list[SystemChoice], v: _Vars, cap: np.ndarray,
+                 units: np.ndarray, spares: np.ndarray, limits: FleetLimits, costs: CostModel
+                 ) -> list[LinearConstraint]:
+    """Demand, fit, pool-used link, per-system caps and the floor ceilings (one block each)."""
+    n_s = len(systems)
+    demand = np.zeros((len(classes), v.count))  # every class served at its SLO
+    fit = np.zeros((n_s, v.count))  # replicas fit in the serving racks bought
+    for i in range(len(classes)):
+        for j in range(n_s):
+            demand[i, v.y(i, j)] = cap[i, j]
+            fit[j, v.y(i, j)] = units[i, j]
+    racks = np.zeros((n_s, v.count))  # racks of each pool, spares included
+    link = np.zeros((n_s, v.count))  # serving racks only in a pool that exists (it then carries spares)
+    big = _pool_bound(classes, systems, cap, units)
+    for j in range(n_s):
+        fit[j, v.n(j)] = -1.0
+        racks[j, v.n(j)], racks[j, v.z(j)] = 1.0, spares[j]
+        link[j, v.n(j)], link[j, v.z(j)] = 1.0, -big[j]
+    caps = np.array([np.inf if sc.max_units is None else sc.max_units for sc in systems])
+    rows = [
+        LinearConstraint(demand, np.array([rc.demand for rc in classes]), np.inf),
+        LinearConstraint(fit, -np.inf, 0.0),
+        LinearConstraint(link, -np.inf, 0.0),
+        LinearConstraint(racks, -np.inf, caps),
+    ]
+    if limits.max_total_units is not None:
+        rows.append(LinearConstraint(racks.sum(axis=0)[None, :], -np.inf, limits.max_total_units))
+    if limits.max_facility_w is not None:
+        fac = np.array([float(get_system(sc.name).power_w) * costs.pue.value for sc in systems])
+        rows.append(LinearConstraint((fac[:, None] * racks).sum(axis=0)[None, :], -np.inf, limits.max_facility_w))
+    return rows
+
+
 def solve_fleet(
     classes: list[RequestClass],
     systems: list[SystemChoice],
@@ -216,57 +283,24 @@ def solve_fleet(
     limits = limits or FleetLimits()
     costs = costs or default_costs()
     weight, objective = _weights(systems, objective, costs)
-    n_c, n_s = len(classes), len(systems)
     reasons = _unservable(classes, systems, points)
     if reasons:
         return FleetPlan(False, objective, reasons=reasons, points=list(points.values()))
-    cap = np.zeros((n_c, n_s))
-    units = np.zeros((n_c, n_s))
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            op = points[(rc.name, sc.name)]
-            cap[i, j] = replica_capacity(rc, op)
-            units[i, j] = op.replica_units if op.feasible else 0.0
-    demand = np.array([rc.demand for rc in classes])
+    cap, units = _capacity(classes, systems, points)
     spares = np.array([spare_units(sc, units[:, j], cap[:, j]) for j, sc in enumerate(systems)], dtype=float)
-    # variables: n_s, then y_cs row-major (n_c * n_s), then z_s (pool used)
-    nv = 2 * n_s + n_c * n_s
-    zi = n_s + n_c * n_s
-    # a tiny charge per replica-rack: among fleets of equal weight, assign no replica the demand does not need
+    v = _Vars(len(classes), len(systems))
+    # objective: racks and spares by weight, plus a tiny charge per replica-rack so that among fleets of
+    # equal weight no replica the demand does not need is assigned
     c = np.concatenate([weight, (TIE_BREAK * units * weight[None, :]).ravel(), weight * spares])
-    rows: list[LinearConstraint] = []
-    a_dem = np.zeros((n_c, nv))
-    a_fit = np.zeros((n_s, nv))
-    for i in range(n_c):
-        for j in range(n_s):
-            a_dem[i, n_s + i * n_s + j] = cap[i, j]
-            a_fit[j, n_s + i * n_s + j] = units[i, j]
-    for j in range(n_s):
-        a_fit[j, j] = -1.0
-    rows += [LinearConstraint(a_dem, demand, np.inf), LinearConstraint(a_fit, -np.inf, 0.0)]
-    racks_row = np.zeros((n_s, nv))  # racks of each pool, spares included
-    for j in range(n_s):
-        racks_row[j, j], racks_row[j, zi + j] = 1.0, spares[j]
-    big = _pool_bound(classes, systems, cap, units)
-    link = np.zeros((n_s, nv))
-    for j in range(n_s):
-        link[j, j], link[j, zi + j] = 1.0, -big[j]
-    rows.append(LinearConstraint(link, -np.inf, 0.0))
-    caps = np.array([np.inf if sc.max_units is None else sc.max_units for sc in systems])
-    rows.append(LinearConstraint(racks_row, -np.inf, caps))
-    if limits.max_total_units is not None:
-        rows.append(LinearConstraint(racks_row.sum(axis=0)[None, :], -np.inf, limits.max_total_units))
-    if limits.max_facility_w is not None:
-        fac = np.array([float(get_system(sc.name).power_w) * costs.pue.value for sc in systems])
-        rows.append(LinearConstraint((fac[:, None] * racks_row).sum(axis=0)[None, :], -np.inf, limits.max_facility_w))
-    upper = np.full(nv, np.inf)
-    upper[zi:] = 1.0
-    for i in range(n_c):
-        for j in range(n_s):
+    upper = np.full(v.count, np.inf)
+    for j in range(len(systems)):
+        upper[v.z(j)] = 1.0
+        for i in range(len(classes)):
             if cap[i, j] <= 0:
-                upper[n_s + i * n_s + j] = 0.0  # this system cannot serve this class at its SLO
+                upper[v.y(i, j)] = 0.0  # this system cannot serve this class at its SLO
     res = milp(
-        c, integrality=np.ones(nv), bounds=Bounds(np.zeros(nv), upper), constraints=rows,
+        c, integrality=np.ones(v.count), bounds=Bounds(np.zeros(v.count), upper),
+        constraints=_constraints(classes, systems, v, cap, units, spares, limits, costs),
         options={"mip_rel_gap": 0.0, "time_limit": MILP_TIME_LIMIT_S},
     )
     if res.status != 0 or res.x is None:
@@ -274,7 +308,14 @@ def solve_fleet(
                "at its SLOs with its spares" if res.status == 2 else res.message)
         return FleetPlan(False, objective, reasons=[f"no fleet found: {why}"], points=list(points.values()))
     x = np.round(res.x).astype(int)
-    return _plan(classes, systems, points, x, cap, units, weight, objective, spares, costs)
+    from lpxsim.plan.fleet_bom import assemble_plan  # the BOM builds on this module's types
+
+    n_s = len(systems)
+    v = _Vars(len(classes), n_s)
+    serving = np.array([x[v.n(j)] for j in range(n_s)])
+    replicas = np.array([[x[v.y(i, j)] for j in range(n_s)] for i in range(len(classes))])
+    racks = np.array([serving[j] + (spares[j] if x[v.z(j)] else 0) for j in range(n_s)], dtype=int)
+    return assemble_plan(classes, systems, points, serving, racks, replicas, cap, units, weight, objective, costs)
 
 
 def _pool_bound(classes: list[RequestClass], systems: list[SystemChoice], cap: np.ndarray,
@@ -300,68 +341,6 @@ def _unservable(classes: list[RequestClass], systems: list[SystemChoice],
                 f"tok/s/user; best at concurrency 1: {best} tok/s/user"
             )
     return out
-
-
-def _plan(classes: list[RequestClass], systems: list[SystemChoice], points: dict[tuple[str, str], OperatingPoint],
-          x: np.ndarray, cap: np.ndarray, units: np.ndarray, weight: np.ndarray, objective: str,
-          spares: np.ndarray, costs: CostModel) -> FleetPlan:
-    from lpxsim.plan.fleet_bom import fleet_totals, pool_economics
-
-    n_s = len(systems)
-    assignments: list[Assignment] = []
-    used = np.zeros(n_s)
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            y = int(x[n_s + i * n_s + j])
-            if y == 0:
-                continue
-            op = points[(rc.name, sc.name)]
-            used[j] += y * units[i, j]
-            # the replicas are loaded only as far as the demand needs; report the SLO point they run at
-            assignments.append(Assignment(
-                request_class=rc.name, model=op.model, system=sc.name, replicas=y, units=float(y * units[i, j]),
-                chips=y * op.replica_chips, concurrency_per_replica=op.concurrency, context=rc.isl, osl=rc.osl,
-                tok_s_user=op.tok_s_user, output_tok_s=y * op.tok_s_total, served=float(y * cap[i, j]),
-                demand=rc.demand, demand_unit=rc.demand_unit, layout=op.layout,
-                input_tok_s=y * op.requests_per_s * (rc.new_tokens or rc.isl),
-            ))
-    assignments = _delivered(classes, assignments)
-    bom = []
-    zi = n_s + len(classes) * n_s
-    racks = np.array([x[j] + (spares[j] if x[zi + j] else 0) for j in range(n_s)], dtype=int)
-    for j, sc in enumerate(systems):
-        n = int(racks[j])
-        if n == 0:
-            continue
-        s = get_system(sc.name)
-        power_w = n * float(s.power_w)
-        mine = [a for a in assignments if a.system == sc.name]
-        out = sum(a.delivered_output_tok_s for a in mine)
-        tin = sum(a.delivered_input_tok_s for a in mine)
-        bom.append(BomLine(
-            system=s.name, title=s.title, unit_name=s.unit_name, units=n, chips=n * s.chips_per_unit,
-            power_w=power_w, power_source=f"{s.power_w.source} ({s.power_w.grade})", used_units=float(used[j]),
-            output_tok_s=out, tok_s_per_mw=out / (power_w / 1e6), spare_units=n - int(x[j]), input_tok_s=tin,
-            economics=pool_economics(s.name, n, power_w, mine, costs),
-        ))
-    power = sum(b.power_w for b in bom)
-    out_tps = sum(a.delivered_output_tok_s for a in assignments)
-    return FleetPlan(
-        feasible=True, objective=objective, bom=bom, assignments=assignments, total_power_w=power,
-        total_cost=float(np.dot(weight, racks)), output_tok_s=out_tps,
-        tok_s_per_mw=out_tps / (power / 1e6) if power > 0 else 0.0, points=list(points.values()),
-        totals=fleet_totals(bom, costs),
-    )
-
-
-def _delivered(classes: list[RequestClass], assignments: list[Assignment]) -> list[Assignment]:
-    """Each assignment's output tok/s for the demand (not spare capacity): its capacity x the class's load."""
-    load = {}
-    for rc in classes:
-        served = sum(a.served for a in assignments if a.request_class == rc.name)
-        load[rc.name] = min(1.0, rc.demand / served) if served > 0 else 0.0
-    return [replace(a, delivered_output_tok_s=a.output_tok_s * load[a.request_class],
-                    delivered_input_tok_s=a.input_tok_s * load[a.request_class]) for a in assignments]
 
 
 # --- demand files and the end-to-end sizing ------------------------------------------------------
