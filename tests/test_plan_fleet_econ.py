@@ -148,3 +148,14 @@ def test_plan_fleet_cli_redundancy_and_bom(tmp_path) -> None:
         assert d[k] is not None and d[k] > 0
     bad = CliRunner().invoke(app, ["plan", "fleet", "--demand", str(f), "--redundancy", "-1"])
     assert isinstance(bad.exception, UserError) and bad.exception.field == "redundancy"
+
+
+def test_plan_t8_rows_carry_economics_on_catalog_systems() -> None:
+    r = CliRunner().invoke(app, ["plan", "t8", "--backend", "analytic", "--json", "--pue", "1.25"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["systems"]
+    priced = [v for v in rows.values() if v.get("facility_kw") is not None]
+    assert priced and all(not v["hypothetical"] for v in priced)
+    for v in priced:
+        assert v["facility_kw"] == pytest.approx(v["replica_power_w"] * 1.25 / 1e3)
+        assert v["usd_per_mtok_output"] > 0 and v["revenue_usd_per_hour"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
 from rich.table import Table
 
@@ -134,6 +136,8 @@ def _print_t8(d: dict) -> None:
     out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
+        if r.get("facility_kw") is not None:
+            out.print(f"  {label} {economics_line(r)}")
     for n in d["notes"]:
         out.print(f"- {n}")
 
@@ -220,10 +224,16 @@ def t8_cmd(
     mtp: int = typer.Option(0, "--mtp", help="what-if: speculative draft length k (MTP); 0: off"),
     accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    usd_per_kwh: float | None = typer.Option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP),
+    pue: float | None = typer.Option(None, "--pue", help=PUE_HELP),
+    costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """tok/s/MW of LPX, Vera Rubin NVL72 and GB200 NVL72 at the T8 point, next to the vendor's 35x claim."""
+    from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.t8 import t8_report
+
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
 
     for name, v in (("osl", osl), ("context", context)):
         if v <= 0:
@@ -231,4 +241,8 @@ def t8_cmd(
     rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend,
                     new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
     d = rep.as_dict()
+    for r in rep.rows:  # economics of the rows on one catalog system (what-if rows mix systems or backends)
+        if not r.hypothetical:
+            with contextlib.suppress(UserError):
+                d["systems"][r.label].update(point_economics(r.point, costs))
     emit_json(d) if as_json else _print_t8(d)
