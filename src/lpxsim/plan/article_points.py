@@ -19,6 +19,7 @@ from lpxsim.errors import UserError
 from lpxsim.plan.capacity import capacity
 from lpxsim.plan.costs import CostModel, estimate_economics
 from lpxsim.plan.estimate import steady_state
+from lpxsim.plan.operating_point import PrefixCachedStep
 from lpxsim.stepmodel import StepModel
 
 ARTICLE_MODEL = "gemma-4-31b"
@@ -37,15 +38,20 @@ def _layout(system: str, isl: int, osl: int, concurrency: int, racks: float | No
 
 
 def priced_point(step: StepModel, system: str, model: str, isl: int, osl: int, concurrency: int,
-                 costs: CostModel | None = None) -> dict[str, Any]:
-    """One steady-state point of `step` with its economics; per-user speed beside context and concurrency."""
+                 costs: CostModel | None = None, new_tokens: int | None = None) -> dict[str, Any]:
+    """One steady-state point of `step` with its economics; per-user speed beside context and concurrency.
+
+    `new_tokens`: input tokens prefilled per request, the rest found in the prefix cache (an agentic turn).
+    """
+    if new_tokens is not None:
+        step = PrefixCachedStep(step, isl, new_tokens)
     e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency)
     s = get_system(system)
     return {
         "system": s.name, "model": model, "layout": step.name, "chips": e.chips,
         "units": e.chips / s.chips_per_unit, "unit_name": s.unit_name, "context": isl, "osl": osl,
         "concurrency": concurrency, "tok_s_user": e.tok_s_user, "tok_s_total": e.tok_s_total,
-        "ttft_s": e.ttft_s, "power_w": e.power_w, "tok_s_per_mw": e.tok_s_per_mw,
+        "ttft_s": e.ttft_s, "power_w": e.power_w, "tok_s_per_mw": e.tok_s_per_mw, "new_tokens": new_tokens or isl,
         **estimate_economics(e, s.name, costs),
     }
 
@@ -85,12 +91,16 @@ def moe_long_context(
     racks: float | None = 2.0,
     concurrency: int = 16,
     costs: CostModel | None = None,
+    new_tokens: int | None = None,
 ) -> dict[str, Any]:
     """A MoE model on LPX at long context (compiled LPX backend): racks, streams that fit, tok/s per user.
 
     The layout is compiled for `concurrency` streams of `context + osl` tokens; if it cannot place that
     many, the concurrency is halved until one places. Returns the memory-accounting ceiling (plan
-    capacity), the compiled layout's ceiling, and priced points at concurrency 1 and at the ceiling.
+    capacity), the compiled layout's ceiling, and priced points at concurrency 1 and at
+    min(concurrency, ceiling). `new_tokens`: prefill only that many input tokens per request (a later
+    agentic turn over a cached session); None prefills the whole context (cold), which at 100K makes a
+    loaded replica prefill-bound.
     """
     if context <= 0 or osl <= 0 or concurrency <= 0:
         raise UserError("context", "context, osl and concurrency must be positive")
@@ -104,10 +114,10 @@ def moe_long_context(
                 raise
             target = max(1, target // 2)
     ceiling = int(step.kv_capacity_bytes() // step.kv_bytes(context + osl))
-    points = [priced_point(step, "lpx", model, context, osl, 1, costs)]
+    points = [priced_point(step, "lpx", model, context, osl, 1, costs, new_tokens)]
     loaded = min(target, ceiling)
     if loaded > 1:
-        points.append(priced_point(step, "lpx", model, context, osl, loaded, costs))
+        points.append(priced_point(step, "lpx", model, context, osl, loaded, costs, new_tokens))
     return {
         "model": model, "system": "lpx", "context": context, "osl": osl, "racks": step.chips / 256,
         "chips": step.chips, "layout": step.name, "streams_accounting": acct.max_streams,
