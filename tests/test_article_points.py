@@ -50,7 +50,7 @@ def test_a_cached_prefix_prefills_only_the_new_tokens():
     from lpxsim.wse import WseStepModel
 
     step = WseStepModel("llama-3.1-8b", "cs-3", weights="bf16")
-    cold = priced_point(step, "cs-3", "llama-3.1-8b", 50_000, 500, 4)
-    warm = priced_point(step, "cs-3", "llama-3.1-8b", 50_000, 500, 4, new_tokens=2_000)
+    cold = priced_point(step, "cs-3", "llama-3.1-8b", 50_000, 500, 3)
+    warm = priced_point(step, "cs-3", "llama-3.1-8b", 50_000, 500, 3, new_tokens=2_000)
     assert warm["new_tokens"] == 2_000 and cold["new_tokens"] == 50_000
     assert warm["ttft_s"] < cold["ttft_s"] and warm["tok_s_user"] > cold["tok_s_user"]
