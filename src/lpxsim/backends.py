@@ -2,7 +2,8 @@
 
 The layers above the seam (serving, bench, plan, cli) build step models only
 through `make_step_model`, so they never import backend internals. LPU systems
-get the compiler-backed `LpxStepModel`; GPU systems the roofline `GpuStepModel`.
+get the compiler-backed `LpxStepModel`; GPU systems the roofline `GpuStepModel`; wafer-scale
+systems (Cerebras) the `WseStepModel` (SRAM-resident weights, layers pipelined over wafers).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ def _check(s, lay: Layout) -> None:
             raise UserError("gpus", f"{s.name} is an LPU system: give --racks or --chips, not --gpus/--tp")
         _workload_grid(lay)
         return
+    if s.is_wafer:  # sized by any of racks / chips / gpus (wafers)
+        return
     if lay.racks is not None or lay.chips is not None:
         raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
     gpus = lay.gpus if lay.gpus is not None else (lay.tp or s.topology.chips_per_node)
@@ -86,6 +89,12 @@ def build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: s
             layout=lay.lpx_layout, context=_context(lay), concurrency=lay.concurrency,
             context_grid=_workload_grid(lay),
         )
+    if s.is_wafer:  # Cerebras: a chain of wafers; any of --racks/--chips/--gpus sizes it
+        from lpxsim.wse import WseStepModel
+
+        wafers = lay.gpus if lay.gpus is not None else (
+            s.chips_from(lay.racks, lay.chips) if (lay.racks is not None or lay.chips is not None) else None)
+        return WseStepModel(m, system=s.name, wafers=wafers, weights=weights, kv=kv, kv_layout=kv_layout)
     from lpxsim.gpu import GpuStepModel, best_layout
 
     gpus = lay.gpus if lay.gpus is not None else (lay.tp or s.topology.chips_per_node)

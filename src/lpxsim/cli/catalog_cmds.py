@@ -167,6 +167,14 @@ def system_cmd(
             f"{tot['units']} {s['unit_name']}s: {tot['chips']:,} chips, {fmt_bytes(tot['memory_bytes'])}, "
             f"{tot['power_w'] / 1e3:,.1f} kW, at most {hops} hops between chips"
         )
+    if s["published_checks"]:
+        c = Table(title="per-unit figures: derived from the chip (used) vs the vendor's table (a check, never an input)")
+        for col in ("figure", "used", "derived as", "published", "source", "published/used"):
+            c.add_column(col, justify="left" if col in ("figure", "derived as", "source") else "right")
+        for r in s["published_checks"]:
+            c.add_row(r["figure"], f"{r['used']:.4g}", r["derived_as"], f"{r['published']:.4g}", r["published_source"],
+                      f"{r['ratio_published_to_used']:.3f}")
+        out.print(c)
     t = Table(title="provenance (P primary, S third party, E derived, U assumed; sources in docs/sources.md)")
     for col in ("path", "value", "unit", "source", "grade", "note"):
         t.add_column(col, justify="right" if col == "value" else "left", overflow="fold")

@@ -108,3 +108,12 @@ def fmt_count(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:,.2f}{unit}"
     return f"{n:,.0f}"
+
+
+def economics_line(d: dict) -> str:
+    """One line of a result's economics (keys of `lpxsim.plan.costs.economics`)."""
+    cost = (f"${d['usd_per_mtok_output']:,.2f}/Mtok out, ${d['usd_per_mtok_input']:,.2f}/Mtok in"
+            if d.get("usd_per_mtok_output") is not None else "cost: no capex in the cost model")
+    return (f"economics: {cost}; facility {d['facility_kw']:,.1f} kW, {d['tok_s_per_mw_facility']:,.0f} tok/s per "
+            f"facility MW; revenue ${d['revenue_usd_per_hour']:,.2f}/h at ${d['price_usd_per_mtok_output']:,.2f}/Mtok "
+            f"(tier >= {d['price_tier_min_tok_s_user']:,.0f} tok/s/user)")

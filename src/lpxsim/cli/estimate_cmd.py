@@ -7,15 +7,19 @@ from typing import TYPE_CHECKING
 import typer
 
 from lpxsim import inputs
-from lpxsim.cli.common import WEIGHTS_HELP, emit_json, out, systems_help
+from lpxsim.cli.common import WEIGHTS_HELP, economics_line, emit_json, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 
 if TYPE_CHECKING:
+    from lpxsim.plan.costs import CostModel
     from lpxsim.plan.estimate import Estimate
 
 
-def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
-    """JSON keys of an estimate; per-chip keys also under the GPU names InferenceX uses."""
+def estimate_dict(e: Estimate, model: str, weights: str, kv: str, costs: CostModel | None = None,
+                  system: str | None = None) -> dict:
+    """JSON keys of an estimate (with its economics); per-chip keys also under the GPU names InferenceX uses."""
+    from lpxsim.plan.costs import estimate_economics
+
     return {
         "model": model,
         "system": e.system,
@@ -42,6 +46,7 @@ def estimate_dict(e: Estimate, model: str, weights: str, kv: str) -> dict:
         "spec_k": e.spec_k,
         "spec_accept": e.spec_accept,
         "tokens_per_round": e.tokens_per_round,
+        **estimate_economics(e, system or e.system, costs),
     }
 
 
@@ -63,6 +68,7 @@ def _print(d: dict) -> None:
     out.print(t)
     if d["micro_batches"] > 1:
         out.print(f"{d['micro_batches']} micro-batches in flight")
+    out.print(economics_line(d))
 
 
 def register(app: typer.Typer) -> None:
@@ -95,12 +101,18 @@ def register(app: typer.Typer) -> None:
                                            "(default with --mtp: the model's published MTP acceptance)", lo=0, hi=1,
                                            hi_open=True),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+        usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help="energy price (cost model override)",
+                                                lo=0, hi=2),
+        pue: float | None = real_option(None, "--pue", help="facility PUE (cost model override)", lo=1, hi=3),
+        costs_file: str | None = typer.Option(None, "--costs", help="cost-model YAML overriding catalog/costs.yaml"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
         from lpxsim.backends import Layout, make_step_model
+        from lpxsim.plan.costs import load_costs
         from lpxsim.plan.estimate import steady_state
 
+        costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)  # before any costly work
         lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
                      goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency,
                      framework=framework)
@@ -115,7 +127,8 @@ def register(app: typer.Typer) -> None:
         e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
         from lpxsim.catalog import get_model
 
-        d = estimate_dict(e, get_model(model).name, weights, kv)  # a config path reads as its model's name
+        # a config path reads as its model's name
+        d = estimate_dict(e, get_model(model).name, weights, kv, costs, system=system)
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family
             d["framework"] = getattr(step, "framework", framework)

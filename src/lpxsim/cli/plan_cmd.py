@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
 from rich.table import Table
 
 from lpxsim import inputs
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, keep_identifiers, out, systems_help
+from lpxsim.cli.common import (
+    KV_HELP,
+    WEIGHTS_HELP,
+    economics_line,
+    emit_json,
+    keep_identifiers,
+    out,
+    systems_help,
+)
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.errors import UserError
 
@@ -15,6 +25,9 @@ plan_app = typer.Typer(
     no_args_is_help=True,
 )
 
+USD_PER_KWH_HELP = "energy price in $/kWh (overrides the cost model)"
+PUE_HELP = "facility PUE (overrides the cost model)"
+COSTS_HELP = "cost-model YAML overriding catalog/costs.yaml (see docs/assumptions.md, Economics)"
 BACKEND_HELP = "auto (the project's LPX/GPU backends where available, else analytic), project, or analytic"
 
 
@@ -47,6 +60,7 @@ def _print_point(d: dict) -> None:
             f"{d['tok_s_total']:,.0f} output tok/s per replica ({d['replica_units']:g} {d['unit_name']}(s), "
             f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}"
         )
+        out.print(economics_line(d))
     else:
         out.print(f"cannot reach {d['target_tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context: {d['reason']}")
 
@@ -58,11 +72,19 @@ def _print_fleet(d: dict) -> None:
             out.print(f"- {r}")
         return
     bom = Table(title=f"Fleet BOM (minimising {d['objective']})")
-    for col in ("system", "racks", "chips", "kW", "racks used", "tok/s", "tok/s/MW"):
+    for col in ("system", "racks", "spares", "chips", "IT kW", "facility kW", "capex $M", "racks used", "tok/s",
+                "tok/s/MW", "$/Mtok out", "revenue $/h"):
         bom.add_column(col, justify="left" if col == "system" else "right")
     for b in d["bom"]:
-        bom.add_row(b["system"], f"{b['units']:,}", f"{b['chips']:,}", f"{b['power_w'] / 1e3:,.1f}",
-                    f"{b['used_units']:,.2f}", f"{b['output_tok_s']:,.0f}", f"{b['tok_s_per_mw']:,.0f}")
+        e = b["economics"]
+        bom.add_row(b["system"], f"{b['units']:,}", f"{b['spare_units']:,}", f"{b['chips']:,}",
+                    f"{b['power_w'] / 1e3:,.1f}", f"{e['facility_kw']:,.1f}", _money(e["capex_usd"], 1e6),
+                    f"{b['used_units']:,.2f}", f"{b['output_tok_s']:,.0f}", f"{b['tok_s_per_mw']:,.0f}",
+                    _money(e["usd_per_mtok_output"]), _money(e["revenue_usd_per_hour"]))
+    bom.add_row("total", f"{sum(d['racks_by_system'].values()):,}", f"{d['spare_units']:,}", "",
+                f"{d['total_power_w'] / 1e3:,.1f}", f"{d['facility_kw']:,.1f}", _money(d["capex_usd"], 1e6), "",
+                f"{d['output_tok_s']:,.0f}", f"{d['tok_s_per_mw']:,.0f}", _money(d["usd_per_mtok_output"]),
+                _money(d["revenue_usd_per_hour"]), style="bold")
     out.print(keep_identifiers(bom))
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")
@@ -78,6 +100,10 @@ def _print_fleet(d: dict) -> None:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+
+
+def _money(v: float | None, scale: float = 1.0) -> str:
+    return "-" if v is None else f"{v / scale:,.2f}"
 
 
 def _frontier_table(d: dict) -> Table:
@@ -120,6 +146,8 @@ def _print_t8(d: dict) -> None:
     out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
+        if r.get("facility_kw") is not None:
+            out.print(f"  {label} {economics_line(r)}")
     for n in d["notes"]:
         out.print(f"- {n}")
 
@@ -146,14 +174,19 @@ def point_cmd(
     accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
                                 hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
+    pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
+    costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
+    from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.operating_point import operating_point
 
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
                          backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
-    d = op.as_dict()
+    d = {**op.as_dict(), **point_economics(op, costs)}
     emit_json(d) if as_json else _print_point(d)
 
 
@@ -162,18 +195,32 @@ def fleet_cmd(
     demand: str = typer.Option(..., "--demand", help="demand YAML (see examples/plans/)"),
     systems: str | None = typer.Option(None, "--systems", help="comma-separated candidates (default: the file's)"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    redundancy: int | None = typer.Option(None, "--redundancy", help="N+k: spare replicas per pool (default: file's)"),
+    max_racks: int | None = typer.Option(None, "--max-racks", help="ceiling on racks/nodes of all systems, spares in"),
+    max_facility_kw: float | None = typer.Option(None, "--max-facility-kw", help="ceiling on facility power (IT x PUE)"),
+    objective: str | None = typer.Option(None, "--objective", help="auto (power, or cost_per_rack), power, or tco"),
+    usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
+    pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
+    costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Racks of each system that serve every class at its SLO at least power (or cost): a MILP (HiGHS)."""
-    from lpxsim.plan.fleet import load_demand, size_fleet
+    """Racks of each system (with N+k spares, under rack and power ceilings) that serve every class at its SLO
+    at least power, cost or TCO: a MILP (HiGHS); the BOM is priced with the cost model."""
+    from lpxsim.plan.costs import load_costs
+    from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     spec = load_demand(demand)
+    flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
+             "objective": objective}
+    if any(v is not None for v in flags.values()):  # flags override the file, validated as the file is
+        spec = parse_demand({**spec.model_dump(), **{k: v for k, v in flags.items() if v is not None}})
     names = None
     if systems is not None:
         names = [s.strip() for s in systems.split(",") if s.strip()]
         if not names:
             raise UserError("systems", "expected a comma-separated list of system names")
-    plan = size_fleet(spec, systems=names, backend=backend)
+    plan = size_fleet(spec, systems=names, backend=backend, costs=costs)
     d = plan.as_dict()
     emit_json(d) if as_json else _print_fleet(d)
 
@@ -193,10 +240,16 @@ def t8_cmd(
     accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
                                 hi_open=True),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
+    pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
+    costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """tok/s/MW of LPX, Vera Rubin NVL72 and GB200 NVL72 at the T8 point, next to the vendor's 35x claim."""
+    from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.t8 import t8_report
+
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
 
     for name, v in (("osl", osl), ("context", context)):
         if v <= 0:
@@ -204,4 +257,8 @@ def t8_cmd(
     rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend,
                     new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
     d = rep.as_dict()
+    for r in rep.rows:  # economics of the rows on one catalog system (what-if rows mix systems or backends)
+        if not r.hypothetical:
+            with contextlib.suppress(UserError):
+                d["systems"][r.label].update(point_economics(r.point, costs))
     emit_json(d) if as_json else _print_t8(d)

@@ -87,6 +87,8 @@ def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None)
 
 def _reserve_fraction(system: SystemSpec) -> float:
     """Share of each chip's memory kept out of the weights+KV budget."""
+    if "memory_reserve_fraction" in system.chip.extra:  # wafer-scale systems state their own
+        return float(system.chip.extra["memory_reserve_fraction"])
     if system.is_lpu:
         return LPU_BUFFER_FRACTION
     return (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
@@ -130,6 +132,9 @@ def capacity(
     notes: list[str] = []
     if context > m.max_context:
         notes.append(f"context {context:,} exceeds the model's max_position_embeddings {m.max_context:,}")
+    if s.chip.memory_bytes.grade == "U":
+        notes.append(f"{s.chip.name} memory per chip is unpublished (grade U, {s.chip.memory_bytes.source}): "
+                     "a what-if, not a prediction")
     max_streams = _streams(free, per_stream) if free > 0 else 0
     kv_total = max_streams * per_stream
     breakdown = Breakdown(

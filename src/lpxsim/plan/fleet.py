@@ -9,21 +9,32 @@ then chooses
     n_s  >= 0 integer   racks (units) of system s
     y_cs >= 0 integer   replicas of class c on system s
 
-to minimise sum_s weight_s * n_s (weight: the rack's power in W, or a
-user-given cost per rack) subject to
+    z_s  in {0, 1}      whether system s is used at all (it then carries its spares)
+
+to minimise sum_s weight_s * (n_s + spare_s * z_s) (weight: the rack's power in
+W, a user-given cost per rack, or the cost model's cost of ownership per hour)
+subject to
 
     sum_s y_cs * capacity_cs >= demand_c          every class is served at its SLO
     sum_c y_cs * units_cs    <= n_s               replicas fit in the racks bought
-    n_s <= max_racks_s                            where the user caps a system
+    n_s <= M_s * z_s                              a pool carries spares only when it exists
+    n_s + spare_s * z_s <= max_racks_s            where the user caps a system
+    sum_s (n_s + spare_s * z_s) <= max_total_racks               floor ceiling (optional)
+    sum_s P_s * PUE * (n_s + spare_s * z_s) <= max_facility_w    power ceiling (optional)
 
 solved with `scipy.optimize.milp` (HiGHS). capacity_cs is requests/s (or
-concurrent sessions) of one replica at the SLO.
+concurrent sessions) of one replica at the SLO. N+k redundancy: each pool (the
+racks of one system) carries spare_s = k x the racks of its largest replica, so
+losing any k replicas still serves the whole demand at its SLO. The BOM
+(`lpxsim.plan.fleet_bom`) prices the racks with the cost model.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -32,6 +43,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from lpxsim.catalog import get_system
 from lpxsim.errors import UserError
+from lpxsim.plan.costs import CostModel, default_costs, economics
 from lpxsim.plan.operating_point import OperatingPoint, StepFactory, operating_point, plan_model
 
 MILP_TIME_LIMIT_S = 60.0  # HiGHS solves fleets of a few classes and systems in milliseconds
@@ -68,7 +80,16 @@ class SystemChoice:
 
     name: str
     cost_per_unit: float | None = None  # None: the objective uses the rack's power in W
-    max_units: int | None = None  # cap on racks of this system in the fleet
+    max_units: int | None = None  # cap on racks of this system in the fleet (spares included)
+    redundancy: int = 0  # N+k: spare replicas (of the pool's largest replica) this pool carries
+
+
+@dataclass(frozen=True)
+class FleetLimits:
+    """Floor-wide ceilings on the fleet (None: no ceiling)."""
+
+    max_total_units: int | None = None  # racks (or nodes) of all systems, spares included
+    max_facility_w: float | None = None  # facility power (IT power x PUE), spares included
 
 
 @dataclass(frozen=True)
@@ -91,6 +112,8 @@ class Assignment:
     demand_unit: str
     layout: str
     delivered_output_tok_s: float = 0.0  # their share of the class's demand (replicas loaded evenly)
+    input_tok_s: float = 0.0  # prefilled input tok/s of these replicas at their operating point
+    delivered_input_tok_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,9 +125,12 @@ class BomLine:
     chips: int
     power_w: float
     power_source: str  # catalog provenance of the rack power: "source (grade)"
-    used_units: float  # racks the replicas occupy (<= units; the rest is rounding)
+    used_units: float  # racks the replicas occupy (<= units; the rest is rounding and spares)
     output_tok_s: float = 0.0  # output tok/s these racks deliver for the demand
     tok_s_per_mw: float = 0.0
+    spare_units: int = 0  # of `units`, the N+k spares
+    input_tok_s: float = 0.0
+    economics: dict = field(default_factory=dict)  # lpxsim.plan.costs.economics of the pool (spares included)
 
 
 @dataclass
@@ -121,13 +147,14 @@ class FleetPlan:
     tok_s_per_mw: float = 0.0
     reasons: list[str] = field(default_factory=list)
     points: list[OperatingPoint] = field(default_factory=list)
+    totals: dict = field(default_factory=dict)  # fleet economics (lpxsim.plan.fleet_bom.fleet_totals)
 
     def as_dict(self) -> dict:
         return {
             "feasible": self.feasible, "objective": self.objective,
             "bom": [b.__dict__ for b in self.bom], "assignments": [a.__dict__ for a in self.assignments],
             "total_power_w": self.total_power_w, "total_cost": self.total_cost, "output_tok_s": self.output_tok_s,
-            "tok_s_per_mw": self.tok_s_per_mw, "reasons": self.reasons,
+            "tok_s_per_mw": self.tok_s_per_mw, "reasons": self.reasons, **self.totals,
             "operating_points": [p.as_dict() for p in self.points],
         }
 
@@ -139,68 +166,166 @@ def replica_capacity(rc: RequestClass, op: OperatingPoint) -> float:
     return op.requests_per_s if rc.requests_per_s is not None else float(op.concurrency)
 
 
-def _weights(systems: list[SystemChoice]) -> tuple[np.ndarray, str]:
-    costs = [s.cost_per_unit for s in systems]
-    if all(c is None for c in costs):
+OBJECTIVES = ("auto", "power", "tco")
+
+
+def _weights(systems: list[SystemChoice], objective: str = "auto", costs: CostModel | None = None
+             ) -> tuple[np.ndarray, str]:
+    """Objective weight per rack: power (W), the user's cost_per_rack, or the cost model's $/h of ownership."""
+    if objective not in OBJECTIVES:
+        raise UserError("objective", f"expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if objective == "tco":
+        c = costs or default_costs()
+        w = []
+        for sc in systems:
+            s = get_system(sc.name)
+            e = economics(float(s.power_w), 1.0, s.name, 0.0, 0.0, 0.0, c)
+            if e["cost_usd_per_hour"] is None:
+                raise UserError("objective", f"tco needs a capex for {s.name} in the cost model (--costs)")
+            w.append(e["cost_usd_per_hour"])
+        return np.array(w), "tco"
+    given = [s.cost_per_unit for s in systems]
+    if objective == "power" or all(c is None for c in given):
         return np.array([float(get_system(s.name).power_w) for s in systems]), "power"
-    if any(c is None for c in costs):
+    if any(c is None for c in given):
         raise UserError("systems.cost_per_rack", "give cost_per_rack for every system, or for none (minimise power)")
-    return np.array(costs, dtype=float), "cost"
+    return np.array(given, dtype=float), "cost"
+
+
+def spare_units(sc: SystemChoice, units: np.ndarray, cap: np.ndarray) -> int:
+    """Racks of N+k spares for one pool: k x the racks of its largest replica (whole racks)."""
+    if sc.redundancy <= 0:
+        return 0
+    sizes = [u for u, c in zip(units, cap, strict=True) if c > 0]
+    return sc.redundancy * math.ceil(max(sizes) - 1e-9) if sizes else 0
+
+
+@dataclass(frozen=True)
+class _Vars:
+    """Column layout of the MILP: n_s (serving racks), then y_cs row-major (replicas), then z_s (pool used)."""
+
+    n_c: int
+    n_s: int
+
+    @property
+    def count(self) -> int:
+        return 2 * self.n_s + self.n_c * self.n_s
+
+    def n(self, j: int) -> int:
+        return j
+
+    def y(self, i: int, j: int) -> int:
+        return self.n_s + i * self.n_s + j
+
+    def z(self, j: int) -> int:
+        return self.n_s + self.n_c * self.n_s + j
+
+
+def _capacity(classes: list[RequestClass], systems: list[SystemChoice],
+              points: dict[tuple[str, str], OperatingPoint]) -> tuple[np.ndarray, np.ndarray]:
+    """(demand one replica serves, racks one replica occupies) per (class, system); 0 where it cannot serve."""
+    cap = np.zeros((len(classes), len(systems)))
+    units = np.zeros_like(cap)
+    for i, rc in enumerate(classes):
+        for j, sc in enumerate(systems):
+            op = points[(rc.name, sc.name)]
+            cap[i, j] = replica_capacity(rc, op)
+            units[i, j] = op.replica_units if op.feasible else 0.0
+    return cap, units
+
+
+def _constraints(classes: list[RequestClass], systems: list[SystemChoice], v: _Vars, cap: np.ndarray,
+                 units: np.ndarray, spares: np.ndarray, limits: FleetLimits, costs: CostModel
+                 ) -> list[LinearConstraint]:
+    """Demand, fit, pool-used link, per-system caps and the floor ceilings (one block each)."""
+    n_s = len(systems)
+    demand = np.zeros((len(classes), v.count))  # every class served at its SLO
+    fit = np.zeros((n_s, v.count))  # replicas fit in the serving racks bought
+    for i in range(len(classes)):
+        for j in range(n_s):
+            demand[i, v.y(i, j)] = cap[i, j]
+            fit[j, v.y(i, j)] = units[i, j]
+    racks = np.zeros((n_s, v.count))  # racks of each pool, spares included
+    link = np.zeros((n_s, v.count))  # serving racks only in a pool that exists (it then carries spares)
+    big = _pool_bound(classes, systems, cap, units)
+    for j in range(n_s):
+        fit[j, v.n(j)] = -1.0
+        racks[j, v.n(j)], racks[j, v.z(j)] = 1.0, spares[j]
+        link[j, v.n(j)], link[j, v.z(j)] = 1.0, -big[j]
+    caps = np.array([np.inf if sc.max_units is None else sc.max_units for sc in systems])
+    rows = [
+        LinearConstraint(demand, np.array([rc.demand for rc in classes]), np.inf),
+        LinearConstraint(fit, -np.inf, 0.0),
+        LinearConstraint(link, -np.inf, 0.0),
+        LinearConstraint(racks, -np.inf, caps),
+    ]
+    if limits.max_total_units is not None:
+        rows.append(LinearConstraint(racks.sum(axis=0)[None, :], -np.inf, limits.max_total_units))
+    if limits.max_facility_w is not None:
+        fac = np.array([float(get_system(sc.name).power_w) * costs.pue.value for sc in systems])
+        rows.append(LinearConstraint((fac[:, None] * racks).sum(axis=0)[None, :], -np.inf, limits.max_facility_w))
+    return rows
 
 
 def solve_fleet(
     classes: list[RequestClass],
     systems: list[SystemChoice],
     points: dict[tuple[str, str], OperatingPoint],
+    limits: FleetLimits | None = None,
+    costs: CostModel | None = None,
+    objective: str = "auto",
 ) -> FleetPlan:
-    """Choose racks and replica placement from operating points keyed by (class name, system name)."""
+    """Choose racks, spares and replica placement from operating points keyed by (class name, system name)."""
     if not classes:
         raise UserError("classes", "the demand has no request classes")
     if not systems:
         raise UserError("systems", "no candidate systems")
-    weight, objective = _weights(systems)
-    n_c, n_s = len(classes), len(systems)
+    limits = limits or FleetLimits()
+    costs = costs or default_costs()
+    weight, objective = _weights(systems, objective, costs)
     reasons = _unservable(classes, systems, points)
     if reasons:
         return FleetPlan(False, objective, reasons=reasons, points=list(points.values()))
-    cap = np.zeros((n_c, n_s))
-    units = np.zeros((n_c, n_s))
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            op = points[(rc.name, sc.name)]
-            cap[i, j] = replica_capacity(rc, op)
-            units[i, j] = op.replica_units if op.feasible else 0.0
-    # variables: n_s (n_s of them), then y_cs row-major (n_c * n_s)
-    nv = n_s + n_c * n_s
-    # a tiny charge per replica-rack: among fleets of equal weight, assign no replica the demand does not need
-    c = np.concatenate([weight, (TIE_BREAK * units * weight[None, :]).ravel()])
-    a_dem = np.zeros((n_c, nv))
-    a_fit = np.zeros((n_s, nv))
-    for i in range(n_c):
-        for j in range(n_s):
-            a_dem[i, n_s + i * n_s + j] = cap[i, j]
-            a_fit[j, n_s + i * n_s + j] = units[i, j]
-    for j in range(n_s):
-        a_fit[j, j] = -1.0
-    demand = np.array([rc.demand for rc in classes])
-    upper = np.full(nv, np.inf)
-    for j, sc in enumerate(systems):
-        if sc.max_units is not None:
-            upper[j] = sc.max_units
-    for i in range(n_c):
-        for j in range(n_s):
+    cap, units = _capacity(classes, systems, points)
+    spares = np.array([spare_units(sc, units[:, j], cap[:, j]) for j, sc in enumerate(systems)], dtype=float)
+    v = _Vars(len(classes), len(systems))
+    # objective: racks and spares by weight, plus a tiny charge per replica-rack so that among fleets of
+    # equal weight no replica the demand does not need is assigned
+    c = np.concatenate([weight, (TIE_BREAK * units * weight[None, :]).ravel(), weight * spares])
+    upper = np.full(v.count, np.inf)
+    for j in range(len(systems)):
+        upper[v.z(j)] = 1.0
+        for i in range(len(classes)):
             if cap[i, j] <= 0:
-                upper[n_s + i * n_s + j] = 0.0  # this system cannot serve this class at its SLO
+                upper[v.y(i, j)] = 0.0  # this system cannot serve this class at its SLO
     res = milp(
-        c, integrality=np.ones(nv), bounds=Bounds(np.zeros(nv), upper),
-        constraints=[LinearConstraint(a_dem, demand, np.inf), LinearConstraint(a_fit, -np.inf, 0.0)],
+        c, integrality=np.ones(v.count), bounds=Bounds(np.zeros(v.count), upper),
+        constraints=_constraints(classes, systems, v, cap, units, spares, limits, costs),
         options={"mip_rel_gap": 0.0, "time_limit": MILP_TIME_LIMIT_S},
     )
     if res.status != 0 or res.x is None:
-        why = "the racks allowed (max_racks) cannot serve the demand at its SLOs" if res.status == 2 else res.message
+        why = ("the racks and power allowed (max_racks, max_total_racks, max_facility_kw) cannot serve the demand "
+               "at its SLOs with its spares" if res.status == 2 else res.message)
         return FleetPlan(False, objective, reasons=[f"no fleet found: {why}"], points=list(points.values()))
     x = np.round(res.x).astype(int)
-    return _plan(classes, systems, points, x, cap, units, weight, objective)
+    from lpxsim.plan.fleet_bom import assemble_plan  # the BOM builds on this module's types
+
+    n_s = len(systems)
+    v = _Vars(len(classes), n_s)
+    serving = np.array([x[v.n(j)] for j in range(n_s)])
+    replicas = np.array([[x[v.y(i, j)] for j in range(n_s)] for i in range(len(classes))])
+    racks = np.array([serving[j] + (spares[j] if x[v.z(j)] else 0) for j in range(n_s)], dtype=int)
+    return assemble_plan(classes, systems, points, serving, racks, replicas, cap, units, weight, objective, costs)
+
+
+def _pool_bound(classes: list[RequestClass], systems: list[SystemChoice], cap: np.ndarray,
+                units: np.ndarray) -> np.ndarray:
+    """An upper bound on each pool's serving racks: enough to serve every class alone, or the pool's cap."""
+    out = np.zeros(len(systems))
+    for j, sc in enumerate(systems):
+        need = sum(math.ceil(rc.demand / cap[i, j]) * units[i, j] for i, rc in enumerate(classes) if cap[i, j] > 0)
+        out[j] = math.ceil(need) + 1 if sc.max_units is None else sc.max_units
+    return out
 
 
 def _unservable(classes: list[RequestClass], systems: list[SystemChoice],
@@ -216,57 +341,6 @@ def _unservable(classes: list[RequestClass], systems: list[SystemChoice],
                 f"tok/s/user; best at concurrency 1: {best} tok/s/user"
             )
     return out
-
-
-def _plan(classes: list[RequestClass], systems: list[SystemChoice], points: dict[tuple[str, str], OperatingPoint],
-          x: np.ndarray, cap: np.ndarray, units: np.ndarray, weight: np.ndarray, objective: str) -> FleetPlan:
-    n_s = len(systems)
-    assignments: list[Assignment] = []
-    used = np.zeros(n_s)
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            y = int(x[n_s + i * n_s + j])
-            if y == 0:
-                continue
-            op = points[(rc.name, sc.name)]
-            used[j] += y * units[i, j]
-            # the replicas are loaded only as far as the demand needs; report the SLO point they run at
-            assignments.append(Assignment(
-                request_class=rc.name, model=op.model, system=sc.name, replicas=y, units=float(y * units[i, j]),
-                chips=y * op.replica_chips, concurrency_per_replica=op.concurrency, context=rc.isl, osl=rc.osl,
-                tok_s_user=op.tok_s_user, output_tok_s=y * op.tok_s_total, served=float(y * cap[i, j]),
-                demand=rc.demand, demand_unit=rc.demand_unit, layout=op.layout,
-            ))
-    assignments = _delivered(classes, assignments)
-    bom = []
-    for j, sc in enumerate(systems):
-        n = int(x[j])
-        if n == 0:
-            continue
-        s = get_system(sc.name)
-        power_w = n * float(s.power_w)
-        out = sum(a.delivered_output_tok_s for a in assignments if a.system == sc.name)
-        bom.append(BomLine(
-            system=s.name, title=s.title, unit_name=s.unit_name, units=n, chips=n * s.chips_per_unit,
-            power_w=power_w, power_source=f"{s.power_w.source} ({s.power_w.grade})", used_units=float(used[j]),
-            output_tok_s=out, tok_s_per_mw=out / (power_w / 1e6),
-        ))
-    power = sum(b.power_w for b in bom)
-    out_tps = sum(a.delivered_output_tok_s for a in assignments)
-    return FleetPlan(
-        feasible=True, objective=objective, bom=bom, assignments=assignments, total_power_w=power,
-        total_cost=float(np.dot(weight, x[:n_s])), output_tok_s=out_tps,
-        tok_s_per_mw=out_tps / (power / 1e6) if power > 0 else 0.0, points=list(points.values()),
-    )
-
-
-def _delivered(classes: list[RequestClass], assignments: list[Assignment]) -> list[Assignment]:
-    """Each assignment's output tok/s for the demand (not spare capacity): its capacity x the class's load."""
-    load = {}
-    for rc in classes:
-        served = sum(a.served for a in assignments if a.request_class == rc.name)
-        load[rc.name] = min(1.0, rc.demand / served) if served > 0 else 0.0
-    return [replace(a, delivered_output_tok_s=a.output_tok_s * load[a.request_class]) for a in assignments]
 
 
 # --- demand files and the end-to-end sizing ------------------------------------------------------
@@ -301,6 +375,7 @@ class SystemEntry(BaseModel):
     name: str
     cost_per_rack: float | None = Field(default=None, gt=0)
     max_racks: int | None = Field(default=None, ge=0)
+    redundancy: int | None = Field(default=None, ge=0, le=64)  # N+k for this pool (default: the file's)
 
 
 class DemandSpec(BaseModel):
@@ -312,6 +387,14 @@ class DemandSpec(BaseModel):
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: str = "separate"
+    redundancy: int = Field(default=0, ge=0, le=64)  # N+k spares per pool
+    max_total_racks: int | None = Field(default=None, ge=0)
+    max_facility_kw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    objective: Literal["auto", "power", "tco"] = "auto"  # auto: power, or cost_per_rack when given
+
+    def limits(self) -> FleetLimits:
+        kw = self.max_facility_kw
+        return FleetLimits(self.max_total_racks, None if kw is None else kw * 1e3)
 
     def request_classes(self) -> list[RequestClass]:
         names = [c.name for c in self.classes]
@@ -322,7 +405,8 @@ class DemandSpec(BaseModel):
                              c.new_tokens, c.mtp, c.accept) for c in self.classes]
 
     def system_choices(self) -> list[SystemChoice]:
-        return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks) for s in self.systems]
+        return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks,
+                             self.redundancy if s.redundancy is None else s.redundancy) for s in self.systems]
 
 
 DEFAULT_SYSTEMS = ("lpx", "vr-nvl72", "gb200-nvl72")
@@ -365,12 +449,16 @@ def size_fleet(
     systems: list[str] | None = None,
     backend: str = "auto",
     factory: StepFactory | None = None,
+    costs: CostModel | None = None,
 ) -> FleetPlan:
-    """Operating points for every (class, system), then the least-power (or least-cost) integer fleet."""
+    """Operating points for every (class, system), then the least-power (cost, TCO) integer fleet with spares."""
+    if demand.objective not in OBJECTIVES:
+        raise UserError("objective", f"expected one of {', '.join(OBJECTIVES)}, got {demand.objective!r}")
     choices = demand.system_choices()
     if systems is not None:
         given = {c.name: c for c in choices}
-        choices = [given.get(get_system(n).name, SystemChoice(get_system(n).name)) for n in systems]
+        choices = [given.get(get_system(n).name, SystemChoice(get_system(n).name, redundancy=demand.redundancy))
+                   for n in systems]
     classes = demand.request_classes()
     for i, rc in enumerate(classes):  # name the demand file's field for an unknown model, before any costly work
         try:
@@ -385,4 +473,4 @@ def size_fleet(
                 kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
                 spec_k=rc.mtp, spec_accept=rc.accept,
             )
-    return solve_fleet(classes, choices, points)
+    return solve_fleet(classes, choices, points, demand.limits(), costs, demand.objective)

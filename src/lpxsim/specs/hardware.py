@@ -82,14 +82,14 @@ class LinkClass(BaseModel):
 
 
 class ChipSpec(BaseModel):
-    """One accelerator die/package: an LPU (SRAM-only) or a GPU (HBM)."""
+    """One accelerator die/package: an LPU (SRAM-only), a GPU (HBM) or a wafer-scale engine (SRAM-only wafer)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    kind: Literal["lpu", "gpu"]
+    kind: Literal["lpu", "gpu", "wse"]
     description: str = ""
-    memory_bytes: Sourced  # on-chip SRAM (LPU) or HBM (GPU)
+    memory_bytes: Sourced  # on-chip SRAM (LPU, wafer) or HBM (GPU)
     memory_bw_Bps: Sourced  # SRAM or HBM bandwidth
     peak_flops: dict[str, Sourced]  # dense FLOP/s by compute format: bf16, fp8, fp4, int8
     power_w: Sourced
@@ -119,7 +119,7 @@ class Topology(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["lpx-nodes", "dragonfly", "nvlink-domain", "hgx"]
+    kind: Literal["lpx-nodes", "dragonfly", "nvlink-domain", "hgx", "wafer"]
     chips_per_node: int
     nodes_per_rack: int
     links: dict[str, LinkClass]  # keyed by role: intra_node, inter_node, inter_rack, scale_out, ...
@@ -152,6 +152,11 @@ class SystemSpec(BaseModel):
     @property
     def is_lpu(self) -> bool:
         return self.chip.kind == "lpu"
+
+    @property
+    def is_wafer(self) -> bool:
+        """A wafer-scale system (Cerebras): one chip per wafer, weights and KV in on-wafer SRAM."""
+        return self.chip.kind == "wse"
 
     def with_topology(self, variant: str) -> SystemSpec:
         """This system with a named topology variant (e.g. 'trays-32x8')."""

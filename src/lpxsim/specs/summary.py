@@ -170,6 +170,40 @@ def units_totals(s: SystemSpec, units: int) -> dict[str, Any]:
     return totals
 
 
+# Published per-unit figures and the derived figure each is checked against (derived key, how it is derived).
+_PUBLISHED_CHECKS = {
+    "sram_bw_Bps": ("memory_bw_Bps_per_unit", "chips x per-chip SRAM bandwidth"),
+    "hbm_bw_Bps": ("memory_bw_Bps_per_unit", "chips x per-chip HBM bandwidth"),
+    "sram_bytes": ("memory_bytes_per_unit", "chips x per-chip SRAM"),
+    "hbm_bytes": ("memory_bytes_per_unit", "chips x per-chip HBM"),
+    "fp8_flops": ("fp8", "chips x per-chip dense FP8"),
+    "fp4_flops": ("fp4", "chips x per-chip dense FP4"),
+    "bf16_flops": ("bf16", "chips x per-chip dense BF16"),
+    "scale_up_Bps": ("scale_up_bidir_Bps_line", "chips x scale-up lanes x line rate x 2 directions"),
+}
+
+
+def published_checks(s: SystemSpec, derived: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each published per-unit figure beside the figure derived from the chip: the derived one is used.
+
+    Every timing and capacity is computed per chip (a stage's bytes over its chips' bandwidth), so the
+    per-unit figure the model uses is chips x the chip's figure; a vendor's rack table is a check only.
+    """
+    rows = []
+    for key, (dkey, how) in _PUBLISHED_CHECKS.items():
+        pub = s.published.get(key)
+        if pub is None:
+            continue
+        used = derived["peak_flops_per_unit"].get(dkey) if dkey in ("fp8", "fp4", "bf16") else derived.get(dkey)
+        if used is None:
+            continue
+        rows.append({
+            "figure": key, "used": float(used), "derived_as": how, "published": float(pub),
+            "published_source": f"{pub.source} ({pub.grade})", "ratio_published_to_used": float(pub) / float(used),
+        })
+    return rows
+
+
 def system_summary(s: SystemSpec, units: int = 1) -> dict[str, Any]:
     """A system with derived per-unit figures, totals for `units`, and every sourced number."""
     t = s.topology
@@ -198,6 +232,7 @@ def system_summary(s: SystemSpec, units: int = 1) -> dict[str, Any]:
             "variants": list(s.variants),
         },
         "derived": derived,
+        "published_checks": published_checks(s, derived),
         "totals": units_totals(s, units),
         "provenance": [r._asdict() for r in s.provenance_rows()],
         "notes": list(s.notes),

@@ -11,7 +11,7 @@ Rules per topology kind (roles are the keys of ``Topology.links``):
   daisy-chained per node index, not closed into a ring. The rack graph is the Cartesian product of
   a chain of racks and one rack, so hop counts add: <= 2 inside a rack, + |r1 - r2| across racks.
   The ``fpga`` link goes to a bridge, not to a chip, and is not part of the chip graph.
-- ``nvlink-domain`` / ``hgx``: every pair in a node is one ``scale_up`` hop (through NVSwitch, or a
+- ``nvlink-domain`` / ``hgx`` / ``wafer``: every pair in a node is one ``scale_up`` hop (through NVSwitch, or a
   direct xGMI link on AMD meshes); chips in different nodes are one ``scale_out`` hop.
 - ``dragonfly`` (Groq TSP v1): ``intra_node`` all-to-all; ``inter_node`` pairs chip i of node n with
   chip 7-i of node (n+i+1) mod (nodes+1) (the spare 9th node completes the map and is unused);
@@ -27,6 +27,9 @@ from functools import cached_property
 
 from lpxsim.errors import UserError
 from lpxsim.specs.hardware import LinkClass, Topology
+
+# Kinds whose chips in a node are all one scale_up hop apart (switch, full mesh, or wafers on direct links).
+_SWITCHED = ("nvlink-domain", "hgx", "wafer")
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class ChipGraph:
         kind = self.topology.kind
         if kind == "lpx-nodes":
             return _lpx_role(pa, pb)
-        if kind in ("nvlink-domain", "hgx"):
+        if kind in _SWITCHED:
             same = pa.rack == pb.rack and pa.node == pb.node
             return "scale_up" if same else ("scale_out" if "scale_out" in self.topology.links else None)
         return self._dragonfly_role(pa, pb)
@@ -159,7 +162,7 @@ class ChipGraph:
         if self.topology.kind == "lpx-nodes":
             pa, pb = self.address(a), self.address(b)
             return _lpx_in_rack_hops(pa, pb) + abs(pa.rack - pb.rack)
-        if self.topology.kind in ("nvlink-domain", "hgx"):
+        if self.topology.kind in _SWITCHED:
             return 0 if a == b else 1
         dist = self._bfs(a).get(b)
         if dist is None:
@@ -176,7 +179,7 @@ class ChipGraph:
         self._check(b)
         if self.topology.kind == "lpx-nodes":
             return self._lpx_route(a, b)
-        if self.topology.kind in ("nvlink-domain", "hgx") or a == b:
+        if self.topology.kind in _SWITCHED or a == b:
             return [a] if a == b else [a, b]
         return self._bfs_path(a, b)
 
@@ -211,7 +214,7 @@ class ChipGraph:
         t = self.topology
         if t.kind == "lpx-nodes":
             return int(t.chips_per_node > 1) + int(t.nodes_per_rack > 1) + (self.racks - 1)
-        if t.kind in ("nvlink-domain", "hgx"):
+        if t.kind in _SWITCHED:
             return int(self.n_chips > 1)
         return max(max(self._bfs(c).values()) for c in range(self.n_chips))
 

@@ -1,0 +1,303 @@
+"""The planner's economics: what a token costs and what it sells for, as data (catalog/costs.yaml).
+
+Cost of ownership per hour of one replica = capex share / amortisation hours
++ capex share x opex fraction per year / 8,760 h + facility energy (IT power x
+PUE x $/kWh, charged for every owned hour: the racks stay powered). Tokens per
+owned hour = rate x 3,600 x utilisation. Input tokens are costed and priced at
+`input_price_ratio` of an output token, so one hour's cost is spread over
+"output-equivalent" tokens, out + ratio x in:
+
+    usd_per_mtok_output = cost_per_hour / (3,600 x utilisation x (out + ratio x in)) x 1e6
+    usd_per_mtok_input  = ratio x usd_per_mtok_output
+
+Revenue per owned hour = 3,600 x utilisation x (out x P + in x ratio x P) / 1e6,
+with P the output price of the per-user speed tier the operating point reaches
+(the price ladder). Every number has a source and grade; `--costs FILE`,
+`--usd-per-kwh` and `--pue` override any of them.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from lpxsim.catalog import get_system
+from lpxsim.errors import UserError
+from lpxsim.specs.hardware import Grade
+
+HOURS_PER_YEAR = 8760.0
+
+# Accepted ranges: wide enough for any real site, narrow enough to catch unit mistakes ($/MWh for $/kWh).
+RANGES: dict[str, tuple[float, float]] = {
+    "amortisation_years": (0.5, 20.0),
+    "usd_per_kwh": (0.0, 2.0),
+    "pue": (1.0, 3.0),
+    "utilisation": (0.01, 1.0),
+    "opex_fraction_per_year": (0.0, 1.0),
+    "input_price_ratio": (0.0, 1.0),
+}
+
+
+class CostValue(BaseModel):
+    """A number of the cost model with its provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float
+    source: str
+    grade: Grade
+    note: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("expected a finite number")
+        return v
+
+
+class PriceTier(BaseModel):
+    """Output price for users served at >= min_tok_s_user."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    min_tok_s_user: float = Field(ge=0)
+    usd_per_mtok_output: float = Field(ge=0)
+    source: str
+    grade: Grade
+    note: str = ""
+
+    @field_validator("min_tok_s_user", "usd_per_mtok_output")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("expected a finite number")
+        return v
+
+
+class CostModel(BaseModel):
+    """Capex per unit, amortisation, energy price, PUE, utilisation and the price ladder."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    amortisation_years: CostValue
+    usd_per_kwh: CostValue
+    pue: CostValue
+    utilisation: CostValue
+    opex_fraction_per_year: CostValue
+    input_price_ratio: CostValue
+    capex_usd: dict[str, CostValue]
+    price_ladder: list[PriceTier] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> CostModel:
+        for name, (lo, hi) in RANGES.items():
+            v = getattr(self, name).value
+            if not lo <= v <= hi:
+                raise ValueError(f"{name} {v:g} outside [{lo:g}, {hi:g}]")
+        for name, c in self.capex_usd.items():
+            if c.value < 0:
+                raise ValueError(f"capex_usd.{name} must not be negative, got {c.value:g}")
+        bounds = [t.min_tok_s_user for t in self.price_ladder]
+        if bounds != sorted(bounds) or len(set(bounds)) != len(bounds):
+            raise ValueError("price_ladder tiers must have strictly increasing min_tok_s_user")
+        if bounds[0] != 0:
+            raise ValueError("the first price_ladder tier must start at min_tok_s_user 0")
+        return self
+
+    def price_tier(self, tok_s_user: float) -> PriceTier:
+        """The fastest tier whose lower bound `tok_s_user` reaches."""
+        tier = self.price_ladder[0]
+        for t in self.price_ladder:
+            if tok_s_user >= t.min_tok_s_user:
+                tier = t
+        return tier
+
+    def capex(self, system: str) -> CostValue | None:
+        """Capex of one unit of `system` (catalog name or alias), or None when the model has none."""
+        return self.capex_usd.get(get_system(system).name)
+
+
+def _costs_path() -> Path:
+    return Path(str(resources.files("lpxsim.catalog").joinpath("costs.yaml")))
+
+
+@cache
+def _default_raw() -> dict:
+    return yaml.safe_load(_costs_path().read_text())
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Override `base` with `over` key by key; mappings merge, everything else replaces."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            merged = dict(out[k])
+            for kk, vv in v.items():
+                merged[kk] = {**merged[kk], **vv} if isinstance(vv, dict) and isinstance(merged.get(kk), dict) else vv
+            out[k] = merged
+        else:
+            out[k] = v
+    return out
+
+
+def _validate(raw: dict, where: str) -> CostModel:
+    try:
+        return CostModel.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        raise UserError(f"costs.{loc}" if loc else "costs", f"{msg} ({where})") from None
+
+
+def _read_file(path: str | Path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError("costs", f"no such file {str(p)!r}")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError("costs", f"{p.name} is not valid YAML{where}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UserError("costs", f"{p.name}: expected a mapping of cost-model fields")
+    # a bare number (or a value without a source) is the user's input: its provenance says so
+    for k, v in list(raw.items()):
+        if k in RANGES:
+            raw[k] = _user_value(v, p.name)
+    capex = raw.get("capex_usd")
+    if isinstance(capex, dict):
+        raw["capex_usd"] = {_system_key(k, p.name): _user_value(v, p.name) for k, v in capex.items()}
+    return raw
+
+
+def _system_key(name: object, fname: str) -> str:
+    """A capex key as the catalog names the system (aliases allowed); an unknown one names the field."""
+    try:
+        return get_system(str(name)).name
+    except UserError as e:
+        raise UserError(f"costs.capex_usd.{name}", f"{e.message} ({fname})") from None
+
+
+def _user_value(v: object, fname: str) -> object:
+    user = {"source": f"user:{fname}", "grade": "U", "note": ""}
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return {"value": float(v), **user}
+    if isinstance(v, dict) and "source" not in v:
+        return {**user, **v}
+    return v
+
+
+def load_costs(path: str | Path | None = None, usd_per_kwh: float | None = None, pue: float | None = None,
+               **overrides: float) -> CostModel:
+    """The shipped cost model, overridden by a YAML file, then by single values (CLI flags).
+
+    A bad file or value is one UserError naming the field.
+    """
+    raw = _default_raw()
+    where = "catalog/costs.yaml"
+    if path is not None:
+        raw = _merge(raw, _read_file(path))
+        where = Path(path).name
+    flags = {"usd_per_kwh": usd_per_kwh, "pue": pue, **overrides}
+    for name, v in flags.items():
+        if v is None:
+            continue
+        if name not in RANGES:
+            raise UserError(name, f"not a cost-model value; expected one of {', '.join(RANGES)}")
+        lo, hi = RANGES[name]
+        if not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+            raise UserError(name.replace("_", "-"), f"expected a finite number in [{lo:g}, {hi:g}], got {v!r}")
+        raw = _merge(raw, {name: {"value": float(v), "source": "user:--" + name.replace("_", "-"), "grade": "U",
+                                  "note": ""}})
+    return _validate(raw, where)
+
+
+@cache
+def default_costs() -> CostModel:
+    """The shipped cost model (catalog/costs.yaml)."""
+    return load_costs()
+
+
+def economics(power_w: float, units: float, system: str, tok_s_output_total: float, tok_s_input_total: float,
+              tok_s_user: float, costs: CostModel | None = None) -> dict[str, Any]:
+    """Cost and revenue of one replica (or pool) at an operating point.
+
+    power_w: IT power of the hardware (its share of racks); units: racks or nodes it occupies (may be
+    fractional); tok_s_output_total / tok_s_input_total: its output and prefilled input tokens/s;
+    tok_s_user: the per-user speed, which sets the price tier. Returns plain JSON-able numbers; the cost
+    fields are None when the cost model has no capex for `system` (the note says so).
+    """
+    c = costs or default_costs()
+    for name, v in (("power_w", power_w), ("units", units), ("tok_s_output_total", tok_s_output_total),
+                    ("tok_s_input_total", tok_s_input_total), ("tok_s_user", tok_s_user)):
+        if not math.isfinite(v) or v < 0:
+            raise UserError(name, f"expected a finite non-negative number, got {v!r}")
+    u, ratio = c.utilisation.value, c.input_price_ratio.value
+    facility_w = power_w * c.pue.value
+    energy_usd_h = facility_w / 1e3 * c.usd_per_kwh.value
+    cap = c.capex(system)
+    tier = c.price_tier(tok_s_user)
+    price_out = tier.usd_per_mtok_output
+    revenue_h = 3600.0 * u * (tok_s_output_total + ratio * tok_s_input_total) * price_out / 1e6
+    tokens_eq_h = 3600.0 * u * (tok_s_output_total + ratio * tok_s_input_total)
+    out: dict[str, Any] = {
+        "facility_kw": facility_w / 1e3,
+        "tok_s_per_mw_facility": tok_s_output_total / (facility_w / 1e6) if facility_w > 0 else 0.0,
+        "energy_usd_per_hour": energy_usd_h,
+        "capex_usd": None, "capex_usd_per_hour": None, "opex_usd_per_hour": None, "cost_usd_per_hour": None,
+        "usd_per_mtok_output": None, "usd_per_mtok_input": None,
+        "price_usd_per_mtok_output": price_out,
+        "price_tier_min_tok_s_user": tier.min_tok_s_user,
+        "revenue_usd_per_hour": revenue_h,
+        # revenue per facility MW: the unit of NVIDIA's "up to 10x revenue opportunity" (per MW of a fixed hall)
+        "revenue_usd_per_hour_per_mw_facility": revenue_h / (facility_w / 1e6) if facility_w > 0 else 0.0,
+        "margin_usd_per_hour": None,
+        "cost_notes": [],
+    }
+    if cap is None:
+        out["cost_notes"].append(f"no capex for {system} in the cost model: give capex_usd.{system} with --costs")
+        return out
+    capex = cap.value * units
+    capex_h = capex / (c.amortisation_years.value * HOURS_PER_YEAR)
+    opex_h = capex * c.opex_fraction_per_year.value / HOURS_PER_YEAR
+    cost_h = capex_h + opex_h + energy_usd_h
+    per_mtok = cost_h / tokens_eq_h * 1e6 if tokens_eq_h > 0 else None
+    out.update(
+        capex_usd=capex, capex_usd_per_hour=capex_h, opex_usd_per_hour=opex_h, cost_usd_per_hour=cost_h,
+        usd_per_mtok_output=per_mtok, usd_per_mtok_input=None if per_mtok is None else ratio * per_mtok,
+        margin_usd_per_hour=revenue_h - cost_h,
+    )
+    out["cost_notes"].append(f"capex {get_system(system).name}: {cap.source} ({cap.grade})")
+    return out
+
+
+def cost_inputs(costs: CostModel | None = None) -> dict[str, Any]:
+    """The scalar assumptions in force, with their provenance (for reports)."""
+    c = costs or default_costs()
+    return {name: {"value": getattr(c, name).value, "source": getattr(c, name).source,
+                   "grade": getattr(c, name).grade} for name in RANGES}
+
+
+def estimate_economics(e: Any, system: str, costs: CostModel | None = None) -> dict[str, Any]:
+    """`economics` of a steady-state `Estimate` (`lpxsim.plan.estimate`) of one replica on `system`."""
+    s = get_system(system)
+    units = e.chips / s.chips_per_unit
+    tok_in = max(0.0, e.total_tok_s - e.tok_s_total)
+    return economics(e.power_w, units, s.name, e.tok_s_total, tok_in, e.tok_s_user, costs)
+
+
+def point_economics(op: Any, costs: CostModel | None = None) -> dict[str, Any]:
+    """`economics` of one replica at an `OperatingPoint` (`lpxsim.plan.operating_point`); {} if infeasible."""
+    if not op.feasible:
+        return {}
+    prefilled = op.new_tokens or op.isl
+    return economics(op.replica_power_w, op.replica_units, op.system, op.tok_s_total,
+                     op.requests_per_s * prefilled, op.tok_s_user, costs)
