@@ -215,3 +215,15 @@ def test_mtp_works_in_a_disaggregated_decode_pool():
     r = simulate(f, wl, seed=0).requests
     assert (r["status"] == "completed").all() and (r["decode_pool"] == "dec").all()
     assert (r["spec_rounds"] > 0).all() and r["spec_rounds"].sum() < r["output_tokens"].sum()
+
+
+def test_plan_point_runs_gpu_layouts_under_the_chosen_framework():
+    from lpxsim.plan.operating_point import operating_point
+
+    sgl, trt = (operating_point("gemma-4-31b", "h200-hgx", 1024, 256, 20.0, framework=fw) for fw in ("sglang", "trtllm"))
+    assert sgl.feasible and trt.feasible
+    # the engines' measured kernels and fitted overheads differ, so does the best point
+    assert sgl.as_dict()["tok_s_per_mw"] != trt.as_dict()["tok_s_per_mw"]
+    with pytest.raises(UserError) as e:
+        operating_point("gemma-4-31b", "h200-hgx", 1024, 256, 20.0, framework="foo")
+    assert e.value.field == "framework"

@@ -141,13 +141,15 @@ def point_cmd(
     mtp: int = typer.Option(0, "--mtp", help="speculative draft length k (MTP); 0: off"),
     accept: float = typer.Option(0.0, "--accept", help="per-token draft acceptance rate"),
     backend: str = typer.Option("auto", "--backend", help=BACKEND_HELP),
+    framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
     from lpxsim.plan.operating_point import operating_point
 
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
+                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
+                         framework=framework)
     d = op.as_dict()
     emit_json(d) if as_json else _print_point(d)
 
