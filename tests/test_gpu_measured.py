@@ -227,3 +227,15 @@ def test_plan_point_runs_gpu_layouts_under_the_chosen_framework():
     with pytest.raises(UserError) as e:
         operating_point("gemma-4-31b", "h200-hgx", 1024, 256, 20.0, framework="foo")
     assert e.value.field == "framework"
+
+
+def test_bench_step_models_take_the_framework():
+    from lpxsim.bench.aa import run_aa
+    from lpxsim.bench.backends import step_model
+
+    assert step_model("gemma-4-31b", "h200-hgx", framework="trtllm").framework == "trtllm"
+    assert step_model("gemma-4-31b", "h200-hgx").framework == "sglang"
+    assert step_model("gemma-4-31b", "h200-hgx", isl=1024, osl=256, concurrency=4, framework="vllm").framework == "vllm"
+    with pytest.raises(UserError) as e:
+        run_aa("gemma-4-31b", "h200-hgx", framework="foo")
+    assert e.value.field == "framework"

@@ -30,21 +30,23 @@ class BackendUnavailable(UserError):
 
 @cache
 def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16", isl: int | None = None,
-               osl: int | None = None, concurrency: int = 1, racks: float | None = None) -> StepModel:
+               osl: int | None = None, concurrency: int = 1, racks: float | None = None,
+               framework: str = "sglang") -> StepModel:
     """StepModel of `model` on `system`: the backend's default layout when no workload is given, else the
     layout the backend picks for `concurrency` streams of `isl` + `osl` tokens (LPX: compiled at that
-    workload's own contexts, `racks` racks)."""
+    workload's own contexts, `racks` racks). `framework`: the serving engine of a GPU system."""
     from lpxsim.backends import Layout, make_step_model
     from lpxsim.catalog import get_system
 
     try:
-        if isl is None:
-            return make_step_model(model, system, weights=weights, kv=kv)
         sys_ = get_system(system)
         lpu = sys_.is_lpu
+        fw = {} if lpu else {"framework": framework}
+        if isl is None:
+            return make_step_model(model, system, Layout(**fw), weights=weights, kv=kv)
         gpus = None if lpu or racks is None else int(racks * sys_.chips_per_unit)
         lay = Layout(racks=racks if lpu else None, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency,
-                     workload_grid=lpu)
+                     workload_grid=lpu, **fw)
         return make_step_model(model, system, lay, weights=weights, kv=kv)
     except ImportError as e:
         raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None
