@@ -239,3 +239,16 @@ def test_bench_step_models_take_the_framework():
     with pytest.raises(UserError) as e:
         run_aa("gemma-4-31b", "h200-hgx", framework="foo")
     assert e.value.field == "framework"
+
+
+def test_sweep_points_carry_a_non_default_framework():
+    from lpxsim.bench.sweep import evaluate_point, grid
+
+    sgl = grid("gemma-4-31b", ["h200-hgx"], [1024], [4], osl=256, ceiling=False)
+    trt = grid("gemma-4-31b", ["h200-hgx"], [1024], [4], osl=256, ceiling=False, framework="trt")
+    assert "framework" not in sgl[0] and trt[0]["framework"] == "trtllm"  # default points keep their old identity
+    a, b = evaluate_point(sgl[0]), evaluate_point(trt[0])
+    assert b["framework"] == "trtllm" and a["tpot_s"] != b["tpot_s"]
+    with pytest.raises(UserError) as e:
+        grid("gemma-4-31b", ["h200-hgx"], [1024], [4], framework="foo")
+    assert e.value.field == "framework"

@@ -62,7 +62,7 @@ def unit_ceiling(model: str, system: str, context: int, weights: str = "fp8", kv
 
 
 def workload_step_model(model: str, system: str, context: int, osl: int, weights: str = "fp8",
-                        kv: str = "bf16") -> StepModel:
+                        kv: str = "bf16", framework: str = "sglang") -> StepModel:
     """The deployment a sweep at `context` runs on: the fewest units that hold the model (one rack /
     NVL72 domain for Gemma 4 31B), laid out for `context + osl` tokens and for the largest power of two
     of streams that the memory capacity model says fit there (halved until the backend lays one out).
@@ -74,18 +74,20 @@ def workload_step_model(model: str, system: str, context: int, osl: int, weights
     ceiling (its KV capacity and largest batch) then bounds the sweep and is reported beside the
     capacity model's.
     """
-    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv)
+    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv, framework)
 
 
 @cache
 def _workload_step(factory: Callable[..., StepModel], model: str, system: str, context: int, osl: int,
-                   weights: str, kv: str) -> StepModel:
+                   weights: str, kv: str, framework: str = "sglang") -> StepModel:
     # `factory` is part of the key so that a replaced step_model (tests' stand-ins) is never served stale.
     units, streams = unit_ceiling(model, system, context + osl, weights, kv)
     conc = 1 << (max(1, streams).bit_length() - 1)
     while True:
         try:
-            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units))
+            fw = {} if framework == "sglang" else {"framework": framework}  # stand-in factories take none
+            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units),
+                           **fw)
         except DoesNotFit:
             if conc == 1:
                 raise
