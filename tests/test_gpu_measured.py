@@ -252,3 +252,18 @@ def test_sweep_points_carry_a_non_default_framework():
     with pytest.raises(UserError) as e:
         grid("gemma-4-31b", ["h200-hgx"], [1024], [4], framework="foo")
     assert e.value.field == "framework"
+
+
+def test_table_reader_matches_pyarrow_own_conversion():
+    """The buffer-level reader (no pandas import) gives what pyarrow's to_pylist gives, strings included
+    (the GEMM table's are `string`, the MoE table's `large_string`)."""
+    import pyarrow.parquet as pq
+
+    from lpxsim.gpu.measured import _table_path
+
+    for family, fname, cols in (("gemm", "gemm_perf.parquet", ("gemm_dtype", "m", "latency")),
+                                ("moe", "moe_perf.parquet", ("moe_dtype", "distribution", "num_tokens", "latency"))):
+        got = _columns("h200_sxm", family, "sglang", fname, cols)
+        ref = pq.read_table(_table_path("h200_sxm", family, "sglang", fname), columns=list(cols))
+        for c in cols:
+            assert got[c].tolist() == ref.column(c).to_pylist(), c
