@@ -215,3 +215,55 @@ def test_mtp_works_in_a_disaggregated_decode_pool():
     r = simulate(f, wl, seed=0).requests
     assert (r["status"] == "completed").all() and (r["decode_pool"] == "dec").all()
     assert (r["spec_rounds"] > 0).all() and r["spec_rounds"].sum() < r["output_tokens"].sum()
+
+
+def test_plan_point_runs_gpu_layouts_under_the_chosen_framework():
+    from lpxsim.plan.operating_point import operating_point
+
+    sgl, trt = (operating_point("gemma-4-31b", "h200-hgx", 1024, 256, 20.0, framework=fw) for fw in ("sglang", "trtllm"))
+    assert sgl.feasible and trt.feasible
+    # the engines' measured kernels and fitted overheads differ, so does the best point
+    assert sgl.as_dict()["tok_s_per_mw"] != trt.as_dict()["tok_s_per_mw"]
+    with pytest.raises(UserError) as e:
+        operating_point("gemma-4-31b", "h200-hgx", 1024, 256, 20.0, framework="foo")
+    assert e.value.field == "framework"
+
+
+def test_bench_step_models_take_the_framework():
+    from lpxsim.bench.aa import run_aa
+    from lpxsim.bench.backends import step_model
+
+    assert step_model("gemma-4-31b", "h200-hgx", framework="trtllm").framework == "trtllm"
+    assert step_model("gemma-4-31b", "h200-hgx").framework == "sglang"
+    assert step_model("gemma-4-31b", "h200-hgx", isl=1024, osl=256, concurrency=4, framework="vllm").framework == "vllm"
+    with pytest.raises(UserError) as e:
+        run_aa("gemma-4-31b", "h200-hgx", framework="foo")
+    assert e.value.field == "framework"
+
+
+def test_sweep_points_carry_a_non_default_framework():
+    from lpxsim.bench.sweep import evaluate_point, grid
+
+    sgl = grid("gemma-4-31b", ["h200-hgx"], [1024], [4], osl=256, ceiling=False)
+    trt = grid("gemma-4-31b", ["h200-hgx"], [1024], [4], osl=256, ceiling=False, framework="trt")
+    assert "framework" not in sgl[0] and trt[0]["framework"] == "trtllm"  # default points keep their old identity
+    a, b = evaluate_point(sgl[0]), evaluate_point(trt[0])
+    assert b["framework"] == "trtllm" and a["tpot_s"] != b["tpot_s"]
+    with pytest.raises(UserError) as e:
+        grid("gemma-4-31b", ["h200-hgx"], [1024], [4], framework="foo")
+    assert e.value.field == "framework"
+
+
+def test_table_reader_matches_pyarrow_own_conversion():
+    """The buffer-level reader (no pandas import) gives what pyarrow's to_pylist gives, strings included
+    (the GEMM table's are `string`, the MoE table's `large_string`)."""
+    import pyarrow.parquet as pq
+
+    from lpxsim.gpu.measured import _table_path
+
+    for family, fname, cols in (("gemm", "gemm_perf.parquet", ("gemm_dtype", "m", "latency")),
+                                ("moe", "moe_perf.parquet", ("moe_dtype", "distribution", "num_tokens", "latency"))):
+        got = _columns("h200_sxm", family, "sglang", fname, cols)
+        ref = pq.read_table(_table_path("h200_sxm", family, "sglang", fname), columns=list(cols))
+        for c in cols:
+            assert got[c].tolist() == ref.column(c).to_pylist(), c

@@ -200,8 +200,9 @@ def _point(step, model, system, ctx, isl, timings, speeds, setup) -> AAPoint:
 
 
 def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str = "fp8",
-           kv: str = "bf16") -> tuple[list[AAPoint], pd.DataFrame]:
-    """AA benchmark of a catalog model on a catalog system (LPX or GPU) or a fleet (mode name or YAML)."""
+           kv: str = "bf16", framework: str = "sglang") -> tuple[list[AAPoint], pd.DataFrame]:
+    """AA benchmark of a catalog model on a catalog system (LPX or GPU, the latter under serving engine
+    `framework`) or a fleet (mode name or YAML)."""
     from lpxsim.bench.fleets import is_fleet
 
     setup = setup or AASetup()
@@ -210,5 +211,11 @@ def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str =
         from lpxsim.bench.aa_fleet import run_aa_on_fleet
 
         return run_aa_on_fleet(system, model, setup)
-    system = get_system(system).name
-    return run_aa_on_step(step_model(model, system, weights, kv), model, system, setup)
+    spec = get_system(system)
+    system = spec.name
+    if not spec.is_lpu:
+        from lpxsim.gpu.engine import framework_name
+
+        framework = framework_name(framework)  # one-line error naming `framework`
+    fw = {} if framework == "sglang" else {"framework": framework}  # stand-in factories take no framework
+    return run_aa_on_step(step_model(model, system, weights, kv, **fw), model, system, setup)

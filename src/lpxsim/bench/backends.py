@@ -30,21 +30,23 @@ class BackendUnavailable(UserError):
 
 @cache
 def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16", isl: int | None = None,
-               osl: int | None = None, concurrency: int = 1, racks: float | None = None) -> StepModel:
+               osl: int | None = None, concurrency: int = 1, racks: float | None = None,
+               framework: str = "sglang") -> StepModel:
     """StepModel of `model` on `system`: the backend's default layout when no workload is given, else the
     layout the backend picks for `concurrency` streams of `isl` + `osl` tokens (LPX: compiled at that
-    workload's own contexts, `racks` racks)."""
+    workload's own contexts, `racks` racks). `framework`: the serving engine of a GPU system."""
     from lpxsim.backends import Layout, make_step_model
     from lpxsim.catalog import get_system
 
     try:
-        if isl is None:
-            return make_step_model(model, system, weights=weights, kv=kv)
         sys_ = get_system(system)
         lpu = sys_.is_lpu
+        fw = {} if lpu else {"framework": framework}
+        if isl is None:
+            return make_step_model(model, system, Layout(**fw), weights=weights, kv=kv)
         gpus = None if lpu or racks is None else int(racks * sys_.chips_per_unit)
         lay = Layout(racks=racks if lpu else None, gpus=gpus, isl=isl, osl=osl, concurrency=concurrency,
-                     workload_grid=lpu)
+                     workload_grid=lpu, **fw)
         return make_step_model(model, system, lay, weights=weights, kv=kv)
     except ImportError as e:
         raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None
@@ -60,7 +62,7 @@ def unit_ceiling(model: str, system: str, context: int, weights: str = "fp8", kv
 
 
 def workload_step_model(model: str, system: str, context: int, osl: int, weights: str = "fp8",
-                        kv: str = "bf16") -> StepModel:
+                        kv: str = "bf16", framework: str = "sglang") -> StepModel:
     """The deployment a sweep at `context` runs on: the fewest units that hold the model (one rack /
     NVL72 domain for Gemma 4 31B), laid out for `context + osl` tokens and for the largest power of two
     of streams that the memory capacity model says fit there (halved until the backend lays one out).
@@ -72,18 +74,20 @@ def workload_step_model(model: str, system: str, context: int, osl: int, weights
     ceiling (its KV capacity and largest batch) then bounds the sweep and is reported beside the
     capacity model's.
     """
-    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv)
+    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv, framework)
 
 
 @cache
 def _workload_step(factory: Callable[..., StepModel], model: str, system: str, context: int, osl: int,
-                   weights: str, kv: str) -> StepModel:
+                   weights: str, kv: str, framework: str = "sglang") -> StepModel:
     # `factory` is part of the key so that a replaced step_model (tests' stand-ins) is never served stale.
     units, streams = unit_ceiling(model, system, context + osl, weights, kv)
     conc = 1 << (max(1, streams).bit_length() - 1)
     while True:
         try:
-            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units))
+            fw = {} if framework == "sglang" else {"framework": framework}  # stand-in factories take none
+            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units),
+                           **fw)
         except DoesNotFit:
             if conc == 1:
                 raise

@@ -34,18 +34,24 @@ SORT_KEYS = ["model", "target", "context", "concurrency"]
 
 
 def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
-         osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True) -> list[dict]:
+         osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True,
+         framework: str = "sglang") -> list[dict]:
     """Every (target, context, concurrency) point, plus one at each system's KV ceiling when `ceiling`
-    (fleets have no single ceiling: their simulation rejects what does not fit)."""
+    (fleets have no single ceiling: their simulation rejects what does not fit). `framework`: the
+    serving engine of GPU systems (a point names it only when it is not the default, sglang, so that
+    earlier sweeps' stored points stay valid)."""
     from lpxsim.bench.fleets import is_fleet
+    from lpxsim.gpu.engine import framework_name
 
     concs = sorted(set(concurrencies))
     for c in concs:
         if c <= 0:
             raise UserError("concurrency", f"expected positive integers, got {c}")
+    fw = framework_name(framework)
+    extra = {} if fw == "sglang" else {"framework": fw}
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
-         "weights": weights, "kv": kv}
+         "weights": weights, "kv": kv, **extra}
         for t in targets for ctx in sorted(set(contexts))
         for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
@@ -68,11 +74,12 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     from lpxsim.plan.estimate import steady_state
 
     # One deployment per (system, context), sized for the most streams it holds there (bench.backends).
-    step = backends.workload_step_model(p["model"], p["target"], p["context"], p["osl"], p["weights"], p["kv"])
+    step = backends.workload_step_model(p["model"], p["target"], p["context"], p["osl"], p["weights"], p["kv"],
+                                        framework=p.get("framework", "sglang"))
     ceiling = kv_ceiling(step, p["context"] + p["osl"])
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
     _, unit_streams = backends.unit_ceiling(p["model"], p["target"], p["context"] + p["osl"], p["weights"], p["kv"])
-    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")},
+    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework") if k in p},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
            "capacity_ceiling": unit_streams, "hardware": backends.hardware_label(step), "chips": step.chips,
            "power_kw": step.power_w / 1e3}
@@ -248,7 +255,7 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
         return df
     if "at_ceiling" in df:  # a ceiling that equals a requested concurrency: keep one row, flagged as the ceiling
         df = df.sort_values("at_ceiling", ascending=False, kind="stable")
-        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv") if k in df.columns])
+        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework") if k in df.columns])
     df = df.sort_values([k for k in SORT_KEYS if k in df.columns], kind="stable").reset_index(drop=True)
     return mark_frontier(df)
 

@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
                                                  help="a prompt text: its o200k length is the context"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
+        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         per_request: Path | None = typer.Option(None, "--per-request", help="write per-request rows (parquet)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
@@ -96,7 +97,7 @@ def register(app: typer.Typer) -> None:
                         output_max=max(4096, output_median),
                         conversion=TokenConversion(token_ratio))
         err.print(f"[dim]AA method: {requests} sequential requests x {len(ctxs)} contexts on {system}[/dim]")
-        points, rows = run_aa(model, system, setup, weights=weights, kv=kv)
+        points, rows = run_aa(model, system, setup, weights=weights, kv=kv, framework=framework)
         if per_request:
             atomic_write_parquet(per_request, rows)
         if as_json:

@@ -177,6 +177,7 @@ def point_cmd(
     usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
+    framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
@@ -185,7 +186,8 @@ def point_cmd(
 
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
+                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
+                         framework=framework)
     d = {**op.as_dict(), **point_economics(op, costs)}
     emit_json(d) if as_json else _print_point(d)
 

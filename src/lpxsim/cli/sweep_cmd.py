@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
         osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
+        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
         executor: str = typer.Option("process", "--executor", help="process, thread, serial or dask"),
         workers: int | None = count_option(None, "--workers", help="local workers (default: CPU count)",
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
         targets = [s.strip() for s in systems.split(",") if s.strip()]
         targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
         points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency", 1, inputs.CONCURRENCY_MAX),
-                      osl=osl, weights=weights, kv=kv, ceiling=ceiling)
+                      osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
                        progress=True)
         png = frontier_png(df, out_dir / "frontier.png")

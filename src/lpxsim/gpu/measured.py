@@ -91,30 +91,84 @@ def _table_path(system: str, family: str, framework: str, filename: str) -> Path
 
 @cache
 def _table(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]):
-    """One parquet table (only `cols`), read once per process; None if absent."""
+    """One parquet table (only `cols`), read once per process, as ({column: numpy array}, {string
+    column: its distinct values}); string columns are held as integer codes into those values.
+    None if absent.
+
+    Read through ParquetFile and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
+    to_numpy both import pandas, about half a second of a cold `estimate`."""
     p = _table_path(system, family, framework, filename)
     if p is None:
         return None
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(p, columns=list(cols))
+    schema = pq.ParquetFile(p).schema_arrow
+    strings = [c for c in cols if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
+    t = pq.ParquetFile(p, read_dictionary=strings).read(columns=list(cols))
+    arrays, words = {}, {}
+    for c in cols:
+        col = t.column(c)
+        arr = col.combine_chunks() if col.num_chunks != 1 else col.chunks[0]
+        if c in strings:
+            arr = arr if pa.types.is_dictionary(arr.type) else arr.dictionary_encode()
+            words[c] = np.array(_strings(arr.dictionary), dtype=str)
+            arrays[c] = _primitive(arr.indices)
+        else:
+            arrays[c] = _primitive(arr)
+    return arrays, words
+
+
+_NUMPY_TYPES = {"int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1", "uint16": "u2",
+                "uint32": "u4", "uint64": "u8", "float": "f4", "double": "f8"}
+
+
+def _primitive(arr) -> np.ndarray:  # noqa: ANN001 - a pyarrow Array
+    """A null-free primitive Array as numpy straight from its data buffer."""
+    dt = _NUMPY_TYPES.get(str(arr.type))
+    if dt is None or arr.null_count:
+        return arr.to_numpy(zero_copy_only=False)
+    return np.frombuffer(arr.buffers()[1], dtype=dt)[arr.offset: arr.offset + len(arr)]
+
+
+def _strings(d) -> list[str]:  # noqa: ANN001 - a pyarrow (large_)string Array
+    """The values of a small string Array, decoded from its offset and data buffers."""
+    import pyarrow as pa
+
+    if d.null_count:
+        return [str(v) for v in d.to_pylist()]
+    large = pa.types.is_large_string(d.type)
+    offs = np.frombuffer(d.buffers()[1], dtype="i8" if large else "i4")[d.offset: d.offset + len(d) + 1]
+    raw = d.buffers()[2].to_pybytes() if len(d) else b""
+    return [raw[offs[i]: offs[i + 1]].decode() for i in range(len(d))]
+
+
+def _select_codes(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
+                  out: tuple[str, ...], **eq: object) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The `out` columns of the rows where every column in `eq` equals its value (string columns as
+    codes), and the string columns' values."""
+    got = _table(system, family, framework, filename, cols)
+    if got is None:
+        return None
+    t, words = got
+    mask = np.ones(len(t[cols[0]]), dtype=bool)
+    for col, v in eq.items():
+        if col in words:
+            hit = np.flatnonzero(words[col] == v)
+            mask &= t[col] == (hit[0] if len(hit) else -1)
+        else:
+            mask &= t[col] == v
+    return {c: t[c][mask] for c in out}, words
 
 
 def _select(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
             out: tuple[str, ...], **eq: object) -> dict[str, np.ndarray] | None:
     """The `out` columns (numpy) of the rows where every column in `eq` equals its value."""
-    t = _table(system, family, framework, filename, cols)
-    if t is None:
+    got = _select_codes(system, family, framework, filename, cols, out, **eq)
+    if got is None:
         return None
-    import pyarrow.compute as pc
-
-    mask = None
-    for col, v in eq.items():
-        m = pc.equal(t.column(col), v)
-        mask = m if mask is None else pc.and_(mask, m)
-    if mask is not None:
-        t = t.filter(mask)
-    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in out}
+    d, words = got
+    return {c: words[c][a] if c in words else a for c, a in d.items()}
 
 
 def _columns(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]) -> dict | None:
@@ -166,6 +220,11 @@ def _first(options: tuple[str, ...], present: np.ndarray) -> str | None:
 MS = 1e-3  # the tables hold milliseconds
 
 
+def _py(v: object) -> object:
+    """A numpy scalar as the Python value (JSON-able); other values unchanged."""
+    return v.item() if hasattr(v, "item") else v
+
+
 class MeasuredOps:
     """Op-time lookups in one GPU's tables for one framework (seconds; None where not measured)."""
 
@@ -191,11 +250,19 @@ class MeasuredOps:
                 **eq: object) -> list | None:
         """Distinct value tuples of `want` over the rows matching `eq` (persisted), or None."""
         def compute() -> list:
-            d = _select(self.system, family, self.framework, filename, cols, want, **eq)
-            if d is None:
+            got = _select_codes(self.system, family, self.framework, filename, cols, want, **eq)
+            if got is None:
                 return [None]
-            rows = {tuple(v.item() if hasattr(v, "item") else v for v in r) for r in zip(*(d[w] for w in want), strict=True)}
-            return [sorted(rows)]
+            d, words = got
+            if not len(d[want[0]]):
+                return [[]]
+            # distinct rows without a Python tuple per table row (100k rows in a GEMM table)
+            codes = [np.unique(d[w], return_inverse=True) for w in want]
+            packed = np.stack([inv.ravel() for _, inv in codes], axis=1)
+            rows = np.unique(packed, axis=0) if len(want) > 1 else np.unique(packed[:, 0])[:, None]
+            vals = [words[w][u] if w in words else u for w, (u, _) in zip(want, codes, strict=True)]
+            out = [tuple(_py(vals[j][i]) for j, i in enumerate(r)) for r in rows]
+            return [sorted(out)]
 
         got = _persisted(name, (self.system, self.framework, want, sorted(eq.items())), compute)
         return None if got[0] is None else [tuple(r) for r in got[0]]

@@ -368,12 +368,14 @@ def operating_point(
     new_tokens: int | None = None,
     spec_k: int = 0,
     spec_accept: float = 0.0,
+    framework: str = "sglang",
 ) -> OperatingPoint:
     """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target.
 
     `new_tokens`: input tokens each request prefills (the rest of `isl` is in the prefix cache, as in an
     agentic session's later turns); None prefills all of `isl`. `spec_k`, `spec_accept`: speculative
-    decoding with the model's MTP head (k drafted tokens per round, per-token acceptance).
+    decoding with the model's MTP head (k drafted tokens per round, per-token acceptance). `framework`:
+    the GPU serving engine (sglang, trtllm, vllm) every GPU layout runs under; ignored on LPX.
     """
     m, s = plan_model(model), get_system(system)
     for name, v in (("context", isl), ("osl", osl)):
@@ -397,6 +399,11 @@ def operating_point(
         layouts, reason = replica_layouts(m, s, isl + osl, weights, kv, kv_layout)
     if not layouts:
         return OperatingPoint(**head, feasible=False, reason=reason)
+    if not s.is_lpu:
+        from lpxsim.gpu.engine import framework_name
+
+        fw = framework_name(framework)
+        layouts = [replace(lay, framework=fw) for lay in layouts]
     found: list[tuple[Candidate, Estimate | None]] = []
     seen: set[tuple] = set()
     for lay in layouts:
