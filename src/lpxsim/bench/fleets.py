@@ -26,7 +26,7 @@ def _pool(name, system, model, role, backend, **extra) -> dict:
     return {"name": name, "system": system, "backend": backend, "model": model, "role": role, **extra}
 
 
-def builtin_fleet(mode: str, model: str, backend: str = "analytic") -> dict[str, Any]:
+def builtin_fleet(mode: str, model: str, backend: str = "auto") -> dict[str, Any]:
     """The fleet dict of a built-in mode for `model` (one Rubin NVL72 rack and/or one LPX rack)."""
     rubin = {"system": "vr-nvl72", "gpus_per_worker": 8}
     if mode == "rubin-alone":

@@ -1,9 +1,12 @@
 """Resolve a fleet pool to the StepModel of one of its replicas.
 
-`backend: analytic` builds the first-order roofline of this package; `gpu` and
-`lpx` go through the project's factory `lpxsim.backends.make_step_model`, imported
-lazily so the simulator runs (with the analytic backend) even where a backend
-is not installed or not finished.
+`backend: auto` (the default) is the detailed backend of the pool's system: the
+compiled LPX backend on an LPU system, the GPU model on a GPU system, built
+through the project's factory `lpxsim.backends.make_step_model` (imported
+lazily). The two halves of attention/FFN disaggregation come from
+`lpxsim.afd_backends`: the GPU model's attention half, a compiled FFN-only LPX
+program. `backend: analytic` (the first-order roofline of this package) is
+only ever used when a fleet file asks for it by name.
 """
 
 from __future__ import annotations
@@ -38,12 +41,13 @@ def chips_per_worker(pool: PoolConfig) -> int:
 
 
 def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -> StepModel:
-    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, analytic backend only)."""
+    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, the sides of an AFD pair)."""
     model = pool_model(pool)
     system = get_system(pool.system)
     chips = chips_per_worker(pool)
     kind = "lpx" if system.is_lpu else "gpu"
-    if pool.backend == "analytic":
+    backend = kind if pool.backend == "auto" else pool.backend
+    if backend == "analytic":
         hw = AnalyticHardware.from_system(system)
         if pool.memory_fraction is not None:
             hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
@@ -53,13 +57,14 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
             kv_layout=pool.kv_layout, label=f"analytic {model.name} on {chips} x {system.chip.name}" + (
                 f"[{part}]" if part != "all" else ""),
         )
-    if pool.backend != kind:
-        raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or analytic")
-    if part != "all":
-        raise UserError(
-            f"{field}.{pool.name}.backend",
-            f"the {pool.backend} backend does not time attention and FFN separately yet; use backend: analytic",
-        )
+    if backend != kind:
+        raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or auto")
+    if part == "ffn" and kind == "lpx":
+        from lpxsim.afd_backends import lpx_ffn_side
+
+        return lpx_ffn_side(model, system.name, chips=chips, weights=pool.weights, kv=pool.kv)
+    if part == "attention" and kind == "lpx":
+        raise UserError(f"{field}.{pool.name}.system", "the attention side of an AFD pair runs on GPUs (it holds the KV)")
     from lpxsim.backends import Layout
     from lpxsim.backends import make_step_model as project_factory
 
