@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "lpxsim.cli.sweep_cmd",
     "lpxsim.cli.tour_cmd",
     "lpxsim.cli.plan_cmd",
+    "lpxsim.cli.modes_cmd",
 ]
 
 for _mod in COMMAND_MODULES:

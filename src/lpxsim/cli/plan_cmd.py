@@ -13,7 +13,8 @@ plan_app = typer.Typer(
     no_args_is_help=True,
 )
 
-BACKEND_HELP = "auto (the project's LPX/GPU backends where available, else analytic), project, or analytic"
+BACKEND_HELP = ("auto or project: the detailed backends (compiled LPX, GPU model); analytic: the first-order "
+                "roofline, only when asked for (a quick what-if, never a default)")
 
 
 def _point_table(d: dict) -> Table:
@@ -104,7 +105,7 @@ def _print_t8(d: dict) -> None:
         ok = r["feasible"]
         ratio = r["ratio_vs_gb200"]
         t.add_row(
-            label + (" *" if r["hypothetical"] else ""), f"{r['replica_units']:g}" if ok else "-",
+            label, f"{r['replica_units']:g}" if ok else "-",
             f"{r['replica_power_w'] / 1e3:,.0f}" if ok else "-",
             f"{r['tok_s_user']:,.0f}" if ok else (
                 f"max {r['best_tok_s_user']:,.0f}" if r["best_tok_s_user"] > 0 else "does not fit"),
@@ -115,7 +116,6 @@ def _print_t8(d: dict) -> None:
     out.print(t)
     if d["frontier"]:
         out.print(_frontier_table(d))
-    out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
     for n in d["notes"]:

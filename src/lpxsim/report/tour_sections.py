@@ -36,9 +36,10 @@ class TourConfig:
     workers: int | None = None
     jobs: int = 1  # worker processes: > 1 runs the AA and MoE sections and the sweep's contexts side by side
     seed: int = 0
-    agentic_sessions: int = 64
-    agentic_turns: int = 10
-    agentic_rate: float = 8.0
+    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens
+    modes_contexts: tuple[int, ...] = (10_000, 100_000)
+    modes_loads: tuple[str, ...] = ("light", "heavy")
+    modes_osl: int = 256
 
 
 @dataclass

@@ -14,17 +14,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
 from lpxsim.serving.config import PoolConfig
-from lpxsim.serving.drafter import DRAFTER_NAMES, gemma4_assistant
+from lpxsim.serving.drafter import assistant_for, is_drafter_name
 from lpxsim.specs.model import ModelSpec
 from lpxsim.stepmodel import StepModel
 
 
 def pool_model(pool: PoolConfig) -> ModelSpec:
-    if pool.model.lower() in DRAFTER_NAMES:
-        return gemma4_assistant()
+    if is_drafter_name(pool.model):
+        return assistant_for(pool.model)
     return get_model(pool.model)
 
 
@@ -40,8 +40,26 @@ def chips_per_worker(pool: PoolConfig) -> int:
     return system.chips_per_unit if system.is_lpu else system.topology.chips_per_node
 
 
+_MEMO: dict[tuple[str, str], StepModel] = {}
+_MEMO_SIZE = 64
+
+
 def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -> StepModel:
-    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, the sides of an AFD pair)."""
+    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, the sides of an AFD pair).
+
+    Step models are pure functions of the pool's hardware fields, so one process reuses them across
+    simulations (a modes comparison runs the same pools at several contexts and loads)."""
+    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = _build_step_model(pool, part, field)
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = hit
+    return hit
+
+
+def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     model = pool_model(pool)
     system = get_system(pool.system)
     chips = chips_per_worker(pool)
@@ -68,8 +86,17 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     from lpxsim.backends import Layout
     from lpxsim.backends import make_step_model as project_factory
 
-    if kind == "lpx":
-        layout = Layout(chips=chips, isl=pool.target_context, concurrency=pool.target_concurrency or 1)
-    else:
+    if kind != "lpx":
         layout = Layout(gpus=chips, tp=pool.tp)
-    return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+        return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+    # LPX: compiled for the target concurrency, halved until its KV fits (the rest queue at run time)
+    conc = pool.target_concurrency or 1
+    while True:
+        layout = Layout(chips=chips, isl=pool.target_context, concurrency=conc)
+        try:
+            return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv,
+                                   kv_layout=pool.kv_layout)
+        except DoesNotFit:
+            if conc == 1:
+                raise
+            conc //= 2
