@@ -45,6 +45,20 @@ def lpx_racks(model: str, weights: str = "fp8") -> int:
     return max(1, min(s.max_units, math.ceil(need / rack)))
 
 
+def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None
+             ) -> int:
+    """The concurrency an LPX pool is compiled for: `users`, capped by the streams whose KV fits
+    (the capacity model), so the compiler is not asked for layouts that cannot hold them."""
+    from lpxsim.plan.capacity import capacity
+    from lpxsim.serving.drafter import assistant_for, is_drafter_name
+
+    m = assistant_for(model) if is_drafter_name(model) else model
+    if context is None:
+        return max(1, int(users))
+    fit = capacity(m, "lpx", int(context), racks=racks, chips=chips).max_streams
+    return max(1, min(int(users), fit))
+
+
 def builtin_fleet(mode: str, model: str, backend: str | None = None, context: int | None = None,
                   users: int | None = None) -> dict[str, Any]:
     """The fleet dict of a built-in mode for `model`: one Rubin NVL72 rack and/or the fewest LPX racks
@@ -55,11 +69,11 @@ def builtin_fleet(mode: str, model: str, backend: str | None = None, context: in
     backend = backend or DEFAULT_BACKEND
     rubin = {"system": "vr-nvl72", "gpus_per_worker": 8}
     racks = lpx_racks(model) if mode in ("lpx-alone", "rubin-lpx-pd") else 1
-    sized = {}
+    sized: dict[str, int] = {}
     if context is not None:
         sized["target_context"] = int(context)
     if users is not None:
-        sized["target_concurrency"] = int(users)
+        sized["target_concurrency"] = _streams(model, users, context, racks=racks)
     if mode == "rubin-alone":
         pools = [_pool("rubin", "vr-nvl72", model, "aggregated", backend, workers=9, gpus_per_worker=8)]
         extra: dict[str, Any] = {}
@@ -81,7 +95,8 @@ def builtin_fleet(mode: str, model: str, backend: str | None = None, context: in
     elif mode == "rubin-lpx-drafter":
         pools = [_pool("rubin-target", model=model, role="target", backend=backend, workers=4, **rubin),
                  _pool("lpx-drafter", "lpx", f"{model}-assistant", "drafter", backend, workers=4,
-                       chips_per_worker=64, **{**sized, "target_concurrency": max(1, -(-(users or 4) // 2))})]
+                       chips_per_worker=64, **{**sized, "target_concurrency": _streams(
+                           f"{model}-assistant", -(-(users or 4) // 2), context, chips=64)})]
         extra = {"links": [{"between": ["rubin-target", "lpx-drafter"], **_ETH, "bandwidth_Bps": 100e9}],
                  "speculation": {"draft_tokens": 4, "adaptive": True, "max_draft_tokens": 8}}
     else:

@@ -85,9 +85,10 @@ def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
     if any(c <= 0 for c in q.contexts):
         raise UserError("contexts", f"expected positive contexts, got {q.contexts}")
     rows = []
-    # one deployment per mode, compiled for the longest request and the heaviest load it serves
-    size = {"context": max(q.contexts) + q.osl, "users": max(users_of(x) for x in q.loads)}
+    # one deployment per mode and context, compiled for that request length and the heaviest load
+    heaviest = max(users_of(x) for x in q.loads)
     for context in q.contexts:
+        size = {"context": context + q.osl, "users": heaviest}
         for load in q.loads:
             n = users_of(load)
             wl = closed_workload(f"closed-{n}x{context}", context, q.osl, n, REQUESTS_PER_USER * n)
