@@ -77,6 +77,15 @@ def _print_fleet(d: dict) -> None:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+    for c in d.get("options", []):  # every serving option per class (demand `options: true`)
+        out.print(f"options for {c['class']} ({c['model']}, {c['context']:,} context, target "
+                  f"{c['target_tok_s_user']:,.0f} tok/s/user): chosen {c['chosen'] or 'none'}")
+        for r in c["options"]:
+            speed = r.get("tok_s_user_p50")
+            out.print(f"  {r['option']}: " + (f"{speed:,.0f} tok/s/user, TTFT P99 {r['ttft_p99_s']:,.2f} s, "
+                                             f"{r['tok_s_per_mw']:,.0f} tok/s/MW, {r['hardware']}"
+                                             if r["feasible"] or "hardware" in r else "")
+                      + ("" if r["feasible"] else f" (not feasible: {r['reason']})"))
 
 
 def _frontier_table(d: dict) -> Table:

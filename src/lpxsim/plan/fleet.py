@@ -52,6 +52,7 @@ class RequestClass:
     new_tokens: int | None = None  # input tokens prefilled per request (rest in the prefix cache); None: all
     mtp: int = 0  # speculative draft length (MTP head); 0: off
     accept: float = 0.0  # per-token draft acceptance
+    ttft_p99_s: float | None = None  # TTFT P99 target beside the per-user speed target (serving options)
 
     @property
     def demand(self) -> float:
@@ -121,6 +122,7 @@ class FleetPlan:
     tok_s_per_mw: float = 0.0
     reasons: list[str] = field(default_factory=list)
     points: list[OperatingPoint] = field(default_factory=list)
+    options: list[dict] = field(default_factory=list)  # per class, every serving option (plan/options.py)
 
     def as_dict(self) -> dict:
         return {
@@ -128,7 +130,7 @@ class FleetPlan:
             "bom": [b.__dict__ for b in self.bom], "assignments": [a.__dict__ for a in self.assignments],
             "total_power_w": self.total_power_w, "total_cost": self.total_cost, "output_tok_s": self.output_tok_s,
             "tok_s_per_mw": self.tok_s_per_mw, "reasons": self.reasons,
-            "operating_points": [p.as_dict() for p in self.points],
+            "operating_points": [p.as_dict() for p in self.points], "options": self.options,
         }
 
 
@@ -286,6 +288,7 @@ class ClassSpec(BaseModel):
     new_tokens: int | None = Field(default=None, gt=0)
     mtp: int = Field(default=0, ge=0)
     accept: float = Field(default=0.0, ge=0.0, lt=1.0)
+    ttft_p99_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_demand(self) -> ClassSpec:
@@ -312,6 +315,7 @@ class DemandSpec(BaseModel):
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: str = "separate"
+    options: bool = False  # also compare every serving option per class (Rubin +/- MTP, LPX, PD, AFD, drafter)
 
     def request_classes(self) -> list[RequestClass]:
         names = [c.name for c in self.classes]
@@ -319,7 +323,7 @@ class DemandSpec(BaseModel):
         if dup:
             raise UserError("classes.name", f"duplicate class name(s): {', '.join(dup)}")
         return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions,
-                             c.new_tokens, c.mtp, c.accept) for c in self.classes]
+                             c.new_tokens, c.mtp, c.accept, c.ttft_p99_s) for c in self.classes]
 
     def system_choices(self) -> list[SystemChoice]:
         return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks) for s in self.systems]
@@ -382,4 +386,9 @@ def size_fleet(
                 kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
                 spec_k=rc.mtp, spec_accept=rc.accept,
             )
-    return solve_fleet(classes, choices, points)
+    plan = solve_fleet(classes, choices, points)
+    if demand.options:
+        from lpxsim.plan.options import fleet_options
+
+        plan.options = fleet_options(classes, demand.weights, demand.kv, demand.kv_layout, backend)
+    return plan
