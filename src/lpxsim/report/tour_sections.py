@@ -206,10 +206,16 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
                  "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
                  "capacity_ceiling is the memory capacity model's figure for the same hardware."))
+    if max(cfg.sweep_contexts, default=0) >= 100_000:
+        sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
+                     "in which every finished user sends a fresh request, so every user re-prefills its whole "
+                     "100K-token context each turn (no prefix reuse); prefill then takes most of each step and "
+                     "TTFT grows with the queue."))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "context", "concurrency", "at_ceiling", "kv_ceiling", "capacity_ceiling",
-                            "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw", "ttft_s", "on_frontier")
+    view = fit[[c for c in ("target", "context", "concurrency", "tok_s_user", "ttft_s", "tok_s_total",
+                            "tok_s_per_mw", "hardware", "at_ceiling", "kv_ceiling", "capacity_ceiling",
+                            "on_frontier")
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):
