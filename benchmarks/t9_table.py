@@ -21,7 +21,8 @@ def main(paths: list[str]) -> None:
           "P50 vs LPX | hardware, power |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for p in paths:
-        d = json.load(open(p))
+        with open(p) as f:
+            d = json.load(f)
         for r in d["rows"]:
             print(f"| {d['model']} | {r['mode']} | {r['context']:,} | {r['users']} | {_f(r['tok_s_user_p50'], '{:,.0f}')} | "
                   f"{_f(r['tok_s_user_p10'], '{:,.0f}')} | {_f(r['ttft_p90_s'], '{:,.2f}')} | "
