@@ -41,7 +41,7 @@ def test_json_has_every_mode_context_and_load_with_relative_speeds(monkeypatch, 
     assert list(rows[0])[:8] == ["mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10",
                                  "ttft_p90_s", "tok_s_per_mw"]
     by = {(r["mode"], r["context"], r["load"]): r for r in rows}
-    for (mode, ctx, load), r in by.items():
+    for (_mode, ctx, load), r in by.items():
         assert r["users"] == (8 if load == "light" else 3)
         assert r["tok_s_user_p10"] <= r["tok_s_user_p50"]
         rubin, lpx = by[("rubin-alone", ctx, load)], by[("lpx-alone", ctx, load)]
