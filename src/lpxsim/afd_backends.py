@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from lpxsim.errors import UserError
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
+from lpxsim.stepmodel import DecodeBatch, StepCost, StepModel
 
 
 def _lpx_ffn_class():
@@ -73,8 +73,9 @@ def _lpx_ffn_class():
 
 
 def lpx_ffn_side(model: ModelSpec, system: str, racks: float | None = None, chips: int | None = None,
-                 weights: str = "fp8", kv: str = "bf16", concurrency: int = 64) -> StepModel:
-    """The compiled FFN-only LPX replica (layout chosen for `concurrency` tokens in flight)."""
+                 weights: str = "fp8", kv: str = "bf16") -> StepModel:
+    """The compiled FFN-only LPX replica on `racks` or `chips` of `system` (its layout from the compiler's
+    search; every step compiled at context 0, since no FFN op reads the KV)."""
     cls = _lpx_ffn_class()
     return cls(model, system=system, racks=racks, chips=chips, weights=weights, kv=kv, context=1,
                concurrency=1, context_grid=(0,))
@@ -82,11 +83,12 @@ def lpx_ffn_side(model: ModelSpec, system: str, racks: float | None = None, chip
 
 def gpu_attention_side(model: ModelSpec, system: str, gpus: int, tp: int | None, weights: str = "fp8",
                        kv: str = "bf16", kv_layout: str = "separate") -> StepModel:
-    """The GPU replica whose attention half serves as the attention side (see module docstring)."""
+    """The GPU replica whose attention half serves as the attention side (see module docstring): the one
+    place to switch to attention-only GPU steps once the GPU model prices them itself."""
     from lpxsim.gpu import GpuStepModel
 
     return GpuStepModel(model, system=system, gpus=gpus, tp=tp or gpus, weights=weights, kv=kv,
                         kv_layout=kv_layout)
 
 
-__all__ = ["DecodeBatch", "PrefillChunk", "gpu_attention_side", "lpx_ffn_side"]
+__all__ = ["gpu_attention_side", "lpx_ffn_side"]

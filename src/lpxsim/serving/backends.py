@@ -83,6 +83,11 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
         return lpx_ffn_side(model, system.name, chips=chips, weights=pool.weights, kv=pool.kv)
     if part == "attention" and kind == "lpx":
         raise UserError(f"{field}.{pool.name}.system", "the attention side of an AFD pair runs on GPUs (it holds the KV)")
+    if part == "attention":
+        from lpxsim.afd_backends import gpu_attention_side
+
+        return gpu_attention_side(model, system.name, chips, pool.tp, weights=pool.weights, kv=pool.kv,
+                                  kv_layout=pool.kv_layout)
     from lpxsim.backends import Layout
     from lpxsim.backends import make_step_model as project_factory
 
