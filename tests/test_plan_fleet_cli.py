@@ -129,7 +129,7 @@ def test_t8_json_has_every_system() -> None:
 def test_t8_default_backend_uses_the_gpu_model() -> None:
     from lpxsim.plan.t8 import t8_report
 
-    d = t8_report(frontier_targets=(), hypothetical=False).as_dict()
+    d = t8_report(frontier_targets=()).as_dict()
     for name in ("vr-nvl72", "gb200-nvl72"):
         r = d["systems"][name]
         assert r["backend"] == "project" and r["best_tok_s_user"] > 0

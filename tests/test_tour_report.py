@@ -16,7 +16,7 @@ from lpxsim.report.tour import run_tour
 from lpxsim.report.tour_sections import TourConfig
 
 SMALL = TourConfig(contexts=(10_000, 100_000), sweep_contexts=(10_000, 100_000), concurrency=(1, 8),
-                   requests=3, osl=256, agentic_sessions=8, agentic_turns=4, agentic_rate=2.0)
+                   requests=3, osl=256, modes_contexts=(10_000,), modes_loads=("light",), modes_osl=64)
 
 
 @cache
@@ -33,9 +33,11 @@ def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16
 def stand_in(mp: pytest.MonkeyPatch) -> None:
     import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be
+    import lpxsim.bench.fleets as fleets
 
     mp.setattr(be, "step_model", analytic_step)
     mp.setattr(aa, "step_model", analytic_step)
+    mp.setattr(fleets, "DEFAULT_BACKEND", "analytic")  # the modes section's fleets
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,9 @@ def test_modes_section_compares_every_mode(tour):
     df = pd.read_parquet(tour.results_parquet)
     modes = df[df["table"] == "modes"]
     assert set(modes["mode"]) == {"rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter"}
-    assert modes[["mean_context", "mean_concurrency", "hardware", "tok_s_per_mw"]].notna().all().all()
+    assert modes[["context", "users", "hardware", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s",
+                  "tok_s_per_mw", "speed_vs_rubin", "speed_vs_lpx"]].notna().all().all()
+    assert (modes.loc[modes["mode"] == "rubin-alone", "speed_vs_rubin"] == 1.0).all()
 
 
 def test_a_missing_backend_is_said_not_invented(tmp_path):

@@ -3,9 +3,10 @@
 The built-in fleets mirror `examples/fleets/` (shipped here so an installed
 package has them): Vera Rubin NVL72 alone, LPX alone, and the three Rubin + LPX
 modes -- prefill/decode disaggregation (pd), attention/FFN disaggregation (afd)
-and LPX-drafts/Rubin-verifies speculative decoding (drafter). Pools use the
-serving layer's analytic roofline backend, the one backend that times attention
-and FFN separately (which AFD needs), so the modes are compared on one cost model.
+and LPX-drafts/Rubin-verifies speculative decoding (drafter). Every pool runs on
+its system's detailed backend (the GPU model; compiled LPX programs, an
+FFN-only one for AFD), so all modes are compared on the same cost models as
+every other answer of lpxsim.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from lpxsim.errors import UserError
 
 MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
+DEFAULT_BACKEND = "auto"  # each pool on its system's detailed backend (tests swap in a fast stand-in)
 _ETH = {"kind": "ethernet", "latency_s": 5.0e-6}  # assumptions, as in examples/fleets
 
 
@@ -26,18 +28,63 @@ def _pool(name, system, model, role, backend, **extra) -> dict:
     return {"name": name, "system": system, "backend": backend, "model": model, "role": role, **extra}
 
 
-def builtin_fleet(mode: str, model: str, backend: str = "analytic") -> dict[str, Any]:
-    """The fleet dict of a built-in mode for `model` (one Rubin NVL72 rack and/or one LPX rack)."""
+# Weights take at most this share of an LPX replica's SRAM when the built-in fleets size it (the rest
+# holds KV, activations and buffers): an assumption, docs/assumptions.md "Serving modes (issue 12)".
+LPX_WEIGHT_SHARE = 0.85
+
+
+def lpx_racks(model: str, weights: str = "fp8") -> int:
+    """Fewest whole LPX racks whose SRAM holds `model`'s weights at LPX_WEIGHT_SHARE."""
+    from lpxsim.catalog import get_model, get_system
+    from lpxsim.specs.accounting import param_counts
+    from lpxsim.specs.precision import get_precision
+
+    m, s = get_model(model), get_system("lpx")
+    need = param_counts(m).total * get_precision(weights, "weights").bytes_per_element
+    rack = float(s.chip.memory_bytes) * s.chips_per_unit * LPX_WEIGHT_SHARE
+    return max(1, min(s.max_units, math.ceil(need / rack)))
+
+
+def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None
+             ) -> int:
+    """The concurrency an LPX pool is compiled for: `users`, capped by the streams whose KV fits
+    (the capacity model), so the compiler is not asked for layouts that cannot hold them."""
+    from lpxsim.plan.capacity import capacity
+    from lpxsim.serving.drafter import assistant_for, is_drafter_name
+
+    m = assistant_for(model) if is_drafter_name(model) else model
+    if context is None:
+        return max(1, int(users))
+    fit = capacity(m, "lpx", int(context), racks=racks, chips=chips).max_streams
+    return max(1, min(int(users), fit))
+
+
+def builtin_fleet(mode: str, model: str, backend: str | None = None, context: int | None = None,
+                  users: int | None = None) -> dict[str, Any]:
+    """The fleet dict of a built-in mode for `model`: one Rubin NVL72 rack and/or the fewest LPX racks
+    that hold the model (`lpx_racks`); every pool on its system's detailed backend by default.
+
+    `context` and `users`: the longest request and the most concurrent users the deployment is
+    compiled for (LPX pools place KV for them; the step model halves the concurrency until it fits)."""
+    backend = backend or DEFAULT_BACKEND
     rubin = {"system": "vr-nvl72", "gpus_per_worker": 8}
+    racks = lpx_racks(model) if mode in ("lpx-alone", "rubin-lpx-pd") else 1
+    sized: dict[str, int] = {}
+    if context is not None:
+        sized["target_context"] = int(context)
+    if users is not None:
+        sized["target_concurrency"] = _streams(model, users, context, racks=racks)
     if mode == "rubin-alone":
         pools = [_pool("rubin", "vr-nvl72", model, "aggregated", backend, workers=9, gpus_per_worker=8)]
         extra: dict[str, Any] = {}
     elif mode == "lpx-alone":
-        pools = [_pool("lpx", "lpx", model, "aggregated", backend, workers=1, racks_per_worker=1)]
+        pools = [_pool("lpx", "lpx", model, "aggregated", backend, workers=1, racks_per_worker=racks,
+                       **sized)]
         extra = {}
     elif mode == "rubin-lpx-pd":
         pools = [_pool("rubin-prefill", model=model, role="prefill", backend=backend, workers=4, **rubin),
-                 _pool("lpx-decode", "lpx", model, "decode", backend, workers=1, racks_per_worker=1)]
+                 _pool("lpx-decode", "lpx", model, "decode", backend, workers=1, racks_per_worker=racks,
+                       **sized)]
         extra = {"links": [{"between": ["rubin-prefill", "lpx-decode"], **_ETH, "bandwidth_Bps": 200e9,
                             "latency_s": 10e-6}]}
     elif mode == "rubin-lpx-afd":
@@ -47,7 +94,9 @@ def builtin_fleet(mode: str, model: str, backend: str = "analytic") -> dict[str,
                  "afd": {"micro_batches": 2}}
     elif mode == "rubin-lpx-drafter":
         pools = [_pool("rubin-target", model=model, role="target", backend=backend, workers=4, **rubin),
-                 _pool("lpx-drafter", "lpx", "gemma-4-assistant", "drafter", backend, workers=4, chips_per_worker=64)]
+                 _pool("lpx-drafter", "lpx", f"{model}-assistant", "drafter", backend, workers=4,
+                       chips_per_worker=64, **{**sized, "target_concurrency": _streams(
+                           f"{model}-assistant", -(-(users or 4) // 2), context, chips=64)})]
         extra = {"links": [{"between": ["rubin-target", "lpx-drafter"], **_ETH, "bandwidth_Bps": 100e9}],
                  "speculation": {"draft_tokens": 4, "adaptive": True, "max_draft_tokens": 8}}
     else:

@@ -28,7 +28,8 @@ plan_app = typer.Typer(
 USD_PER_KWH_HELP = "energy price in $/kWh (overrides the cost model)"
 PUE_HELP = "facility PUE (overrides the cost model)"
 COSTS_HELP = "cost-model YAML overriding catalog/costs.yaml (see docs/assumptions.md, Economics)"
-BACKEND_HELP = "auto (the project's LPX/GPU backends where available, else analytic), project, or analytic"
+BACKEND_HELP = ("auto or project: the detailed backends (compiled LPX, GPU model); analytic: the first-order "
+                "roofline, only when asked for (a quick what-if, never a default)")
 
 
 def _point_table(d: dict) -> Table:
@@ -100,6 +101,15 @@ def _print_fleet(d: dict) -> None:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+    for c in d.get("options", []):  # every serving option per class (demand `options: true`)
+        out.print(f"options for {c['class']} ({c['model']}, {c['context']:,} context, target "
+                  f"{c['target_tok_s_user']:,.0f} tok/s/user): chosen {c['chosen'] or 'none'}")
+        for r in c["options"]:
+            speed = r.get("tok_s_user_p50")
+            out.print(f"  {r['option']}: " + (f"{speed:,.0f} tok/s/user, TTFT P99 {r['ttft_p99_s']:,.2f} s, "
+                                             f"{r['tok_s_per_mw']:,.0f} tok/s/MW, {r['hardware']}"
+                                             if r["feasible"] or "hardware" in r else "")
+                      + ("" if r["feasible"] else f" (not feasible: {r['reason']})"))
 
 
 def _money(v: float | None, scale: float = 1.0) -> str:
@@ -132,7 +142,7 @@ def _print_t8(d: dict) -> None:
         ok = r["feasible"]
         ratio = r["ratio_vs_gb200"]
         t.add_row(
-            label + (" *" if r["hypothetical"] else ""), f"{r['replica_units']:g}" if ok else "-",
+            label, f"{r['replica_units']:g}" if ok else "-",
             f"{r['replica_power_w'] / 1e3:,.0f}" if ok else "-",
             f"{r['tok_s_user']:,.0f}" if ok else (
                 f"max {r['best_tok_s_user']:,.0f}" if r["best_tok_s_user"] > 0 else "does not fit"),
@@ -143,7 +153,6 @@ def _print_t8(d: dict) -> None:
     out.print(keep_identifiers(t))
     if d["frontier"]:
         out.print(_frontier_table(d))
-    out.print("* what-if rows (analytic roofline), compared with the analytic GB200 row")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
         if r.get("facility_kw") is not None:

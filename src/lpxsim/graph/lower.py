@@ -276,20 +276,44 @@ def lower(
     kv: str = "bf16",
     kv_layout: str = "separate",
     activations: str = "bf16",
+    part: str = "all",
+    layers: tuple[int, ...] | None = None,
 ) -> OpGraph:
-    """Lower one step of `model` (decode, prefill chunk or verification) into an OpGraph."""
-    if phase.sequences <= 0 or phase.new_tokens <= 0:
-        from lpxsim.errors import UserError
+    """Lower one step of `model` (decode, prefill chunk or verification) into an OpGraph.
 
+    `part` (attention/FFN disaggregation): "all" is the whole model; "attention" keeps the
+    embedding, every attention block and the head (no FFN); "ffn" keeps only every layer's
+    FFN/MoE block (experts included), fed by a `hidden_in` op: the hidden state that arrives
+    from the attention side (no embedding weights, no head, no sampled token). `layers` (FFN part
+    only): just these layers' FFN blocks, e.g. one layer's FFN program for the emulator.
+    """
+    from lpxsim.errors import UserError
+
+    if phase.sequences <= 0 or phase.new_tokens <= 0:
         raise UserError("batch", "a step needs at least one sequence and one new token")
+    if part not in ("all", "attention", "ffn"):
+        raise UserError("part", f"expected all, attention or ffn, got {part!r}")
+    if layers is not None and (part != "ffn" or any(not 0 <= i < model.num_layers for i in layers)):
+        raise UserError("layers", f"a layer subset needs part='ffn' and layers in 0..{model.num_layers - 1}")
     b = _Builder(model, phase, weights, kv, kv_layout, activations)
-    x = b.add(name="embed", kind="embed", layer=-1, inputs=(), tokens=b.M, flops=0.0,
-              weight_bytes=b.M * model.hidden_size * b.wb, act_out_bytes=b.M * model.hidden_size * b.ab,
-              shape=(b.M, model.hidden_size), weight="embed_tokens",
-              attrs={"scale": model.hidden_size**0.5 if model.model_type.startswith("gemma") else 1.0})
+    h = model.hidden_size
+    if part == "ffn":  # named as the step input it is (the verifier's STEP_INPUTS: nothing on the rack writes it)
+        x = b.add(name="tokens", kind="embed", layer=-1, inputs=(), tokens=b.M, flops=0.0,
+                  act_in_bytes=b.M * h * b.ab, act_out_bytes=b.M * h * b.ab, shape=(b.M, h),
+                  attrs={"hidden_in": True, "scale": 1.0})
+    else:
+        x = b.add(name="embed", kind="embed", layer=-1, inputs=(), tokens=b.M, flops=0.0,
+                  weight_bytes=b.M * h * b.wb, act_out_bytes=b.M * h * b.ab,
+                  shape=(b.M, h), weight="embed_tokens",
+                  attrs={"scale": h**0.5 if model.model_type.startswith("gemma") else 1.0})
     for layer in model.layers:
-        x = _attention_block(b, layer, x)
-        x = _ffn_block(b, layer, x)
-    _head(b, x)
+        if layers is not None and layer.index not in layers:
+            continue
+        if part != "ffn":
+            x = _attention_block(b, layer, x)
+        if part != "attention":
+            x = _ffn_block(b, layer, x)
+    if part != "ffn":
+        _head(b, x)
     return OpGraph(model=model, phase=phase, weights=weights, kv=kv, kv_layout=kv_layout,
                    act_bytes_per_element=b.ab, ops=b.ops)

@@ -28,6 +28,13 @@ def _suffix(op: Op) -> str:
 
 
 def _emit_embed(lw: Lowerer, op: Op) -> None:
+    if op.attrs.get("hidden_in"):  # an FFN-only program (AFD): the hidden state arrives at the first stage
+        st, h = lw.stage_of(0), lw.m.hidden_size
+        bufs = {c: lw.s.buffer(f"{op.name}@{c}", c, op.name, lw.M * h * lw.ab) for c in st.chips}
+        for b in bufs.values():
+            lw.s.input_ready(b, 0)
+        lw.dist[op.name] = Dist(REP, bufs, width=h)
+        return
     st = lw.stage_of(-1)
     V, h = lw.m.vocab_size, lw.m.hidden_size
     bufs, n = {}, len(st.chips)
@@ -404,8 +411,8 @@ def _emit_sample(lw: Lowerer, op: Op) -> None:
 
 def _return_token(lw: Lowerer) -> None:
     """The sampled token goes back to every embedding chip: the loop the next step waits on."""
-    if lw.g.phase.kind == "prefill" and lw.g.phase.new_tokens > 1:
-        return
+    if lw.g.phase.kind == "prefill" and lw.g.phase.new_tokens > 1 or "sample" not in lw.dist:
+        return  # a prefill chunk, or an FFN-only program (no head): nothing loops back
     emb = lw.stage_of(-1)
     d = lw.dist["sample"]
     (root, buf), = d.bufs.items()

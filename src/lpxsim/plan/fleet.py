@@ -64,6 +64,7 @@ class RequestClass:
     new_tokens: int | None = None  # input tokens prefilled per request (rest in the prefix cache); None: all
     mtp: int = 0  # speculative draft length (MTP head); 0: off
     accept: float = 0.0  # per-token draft acceptance
+    ttft_p99_s: float | None = None  # TTFT P99 target beside the per-user speed target (serving options)
 
     @property
     def demand(self) -> float:
@@ -148,6 +149,7 @@ class FleetPlan:
     reasons: list[str] = field(default_factory=list)
     points: list[OperatingPoint] = field(default_factory=list)
     totals: dict = field(default_factory=dict)  # fleet economics (lpxsim.plan.fleet_bom.fleet_totals)
+    options: list[dict] = field(default_factory=list)  # per class, every serving option (plan/options.py)
 
     def as_dict(self) -> dict:
         return {
@@ -155,7 +157,7 @@ class FleetPlan:
             "bom": [b.__dict__ for b in self.bom], "assignments": [a.__dict__ for a in self.assignments],
             "total_power_w": self.total_power_w, "total_cost": self.total_cost, "output_tok_s": self.output_tok_s,
             "tok_s_per_mw": self.tok_s_per_mw, "reasons": self.reasons, **self.totals,
-            "operating_points": [p.as_dict() for p in self.points],
+            "operating_points": [p.as_dict() for p in self.points], "options": self.options,
         }
 
 
@@ -360,6 +362,7 @@ class ClassSpec(BaseModel):
     new_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
     mtp: int = Field(default=0, ge=0, le=32)
     accept: float = Field(default=0.0, ge=0.0, lt=1.0)
+    ttft_p99_s: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_demand(self) -> ClassSpec:
@@ -387,6 +390,7 @@ class DemandSpec(BaseModel):
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: str = "separate"
+    options: bool = False  # also compare every serving option per class (Rubin +/- MTP, LPX, PD, AFD, drafter)
     redundancy: int = Field(default=0, ge=0, le=64)  # N+k spares per pool
     max_total_racks: int | None = Field(default=None, ge=0)
     max_facility_kw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -402,7 +406,7 @@ class DemandSpec(BaseModel):
         if dup:
             raise UserError("classes.name", f"duplicate class name(s): {', '.join(dup)}")
         return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions,
-                             c.new_tokens, c.mtp, c.accept) for c in self.classes]
+                             c.new_tokens, c.mtp, c.accept, c.ttft_p99_s) for c in self.classes]
 
     def system_choices(self) -> list[SystemChoice]:
         return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks,
@@ -473,4 +477,9 @@ def size_fleet(
                 kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
                 spec_k=rc.mtp, spec_accept=rc.accept,
             )
-    return solve_fleet(classes, choices, points, demand.limits(), costs, demand.objective)
+    plan = solve_fleet(classes, choices, points, demand.limits(), costs, demand.objective)
+    if demand.options:
+        from lpxsim.plan.options import fleet_options
+
+        plan.options = fleet_options(classes, demand.weights, demand.kv, demand.kv_layout, backend)
+    return plan

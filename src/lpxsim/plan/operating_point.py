@@ -144,27 +144,16 @@ def analytic_factory(model: ModelSpec, system: str, layout: Layout, weights: str
     ))
 
 
-def project_backend_ready(system: SystemSpec) -> bool:
-    """Whether the project's backend for this kind of system imports (they land one at a time)."""
-    try:
-        if system.is_lpu:
-            from lpxsim.lpu import LpxStepModel  # noqa: F401
-        else:
-            from lpxsim.gpu import best_layout  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def resolve_factory(backend: str, system: SystemSpec) -> tuple[str, StepFactory]:
-    """(backend name actually used, factory). `auto`: the project's backend where it imports, else analytic."""
+    """(backend name actually used, factory). `auto`: the project's detailed backend (never the analytic one:
+    a build without it fails to import, loudly, rather than answering from a first-order model)."""
     if backend == "analytic":
         return "analytic", analytic_factory
     if backend == "project":
         return "project", project_factory
     if backend != "auto":
         raise UserError("backend", f"expected auto, project or analytic, got {backend!r}")
-    return ("project", project_factory) if project_backend_ready(system) else ("analytic", analytic_factory)
+    return "project", project_factory
 
 
 # --- replica sizes -------------------------------------------------------------------------------

@@ -21,15 +21,11 @@ NVL72 rack powers are assumptions, grade U; GB200 NVL72 ~120 kW is third party, 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from lpxsim.backends import Layout
 from lpxsim.catalog import get_model, get_system
-from lpxsim.plan.capacity import capacity
-from lpxsim.plan.operating_point import OperatingPoint, analytic_factory, operating_point
+from lpxsim.plan.operating_point import OperatingPoint, operating_point
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import StepModel
 
 T8_MODEL_NAME = "synthetic-moe-2t"
 T8_ROUTED_EXPERTS = 720
@@ -67,12 +63,11 @@ class T8Row:
     power_grade: str
     power_note: str
     ratio_vs_baseline: float | None  # tok/s/MW over the same-backend baseline's, where both reach the target
-    hypothetical: bool = False
     note: str = ""
 
     def as_dict(self) -> dict:
         return {
-            "system": self.system, "label": self.label, "hypothetical": self.hypothetical,
+            "system": self.system, "label": self.label,
             "feasible": self.point.feasible, "context": self.point.isl, "osl": self.point.osl,
             "target_tok_s_user": self.point.target_tok_s_user, "tok_s_user": self.point.tok_s_user,
             "concurrency": self.point.concurrency, "replica_units": self.point.replica_units,
@@ -117,110 +112,26 @@ class T8Report:
         }
 
 
-def _row(label: str, op: OperatingPoint, baseline: OperatingPoint | None, hypothetical: bool = False,
-         note: str = "") -> T8Row:
+def _row(label: str, op: OperatingPoint, baseline: OperatingPoint | None, note: str = "") -> T8Row:
     s = get_system(op.system)
     ratio = None
     if baseline is not None and op.feasible and baseline.feasible and baseline.tok_s_per_mw > 0:
         ratio = op.tok_s_per_mw / baseline.tok_s_per_mw
     return T8Row(
         system=s.name, label=label, point=op, rack_power_w=float(s.power_w), power_source=s.power_w.source,
-        power_grade=s.power_w.grade, power_note=s.power_w.note, ratio_vs_baseline=ratio, hypothetical=hypothetical,
+        power_grade=s.power_w.grade, power_note=s.power_w.note, ratio_vs_baseline=ratio,
         note=note,
     )
 
 
-def _beyond_reach(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-                  **opts) -> OperatingPoint | None:
-    """LPX chained past its catalog reach (max_units), on the analytic roofline: what it would give."""
-    s = get_system("lpx")
-    need = capacity(m, s, context + osl, weights, kv, kv_layout).units_needed
-    if need <= s.max_units:
-        return None
-    layouts = [Layout(chips=need * s.chips_per_unit), Layout(chips=2 * need * s.chips_per_unit)]
-    return operating_point(m, s.name, context, osl, target, weights, kv, kv_layout, factory=analytic_factory,
-                           layouts=layouts, **opts)
-
-
-# Attention/FFN disaggregation (T9 mode 2) link, as in examples/fleets/rubin-lpx-afd.yaml (assumption,
-# docs/assumptions.md "Serving simulator": Ethernet through the LPX fabric-expansion FPGAs).
-AFD_LINK_BPS = 200.0e9
-AFD_LINK_LATENCY_S = 5.0e-6
-
-
-AFD_SHARING = (1, 2, 4, 8, 16)  # attention racks per FFN replica tried
-
-
-def afd_step(m: ModelSpec, weights: str, kv: str, kv_layout: str, attention_per_ffn: int = 1,
-             attention_system: str = "vr-nvl72", ffn_system: str = "lpx") -> StepModel:
-    """One Vera Rubin NVL72 rack (attention + KV) with its share of the fewest LPX racks holding every FFN weight.
-
-    `attention_per_ffn` attention racks share one FFN replica, all of them busy (steady state).
-    The FFN racks are expert-parallel shards the GPUs dispatch to, so they need no C2C chain between them
-    (unlike one LPX replica spanning racks). Analytic roofline on both sides (the only backend that
-    times attention and FFN separately), `lpxsim.serving.afd` for the per-layer ping-pong.
-    """
-    from lpxsim.serving.afd import AfdStepModel
-    from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
-    from lpxsim.serving.spec import Link
-    from lpxsim.serving.worker import SharedResource
-
-    att_sys, ffn_sys = get_system(attention_system), get_system(ffn_system)
-    att_hw, ffn_hw = AnalyticHardware.from_system(att_sys), AnalyticHardware.from_system(ffn_sys)
-    att = AnalyticStepModel(m, att_hw, att_sys.chips_per_unit, weights, kv, part="attention", kv_layout=kv_layout)
-    ffn_bytes = AnalyticStepModel(m, ffn_hw, 10**6, weights, kv, part="ffn").weight_bytes
-    per_rack = ffn_sys.chips_per_unit * ffn_hw.memory_bytes * ffn_hw.usable_memory_fraction
-    racks = math.ceil(ffn_bytes / per_rack)
-    ffn = AnalyticStepModel(m, ffn_hw, racks * ffn_sys.chips_per_unit, weights, kv, part="ffn", kv_layout=kv_layout)
-    link = Link(f"{att_sys.name}<->{ffn_sys.name}", AFD_LINK_BPS, AFD_LINK_LATENCY_S)
-    share = SharedResource(ffn_sys.name)
-    share.active = attention_per_ffn  # every attention rack sharing the FFN replica is busy
-    return AfdStepModel(att, ffn, link, share, attention_per_ffn=attention_per_ffn, micro_batches=2)
-
-
-def _afd_point(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-               **opts) -> OperatingPoint:
-    """The best AFD operating point over how many attention racks share the LPX FFN racks."""
-    steps = {Layout(chips=per): afd_step(m, weights, kv, kv_layout, per) for per in AFD_SHARING}
-    op = operating_point(m, "vr-nvl72", context, osl, target, weights, kv, kv_layout,
-                         factory=lambda _m, _s, lay, *_: steps[lay], layouts=list(steps), **opts)
-    chosen = next(((lay.chips, st) for lay, st in steps.items() if st.chips == op.replica_chips), None)
-    if not op.feasible or chosen is None:
-        return replace(op, backend="analytic+afd")
-    per, st = chosen
-    lpx_racks = st.ffn.chips / get_system("lpx").chips_per_unit
-    return replace(op, backend="analytic+afd", replica_units=1.0 + lpx_racks / per,
-                   layout=f"{op.layout}; {per} attention rack(s) share {lpx_racks:g} LPX FFN racks")
-
-
-NOTE_BASE_ANALYTIC = ("what-if baseline: the same GB200 NVL72 rack on the analytic roofline, so the what-if rows "
-                      "are compared like for like")
-NOTE_AFD = (f"what-if: attention/FFN disaggregation; Vera Rubin NVL72 holds attention and KV, LPX racks hold the "
-            f"FFN/experts as expert-parallel shards (no C2C chain needed); analytic roofline on both sides; "
-            f"link {AFD_LINK_BPS / 1e9:g} GB/s, {AFD_LINK_LATENCY_S * 1e6:g} us one way (assumed)")
-NOTE_BEYOND = ("what-if: one LPX replica chained past the catalog's {max_units}-rack reach (not buildable as "
-               "specified), analytic roofline")
-
-
 def _points(m: ModelSpec, context: int, osl: int, target: float, weights: str, kv: str, kv_layout: str,
-            backend: str, systems: tuple[str, ...], hypothetical: bool, **opts) -> list[T8Row]:
-    """Every system's row at one target: real backends first, then the analytic what-if rows."""
+            backend: str, systems: tuple[str, ...], **opts) -> list[T8Row]:
+    """Every system's row at one target, on the detailed backends (no first-order what-if rows: the
+    heterogeneous modes, AFD included, are compared on the detailed backends by `lpxsim modes`)."""
     points = {s: operating_point(m, s, context, osl, target, weights, kv, kv_layout, backend, **opts)
               for s in systems}
     base = points.get(T8_BASELINE)
-    rows = [_row(s, op, base) for s, op in points.items()]
-    if hypothetical:
-        # what-if rows on the analytic roofline, compared like for like with an analytic GB200 baseline
-        base_a = operating_point(m, T8_BASELINE, context, osl, target, weights, kv, kv_layout, backend="analytic",
-                                 **opts)
-        rows.append(_row(f"{T8_BASELINE}-analytic", base_a, base_a, True, NOTE_BASE_ANALYTIC))
-        afd = _afd_point(m, context, osl, target, weights, kv, kv_layout, **opts)
-        rows.append(_row("vr-nvl72+lpx-afd", afd, base_a, True, NOTE_AFD))
-        extra = _beyond_reach(m, context, osl, target, weights, kv, kv_layout, **opts)
-        if extra is not None:
-            rows.append(_row("lpx-beyond-reach", extra, base_a, True, NOTE_BEYOND.format(
-                max_units=get_system("lpx").max_units)))
-    return rows
+    return [_row(s, op, base) for s, op in points.items()]
 
 
 def t8_report(
@@ -232,7 +143,6 @@ def t8_report(
     kv_layout: str = "separate",
     backend: str = "auto",
     systems: tuple[str, ...] = T8_SYSTEMS,
-    hypothetical: bool = True,
     frontier_targets: tuple[float, ...] = T8_FRONTIER_TARGETS,
     new_tokens: int | None = None,
     spec_k: int = 0,
@@ -252,9 +162,9 @@ def t8_report(
                    osl=osl, target_tok_s_user=float(target), weights=weights, kv=kv,
                    new_tokens=context if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept)
     opts = dict(new_tokens=new_tokens, spec_k=spec_k, spec_accept=spec_accept)
-    rep.rows = _points(m, context, osl, target, weights, kv, kv_layout, backend, systems, hypothetical, **opts)
+    rep.rows = _points(m, context, osl, target, weights, kv, kv_layout, backend, systems, **opts)
     for t in frontier_targets:
-        rows = _points(m, context, osl, t, weights, kv, kv_layout, backend, systems, hypothetical, **opts)
+        rows = _points(m, context, osl, t, weights, kv, kv_layout, backend, systems, **opts)
         rep.frontier.append({"target_tok_s_user": float(t), "context": context, "systems": {
             r.label: {"tok_s_per_mw": r.point.tok_s_per_mw if r.point.feasible else None,
                       "tok_s_user": r.point.tok_s_user if r.point.feasible else None,
@@ -278,7 +188,8 @@ def _notes(rep: T8Report, base: OperatingPoint | None) -> list[str]:
     if base is not None and not base.feasible:
         notes.append(f"the {T8_BASELINE} baseline does not reach the target, so no tok/s/MW ratio at "
                      f"{rep.target_tok_s_user:,.0f} tok/s/user exists to set against the {T8_CLAIM_RATIO:g}x claim")
-    if any(not r.hypothetical and r.point.backend == "analytic" for r in rep.rows):
-        notes.append("rows with backend 'analytic' use the serving layer's first-order roofline, not the LPX "
+    if any(r.point.backend == "analytic" for r in rep.rows):
+        notes.append("rows with backend 'analytic' (asked for by --backend analytic) use the serving layer's "
+                     "first-order roofline, not the LPX "
                      "compiler / GPU model (not available in this build)")
     return notes

@@ -60,6 +60,7 @@ def aa_chart(points: pd.DataFrame) -> go.Figure:
 def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "aggregate output tok/s") -> go.Figure:
     """Interactivity vs throughput, one panel per context, one line per system/mode over concurrency."""
     ok = df[df["fits"].astype(bool)].dropna(subset=["tok_s_user", y]) if "fits" in df else df
+    asked = df.groupby("context")["concurrency"].apply(lambda c: sorted(set(c))).to_dict()
     contexts = sorted(ok["context"].unique())
     fig = make_subplots(rows=1, cols=max(1, len(contexts)),
                         subplot_titles=[f"context {int(c):,} tokens" for c in contexts] or [""])
@@ -69,9 +70,12 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
             g = ok[(ok["context"] == ctx) & (ok["target"] == t)].sort_values("concurrency")
             if g.empty:
                 continue
-            hw = str(g["hardware"].iloc[0])  # each context runs on its own deployment: named in the hover
+            # a concurrency asked for but missing here (did not fit, failed) leaves a gap, not a bridging line
+            g = g.set_index("concurrency").reindex(asked[ctx]).reset_index()
+            g["context"] = ctx
+            hw = str(g["hardware"].dropna().iloc[0])  # each context runs on its own deployment: named in the hover
             fig.add_trace(go.Scatter(
-                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=t,
+                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=t, connectgaps=False,
                 legendgroup=t, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
                 customdata=g[["concurrency", "context"]].to_numpy(),
                 hovertemplate=f"{hw}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
@@ -86,10 +90,18 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
 
 
 def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) -> go.Figure:
-    """Grouped bars of several metrics per row label (e.g. tok/s/user and tok/s/MW per serving mode)."""
-    fig = make_subplots(rows=1, cols=len(ys), subplot_titles=[t for _, t in ys])
+    """Horizontal bars of several metrics per row label (e.g. tok/s/user and tok/s/MW per serving mode):
+    one row per label, so long labels (a mode and its hardware) never overlap; values printed at the bars."""
+    fig = make_subplots(rows=1, cols=len(ys), subplot_titles=[t for _, t in ys], shared_yaxes=True,
+                        horizontal_spacing=0.04)
+    labels = list(df[x])[::-1]  # the first row on top
     for j, (col, _) in enumerate(ys, start=1):
-        fig.add_trace(go.Bar(x=df[x], y=df[col], marker_color=[PALETTE[i % 7] for i in range(len(df))],
-                             showlegend=False, hovertemplate="%{x}: %{y:,.0f}<extra></extra>"), row=1, col=j)
-    fig.update_layout(title=title, **LAYOUT)
+        vals = list(df[col])[::-1]
+        fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", showlegend=False, cliponaxis=False,
+                             marker_color=[PALETTE[i % 7] for i in range(len(df))][::-1],
+                             text=[f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}" for v in vals], textposition="auto",
+                             hovertemplate="%{y}: %{x:,.3g}<extra></extra>"), row=1, col=j)
+    layout = {**LAYOUT, "height": max(LAYOUT["height"], 90 + 60 * len(df)), "margin": dict(l=20, r=20, t=90, b=40)}
+    fig.update_layout(title=title, **layout)
+    fig.update_yaxes(automargin=True)
     return fig

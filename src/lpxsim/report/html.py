@@ -65,10 +65,11 @@ section{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.08);m
 h2{font-size:19px;margin:4px 0 10px 0;color:#0f172a}
 p.intro{color:#374151;font-size:14px;line-height:1.45}
 table{border-collapse:collapse;font-size:12.5px;margin:8px 0 14px 0}
-th{background:#f1f5f9;text-align:right;padding:5px 9px;border-bottom:2px solid #cbd5e1;white-space:nowrap}
+th{background:#f1f5f9;text-align:right;padding:5px 9px;border-bottom:2px solid #cbd5e1;white-space:normal;
+vertical-align:bottom;min-width:48px;max-width:140px;overflow-wrap:anywhere}
 td{padding:4px 9px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}
-td.t,th.t{text-align:left} td.w{white-space:normal;min-width:240px;max-width:460px}
-.tw{overflow-x:auto;max-width:100%}
+td.t,th.t{text-align:left} td.t{white-space:normal;overflow-wrap:anywhere} td.w{min-width:200px;max-width:420px}
+.tw{max-width:100%} .tw table{width:100%}
 .headline td{font-size:13.5px} .headline th{white-space:normal;max-width:120px;vertical-align:bottom}
 caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0;color:#334155}
 .note{padding:8px 12px;border-left:4px solid #3b82f6;background:#eff6ff;font-size:13.5px;margin:8px 0}
@@ -100,8 +101,20 @@ def _col_class(series: pd.Series) -> str:
     return "t w" if longest > 40 else "t"
 
 
+# Columns a reader needs first, in this order, wherever a table has them (then the rest as given).
+KEY_COLUMNS = ("mode", "system", "target", "context", "load", "users", "concurrency", "tok_s_user_p50",
+               "tok_s_user_p10", "tok_s_user", "ttft_p90_s", "ttft_s", "tok_s_per_mw")
+
+
+def key_columns_first(df: pd.DataFrame) -> pd.DataFrame:
+    """The key columns (KEY_COLUMNS present) first, the others after them in their own order."""
+    first = [c for c in KEY_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
 def table_html(t: Table) -> str:
-    df = t.df
+    """A table that wraps headers and text instead of clipping; key columns first."""
+    df = t.df if t.css == "headline" else key_columns_first(t.df)
     classes = [_col_class(df[c]) for c in df.columns]
     head = "".join(f'<th class="{k}">{html.escape(str(c))}</th>' for c, k in zip(df.columns, classes, strict=True))
     rows = "".join(

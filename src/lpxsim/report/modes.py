@@ -1,8 +1,7 @@
-"""Tour section: the three heterogeneous serving modes (PD, AFD, external drafter) on an agentic workload.
+"""Tour section: T9, the three heterogeneous serving modes (PD, AFD, external drafter) against Rubin alone
+and LPX alone, on the detailed backends (`lpxsim.plan.modes`, the same code as `lpxsim modes`).
 
-Every mode and the two single-system baselines serve the same seeded agentic
-workload in the serving simulator; per-user speed is reported with the mean
-context and concurrency it held at and the fleet's hardware and power.
+Every chart names the context, the concurrency (users), each fleet's hardware and its power.
 """
 
 from __future__ import annotations
@@ -15,33 +14,45 @@ from lpxsim.report.tour_sections import SectionResult, TourConfig
 TOUR_MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
 
 
-def modes_section(cfg: TourConfig) -> SectionResult:
-    from lpxsim.bench.fleets import agentic_workload, builtin_fleet, mode_row, simulate_fleet
+def _chart(df: pd.DataFrame, model: str, context: int, load: str, users: int):
     from lpxsim.report.charts import bars_chart
 
-    wl = agentic_workload(cfg.agentic_sessions, cfg.agentic_turns, cfg.agentic_rate)
-    rows = [mode_row(m, simulate_fleet(builtin_fleet(m, cfg.model), wl, seed=cfg.seed)) for m in TOUR_MODES]
-    df = pd.DataFrame(rows)
+    d = df.assign(label=[f"{m}<br>{h}" for m, h in zip(df["mode"], df["hardware"], strict=True)])
+    return bars_chart(d, "label", [("tok_s_user_p50", "tok/s per user, P50"), ("ttft_p90_s", "TTFT P90 (s)"),
+                                   ("tok_s_per_mw", "output tok/s per MW")],
+                      f"{model}: context {context:,} tokens, {users} concurrent users ({load}), closed loop")
+
+
+def modes_section(cfg: TourConfig) -> SectionResult:
+    from lpxsim.plan.modes import COLLAPSE_NOTE, ModesQuery, compare_modes, ordered, users_of
+
+    q = ModesQuery(model=cfg.model, contexts=cfg.modes_contexts, loads=cfg.modes_loads, osl=cfg.modes_osl,
+                   modes=TOUR_MODES, seed=cfg.seed)
+    df = ordered(compare_modes(q))
+    loads = ", ".join(f"{x} = {users_of(x)} users" for x in cfg.modes_loads)
     sec = Section(
-        f"{cfg.model}: heterogeneous serving modes on an agentic workload",
-        f"{cfg.agentic_sessions} agentic coding sessions of {cfg.agentic_turns} turns (each turn: previous context "
-        f"+ 3-5K tool tokens, 200-600 output tokens, 2 s think time), Poisson session arrivals at "
-        f"{cfg.agentic_rate:g}/s, seed {cfg.seed}. Prefill/decode disaggregation (Rubin prefills, LPX decodes), "
-        "attention/FFN disaggregation (Rubin attention + KV, LPX FFN) and LPX-drafts/Rubin-verifies speculative "
-        "decoding, against Rubin alone and LPX alone.")
-    sec.add(Note("The modes run in the serving simulator on its analytic roofline backend (the one that times "
-                 "attention and FFN separately, which AFD needs), so they are compared on one cost model; link "
-                 "bandwidths and latencies between racks are assumptions (docs/assumptions.md, Serving simulator)."))
-    sec.add(Chart(bars_chart(df, "mode", [("tok_s_user_p50", "tok/s per user (P50)"),
-                                          ("ttft_p90_s", "TTFT P90 (s)"),
-                                          ("tok_s_per_mw", "output tok/s per MW")],
-                             "Serving modes at the same offered load")))
-    sec.add(Table(df, "per mode: per-user speed at the mean context and concurrency it held, with its hardware"))
-    base = df.set_index("mode").loc["rubin-alone"]
+        f"{cfg.model}: heterogeneous serving modes (T9)",
+        f"Closed loop ({loads}): each user sends a prompt of the stated context, reads {cfg.modes_osl} output "
+        f"tokens, and sends the next; seed {cfg.seed}. Prefill/decode disaggregation (Rubin prefills, LPX decodes, "
+        "KV crosses the link), attention/FFN disaggregation (Rubin attention + KV, a compiled FFN-only LPX program, "
+        "activations cross twice per layer, ping-pong micro-batches) and an LPX-compiled drafter with Rubin "
+        "verifying k+1 tokens, against Rubin alone and LPX alone. The same table comes from "
+        f"`lpxsim modes {cfg.model} --contexts {','.join(str(c) for c in cfg.modes_contexts)} "
+        f"--loads {','.join(cfg.modes_loads)} --osl {cfg.modes_osl}`.")
+    sec.add(Note("All pools run on the detailed backends: the GPU model and compiled, verified LPX programs (the "
+                 "same cost models as every other section). Link bandwidths and latencies between racks are "
+                 "assumptions (docs/assumptions.md). tok/s per MW normalises fleets of different power. "
+                 + COLLAPSE_NOTE + "."))
+    for context in cfg.modes_contexts:
+        for load in cfg.modes_loads:
+            part = df[(df["context"] == context) & (df["load"] == load)]
+            if not part.empty:
+                sec.add(Chart(_chart(part, cfg.model, context, load, users_of(load))))
+    sec.add(Table(df, "per mode, context and load: per-user speed (P50, P10), TTFT P90, tok/s per MW, and the "
+                      "P50 speed and tok/s per MW relative to Rubin alone and LPX alone"))
     lines = []
     for r in df.itertuples():
-        rel = r.tok_s_user_p50 / base["tok_s_user_p50"] if base["tok_s_user_p50"] > 0 else float("nan")
-        lines.append(f"mode {r.mode} ({r.hardware}): P50 {r.tok_s_user_p50:,.0f} tok/s/user "
-                     f"({rel:.1f}x Rubin alone) at mean context {r.mean_context:,.0f}, mean concurrency "
-                     f"{r.mean_concurrency:.1f}; {r.tok_s_per_mw:,.0f} tok/s/MW")
+        lines.append(f"mode {r.mode} @ {r.context:,} ctx, {r.users} users ({r.hardware}): P50 "
+                     f"{r.tok_s_user_p50:,.0f} tok/s/user ({r.speed_vs_rubin:.2f}x Rubin alone, "
+                     f"{r.speed_vs_lpx:.2f}x LPX alone), TTFT P90 {r.ttft_p90_s:,.2f} s, {r.tok_s_per_mw:,.0f} tok/s/MW")
     return SectionResult(sec, {"modes": df}, lines)

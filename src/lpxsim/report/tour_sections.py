@@ -36,9 +36,10 @@ class TourConfig:
     workers: int | None = None
     jobs: int = 1  # worker processes: > 1 runs the AA and MoE sections and the sweep's contexts side by side
     seed: int = 0
-    agentic_sessions: int = 64
-    agentic_turns: int = 10
-    agentic_rate: float = 8.0
+    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens
+    modes_contexts: tuple[int, ...] = (10_000, 100_000)
+    modes_loads: tuple[str, ...] = ("light", "heavy")
+    modes_osl: int = 256
 
 
 @dataclass
@@ -205,10 +206,16 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
                  "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
                  "capacity_ceiling is the memory capacity model's figure for the same hardware."))
+    if max(cfg.sweep_contexts, default=0) >= 100_000:
+        sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
+                     "in which every finished user sends a fresh request, so every user re-prefills its whole "
+                     "100K-token context each turn (no prefix reuse); prefill then takes most of each step and "
+                     "TTFT grows with the queue."))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "context", "concurrency", "at_ceiling", "kv_ceiling", "capacity_ceiling",
-                            "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw", "ttft_s", "on_frontier")
+    view = fit[[c for c in ("target", "context", "concurrency", "tok_s_user", "ttft_s", "tok_s_total",
+                            "tok_s_per_mw", "hardware", "at_ceiling", "kv_ceiling", "capacity_ceiling",
+                            "on_frontier")
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):

@@ -12,13 +12,13 @@ the `s` attention replicas currently busy on the same FFN replica:
     one batch:  T_layer = A + max(F_latency, s F_interval) + 2X
 
 and a step is num_layers x T_layer (a serial cost: the attention side is a GPU).
-Both sides must implement `lpxsim.serving.protocols.SplitStepModel`.
+The attention side implements the attention half of `lpxsim.serving.protocols.SplitStepModel`
+(the GPU model does), the FFN side its `ffn_step` (a compiled FFN-only LPX program does).
 """
 
 from __future__ import annotations
 
 from lpxsim.errors import UserError
-from lpxsim.serving.protocols import SplitStepModel
 from lpxsim.serving.spec import Link
 from lpxsim.serving.worker import SharedResource
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
@@ -29,13 +29,12 @@ class AfdStepModel:
 
     def __init__(self, attention: StepModel, ffn: StepModel, link: Link, share: SharedResource,
                  attention_per_ffn: int, micro_batches: int = 2) -> None:
-        for side, m in (("attention", attention), ("ffn", ffn)):
-            if not isinstance(m, SplitStepModel):
-                raise UserError(
-                    f"pools.{side}.backend",
-                    f"{m.name} cannot time attention and FFN separately (needs attention_step/ffn_step); "
-                    "use backend: analytic for attention/FFN disaggregation",
-                )
+        for side, m, need in (("attention", attention, ("attention_step", "attention_prefill", "num_layers",
+                                                           "activation_bytes_per_token")),
+                              ("ffn", ffn, ("ffn_step",))):
+            if not all(hasattr(m, a) for a in need):
+                raise UserError(f"pools.{side}.backend", f"{m.name} cannot serve as the {side} side of an AFD "
+                                                         f"pair (needs {', '.join(need)})")
         if micro_batches not in (1, 2):
             raise UserError("afd.micro_batches", f"expected 1 or 2, got {micro_batches}")
         self.attention = attention

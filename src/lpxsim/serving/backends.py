@@ -1,9 +1,12 @@
 """Resolve a fleet pool to the StepModel of one of its replicas.
 
-`backend: analytic` builds the first-order roofline of this package; `gpu` and
-`lpx` go through the project's factory `lpxsim.backends.make_step_model`, imported
-lazily so the simulator runs (with the analytic backend) even where a backend
-is not installed or not finished.
+`backend: auto` (the default) is the detailed backend of the pool's system: the
+compiled LPX backend on an LPU system, the GPU model on a GPU system, built
+through the project's factory `lpxsim.backends.make_step_model` (imported
+lazily). The two halves of attention/FFN disaggregation come from
+`lpxsim.afd_backends`: the GPU model's attention half, a compiled FFN-only LPX
+program. `backend: analytic` (the first-order roofline of this package) is
+only ever used when a fleet file asks for it by name.
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
 from lpxsim.serving.config import PoolConfig
-from lpxsim.serving.drafter import DRAFTER_NAMES, gemma4_assistant
+from lpxsim.serving.drafter import assistant_for, is_drafter_name
 from lpxsim.specs.model import ModelSpec
 from lpxsim.stepmodel import StepModel
 
 
 def pool_model(pool: PoolConfig) -> ModelSpec:
-    if pool.model.lower() in DRAFTER_NAMES:
-        return gemma4_assistant()
+    if is_drafter_name(pool.model):
+        return assistant_for(pool.model)
     return get_model(pool.model)
 
 
@@ -37,13 +40,32 @@ def chips_per_worker(pool: PoolConfig) -> int:
     return system.chips_per_unit if system.is_lpu else system.topology.chips_per_node
 
 
+_MEMO: dict[tuple[str, str], StepModel] = {}
+_MEMO_SIZE = 64
+
+
 def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -> StepModel:
-    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, analytic backend only)."""
+    """The StepModel of one replica of `pool` (`part`: all | attention | ffn, the sides of an AFD pair).
+
+    Step models are pure functions of the pool's hardware fields, so one process reuses them across
+    simulations (a modes comparison runs the same pools at several contexts and loads)."""
+    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
+    hit = _MEMO.get(key)
+    if hit is None:
+        hit = _build_step_model(pool, part, field)
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = hit
+    return hit
+
+
+def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     model = pool_model(pool)
     system = get_system(pool.system)
     chips = chips_per_worker(pool)
     kind = "lpx" if system.is_lpu else "gpu"
-    if pool.backend == "analytic":
+    backend = kind if pool.backend == "auto" else pool.backend
+    if backend == "analytic":
         hw = AnalyticHardware.from_system(system)
         if pool.memory_fraction is not None:
             hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
@@ -53,19 +75,34 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
             kv_layout=pool.kv_layout, label=f"analytic {model.name} on {chips} x {system.chip.name}" + (
                 f"[{part}]" if part != "all" else ""),
         )
-    if pool.backend != kind:
-        raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or analytic")
-    if part != "all":
-        raise UserError(
-            f"{field}.{pool.name}.backend",
-            f"the {pool.backend} backend does not time attention and FFN separately yet; use backend: analytic",
-        )
+    if backend != kind:
+        raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or auto")
+    if part == "ffn" and kind == "lpx":
+        from lpxsim.afd_backends import lpx_ffn_side
+
+        return lpx_ffn_side(model, system.name, chips=chips, weights=pool.weights, kv=pool.kv)
+    if part == "attention" and kind == "lpx":
+        raise UserError(f"{field}.{pool.name}.system", "the attention side of an AFD pair runs on GPUs (it holds the KV)")
+    if part == "attention":
+        from lpxsim.afd_backends import gpu_attention_side
+
+        return gpu_attention_side(model, system.name, chips, pool.tp, weights=pool.weights, kv=pool.kv,
+                                  kv_layout=pool.kv_layout)
     from lpxsim.backends import Layout
     from lpxsim.backends import make_step_model as project_factory
 
-    if kind == "lpx":
-        layout = Layout(chips=chips, isl=pool.target_context, concurrency=pool.target_concurrency or 1)
-    else:
+    if kind != "lpx":
         layout = Layout(gpus=chips, tp=pool.tp, ep=pool.ep, pp=pool.pp, dp_attention=pool.dp_attention,
                         framework=pool.framework)
-    return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+        return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+    # LPX: compiled for the target concurrency, halved until its KV fits (the rest queue at run time)
+    conc = pool.target_concurrency or 1
+    while True:
+        layout = Layout(chips=chips, isl=pool.target_context, concurrency=conc)
+        try:
+            return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv,
+                                   kv_layout=pool.kv_layout)
+        except DoesNotFit:
+            if conc == 1:
+                raise
+            conc //= 2

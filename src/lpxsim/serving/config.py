@@ -31,7 +31,7 @@ class PoolConfig(_Strict):
 
     name: str
     system: str
-    backend: Literal["gpu", "lpx", "analytic"] = "analytic"
+    backend: Literal["auto", "gpu", "lpx", "analytic"] = "auto"  # auto: the system's detailed backend
     model: str
     workers: int = Field(1, ge=1, le=100_000)
     gpus_per_worker: int | None = Field(None, ge=1, le=1_000_000)

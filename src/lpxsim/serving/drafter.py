@@ -29,9 +29,30 @@ GEMMA4_ASSISTANT_CONFIG = {
 }
 
 DRAFTER_NAMES = ("gemma-4-assistant", "gemma-4-drafter")
+ASSISTANT_SUFFIX = "-assistant"
 
 
 @cache
 def gemma4_assistant() -> ModelSpec:
     """The assumed Gemma 4 assistant drafter (see module docstring)."""
     return ModelSpec.from_config(dict(GEMMA4_ASSISTANT_CONFIG), name="gemma-4-assistant", source="assumption")
+
+
+def is_drafter_name(name: str) -> bool:
+    """A built-in drafter: the Gemma 4 assistant, or `<catalog model>-assistant`."""
+    return name.lower() in DRAFTER_NAMES or name.lower().endswith(ASSISTANT_SUFFIX)
+
+
+@cache
+def assistant_for(target: str) -> ModelSpec:
+    """The drafter of `target`: Gemma 4's assistant, or for another model the same assumed 4-layer
+    shape over the target's vocabulary (an EAGLE-style head published for none of them here)."""
+    from lpxsim.catalog import get_model
+
+    name = target.lower()
+    if name in DRAFTER_NAMES or name.startswith("gemma-4"):
+        return gemma4_assistant()
+    base = get_model(name.removesuffix(ASSISTANT_SUFFIX))
+    cfg = {**GEMMA4_ASSISTANT_CONFIG, "vocab_size": base.vocab_size, "hidden_act": "silu",
+           "max_position_embeddings": base.max_context or 131072}
+    return ModelSpec.from_config(cfg, name=f"{base.name}{ASSISTANT_SUFFIX}", source="assumption")

@@ -23,7 +23,7 @@ import pandas as pd
 
 from lpxsim.serving.request import DONE, REJECTED
 
-PCTS = (50, 90, 99)
+PCTS = (10, 50, 90, 99)
 
 
 @dataclass

@@ -1,0 +1,62 @@
+"""`lpxsim modes`: each heterogeneous serving mode against Rubin alone and LPX alone (T9)."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+
+from lpxsim.cli.common import emit_json, out
+
+COLUMNS = (("mode", "mode", "{}"), ("context", "context", "{:,}"), ("users", "users", "{:,}"),
+           ("tok_s_user_p50", "tok/s/user P50", "{:,.0f}"), ("tok_s_user_p10", "P10", "{:,.0f}"),
+           ("ttft_p90_s", "TTFT P90 s", "{:,.2f}"), ("tok_s_per_mw", "tok/s per MW", "{:,.0f}"),
+           ("speed_vs_rubin", "vs Rubin", "{:.2f}x"), ("speed_vs_lpx", "vs LPX", "{:.2f}x"),
+           ("hardware", "hardware, power", "{}"))
+
+
+def _cell(v, fmt: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return fmt.format(v)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("modes")
+    def modes_cmd(
+        model: str = typer.Argument(..., help="catalog model name or config.json path"),
+        contexts: str = typer.Option("10000,32000,100000", "--contexts", help="comma-separated prompt lengths"),
+        loads: str = typer.Option("light,heavy", "--loads",
+                                  help="comma-separated loads: light (8 users), heavy (64 users) or a user count"),
+        osl: int = typer.Option(256, "--osl", help="output tokens per request"),
+        modes: str = typer.Option("", "--modes", help="comma-separated subset of the built-in modes (default all)"),
+        seed: int = typer.Option(0, "--seed"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Compare PD, AFD and the external drafter with Rubin alone and LPX alone, on the detailed backends.
+
+        Closed loop: each user sends a CONTEXT-token prompt, reads OSL tokens, sends the next."""
+        from lpxsim.cli.bench_cmd import parse_int_list
+        from lpxsim.errors import UserError
+        from lpxsim.plan.modes import COLLAPSE_NOTE, ModesQuery, compare_modes, ordered, parse_loads
+
+        if osl <= 0:
+            raise UserError("osl", f"expected a positive number of output tokens, got {osl}")
+        q = ModesQuery(model=model, contexts=tuple(parse_int_list(contexts, "contexts")),
+                       loads=parse_loads(loads), osl=osl,
+                       modes=tuple(m.strip() for m in modes.split(",") if m.strip()), seed=seed)
+        df = ordered(compare_modes(q))
+        if as_json:
+            emit_json({"model": model, "osl": osl, "backends": "detailed (GPU model, compiled LPX)",
+                       "note": COLLAPSE_NOTE, "rows": df.to_dict(orient="records")})
+            return
+        from rich.table import Table
+
+        t = Table(title=f"{model}: serving modes, closed loop, {osl} output tokens per request")
+        for _, label, _ in COLUMNS:
+            t.add_column(label, justify="left" if label in ("mode", "hardware, power") else "right",
+                         overflow="fold")
+        for r in df.to_dict(orient="records"):
+            t.add_row(*(_cell(r.get(k), fmt) for k, _, fmt in COLUMNS))
+        t.caption = COLLAPSE_NOTE
+        out.print(t)

@@ -1,0 +1,126 @@
+"""T9: what each heterogeneous serving mode buys, against Rubin alone and LPX alone.
+
+Every mode (`lpxsim.bench.fleets.MODES`) serves the same closed-loop workload
+-- `users` concurrent users, each sending a `context`-token prompt and reading
+`osl` output tokens, then sending the next -- in the serving simulator, on the
+detailed backends only (the GPU model; compiled LPX programs). One row per
+(mode, context, load) with per-user speed P50 and P10, TTFT P90, output tok/s
+per MW (power-normalised, so fleets of different power compare), and the P50
+speed relative to Rubin alone and to LPX alone at the same context and load.
+
+In a closed loop every finished user immediately sends a fresh prompt, so at
+100K context every turn re-prefills 100K tokens: under heavy load prefill
+dominates and TTFT grows with the queue. That is a property of the workload
+(no prefix reuse between turns), stated beside every table that shows it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from lpxsim.errors import UserError
+
+LOADS = {"light": 8, "heavy": 64}  # concurrent users of the whole fleet
+DEFAULT_CONTEXTS = (10_000, 32_000, 100_000)
+DEFAULT_OSL = 256
+REQUESTS_PER_USER = 2  # each user's turns simulated (kept small: the tour's budget)
+COLLAPSE_NOTE = ("closed loop: every user re-prefills its whole context on every turn (no prefix reuse), so at "
+                 "100K context and heavy load prefill dominates: TTFT grows with the queue and per-user speed "
+                 "falls")
+
+
+@dataclass(frozen=True)
+class ModesQuery:
+    """What to compare: a model at each context and load."""
+
+    model: str
+    contexts: tuple[int, ...] = DEFAULT_CONTEXTS
+    loads: tuple[str, ...] = ("light", "heavy")
+    osl: int = DEFAULT_OSL
+    modes: tuple[str, ...] = ()
+    seed: int = 0
+
+
+def parse_loads(text: str) -> tuple[str, ...]:
+    """'light,heavy' or user counts ('8,64'): each a named load or a positive integer."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if part not in LOADS and not (part.isdigit() and int(part) > 0):
+            raise UserError("loads", f"expected light, heavy or a user count, got {part!r}")
+        out.append(part)
+    if not out:
+        raise UserError("loads", "give at least one load")
+    return tuple(out)
+
+
+def users_of(load: str) -> int:
+    return LOADS[load] if load in LOADS else int(load)
+
+
+def _row(mode: str, context: int, load: str, res) -> dict:
+    from lpxsim.bench.fleets import fleet_hardware
+
+    s = res.summary
+    speed = s["tok_s_user"]
+    return {
+        "mode": mode, "context": context, "load": load, "users": users_of(load),
+        "tok_s_user_p50": speed.get("p50", math.nan), "tok_s_user_p10": speed.get("p10", math.nan),
+        "ttft_p90_s": s["ttft_s"].get("p90", math.nan), "tok_s_per_mw": s["tok_s_per_mw"],
+        "fleet_tok_s": s["fleet_tok_s"], "power_kw": s["power_w"] / 1e3, "hardware": fleet_hardware(res),
+        "mean_concurrency": s["mean_concurrency"], "completed": s["completed"],
+    }
+
+
+def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
+    """One row per (context, load, mode), with P50 speed relative to Rubin alone and LPX alone."""
+    from lpxsim.bench.fleets import MODES, builtin_fleet, closed_workload, simulate_fleet
+
+    modes = q.modes or MODES
+    for m in modes:
+        if m not in MODES:
+            raise UserError("modes", f"unknown mode {m!r}; expected one of {', '.join(MODES)}")
+    if any(c <= 0 for c in q.contexts):
+        raise UserError("contexts", f"expected positive contexts, got {q.contexts}")
+    rows = []
+    # one deployment per mode and context, compiled for that request length and the heaviest load
+    heaviest = max(users_of(x) for x in q.loads)
+    for context in q.contexts:
+        size = {"context": context + q.osl, "users": heaviest}
+        for load in q.loads:
+            n = users_of(load)
+            wl = closed_workload(f"closed-{n}x{context}", context, q.osl, n, REQUESTS_PER_USER * n)
+            for mode in modes:
+                res = simulate_fleet(builtin_fleet(mode, q.model, **size), wl, seed=q.seed)
+                rows.append(_row(mode, context, load, res))
+                if progress is not None:
+                    progress(mode, context, load)
+    df = pd.DataFrame(rows)
+    return with_relative(df)
+
+
+def with_relative(df: pd.DataFrame) -> pd.DataFrame:
+    """Add P50 speed and tok/s per MW relative to Rubin alone and LPX alone at the same context and load."""
+    out = df.copy()
+    for base, tag in (("rubin-alone", "rubin"), ("lpx-alone", "lpx")):
+        ref = df[df["mode"] == base].set_index(["context", "load"])
+        for col, short in (("tok_s_user_p50", "speed"), ("tok_s_per_mw", "per_mw")):
+            if ref.empty:
+                out[f"{short}_vs_{tag}"] = math.nan
+                continue
+            vals = [ref[col].get((r.context, r.load), math.nan) for r in df.itertuples()]
+            out[f"{short}_vs_{tag}"] = out[col].to_numpy() / pd.Series(vals, dtype=float).to_numpy()
+    return out
+
+
+KEY_COLUMNS = ["mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s",
+               "tok_s_per_mw", "speed_vs_rubin", "speed_vs_lpx", "per_mw_vs_rubin", "per_mw_vs_lpx",
+               "hardware", "power_kw", "fleet_tok_s", "mean_concurrency", "completed"]
+
+
+def ordered(df: pd.DataFrame) -> pd.DataFrame:
+    """The key columns first (mode, context, load, the four answers), then the rest."""
+    first = [c for c in KEY_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]

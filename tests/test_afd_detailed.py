@@ -1,0 +1,70 @@
+"""AFD on the detailed backends: a compiled FFN-only LPX program (MoE experts included), the GPU model's
+attention half, and the activation hand-off over the stated link in the loop."""
+
+from __future__ import annotations
+
+import pytest
+
+from lpxsim.catalog import get_model
+from lpxsim.graph import Phase, lower
+from lpxsim.serving.afd import AfdStepModel
+from lpxsim.serving.backends import make_step_model
+from lpxsim.serving.config import PoolConfig
+from lpxsim.serving.spec import Link
+from lpxsim.serving.worker import SharedResource
+from lpxsim.stepmodel import DecodeBatch
+
+MODEL = "llama-3.1-8b"
+
+
+def test_ffn_only_graph_keeps_every_ffn_op_and_nothing_else() -> None:
+    m = get_model("gpt-oss-120b")
+    full = lower(m, Phase.decode([1000] * 4))
+    ffn = lower(m, Phase.decode([1000] * 4), part="ffn")
+    kinds = {op.kind for op in ffn}
+    assert {"router", "experts"} <= kinds and not kinds & {"attention", "kv_write", "sample"}
+    ffn_names = {op.name for op in full if ".ffn" in op.name or op.kind in ("router", "experts")
+                 or op.name.split(".")[-1] in ("gate_up", "act", "down")}
+    assert ffn_names <= {op.name for op in ffn}
+    assert ffn.total("kv_read_bytes") == 0 and ffn.total("weight_bytes") < full.total("weight_bytes")
+
+
+@pytest.fixture(scope="module")
+def sides():
+    att = make_step_model(PoolConfig(name="a", system="vr-nvl72", model=MODEL, gpus_per_worker=8, role="attention"),
+                          part="attention")
+    ffn = make_step_model(PoolConfig(name="f", system="lpx", model=MODEL, racks_per_worker=1, role="ffn"),
+                          part="ffn")
+    return att, ffn
+
+
+@pytest.mark.heavy  # compiles LPX programs (tens of CPU seconds on a loaded machine)
+def test_ffn_side_is_a_compiled_ffn_only_program(sides) -> None:
+    _, ffn = sides
+    assert "FFN" in ffn.name and ffn.kv_capacity_bytes() == 0
+    one, many = ffn.ffn_step(1), ffn.ffn_step(64)
+    assert 0 < one.interval_s <= one.latency_s and many.latency_s >= one.latency_s
+    whole = make_step_model(PoolConfig(name="w", system="lpx", model=MODEL, racks_per_worker=1))
+    assert one.latency_s < whole.decode_step(DecodeBatch.uniform(1, 1)).latency_s
+
+
+@pytest.mark.heavy  # compiles LPX programs (tens of CPU seconds on a loaded machine)
+def test_attention_side_is_cheaper_than_the_whole_gpu_step(sides) -> None:
+    att, _ = sides
+    b = DecodeBatch.uniform(8, 4000)
+    assert 0 < att.attention_step(b).latency_s < att.decode_step(b).latency_s
+
+
+@pytest.mark.heavy  # compiles LPX programs (tens of CPU seconds on a loaded machine)
+def test_link_latency_and_bytes_are_in_the_loop(sides) -> None:
+    att, ffn = sides
+
+    def step(lat: float, bw: float) -> float:
+        afd = AfdStepModel(att, ffn, Link("x", bw, lat), SharedResource("f"), 1, micro_batches=1)
+        return afd.decode_step(DecodeBatch.uniform(1, 4000)).latency_s
+
+    base = step(5e-6, 200e9)
+    layers = get_model(MODEL).num_layers
+    assert step(15e-6, 200e9) - base == pytest.approx(2 * layers * 10e-6, rel=1e-6)  # two crossings per layer
+    slow = step(5e-6, 1e6)  # 1 MB/s: the 2 x hidden bytes per layer now dominate
+    assert slow - base == pytest.approx(2 * layers * 2 * get_model(MODEL).hidden_size / 1e6, rel=1e-3)

@@ -1,0 +1,57 @@
+"""`lpxsim modes` (T9): every mode at every context and load, against Rubin alone and LPX alone.
+Fast stand-in: the built-in fleets on the analytic backend (the detailed run is in docs/validation.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import lpxsim.bench.fleets as fleets
+from lpxsim.bench.fleets import MODES
+
+
+def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    from lpxsim.cli.main import run
+
+    monkeypatch.setattr(sys, "argv", ["lpxsim", "modes", *args])
+    try:
+        run()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.fixture(autouse=True)
+def _stand_in(monkeypatch):
+    monkeypatch.setattr(fleets, "DEFAULT_BACKEND", "analytic")
+
+
+def test_json_has_every_mode_context_and_load_with_relative_speeds(monkeypatch, capsys) -> None:
+    code, out, _ = _cli(monkeypatch, capsys, "gemma-4-31b", "--contexts", "2000,8000", "--loads", "light,3",
+                        "--osl", "32", "--json")
+    assert code == 0
+    d = json.loads(out)
+    rows = d["rows"]
+    assert len(rows) == len(MODES) * 2 * 2 and "re-prefills" in d["note"]
+    assert {(r["context"], r["load"]) for r in rows} == {(c, x) for c in (2000, 8000) for x in ("light", "3")}
+    assert list(rows[0])[:8] == ["mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10",
+                                 "ttft_p90_s", "tok_s_per_mw"]
+    by = {(r["mode"], r["context"], r["load"]): r for r in rows}
+    for (_mode, ctx, load), r in by.items():
+        assert r["users"] == (8 if load == "light" else 3)
+        assert r["tok_s_user_p10"] <= r["tok_s_user_p50"]
+        rubin, lpx = by[("rubin-alone", ctx, load)], by[("lpx-alone", ctx, load)]
+        assert r["speed_vs_rubin"] == pytest.approx(r["tok_s_user_p50"] / rubin["tok_s_user_p50"])
+        assert r["speed_vs_lpx"] == pytest.approx(r["tok_s_user_p50"] / lpx["tok_s_user_p50"])
+        assert "kW" in r["hardware"] and r["power_kw"] > 0
+
+
+@pytest.mark.parametrize("args,field", [(("--loads", "medium"), "loads"), (("--contexts", "0"), "contexts"),
+                                        (("--modes", "rubin-lpx-xyz"), "modes")])
+def test_bad_input_is_one_line_naming_the_field(monkeypatch, capsys, args, field) -> None:
+    code, _, err = _cli(monkeypatch, capsys, "gemma-4-31b", *args)
+    assert code == 2 and field in err and len(err.strip().splitlines()) == 1

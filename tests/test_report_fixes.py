@@ -1,0 +1,38 @@
+"""Report fixes (issue 12): key columns first, tables wrap instead of clipping, no line across a gap in
+concurrency, bar labels one per row (no overlap)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from lpxsim.report.charts import bars_chart, frontier_chart
+from lpxsim.report.html import Table, key_columns_first, table_html
+
+
+def test_key_columns_come_first() -> None:
+    df = pd.DataFrame({"hardware": ["a"], "fleet_tok_s": [1.0], "tok_s_user_p50": [2.0], "context": [10],
+                       "mode": ["m"]})
+    assert list(key_columns_first(df).columns) == ["mode", "context", "tok_s_user_p50", "hardware", "fleet_tok_s"]
+    html = table_html(Table(df))
+    assert html.index(">mode<") < html.index(">context<") < html.index(">hardware<")
+
+
+def test_a_missing_concurrency_breaks_the_line() -> None:
+    rows = [dict(target="lpx", context=1000, concurrency=c, tok_s_user=100.0 / c, tok_s_total=100.0 * c,
+                 fits=c != 4, hardware="1 lpx rack") for c in (1, 2, 4, 8)]
+    fig = frontier_chart(pd.DataFrame(rows))
+    (trace,) = fig.data
+    xs = list(trace.x)
+    assert len(xs) == 4 and (xs[2] is None or (isinstance(xs[2], float) and math.isnan(xs[2])))
+    assert trace.connectgaps is False
+
+
+def test_bar_labels_get_one_row_each() -> None:
+    df = pd.DataFrame({"label": ["rubin-alone<br>72 vr-nvl72, 200 kW", "lpx-alone<br>256 lpx, 97 kW"],
+                       "a": [1.0, 2.0], "b": [3.0, 4.0]})
+    fig = bars_chart(df, "label", [("a", "A"), ("b", "B")], "t")
+    assert all(tr.orientation == "h" for tr in fig.data)
+    assert list(fig.data[0].y) == list(df["label"])[::-1]
+    assert fig.layout.height >= 90 + 60 * len(df)
