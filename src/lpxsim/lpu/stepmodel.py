@@ -48,6 +48,12 @@ def _batch_bucket(b: int) -> int:
     return b if b <= 4 else 1 << (b - 1).bit_length()
 
 
+def _rows_bracket(rows: int) -> tuple[int, int]:
+    """The powers of two around `rows` (equal when `rows` is one): the prefill sub-chunk sizes compiled."""
+    lo = 1 << (rows.bit_length() - 1)
+    return lo, (lo if lo == rows else lo * 2)
+
+
 def _bracket(x: int, grid: tuple[int, ...]) -> tuple[int, int]:
     lo = max(g for g in grid if g <= x) if x >= grid[0] else grid[0]
     hi = min((g for g in grid if g >= x), default=x)
@@ -75,6 +81,7 @@ class LpxStepModel:
         self._sram = chip_sram_bytes
         self._variant = variant
         self._summaries: dict[tuple, dict] = {}
+        self.compiles = 0  # programs built by this instance (a warm persistent cache keeps it at 0)
         self._cache: dict[tuple, CompileResult] = {}
         self._layout_arg = layout if layout is None or isinstance(layout, str) else layout.describe()
         choice = step_cache().get_or_compute(
@@ -166,6 +173,7 @@ class LpxStepModel:
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
+        self.compiles += 1
         graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout)
         prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
         return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
@@ -266,7 +274,7 @@ class LpxStepModel:
             n = math.ceil(chunk.tokens / sub)
             mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle
             try:
-                c = self._cost("prefill", chunk.sequences, mid, sub)
+                c = self._rows_cost(chunk.sequences, mid, sub)
                 break
             except DoesNotFit:
                 if self._prefill_rows == 1:
@@ -274,6 +282,19 @@ class LpxStepModel:
                 self._prefill_rows //= 2
         scale = chunk.tokens / (n * sub)
         return StepCost((c.latency_s + (n - 1) * c.interval_s) * scale, n * c.interval_s * scale)
+
+    def _rows_cost(self, sequences: int, context: int, rows: int) -> StepCost:
+        """One prefill sub-chunk of `rows` tokens per sequence, compiled at the powers of two around `rows`
+        and interpolated linearly between them (rows per step grow the step's matmul and attention work
+        linearly), so the compiles do not grow with the number of distinct prompt remainders."""
+        lo, hi = _rows_bracket(rows)
+        a = self._cost("prefill", sequences, context, lo)
+        if hi == lo:
+            return a
+        b = self._cost("prefill", sequences, context, hi)
+        f = (rows - lo) / (hi - lo)
+        lat = a.latency_s + f * (b.latency_s - a.latency_s)
+        return StepCost(lat, min(lat, a.interval_s + f * (b.interval_s - a.interval_s)))
 
     def verify(self, batch: DecodeBatch, k: int) -> StepCost:
         if k < 0:
