@@ -34,13 +34,16 @@ def run(argv: list[str]) -> tuple[int, float, float, int]:
         return build(self, lay, phase)
 
     stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
-    from lpxsim.cli.main import main as cli
+    import sys
+
+    from lpxsim.cli.main import run as cli
 
     c0, w0 = time.process_time(), time.perf_counter()
     code = 0
+    sys.argv = ["lpxsim", *argv]
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            cli(argv)
+            cli()
     except SystemExit as e:
         code = int(e.code or 0)
     finally:

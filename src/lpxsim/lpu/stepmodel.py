@@ -195,15 +195,18 @@ class LpxStepModel:
         """The compiled step for exactly this phase (cached)."""
         key = (phase.kind, phase.contexts, phase.new_tokens)
         if key not in self._cache:
-            try:
-                self._cache[key] = self._build(self.layout, phase)
-            except DoesNotFit as e:
-                raise DoesNotFit(
-                    "concurrency",
-                    f"{phase.sequences} stream(s) at {max(phase.contexts):,} tokens do not fit this replica "
-                    f"({self.layout.describe()}, compiled for {self.target.concurrency} x {self.target.context:,}"
-                    f" tokens): {e.message}") from None
+            self._cache[key] = self._build_phase(phase)
         return self._cache[key]
+
+    def _build_phase(self, phase: Phase) -> CompileResult:
+        try:
+            return self._build(self.layout, phase)
+        except DoesNotFit as e:
+            raise DoesNotFit(
+                "concurrency",
+                f"{phase.sequences} stream(s) at {max(phase.contexts):,} tokens do not fit this replica "
+                f"({self.layout.describe()}, compiled for {self.target.concurrency} x {self.target.context:,}"
+                f" tokens): {e.message}") from None
 
     def step_summary(self, phase: Phase) -> dict:
         """The compiled step's timing (`Timing.as_dict`) and per-chip memory for `phase`, from the
@@ -221,8 +224,10 @@ class LpxStepModel:
         return hit
 
     def _summary_fresh(self, phase: Phase) -> dict:
+        """Compile `phase` for its summary only: the program is not kept (a serving run prices hundreds of
+        shapes; keeping each program held GBs), `compile` keeps the ones asked for by name."""
         try:
-            res = self.compile(phase)
+            res = self._cache.get((phase.kind, phase.contexts, phase.new_tokens)) or self._build_phase(phase)
         except DoesNotFit as e:
             return {"error": e.message, "field": e.field}
         return {"timing": res.timing.as_dict(), "memory": {str(c): dict(v) for c, v in res.memory.items()}}
