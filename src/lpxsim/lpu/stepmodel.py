@@ -45,7 +45,8 @@ PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 
 def _batch_bucket(b: int) -> int:
-    return b if b <= 4 else 1 << (b - 1).bit_length()
+    """Batches compiled: 1, 2, then powers of two (a batch in between is interpolated linearly)."""
+    return b if b <= 2 else 1 << (b - 1).bit_length()
 
 
 def _rows_bracket(rows: int) -> tuple[int, int]:
@@ -244,6 +245,24 @@ class LpxStepModel:
         b = _batch_bucket(batch)
         if b != batch and b > self.max_batch() >= batch:  # the bucket would not fit: compile the batch itself
             b = batch
+        try:
+            lat, ii = self._at_context(kind, b, context, new)
+        except DoesNotFit:
+            if b == batch:
+                raise
+            b = batch  # the bucket does not fit (e.g. a prefill's activations): compile the batch itself
+            lat, ii = self._at_context(kind, b, context, new)
+        if b != batch:  # between batch buckets: linear in the rows processed
+            small = b // 2
+            if small < batch:
+                s = self._cost(kind, small, context, new)
+                f = (batch - small) / (b - small)
+                lat = s.latency_s + f * (lat - s.latency_s)
+                ii = s.interval_s + f * (ii - s.interval_s)
+        return StepCost(lat, min(ii, lat))
+
+    def _at_context(self, kind: str, b: int, context: int, new: int) -> tuple[float, float]:
+        """(latency, interval) of `b` sequences at `context`, linear between the context grid's points."""
         lo, hi = _bracket(max(0, context), self._grid)  # above the target: compiled exactly (may not fit)
         costs = []
         for ctx in sorted({lo, hi}):
@@ -251,19 +270,10 @@ class LpxStepModel:
             t = self.step_summary(ph)["timing"]
             costs.append((ctx, t["latency_s"], t["interval_s"]))
         if len(costs) == 1:
-            _, lat, ii = costs[0]
-        else:
-            (c0, l0, i0), (c1, l1, i1) = costs
-            f = (context - c0) / (c1 - c0)
-            lat, ii = l0 + f * (l1 - l0), i0 + f * (i1 - i0)
-        if b != batch:  # between batch buckets: linear in the rows processed
-            small = _batch_bucket(max(1, b // 2)) if b > 4 else b
-            if small != b and small < batch:
-                s = self._cost(kind, small, context, new)
-                f = (batch - small) / (b - small)
-                lat = s.latency_s + f * (lat - s.latency_s)
-                ii = s.interval_s + f * (ii - s.interval_s)
-        return StepCost(lat, min(ii, lat))
+            return costs[0][1], costs[0][2]
+        (c0, l0, i0), (c1, l1, i1) = costs
+        f = (context - c0) / (c1 - c0)
+        return l0 + f * (l1 - l0), i0 + f * (i1 - i0)
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
         ctx = int(round(sum(batch.contexts) / max(1, batch.size)))
