@@ -54,6 +54,49 @@ def test_costs_grow_with_work(sm: LpxStepModel) -> None:
     assert p.latency_s > short.latency_s and p.interval_s > 0
 
 
+@pytest.mark.parametrize("rows", [3, 68, 100, 175, 243])
+def test_prefill_rows_interpolation_matches_direct_compile(sm: LpxStepModel, rows: int) -> None:
+    """A sub-chunk of `rows` tokens is priced from the powers of two around it; within 2 % of its own
+    compile (measured: at most 1.1 % on this model, 0.3 % on Gemma 4 31B at 68 and 175 rows)."""
+    for ctx in (0, 4096):
+        got = sm._rows_cost(1, ctx, rows)
+        direct = compile_program(sm.model, "lpx", chips=8, phase=Phase("prefill", (ctx,), rows), layout=sm.layout,
+                                 weights="bf16", chip_sram_bytes=2_000_000)
+        assert direct.report.ok
+        assert got.latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
+        assert got.interval_s == pytest.approx(direct.timing.interval_s, rel=0.02)
+
+
+def test_prefill_remainders_share_compiles(fresh_cache) -> None:
+    """Distinct prompt remainders cost no compiles beyond the power-of-two row buckets."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    before = sm.compiles
+    for tokens in range(129, 256, 7):  # 19 distinct remainders between the 128 and 256 buckets
+        p = sm.prefill(PrefillChunk(tokens=tokens, context=1024))
+        assert p.latency_s > 0
+    assert sm.compiles - before == 2  # rows 128 and 256 at context 1,024 (a grid point)
+    assert sm.prefill(PrefillChunk(tokens=200, context=1024)).latency_s < \
+        sm.prefill(PrefillChunk(tokens=250, context=1024)).latency_s
+
+
+def test_batch_three_is_interpolated_between_two_and_four(fresh_cache) -> None:
+    """Batch 3 is priced from the batch-2 and batch-4 compiles (within 2 % of its own compile; measured on
+    Gemma 4 31B decode at 16K: +0.3 % latency, -1.2 % interval), so it costs no compile of its own."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=4, chip_sram_bytes=2_000_000)
+    assert sm.max_batch() >= 4
+    got = sm.decode_step(DecodeBatch.uniform(3, 3000))
+    assert not any(k[0] == "decode" and len(k[1]) == 3 for k in sm._summaries)
+    for ctx in (1024, 4096):  # the grid points around 3,000
+        assert any(k == ("decode", (ctx,) * 4, 1) for k in sm._summaries)
+    direct = compile_program(m, "lpx", chips=8, phase=Phase.decode([3000] * 3), layout=sm.layout,
+                             weights="bf16", chip_sram_bytes=2_000_000)
+    assert direct.report.ok
+    assert got.latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
+    assert got.interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.02)
+
+
 def test_bad_input(sm: LpxStepModel) -> None:
     with pytest.raises(UserError):
         sm.prefill(PrefillChunk(tokens=0))

@@ -45,7 +45,14 @@ PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 
 def _batch_bucket(b: int) -> int:
-    return b if b <= 4 else 1 << (b - 1).bit_length()
+    """Batches compiled: 1, 2, then powers of two (a batch in between is interpolated linearly)."""
+    return b if b <= 2 else 1 << (b - 1).bit_length()
+
+
+def _rows_bracket(rows: int) -> tuple[int, int]:
+    """The powers of two around `rows` (equal when `rows` is one): the prefill sub-chunk sizes compiled."""
+    lo = 1 << (rows.bit_length() - 1)
+    return lo, (lo if lo == rows else lo * 2)
 
 
 def _bracket(x: int, grid: tuple[int, ...]) -> tuple[int, int]:
@@ -75,6 +82,7 @@ class LpxStepModel:
         self._sram = chip_sram_bytes
         self._variant = variant
         self._summaries: dict[tuple, dict] = {}
+        self.compiles = 0  # programs built by this instance (a warm persistent cache keeps it at 0)
         self._cache: dict[tuple, CompileResult] = {}
         self._layout_arg = layout if layout is None or isinstance(layout, str) else layout.describe()
         choice = step_cache().get_or_compute(
@@ -166,6 +174,7 @@ class LpxStepModel:
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
+        self.compiles += 1
         graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout)
         prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
         return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
@@ -187,15 +196,18 @@ class LpxStepModel:
         """The compiled step for exactly this phase (cached)."""
         key = (phase.kind, phase.contexts, phase.new_tokens)
         if key not in self._cache:
-            try:
-                self._cache[key] = self._build(self.layout, phase)
-            except DoesNotFit as e:
-                raise DoesNotFit(
-                    "concurrency",
-                    f"{phase.sequences} stream(s) at {max(phase.contexts):,} tokens do not fit this replica "
-                    f"({self.layout.describe()}, compiled for {self.target.concurrency} x {self.target.context:,}"
-                    f" tokens): {e.message}") from None
+            self._cache[key] = self._build_phase(phase)
         return self._cache[key]
+
+    def _build_phase(self, phase: Phase) -> CompileResult:
+        try:
+            return self._build(self.layout, phase)
+        except DoesNotFit as e:
+            raise DoesNotFit(
+                "concurrency",
+                f"{phase.sequences} stream(s) at {max(phase.contexts):,} tokens do not fit this replica "
+                f"({self.layout.describe()}, compiled for {self.target.concurrency} x {self.target.context:,}"
+                f" tokens): {e.message}") from None
 
     def step_summary(self, phase: Phase) -> dict:
         """The compiled step's timing (`Timing.as_dict`) and per-chip memory for `phase`, from the
@@ -213,8 +225,10 @@ class LpxStepModel:
         return hit
 
     def _summary_fresh(self, phase: Phase) -> dict:
+        """Compile `phase` for its summary only: the program is not kept (a serving run prices hundreds of
+        shapes; keeping each program held GBs), `compile` keeps the ones asked for by name."""
         try:
-            res = self.compile(phase)
+            res = self._cache.get((phase.kind, phase.contexts, phase.new_tokens)) or self._build_phase(phase)
         except DoesNotFit as e:
             return {"error": e.message, "field": e.field}
         return {"timing": res.timing.as_dict(), "memory": {str(c): dict(v) for c, v in res.memory.items()}}
@@ -231,6 +245,24 @@ class LpxStepModel:
         b = _batch_bucket(batch)
         if b != batch and b > self.max_batch() >= batch:  # the bucket would not fit: compile the batch itself
             b = batch
+        try:
+            lat, ii = self._at_context(kind, b, context, new)
+        except DoesNotFit:
+            if b == batch:
+                raise
+            b = batch  # the bucket does not fit (e.g. a prefill's activations): compile the batch itself
+            lat, ii = self._at_context(kind, b, context, new)
+        if b != batch:  # between batch buckets: linear in the rows processed
+            small = b // 2
+            if small < batch:
+                s = self._cost(kind, small, context, new)
+                f = (batch - small) / (b - small)
+                lat = s.latency_s + f * (lat - s.latency_s)
+                ii = s.interval_s + f * (ii - s.interval_s)
+        return StepCost(lat, min(ii, lat))
+
+    def _at_context(self, kind: str, b: int, context: int, new: int) -> tuple[float, float]:
+        """(latency, interval) of `b` sequences at `context`, linear between the context grid's points."""
         lo, hi = _bracket(max(0, context), self._grid)  # above the target: compiled exactly (may not fit)
         costs = []
         for ctx in sorted({lo, hi}):
@@ -238,19 +270,10 @@ class LpxStepModel:
             t = self.step_summary(ph)["timing"]
             costs.append((ctx, t["latency_s"], t["interval_s"]))
         if len(costs) == 1:
-            _, lat, ii = costs[0]
-        else:
-            (c0, l0, i0), (c1, l1, i1) = costs
-            f = (context - c0) / (c1 - c0)
-            lat, ii = l0 + f * (l1 - l0), i0 + f * (i1 - i0)
-        if b != batch:  # between batch buckets: linear in the rows processed
-            small = _batch_bucket(max(1, b // 2)) if b > 4 else b
-            if small != b and small < batch:
-                s = self._cost(kind, small, context, new)
-                f = (batch - small) / (b - small)
-                lat = s.latency_s + f * (lat - s.latency_s)
-                ii = s.interval_s + f * (ii - s.interval_s)
-        return StepCost(lat, min(ii, lat))
+            return costs[0][1], costs[0][2]
+        (c0, l0, i0), (c1, l1, i1) = costs
+        f = (context - c0) / (c1 - c0)
+        return l0 + f * (l1 - l0), i0 + f * (i1 - i0)
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
         ctx = int(round(sum(batch.contexts) / max(1, batch.size)))
@@ -266,7 +289,7 @@ class LpxStepModel:
             n = math.ceil(chunk.tokens / sub)
             mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle
             try:
-                c = self._cost("prefill", chunk.sequences, mid, sub)
+                c = self._rows_cost(chunk.sequences, mid, sub)
                 break
             except DoesNotFit:
                 if self._prefill_rows == 1:
@@ -274,6 +297,19 @@ class LpxStepModel:
                 self._prefill_rows //= 2
         scale = chunk.tokens / (n * sub)
         return StepCost((c.latency_s + (n - 1) * c.interval_s) * scale, n * c.interval_s * scale)
+
+    def _rows_cost(self, sequences: int, context: int, rows: int) -> StepCost:
+        """One prefill sub-chunk of `rows` tokens per sequence, compiled at the powers of two around `rows`
+        and interpolated linearly between them (rows per step grow the step's matmul and attention work
+        linearly), so the compiles do not grow with the number of distinct prompt remainders."""
+        lo, hi = _rows_bracket(rows)
+        a = self._cost("prefill", sequences, context, lo)
+        if hi == lo:
+            return a
+        b = self._cost("prefill", sequences, context, hi)
+        f = (rows - lo) / (hi - lo)
+        lat = a.latency_s + f * (b.latency_s - a.latency_s)
+        return StepCost(lat, min(lat, a.interval_s + f * (b.interval_s - a.interval_s)))
 
     def verify(self, batch: DecodeBatch, k: int) -> StepCost:
         if k < 0:

@@ -1,0 +1,72 @@
+"""How many LPX programs a command compiles on a cold step cache, and its CPU time (issue 10 item 2).
+
+Each case runs in this process with an empty $LPXSIM_CACHE; every `LpxStepModel._build` (one lowered,
+scheduled and placed program) is counted. Cases:
+  estimate  lpxsim estimate gemma-4-31b --system lpx --isl 10000 --osl 1000
+  fleet     lpxsim simulate --fleet examples/fleets/lpx-compiled.yaml --trace mooncake-conversation
+            (--duration S limits the trace's arrivals, default 120 simulated seconds)
+
+Run: python benchmarks/bench_lpx_compiles.py [estimate|fleet ...] [--duration S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(argv: list[str]) -> tuple[int, float, float, int]:
+    """(compiles, CPU s, wall s, exit code) of one CLI command on a fresh step cache."""
+    from lpxsim.lpu import stepmodel
+
+    count = {"n": 0}
+    build = stepmodel.LpxStepModel._build
+
+    def counted(self, lay, phase):
+        count["n"] += 1
+        return build(self, lay, phase)
+
+    stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
+    import sys
+
+    from lpxsim.cli.main import run as cli
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    code = 0
+    sys.argv = ["lpxsim", *argv]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli()
+    except SystemExit as e:
+        code = int(e.code or 0)
+    finally:
+        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
+    return count["n"], time.process_time() - c0, time.perf_counter() - w0, code
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cases", nargs="*", default=["estimate"])
+    ap.add_argument("--duration", type=float, default=120.0)
+    args = ap.parse_args()
+    for case in args.cases:
+        with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+            os.environ["LPXSIM_CACHE"] = cache
+            if case == "estimate":
+                argv = ["estimate", "gemma-4-31b", "--system", "lpx", "--isl", "10000", "--osl", "1000", "--json"]
+            else:
+                argv = ["simulate", "--fleet", str(ROOT / "examples/fleets/lpx-compiled.yaml"), "--trace",
+                        "mooncake-conversation", "--duration", str(args.duration), "--out", out, "--json"]
+            n, cpu, wall, code = run(argv)
+            print(f"{case:9s} compiles {n:4d}  {cpu:7.1f} s CPU {wall:7.1f} s wall  exit {code}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
