@@ -144,7 +144,7 @@ def test_a_sequence_that_nearly_fills_the_worker_still_finishes():
     assert res.pools["output_tokens"].sum() == 600
 
 
-def test_shapes_the_backend_refuses_are_skipped_not_fatal():
+def test_shapes_the_backend_refuses_are_skipped_not_fatal(monkeypatch):
     """A backend may refuse a micro-batch shape (DoesNotFit); the worker splits the batch further instead."""
     from lpxsim.errors import DoesNotFit
     from lpxsim.serving.sim import Simulation
@@ -159,13 +159,13 @@ def test_shapes_the_backend_refuses_are_skipped_not_fatal():
             raise DoesNotFit("layout", "too big")
         return inner(batch)
 
-    w.model.decode_step = picky
+    monkeypatch.setattr(w.model, "decode_step", picky)  # the step model is shared within the process
     sim.run()
     assert all(r.status == "completed" for r in sim.requests)
     assert max(k[0] for k in w._period) > 3  # batches above the refused size still ran, split into micro-batches
 
 
-def test_prefill_chunks_the_backend_refuses_are_halved():
+def test_prefill_chunks_the_backend_refuses_are_halved(monkeypatch):
     from lpxsim.errors import DoesNotFit
     from lpxsim.serving.sim import Simulation
 
@@ -179,7 +179,7 @@ def test_prefill_chunks_the_backend_refuses_are_halved():
             raise DoesNotFit("layout", "chunk too big")
         return inner(chunk)
 
-    w.model.prefill = picky
+    monkeypatch.setattr(w.model, "prefill", picky)  # the step model is shared within the process
     sim.run()
     assert all(r.status == "completed" for r in sim.requests)
     assert w.budget <= 1000

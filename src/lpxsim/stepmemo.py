@@ -99,13 +99,12 @@ class MemoStepModel:
         if self._inner is None:
             return
         meta = self._table["meta"]
-        for name in _REMEMBERED:
+        for name in _REMEMBERED:  # None (an LPX backend has no cost_sources) is remembered too
             value = getattr(self._inner, name, None)
-            if value is not None:
-                value = dict(value) if isinstance(value, dict) else value
-                if meta.get(name) != value:
-                    meta[name] = value
-                    self._dirty = True
+            value = dict(value) if isinstance(value, dict) else value
+            if name not in meta or meta[name] != value:
+                meta[name] = value
+                self._dirty = True
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_inner"} | {"_inner": None}

@@ -268,8 +268,7 @@ def t8_cmd(
     rep = t8_report(osl=osl, context=context, target=target, weights=weights, kv=kv, backend=backend,
                     new_tokens=new_tokens, spec_k=mtp, spec_accept=accept)
     d = rep.as_dict()
-    for r in rep.rows:  # economics of the rows on one catalog system (what-if rows mix systems or backends)
-        if not r.hypothetical:
-            with contextlib.suppress(UserError):
-                d["systems"][r.label].update(point_economics(r.point, costs))
+    for r in rep.rows:  # economics of each system's row (a system without a capex reports none)
+        with contextlib.suppress(UserError):
+            d["systems"][r.label].update(point_economics(r.point, costs))
     emit_json(d) if as_json else _print_t8(d)
