@@ -39,8 +39,6 @@ def sides():
 
 
 @pytest.mark.heavy  # compiles LPX programs (tens of CPU seconds on a loaded machine)
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="known: the FFN-only side's KV ceiling is infinite "
-                   "and a whole-model step's batch cast overflows (issue 12 note)")
 def test_ffn_side_is_a_compiled_ffn_only_program(sides) -> None:
     _, ffn = sides
     assert "FFN" in ffn.name and ffn.kv_capacity_bytes() == 0

@@ -25,19 +25,13 @@ from lpxsim.stepmodel import DecodeBatch, StepCost, StepModel
 
 def _lpx_ffn_class():
     """`LpxFfnStepModel`, defined lazily so importing this module does not import the compiler."""
-    from lpxsim.graph import Phase, lower
     from lpxsim.lpu import LpxStepModel
-    from lpxsim.lpu.compiler import CompileResult, build_program
-    from lpxsim.lpu.timing import summarize
 
     class LpxFfnStepModel(LpxStepModel):
-        """The FFN/MoE half of `model`, compiled onto LPUs (one replica; context plays no part)."""
+        """The FFN/MoE half of `model`, compiled onto LPUs (one replica; context plays no part). The part is
+        in every cache key of the base class, so its layouts and steps never mix with the whole model's."""
 
-        def _build(self, lay, phase: Phase) -> CompileResult:
-            graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout,
-                          part="ffn")
-            prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
-            return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
+        part = "ffn"
 
         @property
         def name(self) -> str:

@@ -64,6 +64,8 @@ def _bracket(x: int, grid: tuple[int, ...]) -> tuple[int, int]:
 class LpxStepModel:
     """One replica of `model` compiled onto LPUs of `system` (default: the fewest racks it fits)."""
 
+    part = "all"  # the op graph compiled (`graph.lower`'s part): "ffn" for the FFN side of AFD
+
     def __init__(self, model: str | ModelSpec, system: str = "lpx", racks: float | None = None,
                  chips: int | None = None, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate",
                  layout: str | Layout | None = None, context: int | None = None, concurrency: int = 1,
@@ -87,8 +89,8 @@ class LpxStepModel:
         self._layout_arg = layout if layout is None or isinstance(layout, str) else layout.describe()
         choice = step_cache().get_or_compute(
             "lpx-layout", source_version(*SOURCES),
-            (self.model, get_system_spec(system), variant, racks, chips, self._layout_arg, ctx, int(concurrency),
-             weights, kv, kv_layout, chip_sram_bytes), lambda: self._choose_fresh(system, racks, chips, layout))
+            (self.model, self.part, get_system_spec(system), variant, racks, chips, self._layout_arg, ctx,
+             int(concurrency), weights, kv, kv_layout, chip_sram_bytes), lambda: self._choose_fresh(system, racks, chips, layout))
         if "error" in choice:
             raise DoesNotFit(choice["field"], choice["error"])
         self.target = Target(*choice["target"])
@@ -175,7 +177,8 @@ class LpxStepModel:
 
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
         self.compiles += 1
-        graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout)
+        graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout,
+                      part=self.part)
         prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
         return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
 
@@ -217,8 +220,8 @@ class LpxStepModel:
         if hit is None:
             hit = step_cache().get_or_compute(
                 "lpx-step", source_version(*SOURCES),
-                (self.model, self.system, self.units, self.n_chips, self._sram, self.layout.describe(), self.weights,
-                 self.kv, self.kv_layout, *key), lambda: self._summary_fresh(phase))
+                (self.model, self.part, self.system, self.units, self.n_chips, self._sram, self.layout.describe(),
+                 self.weights, self.kv, self.kv_layout, *key), lambda: self._summary_fresh(phase))
             self._summaries[key] = hit
         if "error" in hit:
             raise DoesNotFit(hit["field"], hit["error"])
