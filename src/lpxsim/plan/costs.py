@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lpxsim.catalog import get_system
 from lpxsim.errors import UserError
@@ -47,36 +47,22 @@ RANGES: dict[str, tuple[float, float]] = {
 class CostValue(BaseModel):
     """A number of the cost model with its provenance."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # NaN/inf: a one-line error
     value: float
     source: str
     grade: Grade
     note: str = ""
 
-    @field_validator("value")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("expected a finite number")
-        return v
-
 
 class PriceTier(BaseModel):
     """Output price for users served at >= min_tok_s_user."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     min_tok_s_user: float = Field(ge=0)
     usd_per_mtok_output: float = Field(ge=0)
     source: str
     grade: Grade
     note: str = ""
-
-    @field_validator("min_tok_s_user", "usd_per_mtok_output")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("expected a finite number")
-        return v
 
 
 class CostModel(BaseModel):
