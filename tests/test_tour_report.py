@@ -88,6 +88,26 @@ def test_modes_section_compares_every_mode(tour):
     assert (modes.loc[modes["mode"] == "rubin-alone", "speed_vs_rubin"] == 1.0).all()
 
 
+def test_economics_and_moe_long_context_come_from_rows_the_tour_has(tour):
+    """The cost table prices the sweep's and modes' rows (placed after the modes); the MoE line at 100K
+    names racks, streams and tok/s per user."""
+    assert tour.statuses["economics"] == "ok"
+    assert list(tour.statuses).index("economics") == list(tour.statuses).index("modes") + 1
+    df = pd.read_parquet(tour.results_parquet)
+    econ, sweep = df[df["table"] == "economics"], df[df["table"] == "sweep"]
+    assert {"lpx", "vr-nvl72", "rubin-lpx-pd", "rubin-lpx-afd"} <= set(econ["system / mode"])
+    assert econ[["context", "concurrency", "hardware", "power_kw", "tok_s_user", "usd_per_mtok_output",
+                 "revenue_usd_per_hour"]].notna().all().all()
+    one = econ[(econ["system / mode"] == "lpx") & (econ["context"] == 10_000) & (econ["concurrency"] == 1)]
+    same = sweep[(sweep["target"] == "lpx") & (sweep["context"] == 10_000) & (sweep["concurrency"] == 1)]
+    assert one["tok_s_user"].iloc[0] == same["tok_s_user"].iloc[0]  # the sweep's own figure, not a new run
+    moe = df[df["table"] == "moe_long_context"].iloc[0]
+    assert moe["context"] == max(SMALL.contexts) and moe["racks_for_weights_and_one_stream"] >= 1
+    assert moe["streams_that_fit (capacity model)"] >= 1 and moe["tok_s_user"] > 0
+    assert any(s.startswith("MoE gpt-oss-120b on LPX @ 100,000 tokens") for s in tour.summary)
+    assert "what a token costs and what it sells for" in tour.index_html.read_text()
+
+
 def test_a_missing_backend_is_said_not_invented(tmp_path):
     from lpxsim.bench.backends import BackendUnavailable
 

@@ -19,6 +19,7 @@ with P the output price of the per-user speed tier the operating point reaches
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -221,15 +222,23 @@ def economics(power_w: float, units: float, system: str, tok_s_output_total: flo
     tok_s_user: the per-user speed, which sets the price tier. Returns plain JSON-able numbers; the cost
     fields are None when the cost model has no capex for `system` (the note says so).
     """
+    return hardware_economics(power_w, {system: units}, tok_s_output_total, tok_s_input_total, tok_s_user, costs)
+
+
+def hardware_economics(power_w: float, units: Mapping[str, float], tok_s_output_total: float,
+                       tok_s_input_total: float, tok_s_user: float,
+                       costs: CostModel | None = None) -> dict[str, Any]:
+    """`economics` of hardware that spans systems (a heterogeneous fleet): `units` maps each system to the
+    racks or nodes of it; capex is summed over them, energy is charged on the total `power_w`."""
     c = costs or default_costs()
-    for name, v in (("power_w", power_w), ("units", units), ("tok_s_output_total", tok_s_output_total),
-                    ("tok_s_input_total", tok_s_input_total), ("tok_s_user", tok_s_user)):
+    for name, v in (("power_w", power_w), ("tok_s_output_total", tok_s_output_total),
+                    ("tok_s_input_total", tok_s_input_total), ("tok_s_user", tok_s_user),
+                    *((f"units.{k}", n) for k, n in units.items())):
         if not math.isfinite(v) or v < 0:
             raise UserError(name, f"expected a finite non-negative number, got {v!r}")
     u, ratio = c.utilisation.value, c.input_price_ratio.value
     facility_w = power_w * c.pue.value
     energy_usd_h = facility_w / 1e3 * c.usd_per_kwh.value
-    cap = c.capex(system)
     tier = c.price_tier(tok_s_user)
     price_out = tier.usd_per_mtok_output
     revenue_h = 3600.0 * u * (tok_s_output_total + ratio * tok_s_input_total) * price_out / 1e6
@@ -248,10 +257,12 @@ def economics(power_w: float, units: float, system: str, tok_s_output_total: flo
         "margin_usd_per_hour": None,
         "cost_notes": [],
     }
-    if cap is None:
-        out["cost_notes"].append(f"no capex for {system} in the cost model: give capex_usd.{system} with --costs")
+    caps = {get_system(s).name: (c.capex(s), n) for s, n in units.items()}
+    missing = [s for s, (cap, _) in caps.items() if cap is None]
+    if missing:
+        out["cost_notes"] += [f"no capex for {s} in the cost model: give capex_usd.{s} with --costs" for s in missing]
         return out
-    capex = cap.value * units
+    capex = sum(cap.value * n for cap, n in caps.values())
     capex_h = capex / (c.amortisation_years.value * HOURS_PER_YEAR)
     opex_h = capex * c.opex_fraction_per_year.value / HOURS_PER_YEAR
     cost_h = capex_h + opex_h + energy_usd_h
@@ -261,7 +272,7 @@ def economics(power_w: float, units: float, system: str, tok_s_output_total: flo
         usd_per_mtok_output=per_mtok, usd_per_mtok_input=None if per_mtok is None else ratio * per_mtok,
         margin_usd_per_hour=revenue_h - cost_h,
     )
-    out["cost_notes"].append(f"capex {get_system(system).name}: {cap.source} ({cap.grade})")
+    out["cost_notes"] += [f"capex {s}: {cap.source} ({cap.grade})" for s, (cap, _) in caps.items()]
     return out
 
 

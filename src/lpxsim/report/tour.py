@@ -102,6 +102,23 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
     return {k: results[k] for k in ORDER}
 
 
+def _add_economics(cfg: TourConfig, results: dict[str, SectionResult],
+                   log: Callable[[str], None]) -> dict[str, SectionResult]:
+    """The cost and revenue section, priced from the sweep's and modes' rows, placed after the modes."""
+    from lpxsim.report.economics import economics_section
+
+    t0 = time.perf_counter()
+    econ = guarded("economics", lambda: economics_section(cfg, results))
+    log(f"tour: economics {econ.status} in {time.perf_counter() - t0:,.1f} s")
+    out: dict[str, SectionResult] = {}
+    for name, r in results.items():
+        out[name] = r
+        if name == "modes":
+            out["economics"] = econ
+    out.setdefault("economics", econ)
+    return out
+
+
 def _reraise(e: BaseException) -> SectionResult:
     raise e
 
@@ -114,6 +131,7 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
     out.mkdir(parents=True, exist_ok=True)
     results = run_sections(cfg, out, log)
     _add_dense_vs_moe(cfg, results)
+    results = _add_economics(cfg, results, log)
     sections = [r.section for r in results.values()]
     summary = [line for r in results.values() for line in r.summary]
     intro = summary_section(cfg, results)

@@ -7,6 +7,7 @@ the summary; it never shows invented numbers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,8 +245,45 @@ def moe_section(cfg: TourConfig) -> SectionResult:
     sec.blocks += aa.section.blocks
     lines = [f"MoE ceiling {r.system} @ {r.context:,}: {r.max_streams:,} streams ({r.hardware})"
              for r in df.itertuples()]
-    return SectionResult(sec, {"moe_capacity": df, **aa.tables}, lines + aa.summary,
-                         "ok" if aa.status == "ok" else aa.status)
+    tables = {"moe_capacity": df, **aa.tables}
+    long = guarded("moe long context", lambda: moe_long_context_rows(cfg)) if "lpx" in cfg.systems else None
+    if long is not None:
+        sec.blocks += long.section.blocks
+        tables |= long.tables
+        lines += long.summary
+    return SectionResult(sec, tables, lines + aa.summary, "ok" if aa.status == "ok" else aa.status)
+
+
+def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
+    """The MoE model on LPX at the tour's longest context: racks and streams (plan.capacity) and tok/s per
+    user at concurrency 1 on the deployment the AA section already built (compiled for long context), so
+    the only new work is that deployment's steps at this context."""
+    from lpxsim.bench.backends import hardware_label, step_model
+    from lpxsim.plan.capacity import capacity
+    from lpxsim.plan.estimate import steady_state
+
+    ctx, osl = max(cfg.contexts), cfg.osl
+    need = capacity(cfg.moe_model, "lpx", ctx + osl, weights=cfg.weights, kv=cfg.kv)
+    racks = max(1, need.units_needed)
+    cap = capacity(cfg.moe_model, "lpx", ctx + osl, weights=cfg.weights, kv=cfg.kv, racks=float(racks))
+    step = step_model(cfg.moe_model, "lpx", cfg.weights, cfg.kv)
+    runs = int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl))
+    row: dict = {"model": cfg.moe_model, "system": "lpx", "context": ctx, "osl": osl,
+                 "racks_for_weights_and_one_stream": racks, "streams_that_fit (capacity model)": cap.max_streams,
+                 "deployment": hardware_label(step), "streams_the_deployment_runs": runs, "concurrency": 1,
+                 "tok_s_user": math.nan, "ttft_s": math.nan, "power_kw": step.power_w / 1e3}
+    if runs >= 1:
+        e = steady_state(step, isl=ctx, osl=osl, concurrency=1)
+        row |= {"tok_s_user": e.tok_s_user, "ttft_s": e.ttft_s}
+    df = pd.DataFrame([row])
+    sec = Section("moe long context")
+    sec.add(Table(df, f"{cfg.moe_model} on LPX at {ctx:,} tokens (+ {osl:,} out): racks, streams and tok/s per "
+                      "user at concurrency 1 (compiled LPX backend, the AA section's deployment)"))
+    speed = (f"{row['tok_s_user']:,.0f} tok/s/user at concurrency 1 (TTFT {row['ttft_s']:,.2f} s)" if runs >= 1
+             else "no stream of this length fits the deployment")
+    line = (f"MoE {cfg.moe_model} on LPX @ {ctx:,} tokens: {racks} rack(s) hold the weights and "
+            f"{cap.max_streams:,} streams (capacity model); {speed} on {row['deployment']}")
+    return SectionResult(sec, {"moe_long_context": df}, [line])
 
 
 def assumptions_section(cfg: TourConfig) -> SectionResult:
