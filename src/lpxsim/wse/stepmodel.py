@@ -7,16 +7,21 @@ The rule (docs/assumptions.md, "Cerebras wafer-scale backend (issue 14)"):
   wafer, balanced by weight bytes; a replica needs enough wafers that each holds its segment within
   (1 - reserve) of its SRAM. Inside a wafer each layer gets a region of cores in proportion to its
   weight bytes, and with them the same share of the wafer's SRAM bandwidth and FLOP/s.
-- A layer is a pipeline stage. Its time for `tokens` tokens is the largest of
-  (a) streaming: every matmul's input vector is produced at one place (the root of the previous
-      reduction) and leaves it through one fabric port, so a token's vector elements pass serially
-      at the port bandwidth; independent tokens stream from different rows of the region, up to
-      sqrt(cores of the region) at once;
+- A layer is a pipeline stage laid out as a square tile of the wafer's 2D mesh (side sqrt(its share
+  of the cores)), the compact placement that makes its broadcasts and reductions shortest.
+  Its occupancy for `tokens` tokens is the largest of
+  (a) streaming: each dependent matmul's input vector is spread over the tile's rows, whose ports
+      carry their segments in parallel; tokens follow one another;
   (b) compute: matmul + attention FLOPs / (region's share of peak x efficiency);
   (c) SRAM: weights touched + KV read / (region's share of SRAM bandwidth x efficiency).
+  Its latency adds the wavefronts: every dependent phase of the layer (norm, projections, scores,
+  attention-times-V, output projection, MLP up and down, router) broadcasts or reduces across the
+  tile, one fabric hop per row, so a layer costs phases x side x hop: the square root of its share of
+  the wafer, not its width. This is why per-layer time grows slowly with model width.
 - Between wafers the activations cross the system I/O (bytes / link bandwidth + latency).
-- latency = sum of stage times + hand-offs; interval = the slowest stage (or hand-off): layers are
-  pipelined, so many micro-batches are in flight, which is why batch-1 speed and capacity differ.
+- latency = sum of stage latencies + hand-offs; interval = the slowest stage occupancy (or hand-off):
+  layers are pipelined, so many micro-batches are in flight, which is why batch-1 speed and capacity
+  differ.
 
 Serving and planning see only the StepModel protocol.
 """
@@ -24,7 +29,7 @@ Serving and planning see only the StepModel protocol.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from lpxsim.catalog import get_model, get_system
@@ -51,6 +56,7 @@ class WaferParams:
     reserve_fraction: float
     flop_efficiency: float
     sram_efficiency: float
+    hop_s: float  # one fabric hop (router to neighbouring core)
     io_Bps: float  # wafer-to-wafer hand-off bandwidth between units (system I/O), per direction
     io_latency_s: float
     unpublished: bool  # any core number graded U
@@ -63,10 +69,11 @@ class WaferParams:
         c = s.chip
         io = s.topology.links["scale_out"]
         inner = s.topology.links.get("scale_up") if s.chips_per_unit > 1 else None
-        core = [c.memory_bytes, c.memory_bw_Bps, c.extra["cores"], c.extra["fabric_port_Bps"]]
+        core = [c.memory_bytes, c.memory_bw_Bps, c.extra["cores"], c.extra["fabric_port_Bps"]]  # published on CS-3
         return cls(
             sram_bytes=float(c.memory_bytes), sram_Bps=float(c.memory_bw_Bps), flops=c.flops(compute),
             cores=float(c.extra["cores"]), port_Bps=float(c.extra["fabric_port_Bps"]),
+            hop_s=float(c.extra["fabric_hop_s"]),
             reserve_fraction=float(c.extra["memory_reserve_fraction"]),
             flop_efficiency=float(c.extra["flop_efficiency"]), sram_efficiency=float(c.extra["sram_efficiency"]),
             io_Bps=io.bandwidth_Bps, io_latency_s=float(io.latency_s),
@@ -84,8 +91,9 @@ class Stage:
     weight_bytes: float
     active_weight_bytes: float
     active_params: float
-    stream_elements: int  # vector elements one token pushes serially through the fabric
-    layer: LayerSpec | None  # None for the output head
+    stream_elements: int  # elements of the dependent input vectors one token pushes through the fabric
+    layer: LayerSpec | None  # None for the input table and the output head
+    phases: int = 1  # dependent broadcast / reduction phases, each a wavefront across the tile
 
 
 def stream_elements(layer: LayerSpec, hidden: int) -> int:
@@ -107,6 +115,22 @@ def stream_elements(layer: LayerSpec, hidden: int) -> int:
     else:
         widths.append(f.intermediate)
     return n + max(widths)
+
+
+def dependent_phases(layer: LayerSpec) -> int:
+    """Phases of one layer that must each finish before the next starts (a broadcast or a reduction
+    across the layer's cores): attention norm, q/k/v projection, scores and softmax, attention times V,
+    output projection; MLP norm, up/gate projection, down projection; MLA adds the low-rank q and kv
+    projections, MoE the router and the weighted combine of the experts' outputs."""
+    n = 5 + 3
+    if layer.attention.kind == "mla":
+        n += 1
+    if layer.ffn.kind == "moe":
+        n += 2
+    return n
+
+
+HEAD_PHASES = 3  # final norm, lm_head projection, the argmax / sampling reduction over the vocabulary
 
 
 class WseStepModel:
@@ -138,13 +162,13 @@ class WseStepModel:
         m, b = self.model, self._wp.bytes_per_element
         pc = param_counts(m)
         table = pc.embedding if pc.lm_head else 0  # untied: the input table is its own stage's weights
-        out = [Stage(0, table * b, 0.0, 0.0, 0, None)]
+        out = [Stage(0, table * b, 0.0, 0.0, 0, None, 0)]  # a row lookup: no dependent phase
         for layer in m.layers:
             lp = layer_params(layer, m.hidden_size)
             out.append(Stage(0, lp.total * b, lp.active * b, float(lp.active), stream_elements(layer, m.hidden_size),
-                             layer))
+                             layer, dependent_phases(layer)))
         head = pc.lm_head or pc.embedding
-        out.append(Stage(0, (head + pc.final_norm) * b, head * b, float(head), m.hidden_size, None))
+        out.append(Stage(0, (head + pc.final_norm) * b, head * b, float(head), m.hidden_size, None, HEAD_PHASES))
         return out
 
     def _usable(self) -> float:
@@ -180,8 +204,7 @@ class WseStepModel:
             mid = (lo + hi) / 2
             lo, hi = (lo, mid) if self._fill(stages, mid)[-1] + 1 <= wafers else (mid, hi)
         where = self._fill(stages, hi)
-        placed = [Stage(w, st.weight_bytes, st.active_weight_bytes, st.active_params, st.stream_elements, st.layer)
-                  for w, st in zip(where, stages, strict=True)]
+        placed = [replace(st, wafer=w) for w, st in zip(where, stages, strict=True)]
         used = where[-1] + 1  # a tiny model may not spread over every wafer it was given
         self._wafer_bytes = [sum(st.weight_bytes for st in placed if st.wafer == w) for w in range(wafers)]
         self._used_wafers = used
@@ -218,11 +241,16 @@ class WseStepModel:
             return 2.0 * a.num_heads * t * (a.kv_lora_rank + a.qk_rope_head_dim + a.kv_lora_rank)
         return 2.0 * a.num_heads * t * (a.head_dim + a.v_head_dim)
 
-    def stage_time(self, st: Stage, tokens: int, sequences: int, context: int) -> float:
-        """Seconds for one stage to take `tokens` tokens (of `sequences` sequences) at mean `context`."""
+    def tile_rows(self, st: Stage) -> int:
+        """Side of a stage's square tile of cores: sqrt of its share of the wafer's cores."""
+        return max(1, math.isqrt(int(self.hw.cores * self._region_share(st))))
+
+    def stage_occupancy(self, st: Stage, tokens: int, sequences: int, context: int) -> float:
+        """Seconds a stage is busy with `tokens` tokens (of `sequences` sequences) at mean `context`: the
+        largest of streaming, compute and SRAM (they overlap in a dataflow core)."""
         share = self._region_share(st)
-        lanes = max(1, int(math.isqrt(max(1, int(self.hw.cores * share)))))
-        stream = math.ceil(tokens / lanes) * st.stream_elements * ACTIVATION_BYTES / self.hw.port_Bps
+        rows = self.tile_rows(st)
+        stream = tokens * math.ceil(st.stream_elements / rows) * ACTIVATION_BYTES / self.hw.port_Bps
         flops = 2.0 * st.active_params * tokens
         kv_bytes = 0.0
         if st.layer is not None:
@@ -231,6 +259,14 @@ class WseStepModel:
         compute = flops / (self.hw.flops * share * self.hw.flop_efficiency)
         sram = (st.active_weight_bytes + kv_bytes) / (self.hw.sram_Bps * share * self.hw.sram_efficiency)
         return max(stream, compute, sram)
+
+    def wavefront_s(self, st: Stage) -> float:
+        """Latency of a stage's dependent phases, each one traversal of its tile."""
+        return st.phases * self.tile_rows(st) * self.hw.hop_s
+
+    def stage_time(self, st: Stage, tokens: int, sequences: int, context: int) -> float:
+        """Seconds from a stage's input to its output for `tokens` tokens: wavefronts + occupancy."""
+        return self.wavefront_s(st) + self.stage_occupancy(st, tokens, sequences, context)
 
     def _handoff_s(self, tokens: int, wafer: int) -> tuple[float, float]:
         """(latency, occupancy) of the activation hand-off of `tokens` tokens from `wafer` to the next one:
@@ -242,10 +278,10 @@ class WseStepModel:
         return xfer + lat, xfer
 
     def _cost(self, tokens: int, sequences: int, context: int) -> StepCost:
-        times = [self.stage_time(st, tokens, sequences, context) for st in self.stages]
+        busy = [self.stage_occupancy(st, tokens, sequences, context) for st in self.stages]
         hops = [self._handoff_s(tokens, w) for w in range(self._used_wafers - 1)]
-        latency = sum(times) + sum(h[0] for h in hops)
-        interval = max([*times, *(h[1] for h in hops)])
+        latency = sum(busy) + sum(self.wavefront_s(st) for st in self.stages) + sum(h[0] for h in hops)
+        interval = max([*busy, *(h[1] for h in hops)])  # wavefronts pipeline: the next micro-batch follows
         return StepCost(latency, interval)
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
