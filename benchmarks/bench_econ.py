@@ -1,12 +1,17 @@
-"""Speed of the issue-14 paths: the wafer-scale step model, a priced estimate, and the fleet MILP with spares.
+"""Speed of the issue-14 paths: the wafer-scale step model, a priced estimate, the fleet MILP with spares,
+the tour's economics table, and (with --moe-cold) the tour's MoE line at 100K on a cold step cache.
 
-Usage: python benchmarks/bench_econ.py   (prints one JSON line per case; CPU and wall seconds, medians of 5)
+Usage: python benchmarks/bench_econ.py [--moe-cold]
+(prints one JSON line per case; CPU and wall seconds, medians of 5; --moe-cold runs once, minutes)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import sys
+import tempfile
 import time
 
 
@@ -52,10 +57,57 @@ def fleet_milp() -> None:
     assert plan.feasible
 
 
+def tour_economics() -> None:
+    """The tour's cost and revenue table from tour-sized sweep (2 systems x 3 contexts x 8 concurrencies)
+    and modes (5 modes x 2 contexts x 2 loads) frames: what the section adds to a tour."""
+    import pandas as pd
+
+    from lpxsim.report.economics import economics_table
+    from lpxsim.report.tour_sections import TourConfig
+
+    sweep = pd.DataFrame([{"target": t, "context": c, "concurrency": n, "at_ceiling": n == 0, "fits": True,
+                           "chips": chips, "power_kw": 200.0, "tok_s_user": 1000.0 / (1 + n), "tok_s_total": 900.0,
+                           "hardware": f"{t}: {chips} chips"}
+                          for t, chips in (("lpx", 256), ("vr-nvl72", 72)) for c in (10_000, 32_000, 100_000)
+                          for n in (0, 1, 2, 4, 8, 16, 32, 64)])
+    modes = pd.DataFrame([{"mode": m, "context": c, "load": ld, "users": u, "tok_s_user_p50": 300.0,
+                           "fleet_tok_s": 5000.0, "power_kw": 420.0, "hardware": "32 vr-nvl72 + 256 lpx, 420 kW"}
+                          for m in ("a", "b", "c", "d", "e") for c in (10_000, 100_000)
+                          for ld, u in (("light", 8), ("heavy", 64))])
+    economics_table(TourConfig(), sweep, modes)
+
+
+def moe_cold() -> None:
+    """The tour's MoE section on LPX, cold: the AA run it already does, then the 100K line on top."""
+    from lpxsim import cache
+
+    os.environ["LPXSIM_CACHE"] = tempfile.mkdtemp(prefix="lpxsim-bench-")
+    cache.reset()  # the process-wide cache reads $LPXSIM_CACHE at first use
+    from lpxsim.bench.aa import AASetup, run_aa
+    from lpxsim.bench.backends import step_model
+    from lpxsim.report.tour_sections import TourConfig, moe_long_context_rows
+
+    cfg = TourConfig()
+    w0, c0 = time.perf_counter(), time.process_time()
+    run_aa(cfg.moe_model, "lpx", AASetup(contexts=(min(cfg.contexts),), requests=cfg.requests, seed=cfg.seed))
+    aa = {"wall_s": round(time.perf_counter() - w0, 1), "cpu_s": round(time.process_time() - c0, 1)}
+    before = step_model(cfg.moe_model, "lpx").compiles
+    w0, c0 = time.perf_counter(), time.process_time()
+    res = moe_long_context_rows(cfg)
+    line = {"wall_s": round(time.perf_counter() - w0, 1), "cpu_s": round(time.process_time() - c0, 1),
+            "compiles": step_model(cfg.moe_model, "lpx").compiles - before}
+    print(json.dumps({"case": "tour_moe_aa_10k_cold", **aa}))
+    print(json.dumps({"case": "tour_moe_100k_line_after_aa", **line, "summary": res.summary}))
+
+
 def main() -> None:
-    for name, fn in (("wse_estimate_70b_4_wafers", wse_estimate), ("fleet_milp_3x4_n_plus_1", fleet_milp)):
+    cases = (("wse_estimate_70b_4_wafers", wse_estimate), ("fleet_milp_3x4_n_plus_1", fleet_milp),
+             ("tour_economics_table", tour_economics))
+    for name, fn in cases:
         fn()  # warm imports
         print(json.dumps({"case": name, **_time(fn)}))
+    if "--moe-cold" in sys.argv[1:]:
+        moe_cold()
 
 
 if __name__ == "__main__":
