@@ -108,6 +108,27 @@ def test_economics_and_moe_long_context_come_from_rows_the_tour_has(tour):
     assert "what a token costs and what it sells for" in tour.index_html.read_text()
 
 
+def test_moe_long_context_line_is_the_deployments_decode_speed():
+    """racks and streams from the capacity model; tok/s per user = 1 / the mean batch-1 decode step over the
+    answer on the AA deployment (the same step model object, so nothing new is built)."""
+    from lpxsim.plan.capacity import capacity
+    from lpxsim.report.tour_sections import moe_long_context_rows
+    from lpxsim.stepmodel import DecodeBatch
+
+    with pytest.MonkeyPatch.context() as mp:
+        stand_in(mp)
+        res = moe_long_context_rows(SMALL)
+        step = analytic_step(SMALL.moe_model, "lpx", SMALL.weights, SMALL.kv)
+    row = res.tables["moe_long_context"].iloc[0]
+    ctx, osl = 100_000, SMALL.osl
+    tpot = (step.decode_step(DecodeBatch((ctx,))).latency_s + step.decode_step(DecodeBatch((ctx + osl - 1,))).latency_s) / 2
+    assert row["tok_s_user"] == pytest.approx(1 / tpot)
+    cap = capacity(SMALL.moe_model, "lpx", ctx + osl, weights=SMALL.weights, kv=SMALL.kv)
+    assert row["racks_for_weights_and_one_stream"] == max(1, cap.units_needed)
+    assert row["streams_the_deployment_runs"] == int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl))
+    assert "tok/s/user at concurrency 1" in res.summary[0] and "runs" in res.summary[0]
+
+
 def test_a_missing_backend_is_said_not_invented(tmp_path):
     from lpxsim.bench.backends import BackendUnavailable
 

@@ -263,6 +263,7 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     compiled contexts, so the two ends give the mean). That costs the deployment one decode compile at
     the context bucket below `ctx`; a 100K prefill (TTFT) would cost several and is not run here."""
     from lpxsim.bench.backends import hardware_label, step_model
+    from lpxsim.catalog import get_system
     from lpxsim.plan.capacity import capacity
     from lpxsim.stepmodel import DecodeBatch
 
@@ -274,7 +275,8 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     runs = int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl))
     row: dict = {"model": cfg.moe_model, "system": "lpx", "context": ctx, "osl": osl,
                  "racks_for_weights_and_one_stream": racks, "streams_that_fit (capacity model)": cap.max_streams,
-                 "deployment": hardware_label(step), "streams_the_deployment_runs": runs, "concurrency": 1,
+                 "deployment": hardware_label(step), "deployment_racks": step.chips / get_system("lpx").chips_per_unit,
+                 "streams_the_deployment_runs": runs, "concurrency": 1,
                  "tok_s_user": math.nan, "tpot_s": math.nan, "power_kw": step.power_w / 1e3}
     if runs >= 1:
         tpot = (step.decode_step(DecodeBatch((ctx,))).latency_s
@@ -288,7 +290,8 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     speed = (f"{row['tok_s_user']:,.0f} tok/s/user at concurrency 1 (decode)" if runs >= 1
              else "no stream of this length fits the deployment")
     line = (f"MoE {cfg.moe_model} on LPX @ {ctx:,} tokens: {racks} rack(s) hold the weights and "
-            f"{cap.max_streams:,} streams (capacity model); {speed} on {row['deployment']}")
+            f"{cap.max_streams:,} streams (capacity model); the AA deployment ({row['deployment_racks']:.2f} racks) "
+            f"runs {runs} streams; {speed} on {row['deployment']}")
     return SectionResult(sec, {"moe_long_context": df}, [line])
 
 
