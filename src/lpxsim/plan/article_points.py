@@ -1,4 +1,5 @@
-"""The article's operating points, priced: rows the tour (and a notebook) can print.
+"""The article's operating points, priced from fresh step models (a notebook, the docs; the tour prices the rows it
+already has instead: `lpxsim.report.economics`).
 
 - `article_economics`: cost and revenue of LPX and Vera Rubin NVL72 serving Gemma 4 31B at the
   article's contexts (10K and 100K input), at concurrency 1 (the demo number) and at a loaded point
