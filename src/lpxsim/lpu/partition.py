@@ -84,7 +84,7 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
             terms = memo.get(key)
             if terms is None:
                 a = model.layers[i].attention
-                rep = _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp)
+                rep = _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp) + _expert_excess(model, i, wb, lay.tp)
                 _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
                 if seq > 1:  # q and o projections replicated over the sequence shards
                     qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
@@ -117,6 +117,24 @@ def _replicated_bytes(model: ModelSpec, layer: int, wb: float) -> float:
     return out
 
 
+def _routed_experts(model: ModelSpec, layer: int, wb: float) -> tuple[int, int, float]:
+    """(experts, top-k, bytes of one expert) of a layer's routed experts, as the lowering sizes them; (0, 0, 0)
+    for a dense layer."""
+    f = model.layers[layer].ffn
+    if not f.is_moe:
+        return 0, 0, 0.0
+    mats = 3 if f.gated else 2
+    return f.num_experts, f.top_k, mats * model.hidden_size * f.expert_intermediate * wb
+
+
+def _expert_excess(model: ModelSpec, layer: int, wb: float, tp: int) -> float:
+    """Bytes the fullest chip holds beyond an even 1/tp share of a layer's routed experts: the lowering places
+    whole experts in contiguous ranges (`emit._emit_experts`), so it holds ceil(E / tp) of them; past tp = E
+    that is one whole expert per chip, not E / tp of one."""
+    E, _, eb = _routed_experts(model, layer, wb)
+    return (math.ceil(E / tp) - E / tp) * eb if E else 0.0
+
+
 def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: Layout, weights: str,
                        context: int, batch: int) -> float:
     """Critical-path estimate of one decode step (ranking only; the compiled schedule is the answer)."""
@@ -127,6 +145,7 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
     f = arch.clock_hz
     lat = {u: sum(c for _, c in arch.latency_parts(u)) / f for u in ("MXM", "VXM", "MEM")}
     costs = layer_costs(model, weights)
+    wb = get_precision(weights, "weights").bytes_per_element
     mem_bps = arch.feed_bytes_per_cycle * f
     h_bytes = batch * model.hidden_size * 2.0
     cross = lay.tp > system.topology.chips_per_node
@@ -140,7 +159,9 @@ def estimate_latency_s(model: ModelSpec, system: SystemSpec, arch: Arch, lay: La
     for i in range(model.num_layers):
         a = model.layers[i].attention
         _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
-        sweep = costs[1 + i] / lay.tp / mem_bps
+        E, k, eb = _routed_experts(model, i, wb)
+        # the static schedule budgets the worst case: every routed choice lands on the fullest chip's experts
+        sweep = ((costs[1 + i] - E * eb) / lay.tp + min(math.ceil(E / lay.tp), k * batch) * eb) / mem_bps
         kv_elems = kv_elements_per_token(a, "separate")
         keys = context + 1 if a.window is None else min(context + 1, a.window)
         kvh = 1 if a.kind == "mla" else a.num_kv_heads
