@@ -21,6 +21,7 @@ from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, Transf
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
+VC1 = (("vector_count", 1),)
 
 
 @dataclass(slots=True)
@@ -95,15 +96,14 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
-    _route_info: dict = field(default_factory=dict)  # hops -> (slowest link's bytes/cycle, ((link, dir), hop))
+    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
                partial: Partial = None, heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> str:
-        self.buffers[bid] = Buffer(id=bid, chip=chip, op=op, cols=cols, partial=partial,
-                                   bytes=int(math.ceil(nbytes)), heads=heads, lse_shape=lse_shape)
+        self.buffers[bid] = Buffer(bid, chip, op, cols, partial, math.ceil(nbytes), "", heads, lse_shape)
         return bid
 
     def input_ready(self, bid: str, first: int = 0) -> None:
@@ -142,13 +142,14 @@ class Scheduler:
         `needs_all`: no output exists before the whole work is done (attention: the softmax and the weighted
         sum need every key of the chip's share), so the first output comes `duration` later and the last
         right after it."""
-        a, pv = self.arch, self.prov
+        pv = self.prov
         key = (chip, unit)
         start = self._unit_free.get(key, 0)
         snode = self._unit_node.get(key, -1)
         drain_in, dnode = -1, -1
+        ready = self.ready
         for b in inputs:
-            rd = self.ready[b]
+            rd = ready[b]
             if rd.first > start or snode < 0 and rd.first >= start:
                 start, snode = rd.first, rd.first_node
             if rd.end > drain_in:
@@ -156,41 +157,54 @@ class Scheduler:
         lk = (unit, extra_latency)
         cached = self._lat.get(lk)
         if cached is None:
-            parts = a.latency_parts(unit)
+            parts = self.arch.latency_parts(unit)
             if extra_latency:
                 parts = (*parts, ("pipeline_depth", int(extra_latency)))
             drain = tuple(p for p in parts if p[0] in DRAIN)
             cached = self._lat[lk] = (parts, sum(c for _, c in parts), drain, sum(c for _, c in drain))
         parts, lat, drain, drain_cycles = cached
-        dur = max(1, int(math.ceil(duration)))
+        dur = math.ceil(duration)
+        if dur < 1:
+            dur = 1
         first_out = start + lat
         drain_end = drain_in + drain_cycles if inputs else -1
+        # provenance nodes, appended inline (the scheduler's hottest path)
+        pt, pp, pc = pv.time, pv.parent, pv.comp
         if needs_all:
             first_out = start + lat + dur
-            fnode = pv.node(first_out, snode, (*parts, ("vector_count", dur)))
+            fnode = len(pt)
+            pt.append(first_out), pp.append(snode), pc.append((*parts, ("vector_count", dur)))
             if drain_end > first_out:
-                first_out, fnode = drain_end, pv.node(drain_end, dnode, drain)
-            end, enode = first_out + 1, pv.node(first_out + 1, fnode, (("vector_count", 1),))
+                first_out, fnode = drain_end, len(pt)
+                pt.append(drain_end), pp.append(dnode), pc.append(drain)
+            end, enode = first_out + 1, len(pt)
+            pt.append(end), pp.append(fnode), pc.append(VC1)
         else:
-            fnode = pv.node(first_out, snode, parts)
+            fnode = len(pt)
+            pt.append(first_out), pp.append(snode), pc.append(parts)
             end = first_out + dur
+            enode = len(pt)
             if drain_end > end:
-                end, enode = drain_end, pv.node(drain_end, dnode, drain)
+                end = drain_end
+                pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
-                enode = pv.node(end, fnode, (("vector_count", dur),))
+                pt.append(end), pp.append(fnode), pc.append((("vector_count", dur),))
         self._unit_free[key] = start + dur
-        self._unit_node[key] = pv.node(start + dur, snode, (("vector_count", dur),))
+        self._unit_node[key] = len(pt)
+        pt.append(start + dur), pp.append(snode), pc.append((("vector_count", dur),))
         w = self._work
-        work = {"work_bytes": w[0], "work_flops": w[1], "work_ops": w[3]}
+        at = dict(attrs) if attrs else {}
+        at["busy_cycles"] = dur
+        at["work_bytes"], at["work_flops"], at["work_ops"] = w[0], w[1], w[3]
         if w[2]:
-            work["work_flop_rate"] = w[2]
+            at["work_flop_rate"] = w[2]
         self._work = [0.0, 0.0, 0.0, 0.0]
-        ins = Instruction(id=len(self.instructions), chip=chip, unit=unit, op=op, kind=kind, inputs=inputs,
-                          output=output, cycle_start=start, first_out_cycle=first_out, cycle_end=end,
-                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur, **work})
+        ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
+                          dict(slc) if slc else {}, at)
         self.instructions.append(ins)
-        self.ready[output] = Ready(first_out, end, fnode, enode)
-        self._end(end, enode)
+        ready[output] = Ready(first_out, end, fnode, enode)
+        if end > self.last_end or self.last_node < 0:
+            self.last_end, self.last_node = end, enode
         return ins
 
     # --- links and transfers ----------------------------------------------------------
@@ -223,31 +237,33 @@ class Scheduler:
         `complete_at`: the cycle the bytes sent are all present, when they are only part of the source
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
-        hops = self.route(src_chip, dst_chip)
-        info = self._route_info.get(hops)
+        info = self._send_info.get((src_chip, dst_chip))
         if info is None:
-            info = self._route_info[hops] = (min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                                             tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
-        bpc, keyed = info
+            hops = self.route(src_chip, dst_chip)
+            info = self._send_info[(src_chip, dst_chip)] = (
+                hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
+                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        hops, bpc, keyed = info
         pv = self.prov
         rd = self.ready[src_buffer]
+        first, fnode, rend = rd.first, rd.first_node, rd.end
         if complete_at is not None:
-            t = max(rd.first, complete_at)
-            n = pv.after(rd.first_node, t, "vector_count")
-            rd = Ready(t, t, n, n)
-        want, wnode = rd.first, rd.first_node
+            first = max(first, complete_at)
+            fnode = pv.after(fnode, first, "vector_count")
+            rend = first
+        want, wnode = first, fnode
         if not_before is not None and not_before > want:
             want, wnode = not_before, pv.after(wnode, not_before, "sync")
         nbytes = max(float(nbytes), 1.0)
-        ser = max(1, int(math.ceil(nbytes / bpc)))
-        vec = max(1, int(math.ceil(min(nbytes, self.arch.vector_bytes) / bpc)))
+        ser = max(1, math.ceil(nbytes / bpc))
+        vec = max(1, math.ceil(min(nbytes, self.arch.vector_bytes) / bpc))
         setup = self.arch.link_setup
         # A link sends one block of `ser` cycles; when the producer streams slower than the link,
         # start late enough that every vector exists when its turn on the wire comes.
         occupy = ser
-        if rd.end - ser + vec > want:
-            want = rd.end - ser + vec
-            wnode = pv.after(rd.first_node, want, "vector_count")  # waiting for the producer's vectors
+        if rend - ser + vec > want:
+            want = rend - ser + vec
+            wnode = pv.after(fnode, want, "vector_count")  # waiting for the producer's vectors
         send, snode = want, wnode
         offset = 0
         lf = self._link_free
@@ -266,13 +282,16 @@ class Scheduler:
         path_lat = hop + setup
         arrive = send + path_lat + vec
         end = send + path_lat + occupy
-        lat_parts = (("c2c_hop", hop),) + ((("c2c_setup", setup),) if setup else ())
-        anode = pv.node(arrive, snode, (*lat_parts, ("c2c_serialisation", vec)))
-        enode = pv.node(end, snode, (*lat_parts, ("c2c_serialisation", occupy)))
-        tr = Transfer(id=len(self.transfers), src_chip=src_chip, dst_chip=dst_chip, src_buffer=src_buffer,
-                      dst_buffer=dst_buffer, bytes=int(math.ceil(nbytes)), links=hops, send_cycle=send,
-                      ser_cycles=occupy, arrive_cycle=arrive, end_cycle=end)
+        lat_parts = (("c2c_hop", hop), ("c2c_setup", setup)) if setup else (("c2c_hop", hop),)
+        pt, pp, pc = pv.time, pv.parent, pv.comp
+        anode = len(pt)
+        pt.append(arrive), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", vec)))
+        enode = anode + 1
+        pt.append(end), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", occupy)))
+        tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
+                      send, occupy, arrive, end)
         self.transfers.append(tr)
         self.ready[dst_buffer] = Ready(arrive, end, anode, enode)
-        self._end(end, enode)
+        if end > self.last_end or self.last_node < 0:
+            self.last_end, self.last_node = end, enode
         return tr
