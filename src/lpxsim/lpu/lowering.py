@@ -28,7 +28,7 @@ import numpy as np
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages
-from lpxsim.lpu.program import Range, Stage, stripe_count
+from lpxsim.lpu.program import Buffer, Range, Stage, stripe_count
 from lpxsim.lpu.schedule import Scheduler
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.precision import get_precision
@@ -222,14 +222,20 @@ class Lowerer:
                       partial_out: bool) -> dict[int, str]:
         """Every chip sends its partial to every peer of its group; each sums what it holds."""
         out: dict[int, str] = {}
+        s = self.s
+        declared, size = s.buffers, math.ceil(nbytes)
         for grp in groups:
             recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
+            sends = []
             for src in grp:
+                sb = bufs[src]
                 for dst in grp:
                     if src != dst:
-                        bid = self.s.buffer(f"{name}#{tag}{src}@{dst}", dst, name, nbytes, partial="sum")
-                        self.s.send(src, dst, bufs[src], bid, nbytes)
+                        bid = f"{name}#{tag}{src}@{dst}"
+                        declared[bid] = Buffer(bid, dst, name, None, "sum", size)
+                        sends.append((src, dst, sb, bid))
                         recv[dst].append(bid)
+            s.send_many(sends, nbytes)
             for c in grp:
                 if len(grp) == 1:
                     out[c] = bufs[c]

@@ -32,14 +32,20 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
               ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
     """Per buffer: (cycle it starts being written, cycle of its last read)."""
     last: dict[str, int] = {}
+    get = last.get
     for ins in instructions:
+        e = ins.cycle_end
         for b in ins.inputs:
-            last[b] = max(last.get(b, 0), ins.cycle_end)
+            if e > get(b, -1):
+                last[b] = e
     for tr in transfers:
-        last[tr.src_buffer] = max(last.get(tr.src_buffer, 0), tr.end_cycle)
+        b, e = tr.src_buffer, tr.end_cycle
+        if e > get(b, -1):
+            last[b] = e
     out = {}
     for bid, rd in ready.items():
-        out[bid] = (rd.first, max(rd.end, last.get(bid, rd.end)) + 1)
+        e = get(bid, rd.end)
+        out[bid] = (rd.first, (e if e > rd.end else rd.end) + 1)
     return out
 
 
@@ -75,11 +81,11 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
     """Regions for every chip, buffers with region names, and a per-chip byte summary."""
     per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    for b in buffers.values():
-        s, e = life.get(b.id, (0, 1))
+    lget, never = life.get, (0, 1)
+    for bid, b in buffers.items():
+        s, e = lget(bid, never)
         nb = b.bytes if b.bytes > 1 else 1
-        item = (b.id, -(-nb // ALIGN) * ALIGN, s, e)
-        (per_chip if b.id in produced_here else recv_chip)[b.chip].append(item)
+        (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
     summary: dict[int, dict] = {}
@@ -107,7 +113,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
                 for bid, boff in offs.items():
                     b = buffers[bid]
-                    new_bufs[bid] = Buffer(b.id, b.chip, b.op, b.cols, b.partial, b.bytes, rname, b.heads,
+                    new_bufs[bid] = Buffer(bid, b.chip, b.op, b.cols, b.partial, b.bytes, rname, b.heads,
                                            b.lse_shape, boff)
                 off += size
                 totals[kind] = size
