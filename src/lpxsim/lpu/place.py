@@ -78,7 +78,9 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
           life: dict[str, tuple[int, int]], sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
-    """Regions for every chip, buffers with region names, and a per-chip byte summary."""
+    """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
+
+    Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
     per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     lget, never = life.get, (0, 1)
@@ -113,8 +115,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
                 for bid, boff in offs.items():
                     b = buffers[bid]
-                    new_bufs[bid] = Buffer(bid, b.chip, b.op, b.cols, b.partial, b.bytes, rname, b.heads,
-                                           b.lse_shape, boff)
+                    b.region, b.offset_bytes = rname, boff
+                    new_bufs[bid] = b
                 off += size
                 totals[kind] = size
             for bid in offs:

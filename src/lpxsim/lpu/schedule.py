@@ -99,6 +99,7 @@ class Scheduler:
     _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
+    _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -168,8 +169,11 @@ class Scheduler:
             dur = 1
         first_out = start + lat
         drain_end = drain_in + drain_cycles if inputs else -1
-        # provenance nodes, appended inline (the scheduler's hottest path)
+        # provenance nodes, appended inline (the scheduler's hottest path); equal mechanism tuples are shared
         pt, pp, pc = pv.time, pv.parent, pv.comp
+        vc = self._comps.get(dur)
+        if vc is None:
+            vc = self._comps[dur] = (("vector_count", dur),)
         if needs_all:
             first_out = start + lat + dur
             fnode = len(pt)
@@ -188,10 +192,10 @@ class Scheduler:
                 end = drain_end
                 pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
-                pt.append(end), pp.append(fnode), pc.append((("vector_count", dur),))
+                pt.append(end), pp.append(fnode), pc.append(vc)
         self._unit_free[key] = start + dur
         self._unit_node[key] = len(pt)
-        pt.append(start + dur), pp.append(snode), pc.append((("vector_count", dur),))
+        pt.append(start + dur), pp.append(snode), pc.append(vc)
         w = self._work
         at = dict(attrs) if attrs else {}
         at["busy_cycles"] = dur
@@ -229,6 +233,15 @@ class Scheduler:
             path = self.graph.route(src, dst)
             self._routes[key] = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
         return self._routes[key]
+
+    def _link_comps(self, hop: int, setup: int, vec: int, occupy: int) -> tuple[tuple, tuple]:
+        """Provenance mechanisms of a transfer's arrival and end nodes (shared between equal transfers)."""
+        key = ("c2c", hop, setup, vec, occupy)
+        out = self._comps.get(key)
+        if out is None:
+            lat = (("c2c_hop", hop), ("c2c_setup", setup)) if setup else (("c2c_hop", hop),)
+            out = self._comps[key] = ((*lat, ("c2c_serialisation", vec)), (*lat, ("c2c_serialisation", occupy)))
+        return out
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
              not_before: int | None = None, complete_at: int | None = None) -> Transfer:
@@ -282,12 +295,12 @@ class Scheduler:
         path_lat = hop + setup
         arrive = send + path_lat + vec
         end = send + path_lat + occupy
-        lat_parts = (("c2c_hop", hop), ("c2c_setup", setup)) if setup else (("c2c_hop", hop),)
+        comps = self._link_comps(hop, setup, vec, occupy)
         pt, pp, pc = pv.time, pv.parent, pv.comp
         anode = len(pt)
-        pt.append(arrive), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", vec)))
+        pt.append(arrive), pp.append(snode), pc.append(comps[0])
         enode = anode + 1
-        pt.append(end), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", occupy)))
+        pt.append(end), pp.append(snode), pc.append(comps[1])
         tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
                       send, occupy, arrive, end)
         self.transfers.append(tr)
@@ -321,8 +334,9 @@ class Scheduler:
                 hops, bpc, keyed = si
                 ser = max(1, math.ceil(nbytes / bpc))
                 vec = max(1, math.ceil(min(nbytes, vb) / bpc))
-                info = per_route[key] = (hops, keyed, ser, vec)
-            hops, keyed, ser, vec = info
+                info = per_route[key] = (hops, keyed, ser, vec,
+                                         self._link_comps(sum(hc for _, hc in keyed), setup, vec, ser))
+            hops, keyed, ser, vec = info[:4]
             rd = ready[src_buffer]
             want, wnode = rd.first, rd.first_node
             if rd.end - ser + vec > want:
@@ -353,10 +367,10 @@ class Scheduler:
             path_lat = hop + setup
             arrive = send + path_lat + vec
             end = send + path_lat + ser
-            lat_parts = (("c2c_hop", hop), ("c2c_setup", setup)) if setup else (("c2c_hop", hop),)
+            comps = info[4]
             anode = len(pt)
-            pt.append(arrive), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", vec)))
-            pt.append(end), pp.append(snode), pc.append((*lat_parts, ("c2c_serialisation", ser)))
+            pt.append(arrive), pp.append(snode), pc.append(comps[0])
+            pt.append(end), pp.append(snode), pc.append(comps[1])
             transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
                                       send, ser, arrive, end))
             ready[dst_buffer] = Ready(arrive, end, anode, anode + 1)
