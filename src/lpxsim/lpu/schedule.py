@@ -40,12 +40,20 @@ class Provenance:
     (cycles each) that separate the two. Walking back from the step's last event gives the critical
     path, and summing its mechanisms gives a breakdown that adds up to the makespan exactly."""
 
-    __slots__ = ("time", "parent", "comp")
+    __slots__ = ("time", "parent", "comp", "_one")
 
     def __init__(self) -> None:
         self.time: list[int] = []
         self.parent: list[int] = []
         self.comp: list[tuple[tuple[str, int], ...]] = []
+        self._one: dict[tuple[str, int], tuple[tuple[str, int]]] = {}  # shared ((mech, cycles),) tuples
+
+    def one(self, mech: str, cycles: int) -> tuple[tuple[str, int]]:
+        """The mechanism tuple ``((mech, cycles),)``, shared between nodes (a large step has ~10^6)."""
+        t = self._one.get((mech, cycles))
+        if t is None:
+            t = self._one[(mech, cycles)] = ((mech, cycles),)
+        return t
 
     def node(self, time: int, parent: int = -1, comp: tuple[tuple[str, int], ...] = ()) -> int:
         self.time.append(time)
@@ -56,9 +64,9 @@ class Provenance:
     def after(self, parent: int, time: int, mech: str) -> int:
         """A node `time` whose excess over `parent`'s time is attributed to `mech`."""
         if parent < 0:
-            return self.node(time, -1, ((mech, time),) if time else ())
+            return self.node(time, -1, self.one(mech, time) if time else ())
         d = time - self.time[parent]
-        return parent if d == 0 else self.node(time, parent, ((mech, d),))
+        return parent if d == 0 else self.node(time, parent, self.one(mech, d))
 
     def breakdown(self, node: int) -> dict[str, int]:
         """Cycles per mechanism along the chain ending at `node` (sums to its time)."""
@@ -171,9 +179,7 @@ class Scheduler:
         drain_end = drain_in + drain_cycles if inputs else -1
         # provenance nodes, appended inline (the scheduler's hottest path); equal mechanism tuples are shared
         pt, pp, pc = pv.time, pv.parent, pv.comp
-        vc = self._comps.get(dur)
-        if vc is None:
-            vc = self._comps[dur] = (("vector_count", dur),)
+        vc = pv.one("vector_count", dur)
         if needs_all:
             first_out = start + lat + dur
             fnode = len(pt)
@@ -286,7 +292,7 @@ class Scheduler:
                 send = free
             offset += hc
         if send > want:
-            snode = pv.node(send, wnode, (("c2c_wait", send - want),))
+            snode = pv.node(send, wnode, pv.one("c2c_wait", send - want))
         t = send
         for k, hc in keyed:
             lf[k] = t + occupy
@@ -341,13 +347,13 @@ class Scheduler:
             want, wnode = rd.first, rd.first_node
             if rd.end - ser + vec > want:
                 want = rd.end - ser + vec
-                if wnode < 0:  # Provenance.after on a root
+                if wnode < 0:  # Provenance.after, inline
                     wnode = len(pt)
-                    pt.append(want), pp.append(-1), pc.append((("vector_count", want),) if want else ())
+                    pt.append(want), pp.append(-1), pc.append(pv.one("vector_count", want) if want else ())
                 else:
                     d = want - pt[wnode]
                     if d:
-                        pt.append(want), pp.append(wnode), pc.append((("vector_count", d),))
+                        pt.append(want), pp.append(wnode), pc.append(pv.one("vector_count", d))
                         wnode = len(pt) - 1
             send, snode = want, wnode
             offset = 0
@@ -358,7 +364,7 @@ class Scheduler:
                 offset += hc
             if send > want:
                 snode = len(pt)
-                pt.append(send), pp.append(wnode), pc.append((("c2c_wait", send - want),))
+                pt.append(send), pp.append(wnode), pc.append(pv.one("c2c_wait", send - want))
             t = send
             for k, hc in keyed:
                 lf[k] = t + ser

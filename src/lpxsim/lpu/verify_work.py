@@ -350,13 +350,13 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
         k0 = made[bid[ins.output]]
         sets = [_leaf_set(k, memo, sent, made, pass_l, rbuf, ptr) for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
         got = frozenset().union(*(x[0] for x in sets))
-        if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):
-            found: dict[int, int] = dict.fromkeys(got, 1)  # every leaf reached once
+        want = leaves.get((ins.op, kind), set())
+        if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
+            missing, twice = sorted(names[k] for k in want - got), []
         else:  # some leaf reached twice: count each path (the error's details)
             found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
-        want = leaves.get((ins.op, kind), set())
-        missing = sorted(names[k] for k in want - set(found))
-        twice = sorted(names[k] for k, n in found.items() if n > 1)
+            missing = sorted(names[k] for k in want - set(found))
+            twice = sorted(names[k] for k, n in found.items() if n > 1)
         if missing:
             rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
                                f"partial sums (e.g. {missing[0]})")
