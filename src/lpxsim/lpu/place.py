@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 from collections import defaultdict
 
 from lpxsim.errors import DoesNotFit
@@ -20,6 +21,7 @@ from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
+_START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
 
 
 def _align(n: float) -> int:
@@ -58,10 +60,12 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
     active: list[tuple[int, int, int]] = []  # (offset, size, seq) sorted by offset
     ends: list[tuple[int, int, int, int]] = []  # heap of (end, offset, size, seq)
     top = 0
-    for seq, (bid, size, start, end) in enumerate(sorted(items, key=lambda x: (x[2], x[0]))):
+    pop, push, find, insort = heapq.heappop, heapq.heappush, bisect.bisect_left, bisect.insort
+    items = sorted(items, key=_START_ID)
+    for seq, (bid, size, start, end) in enumerate(items):
         while ends and ends[0][0] <= start:
-            _, o, z, q = heapq.heappop(ends)
-            del active[bisect.bisect_left(active, (o, z, q))]
+            _, o, z, q = pop(ends)
+            del active[find(active, (o, z, q))]
         off = 0
         for a_off, a_size, _ in active:
             if off + size <= a_off:
@@ -69,8 +73,11 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
             if a_off + a_size > off:
                 off = a_off + a_size
         offsets[bid] = off
-        bisect.insort(active, (off, size, seq))
-        heapq.heappush(ends, (end, off, size, seq))
+        if active and off > active[-1][0]:
+            active.append((off, size, seq))
+        else:
+            insort(active, (off, size, seq))
+        push(ends, (end, off, size, seq))
         if off + size > top:
             top = off + size
     return offsets, top
