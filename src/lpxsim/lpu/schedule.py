@@ -107,6 +107,7 @@ class Scheduler:
     _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
+    _exchange_info: dict = field(default_factory=dict)  # (src, dst, bytes) -> route, serialisation, mechanisms
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
 
     # --- buffers ----------------------------------------------------------------------
@@ -326,12 +327,12 @@ class Scheduler:
         pt, pp, pc = pv.time, pv.parent, pv.comp
         lf, ready, transfers, send_info = self._link_free, self.ready, self.transfers, self._send_info
         last_end, last_node = self.last_end, self.last_node
-        per_route: dict[tuple[int, int], tuple] = {}
+        per_route = self._exchange_info
         for src_chip, dst_chip, src_buffer, dst_buffer in sends:
-            key = (src_chip, dst_chip)
+            key = (src_chip, dst_chip, nbytes)
             info = per_route.get(key)
             if info is None:
-                si = send_info.get(key)
+                si = send_info.get((src_chip, dst_chip))
                 if si is None:
                     self.last_end, self.last_node = last_end, last_node
                     self.send(src_chip, dst_chip, src_buffer, dst_buffer, nbytes)  # first use: builds the route
