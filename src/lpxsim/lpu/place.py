@@ -126,8 +126,9 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                     new_bufs[bid] = b
                 off += size
                 totals[kind] = size
-            for bid in offs:
-                new_bufs.setdefault(bid, buffers[bid])
+            else:
+                for bid in offs:
+                    new_bufs.setdefault(bid, buffers[bid])
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
@@ -135,7 +136,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
-    for bid, b in buffers.items():
-        new_bufs.setdefault(bid, b)
+    if len(new_bufs) != len(buffers):  # its keys are buffers' keys: equal sizes mean every buffer is there
+        for bid, b in buffers.items():
+            new_bufs.setdefault(bid, b)
     return regions, new_bufs, summary
 

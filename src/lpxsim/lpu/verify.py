@@ -23,6 +23,7 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from itertools import chain, repeat
 from operator import attrgetter, methodcaller
@@ -272,9 +273,12 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
     rid = {key: k for k, key in enumerate(regions)}
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
-    g = np.fromiter((rid.get((b.chip, b.region), -1) if b.region else -2 for b in bufs), np.int64, len(bufs))
-    off = np.fromiter((b.offset_bytes for b in bufs), np.int64, len(bufs))
-    size = np.fromiter((b.bytes for b in bufs), np.int64, len(bufs))
+    nb = len(bufs)
+    names_r = list(map(attrgetter("region"), bufs))
+    g = np.fromiter(map(rid.get, zip(map(attrgetter("chip"), bufs), names_r, strict=True), repeat(-1)), np.int64, nb)
+    g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
+    off = np.fromiter(map(attrgetter("offset_bytes"), bufs), np.int64, nb)
+    size = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, nb)
     for k in np.flatnonzero(g == -1):
         b = bufs[k]
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
