@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import DoesNotFit, UserError
@@ -90,10 +91,10 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     emit_all(lw)
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
-    produced = {i.output for i in sched.instructions}
+    produced = set(map(attrgetter("output"), sched.instructions))
     life = lifetimes(sched.instructions, sched.transfers, sched.ready)
     regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
-    instrs = sorted(sched.instructions, key=lambda i: (i.chip, i.cycle_start, i.id))
+    instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),
                       kv_spread=layout.kv_spread, kv_block=layout.kv_block)

@@ -106,6 +106,7 @@ class Lowerer:
         self.attn: dict[int, AttnSplit] = {}
         self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
+        self._vb, self._feed = arch.vector_bytes, arch.feed_bytes_per_cycle  # hot in mem_cycles
 
     # --- helpers ------------------------------------------------------------------------
     def stage_of(self, layer: int) -> Stage:
@@ -135,9 +136,9 @@ class Lowerer:
 
     def mem_cycles(self, nbytes: float) -> float:
         """Cycles to stream `nbytes` between SRAM and a unit: whole 320-byte vectors at the feed rate."""
-        vb = self.arch.vector_bytes
+        vb = self._vb
         self.s.note_work(nbytes=nbytes)
-        return math.ceil(nbytes / vb) * vb / self.arch.feed_bytes_per_cycle
+        return math.ceil(nbytes / vb) * vb / self._feed
 
     def vxm_cycles(self, elems: float, nbytes: float) -> float:
         self.s.note_work(ops=elems)
