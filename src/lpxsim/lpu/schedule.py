@@ -341,9 +341,10 @@ class Scheduler:
                 hops, bpc, keyed = si
                 ser = max(1, math.ceil(nbytes / bpc))
                 vec = max(1, math.ceil(min(nbytes, vb) / bpc))
-                info = per_route[key] = (hops, keyed, ser, vec,
-                                         self._link_comps(sum(hc for _, hc in keyed), setup, vec, ser))
-            hops, keyed, ser, vec = info[:4]
+                hop = sum(hc for _, hc in keyed)
+                info = per_route[key] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
+                                         keyed[0][0] if len(keyed) == 1 else None)
+            hops, keyed, ser, vec, comps, path_lat, k1 = info
             rd = ready[src_buffer]
             want, wnode = rd.first, rd.first_node
             if rd.end - ser + vec > want:
@@ -357,24 +358,29 @@ class Scheduler:
                         pt.append(want), pp.append(wnode), pc.append(pv.one("vector_count", d))
                         wnode = len(pt) - 1
             send, snode = want, wnode
-            offset = 0
-            for k, hc in keyed:
-                free = lf.get(k, 0) - offset
+            if k1 is not None:  # one hop (a node's all-to-all)
+                free = lf.get(k1, 0)
                 if free > send:
                     send = free
-                offset += hc
+            else:
+                offset = 0
+                for k, hc in keyed:
+                    free = lf.get(k, 0) - offset
+                    if free > send:
+                        send = free
+                    offset += hc
             if send > want:
                 snode = len(pt)
                 pt.append(send), pp.append(wnode), pc.append(pv.one("c2c_wait", send - want))
-            t = send
-            for k, hc in keyed:
-                lf[k] = t + ser
-                t += hc
-            hop = t - send
-            path_lat = hop + setup
+            if k1 is not None:
+                lf[k1] = send + ser
+            else:
+                t = send
+                for k, hc in keyed:
+                    lf[k] = t + ser
+                    t += hc
             arrive = send + path_lat + vec
             end = send + path_lat + ser
-            comps = info[4]
             anode = len(pt)
             pt.append(arrive), pp.append(snode), pc.append(comps[0])
             pt.append(end), pp.append(snode), pc.append(comps[1])
