@@ -93,6 +93,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     produced = set(map(attrgetter("output"), sched.instructions))
     life = lifetimes(sched.instructions, sched.transfers, sched.ready)
+    sched.ready = {}  # read into `life`; free its records before placement (peak memory)
     regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
     instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,

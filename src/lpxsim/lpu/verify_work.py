@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -330,8 +331,9 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
     pass_l = passes.tolist()
     unread = ((writes > 0) & ~read).tolist()
-    for b in [b for b in p.buffers.values() if b.partial is not None]:
-        k = bid[b.id]
+    declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
+    for k in [k for k, x in enumerate(map(attrgetter("partial"), declared)) if x is not None]:
+        b = declared[k]
         if unread[k]:
             rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
         if b.partial in ("sum", "argmax") and made[k] >= 0 and not pass_l[made[k]]:
