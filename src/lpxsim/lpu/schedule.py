@@ -250,6 +250,16 @@ class Scheduler:
             out = self._comps[key] = ((*lat, ("c2c_serialisation", vec)), (*lat, ("c2c_serialisation", occupy)))
         return out
 
+    def _path(self, src: int, dst: int) -> tuple:
+        """(hops, slowest link's bytes/cycle, ((link, direction), hop cycles) per hop) of a route, cached."""
+        info = self._send_info.get((src, dst))
+        if info is None:
+            hops = self.route(src, dst)
+            info = self._send_info[(src, dst)] = (
+                hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
+                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        return info
+
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
              not_before: int | None = None, complete_at: int | None = None) -> Transfer:
         """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller).
@@ -257,12 +267,7 @@ class Scheduler:
         `complete_at`: the cycle the bytes sent are all present, when they are only part of the source
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
-        info = self._send_info.get((src_chip, dst_chip))
-        if info is None:
-            hops = self.route(src_chip, dst_chip)
-            info = self._send_info[(src_chip, dst_chip)] = (
-                hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        info = self._send_info.get((src_chip, dst_chip)) or self._path(src_chip, dst_chip)
         hops, bpc, keyed = info
         pv = self.prov
         rd = self.ready[src_buffer]
@@ -325,20 +330,14 @@ class Scheduler:
         nb_int = math.ceil(nbytes)
         pv = self.prov
         pt, pp, pc = pv.time, pv.parent, pv.comp
-        lf, ready, transfers, send_info = self._link_free, self.ready, self.transfers, self._send_info
+        lf, ready, transfers = self._link_free, self.ready, self.transfers
         last_end, last_node = self.last_end, self.last_node
         per_route = self._exchange_info
         for src_chip, dst_chip, src_buffer, dst_buffer in sends:
             key = (src_chip, dst_chip, nbytes)
             info = per_route.get(key)
             if info is None:
-                si = send_info.get((src_chip, dst_chip))
-                if si is None:
-                    self.last_end, self.last_node = last_end, last_node
-                    self.send(src_chip, dst_chip, src_buffer, dst_buffer, nbytes)  # first use: builds the route
-                    last_end, last_node = self.last_end, self.last_node
-                    continue
-                hops, bpc, keyed = si
+                hops, bpc, keyed = self._path(src_chip, dst_chip)
                 ser = max(1, math.ceil(nbytes / bpc))
                 vec = max(1, math.ceil(min(nbytes, vb) / bpc))
                 hop = sum(hc for _, hc in keyed)
