@@ -350,7 +350,8 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
         k0 = made[bid[ins.output]]
-        sets = [_leaf_set(k, memo, sent, made, pass_l, rbuf, ptr) for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
+        sets = [memo[k] if k in memo else _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
+                for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
         got = frozenset().union(*(x[0] for x in sets))
         want = leaves.get((ins.op, kind), set())
         if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
