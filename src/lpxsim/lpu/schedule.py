@@ -137,10 +137,6 @@ class Scheduler:
         """Cycles from an instruction's start to its first output vector (all mechanisms)."""
         return sum(c for _, c in self.arch.latency_parts(unit))
 
-    def _end(self, end: int, node: int) -> None:
-        if end > self.last_end or self.last_node < 0:
-            self.last_end, self.last_node = end, node
-
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
               extra_latency: int = 0, needs_all: bool = False) -> Instruction:
