@@ -92,9 +92,11 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     produced = set(map(attrgetter("output"), sched.instructions))
-    life = lifetimes(sched.instructions, sched.transfers, sched.ready)
-    sched.ready = {}  # read into `life`; free its records before placement (peak memory)
-    regions, buffers, summary = place(lw.use, sched.buffers, produced, life, arch.sram_bytes)
+    # Peak memory: the ready times are handed over (freed once read) and the lifetimes passed without a name
+    # here, so `place` frees them once its items are built.
+    regions, buffers, summary = place(lw.use, sched.buffers, produced,
+                                      lifetimes(sched.instructions, sched.transfers, sched.take_ready()),
+                                      arch.sram_bytes)
     instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),

@@ -95,6 +95,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
         s, e = lget(bid, never)
         nb = b.bytes if b.bytes > 1 else 1
         (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
+    del life, lget  # read into the items: freed here when the caller passed them without keeping a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
     summary: dict[int, dict] = {}

@@ -116,6 +116,12 @@ class Scheduler:
         self.buffers[bid] = Buffer(bid, chip, op, cols, partial, math.ceil(nbytes), "", heads, lse_shape)
         return bid
 
+    def take_ready(self) -> dict[str, Ready]:
+        """The ready times of every buffer, handed over: the scheduler forgets them (placement reads them
+        once; a large program has ~10^6)."""
+        out, self.ready = self.ready, {}
+        return out
+
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
