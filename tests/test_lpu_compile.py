@@ -216,6 +216,26 @@ def test_send_many_equals_send_loop() -> None:
     assert any(len(t.links) > 1 for t in many.transfers) and any(t.send_cycle > 0 for t in many.transfers)
 
 
+@pytest.mark.parametrize("context", [0, 1, 15, 16, 1000, 4097])
+@pytest.mark.parametrize("window", [None, 1, 16, 700])
+@pytest.mark.parametrize("share", [(0, 1, 1), (1, 4, 1), (3, 4, 16), (2, 3, 5)])
+def test_attended_in_share_counts_positions(context: int, window, share) -> None:
+    """A decode row's (pairs, keys) in a KV stripe (the scalar path) and a 3-row chunk's (numpy) equal a count
+    of the positions themselves."""
+    from lpxsim.lpu.lowering import KvStripe, attended_in_share
+
+    i, n, b = share
+    s = KvStripe(i, n, b)
+
+    def held(lo: int, hi: int) -> int:
+        return sum(1 for p in range(max(lo, 0), hi) if (p // b) % n == i)
+
+    for new in (1, 3):
+        rows = [(0 if window is None else max(0, e - window), e) for e in range(context + 1, context + new + 1)]
+        want = (float(sum(held(lo, hi) for lo, hi in rows)), held(rows[0][0], rows[-1][1]))
+        assert attended_in_share(context, new, window, s) == want
+
+
 def test_compile_restores_the_garbage_collector() -> None:
     """The compile pauses the cyclic GC and restores the caller's setting, also when it raises."""
     import gc

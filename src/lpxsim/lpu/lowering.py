@@ -331,9 +331,14 @@ class Lowerer:
 
 def attended_in_share(context: int, new: int, window: int | None, share: KvStripe) -> tuple[float, int]:
     """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`."""
+    i, n, b = share.index, share.count, share.block
+    if new == 1:  # a decode row: the same sums on scalars, without numpy's per-call cost
+        end = context + 1
+        start = 0 if window is None else max(0, end - window)
+        over = stripe_count(end, i, n, b) - stripe_count(start, i, n, b)
+        return float(over), share.owned(start, end)
     ends = np.arange(context + 1, context + new + 1, dtype=np.int64)  # keys visible to each new row: [start, end)
     starts = np.zeros_like(ends) if window is None else np.maximum(0, ends - window)
-    i, n, b = share.index, share.count, share.block
     over = stripe_count(ends, i, n, b) - stripe_count(starts, i, n, b)
     return float(np.sum(over)), share.owned(int(starts[0]), int(ends[-1]))
 
