@@ -224,7 +224,7 @@ class Lowerer:
         """Every chip sends its partial to every peer of its group; each sums what it holds."""
         out: dict[int, str] = {}
         s = self.s
-        declared, size = s.buffers, math.ceil(nbytes)
+        declared, size = s.buffers, int(math.ceil(nbytes))
         for grp in groups:
             recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
             sends = []

@@ -113,7 +113,7 @@ class Scheduler:
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
                partial: Partial = None, heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> str:
-        self.buffers[bid] = Buffer(bid, chip, op, cols, partial, math.ceil(nbytes), "", heads, lse_shape)
+        self.buffers[bid] = Buffer(bid, chip, op, cols, partial, int(math.ceil(nbytes)), "", heads, lse_shape)
         return bid
 
     def take_ready(self) -> dict[str, Ready]:
@@ -175,7 +175,7 @@ class Scheduler:
             drain = tuple(p for p in parts if p[0] in DRAIN)
             cached = self._lat[lk] = (parts, sum(c for _, c in parts), drain, sum(c for _, c in drain))
         parts, lat, drain, drain_cycles = cached
-        dur = math.ceil(duration)
+        dur = int(math.ceil(duration))  # int(): a numpy integer's __ceil__ may return a numpy integer
         if dur < 1:
             dur = 1
         first_out = start + lat
