@@ -185,6 +185,76 @@ def test_multi_rack_and_prefill_verify() -> None:
     assert r2.report.ok
 
 
+def test_send_many_equals_send_loop() -> None:
+    """`Scheduler.send_many` (all-reduce exchanges) schedules exactly what the same `send` calls in order do:
+    transfers, ready times, link reservations and the critical-path breakdown, also over multi-hop routes
+    and links the sends contend for."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Ready, Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    cpn = system.topology.chips_per_node
+    chips = [0, 1, 2, cpn, cpn + 1, 2 * cpn + 3, system.chips_per_unit + 5]  # one node, other nodes, another rack
+    scheds = [Scheduler(arch_for(system), chip_graph(system, 2)) for _ in range(2)]
+    for s in scheds:  # sources ready at different times; some stream slower than the links (a late start)
+        for i, c in enumerate(chips):
+            n0 = s.prov.node(100 * i)
+            s.ready[f"x@{c}"] = Ready(100 * i, 100 * i + 7_000 * (i % 3), n0, s.prov.node(100 * i + 7_000 * (i % 3), n0))
+        s.send(chips[0], chips[1], "x@0", "pre", 5_000)  # a link already busy before the exchange
+    sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
+    sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
+    for a, b, src, dst in sends:
+        scheds[0].send(a, b, src, dst, 20_000)
+    scheds[1].send_many(sends, 20_000)
+    loop, many = scheds
+    assert loop.transfers == many.transfers
+    assert {k: (r.first, r.end) for k, r in loop.ready.items()} == {k: (r.first, r.end) for k, r in many.ready.items()}
+    assert loop._link_free == many._link_free
+    assert (loop.last_end, loop.prov.breakdown(loop.last_node)) == (many.last_end, many.prov.breakdown(many.last_node))
+    assert any(len(t.links) > 1 for t in many.transfers) and any(t.send_cycle > 0 for t in many.transfers)
+
+
+@pytest.mark.parametrize("context", [0, 1, 15, 16, 1000, 4097])
+@pytest.mark.parametrize("window", [None, 1, 16, 700])
+@pytest.mark.parametrize("share", [(0, 1, 1), (1, 4, 1), (3, 4, 16), (2, 3, 5)])
+def test_attended_in_share_counts_positions(context: int, window, share) -> None:
+    """A decode row's (pairs, keys) in a KV stripe (the scalar path) and a 3-row chunk's (numpy) equal a count
+    of the positions themselves."""
+    from lpxsim.lpu.lowering import KvStripe, attended_in_share
+
+    i, n, b = share
+    s = KvStripe(i, n, b)
+
+    def held(lo: int, hi: int) -> int:
+        return sum(1 for p in range(max(lo, 0), hi) if (p // b) % n == i)
+
+    for new in (1, 3):
+        rows = [(0 if window is None else max(0, e - window), e) for e in range(context + 1, context + new + 1)]
+        want = (float(sum(held(lo, hi) for lo, hi in rows)), held(rows[0][0], rows[-1][1]))
+        assert attended_in_share(context, new, window, s) == want
+
+
+def test_compile_restores_the_garbage_collector() -> None:
+    """The compile pauses the cyclic GC and restores the caller's setting, also when it raises."""
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        small("tp=2,stages=2")
+        assert gc.isenabled()
+        with pytest.raises(DoesNotFit):
+            small("tp=1,stages=1", sram=10_000)
+        assert gc.isenabled()
+        gc.disable()
+        small("tp=2,stages=2")
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 # --- bad input ------------------------------------------------------------------------------
 def test_model_too_big_is_does_not_fit() -> None:
     with pytest.raises(DoesNotFit):

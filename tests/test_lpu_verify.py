@@ -69,6 +69,21 @@ def test_missing_partial_sum_is_a_partial_error(gemma) -> None:
     assert any(f"reduction of op {ins.op} on chip {ins.chip} misses 1 of" in e for e in rep.errors)
 
 
+def test_partial_counted_twice_is_a_partial_error(gemma) -> None:
+    """A reduction that reads one partial sum twice: the memoised reachability sees the repeat and reports it."""
+    p = gemma[0]
+    k, ins = next((k, i) for k, i in enumerate(p.instructions)
+                  if i.kind == "reduce" and len(i.inputs) >= 3 and p.buffers[i.output].partial is None
+                  and i.attrs.get("fn") != "argmax")
+    lst = list(p.instructions)
+    lst[k] = dataclasses.replace(ins, inputs=(*ins.inputs, ins.inputs[-1]))
+    rep = _check(gemma, dataclasses.replace(p, instructions=lst))
+    leaf = next((t.src_buffer for t in p.transfers if t.dst_buffer == ins.inputs[-1]), ins.inputs[-1])
+    assert rep.kinds() == {"partial"}, rep.errors[:5]
+    assert rep.errors == [f"partial: reduction of op {ins.op} on chip {ins.chip} counts partial sum {leaf} "
+                          f"more than once"]
+
+
 def test_unreduced_partial_is_a_partial_error(gemma) -> None:
     """The partial still arrives but the reduction no longer reads it: it never reaches a reduction."""
     p = gemma[0]

@@ -28,7 +28,7 @@ import numpy as np
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages
-from lpxsim.lpu.program import Range, Stage, stripe_count
+from lpxsim.lpu.program import Buffer, Range, Stage, stripe_count
 from lpxsim.lpu.schedule import Scheduler
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.precision import get_precision
@@ -106,6 +106,7 @@ class Lowerer:
         self.attn: dict[int, AttnSplit] = {}
         self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
+        self._vb, self._feed = arch.vector_bytes, arch.feed_bytes_per_cycle  # hot in mem_cycles
 
     # --- helpers ------------------------------------------------------------------------
     def stage_of(self, layer: int) -> Stage:
@@ -135,9 +136,9 @@ class Lowerer:
 
     def mem_cycles(self, nbytes: float) -> float:
         """Cycles to stream `nbytes` between SRAM and a unit: whole 320-byte vectors at the feed rate."""
-        vb = self.arch.vector_bytes
+        vb = self._vb
         self.s.note_work(nbytes=nbytes)
-        return math.ceil(nbytes / vb) * vb / self.arch.feed_bytes_per_cycle
+        return math.ceil(nbytes / vb) * vb / self._feed
 
     def vxm_cycles(self, elems: float, nbytes: float) -> float:
         self.s.note_work(ops=elems)
@@ -222,14 +223,20 @@ class Lowerer:
                       partial_out: bool) -> dict[int, str]:
         """Every chip sends its partial to every peer of its group; each sums what it holds."""
         out: dict[int, str] = {}
+        s = self.s
+        declared, size = s.buffers, int(math.ceil(nbytes))
         for grp in groups:
             recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
+            sends = []
             for src in grp:
+                sb = bufs[src]
                 for dst in grp:
                     if src != dst:
-                        bid = self.s.buffer(f"{name}#{tag}{src}@{dst}", dst, name, nbytes, partial="sum")
-                        self.s.send(src, dst, bufs[src], bid, nbytes)
+                        bid = f"{name}#{tag}{src}@{dst}"
+                        declared[bid] = Buffer(bid, dst, name, None, "sum", size)
+                        sends.append((src, dst, sb, bid))
                         recv[dst].append(bid)
+            s.send_many(sends, nbytes)
             for c in grp:
                 if len(grp) == 1:
                     out[c] = bufs[c]
@@ -324,9 +331,14 @@ class Lowerer:
 
 def attended_in_share(context: int, new: int, window: int | None, share: KvStripe) -> tuple[float, int]:
     """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`."""
+    i, n, b = share.index, share.count, share.block
+    if new == 1:  # a decode row: the same sums on scalars, without numpy's per-call cost
+        end = context + 1
+        start = 0 if window is None else max(0, end - window)
+        over = stripe_count(end, i, n, b) - stripe_count(start, i, n, b)
+        return float(over), share.owned(start, end)
     ends = np.arange(context + 1, context + new + 1, dtype=np.int64)  # keys visible to each new row: [start, end)
     starts = np.zeros_like(ends) if window is None else np.maximum(0, ends - window)
-    i, n, b = share.index, share.count, share.block
     over = stripe_count(ends, i, n, b) - stripe_count(starts, i, n, b)
     return float(np.sum(over)), share.owned(int(starts[0]), int(ends[-1]))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 from collections import defaultdict
 
 from lpxsim.errors import DoesNotFit
@@ -20,6 +21,7 @@ from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
+_START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
 
 
 def _align(n: float) -> int:
@@ -32,14 +34,20 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
               ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
     """Per buffer: (cycle it starts being written, cycle of its last read)."""
     last: dict[str, int] = {}
+    get = last.get
     for ins in instructions:
+        e = ins.cycle_end
         for b in ins.inputs:
-            last[b] = max(last.get(b, 0), ins.cycle_end)
+            if e > get(b, -1):
+                last[b] = e
     for tr in transfers:
-        last[tr.src_buffer] = max(last.get(tr.src_buffer, 0), tr.end_cycle)
+        b, e = tr.src_buffer, tr.end_cycle
+        if e > get(b, -1):
+            last[b] = e
     out = {}
     for bid, rd in ready.items():
-        out[bid] = (rd.first, max(rd.end, last.get(bid, rd.end)) + 1)
+        e = get(bid, rd.end)
+        out[bid] = (rd.first, (e if e > rd.end else rd.end) + 1)
     return out
 
 
@@ -52,10 +60,12 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
     active: list[tuple[int, int, int]] = []  # (offset, size, seq) sorted by offset
     ends: list[tuple[int, int, int, int]] = []  # heap of (end, offset, size, seq)
     top = 0
-    for seq, (bid, size, start, end) in enumerate(sorted(items, key=lambda x: (x[2], x[0]))):
+    pop, push, find, insort = heapq.heappop, heapq.heappush, bisect.bisect_left, bisect.insort
+    items = sorted(items, key=_START_ID)
+    for seq, (bid, size, start, end) in enumerate(items):
         while ends and ends[0][0] <= start:
-            _, o, z, q = heapq.heappop(ends)
-            del active[bisect.bisect_left(active, (o, z, q))]
+            _, o, z, q = pop(ends)
+            del active[find(active, (o, z, q))]
         off = 0
         for a_off, a_size, _ in active:
             if off + size <= a_off:
@@ -63,8 +73,11 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
             if a_off + a_size > off:
                 off = a_off + a_size
         offsets[bid] = off
-        bisect.insort(active, (off, size, seq))
-        heapq.heappush(ends, (end, off, size, seq))
+        if active and off > active[-1][0]:
+            active.append((off, size, seq))
+        else:
+            insort(active, (off, size, seq))
+        push(ends, (end, off, size, seq))
         if off + size > top:
             top = off + size
     return offsets, top
@@ -72,14 +85,17 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
           life: dict[str, tuple[int, int]], sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
-    """Regions for every chip, buffers with region names, and a per-chip byte summary."""
+    """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
+
+    Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
     per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    for b in buffers.values():
-        s, e = life.get(b.id, (0, 1))
+    lget, never = life.get, (0, 1)
+    for bid, b in buffers.items():
+        s, e = lget(bid, never)
         nb = b.bytes if b.bytes > 1 else 1
-        item = (b.id, -(-nb // ALIGN) * ALIGN, s, e)
-        (per_chip if b.id in produced_here else recv_chip)[b.chip].append(item)
+        (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
+    del life, lget  # read into the items: freed here when the caller passed them without keeping a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
     summary: dict[int, dict] = {}
@@ -107,12 +123,13 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
                 for bid, boff in offs.items():
                     b = buffers[bid]
-                    new_bufs[bid] = Buffer(b.id, b.chip, b.op, b.cols, b.partial, b.bytes, rname, b.heads,
-                                           b.lse_shape, boff)
+                    b.region, b.offset_bytes = rname, boff
+                    new_bufs[bid] = b
                 off += size
                 totals[kind] = size
-            for bid in offs:
-                new_bufs.setdefault(bid, buffers[bid])
+            else:
+                for bid in offs:
+                    new_bufs.setdefault(bid, buffers[bid])
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
@@ -120,7 +137,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
-    for bid, b in buffers.items():
-        new_bufs.setdefault(bid, b)
+    if len(new_bufs) != len(buffers):  # its keys are buffers' keys: equal sizes mean every buffer is there
+        for bid, b in buffers.items():
+            new_bufs.setdefault(bid, b)
     return regions, new_bufs, summary
 

@@ -21,6 +21,7 @@ from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, Transf
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
+VC1 = (("vector_count", 1),)
 
 
 @dataclass(slots=True)
@@ -39,12 +40,20 @@ class Provenance:
     (cycles each) that separate the two. Walking back from the step's last event gives the critical
     path, and summing its mechanisms gives a breakdown that adds up to the makespan exactly."""
 
-    __slots__ = ("time", "parent", "comp")
+    __slots__ = ("time", "parent", "comp", "_one")
 
     def __init__(self) -> None:
         self.time: list[int] = []
         self.parent: list[int] = []
         self.comp: list[tuple[tuple[str, int], ...]] = []
+        self._one: dict[tuple[str, int], tuple[tuple[str, int]]] = {}  # shared ((mech, cycles),) tuples
+
+    def one(self, mech: str, cycles: int) -> tuple[tuple[str, int]]:
+        """The mechanism tuple ``((mech, cycles),)``, shared between nodes (a large step has ~10^6)."""
+        t = self._one.get((mech, cycles))
+        if t is None:
+            t = self._one[(mech, cycles)] = ((mech, cycles),)
+        return t
 
     def node(self, time: int, parent: int = -1, comp: tuple[tuple[str, int], ...] = ()) -> int:
         self.time.append(time)
@@ -55,9 +64,9 @@ class Provenance:
     def after(self, parent: int, time: int, mech: str) -> int:
         """A node `time` whose excess over `parent`'s time is attributed to `mech`."""
         if parent < 0:
-            return self.node(time, -1, ((mech, time),) if time else ())
+            return self.node(time, -1, self.one(mech, time) if time else ())
         d = time - self.time[parent]
-        return parent if d == 0 else self.node(time, parent, ((mech, d),))
+        return parent if d == 0 else self.node(time, parent, self.one(mech, d))
 
     def breakdown(self, node: int) -> dict[str, int]:
         """Cycles per mechanism along the chain ending at `node` (sums to its time)."""
@@ -95,16 +104,23 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
-    _route_info: dict = field(default_factory=dict)  # hops -> (slowest link's bytes/cycle, ((link, dir), hop))
+    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
+    _exchange_info: dict = field(default_factory=dict)  # (src, dst, bytes) -> route, serialisation, mechanisms
+    _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
                partial: Partial = None, heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> str:
-        self.buffers[bid] = Buffer(id=bid, chip=chip, op=op, cols=cols, partial=partial,
-                                   bytes=int(math.ceil(nbytes)), heads=heads, lse_shape=lse_shape)
+        self.buffers[bid] = Buffer(bid, chip, op, cols, partial, int(math.ceil(nbytes)), "", heads, lse_shape)
         return bid
+
+    def take_ready(self) -> dict[str, Ready]:
+        """The ready times of every buffer, handed over: the scheduler forgets them (placement reads them
+        once; a large program has ~10^6)."""
+        out, self.ready = self.ready, {}
+        return out
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
@@ -127,10 +143,6 @@ class Scheduler:
         """Cycles from an instruction's start to its first output vector (all mechanisms)."""
         return sum(c for _, c in self.arch.latency_parts(unit))
 
-    def _end(self, end: int, node: int) -> None:
-        if end > self.last_end or self.last_node < 0:
-            self.last_end, self.last_node = end, node
-
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
               extra_latency: int = 0, needs_all: bool = False) -> Instruction:
@@ -142,13 +154,14 @@ class Scheduler:
         `needs_all`: no output exists before the whole work is done (attention: the softmax and the weighted
         sum need every key of the chip's share), so the first output comes `duration` later and the last
         right after it."""
-        a, pv = self.arch, self.prov
+        pv = self.prov
         key = (chip, unit)
         start = self._unit_free.get(key, 0)
         snode = self._unit_node.get(key, -1)
         drain_in, dnode = -1, -1
+        ready = self.ready
         for b in inputs:
-            rd = self.ready[b]
+            rd = ready[b]
             if rd.first > start or snode < 0 and rd.first >= start:
                 start, snode = rd.first, rd.first_node
             if rd.end > drain_in:
@@ -156,41 +169,55 @@ class Scheduler:
         lk = (unit, extra_latency)
         cached = self._lat.get(lk)
         if cached is None:
-            parts = a.latency_parts(unit)
+            parts = self.arch.latency_parts(unit)
             if extra_latency:
                 parts = (*parts, ("pipeline_depth", int(extra_latency)))
             drain = tuple(p for p in parts if p[0] in DRAIN)
             cached = self._lat[lk] = (parts, sum(c for _, c in parts), drain, sum(c for _, c in drain))
         parts, lat, drain, drain_cycles = cached
-        dur = max(1, int(math.ceil(duration)))
+        dur = int(math.ceil(duration))  # int(): a numpy integer's __ceil__ may return a numpy integer
+        if dur < 1:
+            dur = 1
         first_out = start + lat
         drain_end = drain_in + drain_cycles if inputs else -1
+        # provenance nodes, appended inline (the scheduler's hottest path); equal mechanism tuples are shared
+        pt, pp, pc = pv.time, pv.parent, pv.comp
+        vc = pv.one("vector_count", dur)
         if needs_all:
             first_out = start + lat + dur
-            fnode = pv.node(first_out, snode, (*parts, ("vector_count", dur)))
+            fnode = len(pt)
+            pt.append(first_out), pp.append(snode), pc.append((*parts, ("vector_count", dur)))
             if drain_end > first_out:
-                first_out, fnode = drain_end, pv.node(drain_end, dnode, drain)
-            end, enode = first_out + 1, pv.node(first_out + 1, fnode, (("vector_count", 1),))
+                first_out, fnode = drain_end, len(pt)
+                pt.append(drain_end), pp.append(dnode), pc.append(drain)
+            end, enode = first_out + 1, len(pt)
+            pt.append(end), pp.append(fnode), pc.append(VC1)
         else:
-            fnode = pv.node(first_out, snode, parts)
+            fnode = len(pt)
+            pt.append(first_out), pp.append(snode), pc.append(parts)
             end = first_out + dur
+            enode = len(pt)
             if drain_end > end:
-                end, enode = drain_end, pv.node(drain_end, dnode, drain)
+                end = drain_end
+                pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
-                enode = pv.node(end, fnode, (("vector_count", dur),))
+                pt.append(end), pp.append(fnode), pc.append(vc)
         self._unit_free[key] = start + dur
-        self._unit_node[key] = pv.node(start + dur, snode, (("vector_count", dur),))
+        self._unit_node[key] = len(pt)
+        pt.append(start + dur), pp.append(snode), pc.append(vc)
         w = self._work
-        work = {"work_bytes": w[0], "work_flops": w[1], "work_ops": w[3]}
+        at = dict(attrs) if attrs else {}
+        at["busy_cycles"] = dur
+        at["work_bytes"], at["work_flops"], at["work_ops"] = w[0], w[1], w[3]
         if w[2]:
-            work["work_flop_rate"] = w[2]
+            at["work_flop_rate"] = w[2]
         self._work = [0.0, 0.0, 0.0, 0.0]
-        ins = Instruction(id=len(self.instructions), chip=chip, unit=unit, op=op, kind=kind, inputs=inputs,
-                          output=output, cycle_start=start, first_out_cycle=first_out, cycle_end=end,
-                          slice=dict(slc or {}), attrs={**(attrs or {}), "busy_cycles": dur, **work})
+        ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
+                          dict(slc) if slc else {}, at)
         self.instructions.append(ins)
-        self.ready[output] = Ready(first_out, end, fnode, enode)
-        self._end(end, enode)
+        ready[output] = Ready(first_out, end, fnode, enode)
+        if end > self.last_end or self.last_node < 0:
+            self.last_end, self.last_node = end, enode
         return ins
 
     # --- links and transfers ----------------------------------------------------------
@@ -216,6 +243,25 @@ class Scheduler:
             self._routes[key] = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
         return self._routes[key]
 
+    def _link_comps(self, hop: int, setup: int, vec: int, occupy: int) -> tuple[tuple, tuple]:
+        """Provenance mechanisms of a transfer's arrival and end nodes (shared between equal transfers)."""
+        key = ("c2c", hop, setup, vec, occupy)
+        out = self._comps.get(key)
+        if out is None:
+            lat = (("c2c_hop", hop), ("c2c_setup", setup)) if setup else (("c2c_hop", hop),)
+            out = self._comps[key] = ((*lat, ("c2c_serialisation", vec)), (*lat, ("c2c_serialisation", occupy)))
+        return out
+
+    def _path(self, src: int, dst: int) -> tuple:
+        """(hops, slowest link's bytes/cycle, ((link, direction), hop cycles) per hop) of a route, cached."""
+        info = self._send_info.get((src, dst))
+        if info is None:
+            hops = self.route(src, dst)
+            info = self._send_info[(src, dst)] = (
+                hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
+                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+        return info
+
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
              not_before: int | None = None, complete_at: int | None = None) -> Transfer:
         """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller).
@@ -223,31 +269,28 @@ class Scheduler:
         `complete_at`: the cycle the bytes sent are all present, when they are only part of the source
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
-        hops = self.route(src_chip, dst_chip)
-        info = self._route_info.get(hops)
-        if info is None:
-            info = self._route_info[hops] = (min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                                             tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
-        bpc, keyed = info
+        info = self._send_info.get((src_chip, dst_chip)) or self._path(src_chip, dst_chip)
+        hops, bpc, keyed = info
         pv = self.prov
         rd = self.ready[src_buffer]
+        first, fnode, rend = rd.first, rd.first_node, rd.end
         if complete_at is not None:
-            t = max(rd.first, complete_at)
-            n = pv.after(rd.first_node, t, "vector_count")
-            rd = Ready(t, t, n, n)
-        want, wnode = rd.first, rd.first_node
+            first = max(first, complete_at)
+            fnode = pv.after(fnode, first, "vector_count")
+            rend = first
+        want, wnode = first, fnode
         if not_before is not None and not_before > want:
             want, wnode = not_before, pv.after(wnode, not_before, "sync")
         nbytes = max(float(nbytes), 1.0)
-        ser = max(1, int(math.ceil(nbytes / bpc)))
-        vec = max(1, int(math.ceil(min(nbytes, self.arch.vector_bytes) / bpc)))
+        ser = max(1, math.ceil(nbytes / bpc))
+        vec = max(1, math.ceil(min(nbytes, self.arch.vector_bytes) / bpc))
         setup = self.arch.link_setup
         # A link sends one block of `ser` cycles; when the producer streams slower than the link,
         # start late enough that every vector exists when its turn on the wire comes.
         occupy = ser
-        if rd.end - ser + vec > want:
-            want = rd.end - ser + vec
-            wnode = pv.after(rd.first_node, want, "vector_count")  # waiting for the producer's vectors
+        if rend - ser + vec > want:
+            want = rend - ser + vec
+            wnode = pv.after(fnode, want, "vector_count")  # waiting for the producer's vectors
         send, snode = want, wnode
         offset = 0
         lf = self._link_free
@@ -257,7 +300,7 @@ class Scheduler:
                 send = free
             offset += hc
         if send > want:
-            snode = pv.node(send, wnode, (("c2c_wait", send - want),))
+            snode = pv.node(send, wnode, pv.one("c2c_wait", send - want))
         t = send
         for k, hc in keyed:
             lf[k] = t + occupy
@@ -266,13 +309,85 @@ class Scheduler:
         path_lat = hop + setup
         arrive = send + path_lat + vec
         end = send + path_lat + occupy
-        lat_parts = (("c2c_hop", hop),) + ((("c2c_setup", setup),) if setup else ())
-        anode = pv.node(arrive, snode, (*lat_parts, ("c2c_serialisation", vec)))
-        enode = pv.node(end, snode, (*lat_parts, ("c2c_serialisation", occupy)))
-        tr = Transfer(id=len(self.transfers), src_chip=src_chip, dst_chip=dst_chip, src_buffer=src_buffer,
-                      dst_buffer=dst_buffer, bytes=int(math.ceil(nbytes)), links=hops, send_cycle=send,
-                      ser_cycles=occupy, arrive_cycle=arrive, end_cycle=end)
+        comps = self._link_comps(hop, setup, vec, occupy)
+        pt, pp, pc = pv.time, pv.parent, pv.comp
+        anode = len(pt)
+        pt.append(arrive), pp.append(snode), pc.append(comps[0])
+        enode = anode + 1
+        pt.append(end), pp.append(snode), pc.append(comps[1])
+        tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
+                      send, occupy, arrive, end)
         self.transfers.append(tr)
         self.ready[dst_buffer] = Ready(arrive, end, anode, enode)
-        self._end(end, enode)
+        if end > self.last_end or self.last_node < 0:
+            self.last_end, self.last_node = end, enode
         return tr
+
+    def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float) -> None:
+        """`send(src, dst, src_buffer, dst_buffer, nbytes)` for each of `sends` in order (all-reduce
+        exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
+        hoisted out of the loop. Same transfers, link reservations, ready times and provenance as the loop."""
+        nbytes = max(float(nbytes), 1.0)
+        vb, setup = self.arch.vector_bytes, self.arch.link_setup
+        nb_int = math.ceil(nbytes)
+        pv = self.prov
+        pt, pp, pc = pv.time, pv.parent, pv.comp
+        lf, ready, transfers = self._link_free, self.ready, self.transfers
+        last_end, last_node = self.last_end, self.last_node
+        per_route = self._exchange_info
+        for src_chip, dst_chip, src_buffer, dst_buffer in sends:
+            key = (src_chip, dst_chip, nbytes)
+            info = per_route.get(key)
+            if info is None:
+                hops, bpc, keyed = self._path(src_chip, dst_chip)
+                ser = max(1, math.ceil(nbytes / bpc))
+                vec = max(1, math.ceil(min(nbytes, vb) / bpc))
+                hop = sum(hc for _, hc in keyed)
+                info = per_route[key] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
+                                         keyed[0][0] if len(keyed) == 1 else None)
+            hops, keyed, ser, vec, comps, path_lat, k1 = info
+            rd = ready[src_buffer]
+            want, wnode = rd.first, rd.first_node
+            if rd.end - ser + vec > want:
+                want = rd.end - ser + vec
+                if wnode < 0:  # Provenance.after, inline
+                    wnode = len(pt)
+                    pt.append(want), pp.append(-1), pc.append(pv.one("vector_count", want) if want else ())
+                else:
+                    d = want - pt[wnode]
+                    if d:
+                        pt.append(want), pp.append(wnode), pc.append(pv.one("vector_count", d))
+                        wnode = len(pt) - 1
+            send, snode = want, wnode
+            if k1 is not None:  # one hop (a node's all-to-all)
+                free = lf.get(k1, 0)
+                if free > send:
+                    send = free
+            else:
+                offset = 0
+                for k, hc in keyed:
+                    free = lf.get(k, 0) - offset
+                    if free > send:
+                        send = free
+                    offset += hc
+            if send > want:
+                snode = len(pt)
+                pt.append(send), pp.append(wnode), pc.append(pv.one("c2c_wait", send - want))
+            if k1 is not None:
+                lf[k1] = send + ser
+            else:
+                t = send
+                for k, hc in keyed:
+                    lf[k] = t + ser
+                    t += hc
+            arrive = send + path_lat + vec
+            end = send + path_lat + ser
+            anode = len(pt)
+            pt.append(arrive), pp.append(snode), pc.append(comps[0])
+            pt.append(end), pp.append(snode), pc.append(comps[1])
+            transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
+                                      send, ser, arrive, end))
+            ready[dst_buffer] = Ready(arrive, end, anode, anode + 1)
+            if end > last_end or last_node < 0:
+                last_end, last_node = end, anode + 1
+        self.last_end, self.last_node = last_end, last_node

@@ -23,9 +23,10 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,28 +82,44 @@ class Columns:
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
-        every = chain(p.buffers, (i.output for i in ins), chain.from_iterable(i.inputs for i in ins),
-                      (t.src_buffer for t in trs), (t.dst_buffer for t in trs))
-        self.bid = bid = {b: k for k, b in enumerate(dict.fromkeys(every))}  # declared buffers first, in order
         n, m = len(ins), len(trs)
-        get = bid.__getitem__
-        units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
-        a = np.array(list(map(attrgetter("chip", "cycle_start", "first_out_cycle", "cycle_end"), ins)),
-                     dtype=np.int64).reshape(n, 4)
-        self.i_chip, self.i_start, self.i_first, self.i_end = a.T
-        self.i_out = np.fromiter(map(get, map(attrgetter("output"), ins)), np.int64, n)
-        self.i_busy = np.fromiter((i.attrs.get("busy_cycles", -1) for i in ins), np.int64, n)
-        self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
+        outputs = list(map(attrgetter("output"), ins))
         inputs = list(map(attrgetter("inputs"), ins))
+        srcs = list(map(attrgetter("src_buffer"), trs))
+        dsts = list(map(attrgetter("dst_buffer"), trs))
         counts = np.fromiter(map(len, inputs), np.int64, n)
+        nin = int(counts.sum())
+        # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen
+        self.bid = bid = dict(zip(p.buffers, range(len(p.buffers)), strict=True))
+        get = bid.get
+        self.i_out = np.fromiter(map(get, outputs, repeat(-1)), np.int64, n)
+        self.r_buf = np.fromiter(map(get, chain.from_iterable(inputs), repeat(-1)), np.int64, nin)
+        self.t_sbuf = np.fromiter(map(get, srcs, repeat(-1)), np.int64, m)
+        self.t_dbuf = np.fromiter(map(get, dsts, repeat(-1)), np.int64, m)
+        if (self.i_out.min(initial=0) < 0 or self.r_buf.min(initial=0) < 0 or self.t_sbuf.min(initial=0) < 0
+                or self.t_dbuf.min(initial=0) < 0):  # names no buffer declares (an error verify reports)
+            for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
+                if b not in bid:
+                    bid[b] = len(bid)
+            self.i_out = np.fromiter(map(bid.__getitem__, outputs), np.int64, n)
+            self.r_buf = np.fromiter(map(bid.__getitem__, chain.from_iterable(inputs)), np.int64, nin)
+            self.t_sbuf = np.fromiter(map(bid.__getitem__, srcs), np.int64, m)
+            self.t_dbuf = np.fromiter(map(bid.__getitem__, dsts), np.int64, m)
+        units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
+
+        def ints(seq, field: str, k: int) -> np.ndarray:
+            return np.fromiter(map(attrgetter(field), seq), np.int64, k)
+
+        self.i_chip, self.i_start = ints(ins, "chip", n), ints(ins, "cycle_start", n)
+        self.i_first, self.i_end = ints(ins, "first_out_cycle", n), ints(ins, "cycle_end", n)
+        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), map(attrgetter("attrs"), ins)),
+                                  np.int64, n)
+        self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        self.r_buf = np.fromiter(map(get, chain.from_iterable(inputs)), np.int64, int(counts.sum()))
-        t = np.array(list(map(attrgetter("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle",
-                                         "end_cycle", "bytes"), trs)), dtype=np.int64).reshape(m, 7)
-        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, tb = t.T
-        self.t_sbuf = np.fromiter(map(get, map(attrgetter("src_buffer"), trs)), np.int64, m)
-        self.t_dbuf = np.fromiter(map(get, map(attrgetter("dst_buffer"), trs)), np.int64, m)
-        self.t_bytes = tb.astype(np.float64)
+        self.t_src, self.t_dst = ints(trs, "src_chip", m), ints(trs, "dst_chip", m)
+        self.t_send, self.t_ser = ints(trs, "send_cycle", m), ints(trs, "ser_cycles", m)
+        self.t_arrive, self.t_end = ints(trs, "arrive_cycle", m), ints(trs, "end_cycle", m)
+        self.t_bytes = ints(trs, "bytes", m).astype(np.float64)
         links = list(map(attrgetter("links"), trs))
         self.t_nhops = np.fromiter(map(len, links), np.int64, m)
         hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
@@ -256,9 +273,12 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
     rid = {key: k for k, key in enumerate(regions)}
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
-    g = np.fromiter((rid.get((b.chip, b.region), -1) if b.region else -2 for b in bufs), np.int64, len(bufs))
-    off = np.fromiter((b.offset_bytes for b in bufs), np.int64, len(bufs))
-    size = np.fromiter((b.bytes for b in bufs), np.int64, len(bufs))
+    nb = len(bufs)
+    names_r = list(map(attrgetter("region"), bufs))
+    g = np.fromiter(map(rid.get, zip(map(attrgetter("chip"), bufs), names_r, strict=True), repeat(-1)), np.int64, nb)
+    g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
+    off = np.fromiter(map(attrgetter("offset_bytes"), bufs), np.int64, nb)
+    size = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, nb)
     for k in np.flatnonzero(g == -1):
         b = bufs[k]
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")

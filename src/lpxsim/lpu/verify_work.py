@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -330,8 +331,9 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
     pass_l = passes.tolist()
     unread = ((writes > 0) & ~read).tolist()
-    for b in [b for b in p.buffers.values() if b.partial is not None]:
-        k = bid[b.id]
+    declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
+    for k in [k for k, x in enumerate(map(attrgetter("partial"), declared)) if x is not None]:
+        b = declared[k]
         if unread[k]:
             rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
         if b.partial in ("sum", "argmax") and made[k] >= 0 and not pass_l[made[k]]:
@@ -339,6 +341,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=len(ins_list)))].tolist()
     rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
     has_leaves = {o for o, _ in leaves}
+    memo: dict[int, tuple[frozenset[int], bool]] = {}
     for ins in ins_list:
         if ins.kind != "reduce" or ins.op not in has_leaves:
             continue
@@ -346,26 +349,79 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
         if out is None or out.partial is not None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        found: dict[int, int] = {}
         k0 = made[bid[ins.output]]
-        stack = rbuf[ptr[k0]:ptr[k0 + 1]]
-        while stack:
-            k = stack.pop()
-            if sent[k] >= 0:
-                stack.append(sent[k])
-            elif made[k] >= 0 and pass_l[made[k]]:
-                stack.extend(rbuf[ptr[made[k]]:ptr[made[k] + 1]])
-            else:
-                found[k] = found.get(k, 0) + 1
+        sets = [memo[k] if k in memo else _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
+                for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
+        got = frozenset().union(*(x[0] for x in sets))
         want = leaves.get((ins.op, kind), set())
-        missing = sorted(names[k] for k in want - set(found))
-        twice = sorted(names[k] for k, n in found.items() if n > 1)
+        if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
+            missing, twice = sorted(names[k] for k in want - got), []
+        else:  # some leaf reached twice: count each path (the error's details)
+            found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
+            missing = sorted(names[k] for k in want - set(found))
+            twice = sorted(names[k] for k, n in found.items() if n > 1)
         if missing:
             rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
                                f"partial sums (e.g. {missing[0]})")
         if twice:
             rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
                                f"more than once")
+
+
+def _leaf_counts(start: list[int], sent: list[int], made: list[int], pass_l: list[bool], rbuf: list[int],
+                 ptr: list[int]) -> dict[int, int]:
+    """Leaf partials (buffer -> paths) a reduction over buffers `start` reaches, walking back through
+    transfers and pass-on instructions (reduce / concat / copy of partials)."""
+    found: dict[int, int] = {}
+    stack = list(start)
+    while stack:
+        k = stack.pop()
+        if sent[k] >= 0:
+            stack.append(sent[k])
+        elif made[k] >= 0 and pass_l[made[k]]:
+            stack.extend(rbuf[ptr[made[k]]:ptr[made[k] + 1]])
+        else:
+            found[k] = found.get(k, 0) + 1
+    return found
+
+
+def _leaf_set(k0: int, memo: dict[int, tuple[frozenset[int], bool]], sent: list[int], made: list[int],
+              pass_l: list[bool], rbuf: list[int], ptr: list[int]) -> tuple[frozenset[int], bool]:
+    """`_leaf_counts([k0])` as (leaves, every one reached by exactly one path), memoised per buffer: the
+    levels of a hierarchical all-reduce share their partial sums, so each is walked once, not per reader."""
+    if k0 in memo:
+        return memo[k0]
+    stack, entered = [k0], set()
+    while stack:
+        k = stack[-1]
+        if k in memo:
+            stack.pop()
+            continue
+        if sent[k] >= 0:
+            kids = [sent[k]]
+        elif made[k] >= 0 and pass_l[made[k]]:
+            kids = rbuf[ptr[made[k]]:ptr[made[k] + 1]]
+        else:
+            memo[k] = (frozenset((k,)), True)
+            stack.pop()
+            continue
+        todo = [c for c in kids if c not in memo]
+        if todo:
+            if k in entered:  # a cycle: no well-defined leaves (the dependency check reports it)
+                memo[k] = (frozenset(), False)
+                stack.pop()
+            else:
+                entered.add(k)
+                stack.extend(todo)
+            continue
+        parts = [memo[c] for c in kids]
+        if len(parts) == 1:
+            memo[k] = parts[0]
+        else:
+            u = frozenset().union(*(x[0] for x in parts))
+            memo[k] = (u, all(x[1] for x in parts) and len(u) == sum(len(x[0]) for x in parts))
+        stack.pop()
+    return memo[k0]
 
 
 # --- the sampled token -----------------------------------------------------------------------
