@@ -127,6 +127,37 @@ def test_prefill_wait_is_the_closed_loop_queue():
     assert all(b > a for a, b in zip(waits, waits[1:], strict=False))
 
 
+def test_admission_hold_waits_the_timeout_when_sparse_and_little_when_dense():
+    from lpxsim.steady_state import admission_hold_steps
+
+    assert admission_hold_steps(1, 60, 0.5) == 0.0  # one rank: nothing to balance
+    assert admission_hold_steps(4, 0, 0.5) == 0.0  # no timeout: no hold
+    assert admission_hold_steps(4, 60, 1e-4) == pytest.approx(60, rel=0.05)  # alone: the whole timeout
+    holds = [admission_hold_steps(4, 60, lam) for lam in (0.01, 0.1, 1.0, 10.0)]
+    assert all(b < a for a, b in zip(holds, holds[1:], strict=False)) and holds[-1] < 1.0
+    assert admission_hold_steps(8, 60, 1.0) > admission_hold_steps(4, 60, 1.0)  # more ranks to fill
+
+
+def test_trtllm_attention_dp_holds_prefills_and_lengthens_ttft():
+    """TensorRT-LLM with attention-DP balance (InferenceX's timeout of 60 steps) holds new prefills;
+    SGLang and plain TP layouts do not; the estimate's TTFT grows by the hold."""
+    from dataclasses import replace
+
+    from lpxsim.steady_state import steady_state
+
+    dp = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4", kv="fp8",
+                      framework="trtllm")
+    assert dp.admission_hold == (8, 60, 1)
+    assert GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trtllm").admission_hold is None
+    assert GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4",
+                        framework="sglang").admission_hold is None
+    held = steady_state(dp, isl=1024, osl=1024, concurrency=128)
+    dp.engine = replace(dp.engine, adp_balance_timeout_iters=0)
+    free = steady_state(dp, isl=1024, osl=1024, concurrency=128)
+    assert held.ttft_s > free.ttft_s + 5 * held.decode_period_s
+    assert held.ttft_wait_s - free.ttft_wait_s == pytest.approx(held.ttft_s - free.ttft_s, rel=1e-6)
+
+
 def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
     """C users in a closed loop: the estimate's TTFT (with its prefill queue) and the simulator's agree."""
     from lpxsim.plan.estimate import steady_state

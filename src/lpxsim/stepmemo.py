@@ -56,7 +56,7 @@ def _ctx_key(contexts: tuple[int, ...]) -> str:
 
 
 # Descriptive backend attributes kept in the table's meta, so a warm process need not build the backend.
-_REMEMBERED = ("cost_sources", "framework")
+_REMEMBERED = ("cost_sources", "framework", "admission_hold")
 
 
 class MemoStepModel:

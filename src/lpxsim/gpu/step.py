@@ -196,6 +196,16 @@ class GpuStepModel:
             )
         return b
 
+    @property
+    def admission_hold(self) -> tuple[int, int, int] | None:
+        """(attention-DP ranks per replica, timeout in engine steps, replicas) when the engine holds a new
+        prefill until every attention-DP rank has one (TensorRT-LLM's attention-DP balance), else None.
+        `steady_state` adds the hold to TTFT (`admission_hold_steps`)."""
+        t = self.engine.adp_balance_timeout_iters
+        if not self.layout.dp_attention or self.layout.tp <= 1 or t <= 0:
+            return None
+        return (self.layout.tp, t, self.layout.replicas)
+
     # --- the StepModel seam -------------------------------------------------------------
 
     @property
