@@ -231,8 +231,9 @@ def build(
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
         lookups.append(None if (expert_skew and op.kind == "experts")
                        else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
-        attn_half[i] = _suffix(op) in ATTENTION_OPS
-        if _suffix(op) not in FUSED_INTO_PREVIOUS:
+        suf = _suffix(op)
+        attn_half[i] = suf in ATTENTION_OPS
+        if suf not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
         if op.kind == "experts":

@@ -344,9 +344,16 @@ class MeasuredOps:
             return None
         want = "graph" if graphs else "eager"
         pick = [s[0] for s in srcs if want in str(s[0]).lower()] or [s[0] for s in srcs]
-        c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
-                           kernel_source=pick[0])
-        return None if c is None else _interp(c[0], c[1], nbytes) * MS
+        # Several kernels measured for one engine (TensorRT-LLM on GB300: MNNVL one-shot up to 32 KB,
+        # two-shot from 128 KB) are the strategies it picks between by message size: the fastest one
+        # at this size (one kernel's curve stretched past its own range loses to the one measured there).
+        times = []
+        for src in pick:
+            c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
+                               kernel_source=src)
+            if c is not None:
+                times.append(_interp(c[0], c[1], nbytes) * MS)
+        return min(times) if times else None
 
     def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
                **eq: object) -> float | None:

@@ -97,6 +97,41 @@ def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
     )
 
 
+# The op graph of a step depends on the model, the step's shape and the formats, not on the layout:
+# a layout search lowers each shape once per process (graphs are read, never modified, downstream).
+_GRAPHS: OrderedDict[tuple, tuple[ModelSpec, object]] = OrderedDict()
+_GRAPHS_SIZE = 64
+
+
+def _lowered_graph(model: ModelSpec, kind: str, new_tokens: int, contexts: tuple[int, ...], weights: str, kv: str,
+                   kv_layout: str):  # noqa: ANN202 - an lpxsim.graph OpGraph
+    key = (id(model), kind, new_tokens, contexts, weights, kv, kv_layout)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0] is model:  # the model object itself: an id is reused only after it dies
+        _GRAPHS.move_to_end(key)
+        return hit[1]
+    graph = lower(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout)  # type: ignore[arg-type]
+    _GRAPHS[key] = (model, graph)
+    if len(_GRAPHS) > _GRAPHS_SIZE:
+        _GRAPHS.popitem(last=False)
+    return graph
+
+
+_SPEC_DIGESTS: dict[int, tuple[object, str]] = {}
+
+
+def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
+    """The cache digest of a spec, once per spec object (a cache-key part; walking the spec field by
+    field for every layout of a search cost more than pricing its steps)."""
+    from lpxsim.cache import digest
+
+    hit = _SPEC_DIGESTS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        hit = (spec, digest(spec))
+        _SPEC_DIGESTS[id(spec)] = hit
+    return hit[1]
+
+
 def _op_source(system: SystemSpec, framework: str, project_from: str | None):
     """(measured-ops lookup, sibling SystemSpec or None, label) for `system`; None when nothing measured."""
     from lpxsim.gpu.projection import sibling
@@ -335,7 +370,7 @@ class GpuStepModel:
         from lpxsim.gpu.compose import price_measured
 
         if self._cache_base is None:
-            self._cache_base = digest(self.model, self.system, self.layout, self.weights, self.dense_weights, self.kv,
+            self._cache_base = digest(_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights, self.dense_weights, self.kv,
                                       self.kv_layout, self.framework, self.params, self.expert_skew,
                                       self.source[2], self.prefill_chunk, self._max_batch)
 
@@ -377,8 +412,8 @@ class GpuStepModel:
         return f
 
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
-        phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
-        graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
+        graph = _lowered_graph(self.model, kind.removesuffix("@0"), new_tokens, contexts, self.weights, self.kv,
+                               self.kv_layout)
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
         mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
         table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
