@@ -130,13 +130,15 @@ def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, floa
 ROW_PARALLEL = frozenset({"o_proj", "down", "shared_down"})  # tensor parallelism splits K, not N
 
 
-def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str) -> tuple | None:
+def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str,
+               ffn_fmt: str | None = None) -> tuple | None:
     """What to ask the measured tables for `op` on the busiest GPU (gpu/measured.py), or None.
 
     GEMMs: (m rows on the GPU, local n, local k, format); column-parallel ops split N over tp,
     row-parallel ones K; replicated ones (MLA down-projections, attention under DP-attention) keep
     both. MoE: tokens entering the layer and the (moe_tp, moe_ep) split. Attention: local heads
-    (batch and context are added at pricing time).
+    (batch and context are added at pricing time). `ffn_fmt`, when given, is the format of the FFN
+    half's dense matmuls (shared experts, dense MLP layers) where it differs from attention's.
     """
     suf, tp = _suffix(op), layout.tp
     in_attn = suf in ATTENTION_OPS
@@ -166,7 +168,7 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
         split = 1 if layout.dp_attention else tp
         return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), dense_fmt)
     _, k, n = (int(x) for x in op.shape)
-    fmt = "bf16" if suf == "logits" else dense_fmt
+    fmt = "bf16" if suf == "logits" else (ffn_fmt if (ffn_fmt and not in_attn) else dense_fmt)
     replicated = suf in REPLICATED_UNDER_TP or (in_attn and layout.dp_attention)
     if not replicated and tp > 1:
         if suf in ROW_PARALLEL:
@@ -206,12 +208,14 @@ def build(
     expert_skew: float = 0.0,
     dense_scale: float = 1.0,
     dense_fmt: str | None = None,
+    ffn_fmt: str | None = None,
 ) -> StepFeatures:
     """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
 
     `rates` maps the graph's weight format, "dense" (non-expert matmuls, if stored in another
     format) and "attention" to achieved FLOP/s; `dense_scale` converts non-expert weight bytes
-    from the graph's format to the dense format's.
+    from the graph's format to the dense format's. `ffn_fmt` (a 4-bit MoE checkpoint whose shared
+    experts and dense MLPs are 4-bit too): those matmuls keep the graph's own bytes and format.
     """
     seqs = graph.phase.sequences
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
@@ -230,9 +234,10 @@ def build(
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
         lookups.append(None if (expert_skew and op.kind == "experts")
-                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
+                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights, ffn_fmt))
         suf = _suffix(op)
         attn_half[i] = suf in ATTENTION_OPS
+        in_ffn = ffn_fmt is not None and not attn_half[i] and suf != "logits"
         if suf not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
@@ -243,10 +248,10 @@ def build(
             cols["rate"][i] = rates[graph.weights]
             continue
         cols["flops"][i] = op.flops * work
-        cols["dense"][i] = op.weight_bytes * dense_scale / div + act
+        cols["dense"][i] = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
         cols["kv"][i] = (op.kv_read_bytes + op.kv_write_bytes) * kvf
         if op.kind in ("matmul", "router"):
-            cols["rate"][i] = rates.get("dense", rates[graph.weights])
+            cols["rate"][i] = rates[graph.weights] if in_ffn else rates.get("dense", rates[graph.weights])
             cols["rows"][i] = op.tokens * (work * div if div > 1 else work)
         elif op.kind == "attention":
             cols["rate"][i] = rates["attention"]

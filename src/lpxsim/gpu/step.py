@@ -50,9 +50,11 @@ def _token_buckets(tokens: int) -> tuple[int, int]:
     return _BUCKETS[i - 1], _BUCKETS[i]
 
 
-# Published 4-bit MoE checkpoints quantize the routed experts only: NVIDIA's NVFP4 DeepSeek-R1 and
-# Kimi-K2 keep attention, shared experts and dense layers in FP8; gpt-oss ships MXFP4 experts with
-# BF16 attention. Assumption "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
+# Published 4-bit MoE checkpoints keep attention in a wider format: NVIDIA's NVFP4 DeepSeek-R1 keeps
+# its attention projections out of NVFP4 (FP8 assumed) while its routed experts, shared experts and
+# dense MLP layers are NVFP4 (SGLang's FP4 GEMM benchmark lists exactly those GEMM shapes for
+# nvidia/DeepSeek-R1-0528-FP4); gpt-oss ships MXFP4 experts with BF16 attention. Assumption
+# "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
 FP4_MOE_DENSE_FORMAT = "fp8"
 
 
@@ -194,6 +196,7 @@ class GpuStepModel:
         self.weights = get_precision(weights, "weights").name
         self.kv = get_precision(kv, "kv").name
         self.dense_weights = _dense_format(self.model, self.weights, dense_weights)
+        self._fp4_ffn = dense_weights is None and self.model.is_moe and self.weights in ("fp4", "mxfp4")
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
         self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
         self.params = params or fitted_params()
@@ -417,4 +420,7 @@ class GpuStepModel:
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
         mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
         table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt)
+        # the FFN half's dense matmuls of a 4-bit MoE checkpoint (no explicit dense format) are 4-bit too
+        ffn_fmt = self.weights if (self._fp4_ffn and self.dense_weights != self.weights) else None
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
+                     ffn_fmt)
