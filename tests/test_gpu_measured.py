@@ -44,6 +44,63 @@ def test_moe_and_mla_and_allreduce_lookups():
     assert ops.all_reduce(1 << 20, 8, True) > ops.all_reduce(1 << 10, 8, True)
 
 
+def test_a_shape_missing_from_the_newest_table_version_is_read_from_an_older_one():
+    """aiconfigurator-core 0.12.0's newest TRT-LLM MoE table (1.3.0rc23) holds a few new shapes only;
+    DeepSeek-R1's routed experts are measured in 1.3.0rc20 and must come from there, not the roofline."""
+    from lpxsim.gpu.measured import _table_paths
+
+    paths = _table_paths("b200_sxm", "moe", "trtllm", "moe_perf.parquet")
+    assert len(paths) >= 2 and "rc23" in str(paths[0])
+    ops = measured_ops("b200_sxm", "trtllm")
+    assert ops.moe(64, 7168, 2048, 8, 256, 1, 8, "fp8") is not None
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4", kv="fp8", framework="trtllm")
+    m.decode_step(DecodeBatch.uniform(16, 2000))
+    assert m.cost_sources["moe"].startswith("measured: aiconfigurator-core 0.12.0 b200_sxm/trtllm")
+
+
+def test_moe_and_all_reduce_take_the_fastest_measured_kernel():
+    """Several kernels measured for one op and shape are the engine's alternatives: the fastest counts."""
+    from lpxsim.gpu.measured import MS, _select
+
+    # TRT-LLM nvfp4 MoE on B200: CUTLASS and the TRTLLM-gen min-latency kernels, both at 64 tokens
+    cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size", "distribution", "kernel_source", "latency")
+    d = _select("b200_sxm", "moe", "trtllm", "moe_perf.parquet", cols, ("kernel_source", "latency"), moe_dtype="nvfp4",
+                num_tokens=64, hidden_size=7168, inter_size=2048, topk=8, num_experts=256, moe_tp_size=1,
+                moe_ep_size=8, distribution="power_law_1.01")
+    per_kernel = {k: float(np.median(d["latency"][d["kernel_source"] == k])) * MS for k in set(d["kernel_source"])}
+    assert len(per_kernel) >= 2
+    got = measured_ops("b200_sxm", "trtllm").moe(64, 7168, 2048, 8, 256, 1, 8, "fp4")
+    assert got == pytest.approx(min(per_kernel.values()), rel=1e-6) and got < max(per_kernel.values())
+    # GB300 TRT-LLM at 8 GPUs: MNNVL one-shot measured to 32 KB, two-shot from 128 KB; 1 MB is two-shot's
+    ar = measured_ops("gb300", "trtllm")
+    small, large = ar.all_reduce(16 << 10, 8, True), ar.all_reduce(1 << 20, 8, True)
+    assert small < 6e-6 and 6e-6 < large < 20e-6
+
+
+def test_fp4_moe_checkpoint_keeps_attention_wider_and_its_ffn_4_bit():
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4")
+    f = m._get("decode@0", 1, (0,) * 4)
+    fmt = {}
+    for op, key in zip(lower_ops(m), f.lookups, strict=True):
+        if key is not None and key[0] == "gemm":
+            fmt.setdefault(op, key[-1])
+    assert fmt["shared_gate_up"] == fmt["gate_up"] == fmt["down"] == "fp4"
+    assert fmt["q_a_proj"] == fmt["o_proj"] == "fp8_block" and fmt["logits"] == "bf16"
+    explicit = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4", dense_weights="fp8")
+    g = explicit._get("decode@0", 1, (0,) * 4)
+    assert {k[-1] for op, k in zip(lower_ops(explicit), g.lookups, strict=True)
+            if k is not None and k[0] == "gemm" and op == "shared_gate_up"} == {"fp8_block"}
+
+
+def lower_ops(m: GpuStepModel) -> list[str]:
+    """Name suffixes of the ops of a 4-sequence decode step of `m` (the order of its features)."""
+    from lpxsim.gpu.features import _suffix
+    from lpxsim.graph import Phase, lower
+
+    return [_suffix(o) for o in lower(m.model, Phase("decode", (0,) * 4, 1), m.weights, m.kv, m.kv_layout).ops]
+
+
 def test_measured_step_names_its_sources():
     m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
     m.decode_step(DecodeBatch.uniform(8, 2000))

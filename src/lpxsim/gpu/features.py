@@ -41,6 +41,8 @@ KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
 # "qkv_a_proj_with_mqa"): they launch no kernel of their own.
 KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
 FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
+# The FFN half's dense matmuls (dense MLP layers, shared experts): 4-bit in a 4-bit MoE checkpoint.
+FFN_MATMULS = frozenset({"gate_up", "down", "shared_gate_up", "shared_down"})
 QUANT_KERNELS = 1.0
 
 
@@ -168,7 +170,7 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
         split = 1 if layout.dp_attention else tp
         return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), dense_fmt)
     _, k, n = (int(x) for x in op.shape)
-    fmt = "bf16" if suf == "logits" else (ffn_fmt if (ffn_fmt and not in_attn) else dense_fmt)
+    fmt = "bf16" if suf == "logits" else (ffn_fmt if (ffn_fmt and suf in FFN_MATMULS) else dense_fmt)
     replicated = suf in REPLICATED_UNDER_TP or (in_attn and layout.dp_attention)
     if not replicated and tp > 1:
         if suf in ROW_PARALLEL:
@@ -237,7 +239,7 @@ def build(
                        else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights, ffn_fmt))
         suf = _suffix(op)
         attn_half[i] = suf in ATTENTION_OPS
-        in_ffn = ffn_fmt is not None and not attn_half[i] and suf != "logits"
+        in_ffn = ffn_fmt is not None and suf in FFN_MATMULS
         if suf not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
