@@ -43,6 +43,9 @@ KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
 FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
 # The FFN half's dense matmuls (dense MLP layers, shared experts): 4-bit in a 4-bit MoE checkpoint.
 FFN_MATMULS = frozenset({"gate_up", "down", "shared_gate_up", "shared_down"})
+# A MoE layer's shared experts and its router + routed experts (they overlap on two CUDA streams).
+SHARED_EXPERT_OPS = frozenset({"shared_gate_up", "shared_act", "shared_down"})
+ROUTED_EXPERT_OPS = frozenset({"router", "experts"})
 QUANT_KERNELS = 1.0
 
 
@@ -68,6 +71,9 @@ class StepFeatures:
     # per op: what the measured tables are asked for it (see lookup_key), None if no table covers it
     lookups: tuple[tuple | None, ...] = ()
     sequences: int = 1  # sequences of the step on the busiest attention rank
+    # per op: its layer when it is a shared-expert op (+1 +layer) or a router/routed-expert op (-1 -layer),
+    # else 0; engines run the two on parallel CUDA streams (compose.py)
+    moe_stream: np.ndarray | None = None
 
 
 def _suffix(op: Op) -> str:
@@ -229,6 +235,7 @@ def build(
     cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
     core = np.zeros(n, dtype=bool)
     attn_half = np.zeros(n, dtype=bool)
+    moe_stream = np.zeros(n, dtype=np.int64)
     windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
     lookups: list[tuple | None] = []
@@ -240,6 +247,10 @@ def build(
         suf = _suffix(op)
         attn_half[i] = suf in ATTENTION_OPS
         in_ffn = ffn_fmt is not None and suf in FFN_MATMULS
+        if suf in SHARED_EXPERT_OPS:
+            moe_stream[i] = 1 + op.layer
+        elif suf in ROUTED_EXPERT_OPS:
+            moe_stream[i] = -1 - op.layer
         if suf not in FUSED_INTO_PREVIOUS:
             cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
@@ -268,6 +279,7 @@ def build(
         is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
         attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
         sequences=max(1, round(seqs * att_frac)),
+        moe_stream=moe_stream,
     )
 
 
