@@ -7,7 +7,10 @@
 Each row (one measured run) goes through `lpxsim.backends.make_step_model` and
 `lpxsim.plan.estimate.steady_state`, exactly what `lpxsim estimate --system ...
 --tp --ep [--dp-attention] --weights --kv --framework --isl --osl --concurrency`
-runs, with the benchmark's mean drawn lengths (0.9 x nominal). Prints the median
+runs, with the benchmark's mean drawn lengths (0.9 x nominal); the throughput is then
+scaled to the benchmark's finite run of 10 x C requests (`run_throughput_factor`:
+the run ends with its last request, about half a cycle after the steady state
+would have delivered the same tokens). Prints the median
 absolute % error of TPOT, output tok/s per GPU and TTFT per group (GPU,
 framework, precision, MTP, disaggregated, concurrency band), and their median
 signed errors (bias).
@@ -30,6 +33,8 @@ SYSTEMS = {"H100": "h100-hgx", "H200": "h200-hgx", "B200": "b200-hgx", "B300": "
            "GB300": "gb300-nvl72", "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8", "trtllm": "fp8", "vllm": "bf16"}
 LENGTH_RATIO = 0.9
+# InferenceX's client: --num-prompts 10 x C --max-concurrency C (benchmarks/dsr1_*.sh; docs/sources.md "IX-TRT")
+PROMPTS_PER_USER = 10
 PAIRS = (("b200-hgx", "b300-hgx"), ("h100-hgx", "h200-hgx"), ("gb200-nvl72", "gb300-nvl72"))
 
 
@@ -56,7 +61,21 @@ def _replay(r: dict, cache: dict) -> dict | None:
         e = steady_state(cache[key], isl=isl, osl=osl, concurrency=int(r["conc"]))
     except UserError:
         return None
-    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s, "output_tok_s_per_gpu": e.output_tok_s_per_chip}
+    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s,
+            "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}
+
+
+def run_throughput_factor(conc: int, prompts_per_user: int = PROMPTS_PER_USER) -> float:
+    """Measured / steady-state output throughput of the benchmark's finite run.
+
+    InferenceX sends `prompts_per_user` x C requests through C concurrent clients and divides the output
+    tokens by the run's wall time, which ends when the last request does. The clients' last requests,
+    desynchronised over one request cycle, end spread over that cycle: the last of C ends (C - 1) /
+    (2 (C + 1)) cycles after their mean (the maximum of C uniforms). The run therefore lasts
+    prompts_per_user + (C - 1) / (2 (C + 1)) cycles for prompts_per_user cycles of steady-state work.
+    """
+    tail = (conc - 1) / (2.0 * (conc + 1))
+    return prompts_per_user / (prompts_per_user + tail)
 
 
 def _err(pred: float, meas: str) -> float | None:
