@@ -93,6 +93,34 @@ def test_fp4_moe_checkpoint_keeps_attention_wider_and_its_ffn_4_bit():
             if k is not None and k[0] == "gemm" and op == "shared_gate_up"} == {"fp8_block"}
 
 
+def test_shared_experts_overlap_the_routed_experts_on_a_second_stream():
+    from lpxsim.gpu.compose import _overlap_shared_experts
+
+    # two MoE layers: layer 0 shared 3 vs routed 5 (hidden), layer 1 shared 6 vs routed 2 (4 left)
+    t = np.array([1.0, 2.0, 5.0, 9.0, 4.0, 2.0, 2.0, 7.0])
+    stream = np.array([1, 1, -1, 0, 2, 2, -2, 0])
+    _overlap_shared_experts(t, stream)
+    assert t[:2].sum() == pytest.approx(0.0) and t[4:6].sum() == pytest.approx(4.0)
+    assert t[[2, 3, 6, 7]].tolist() == [5.0, 9.0, 2.0, 7.0]  # routed and other ops untouched
+    # a DeepSeek step marks its shared-expert and routed-expert ops for the overlap
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    f = m._get("decode@0", 1, (0,) * 8)
+    assert (f.moe_stream > 0).sum() > 0 and (f.moe_stream < 0).sum() > 0
+
+
+def test_validate_replays_the_benchmark_finite_run_throughput():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "validate_gpu.py"
+    spec = importlib.util.spec_from_file_location("validate_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.run_throughput_factor(1) == 1.0  # one client: no tail
+    assert mod.run_throughput_factor(64) == pytest.approx(10 / (10 + 63 / 130))
+    assert mod.run_throughput_factor(256) < mod.run_throughput_factor(4) < 1.0
+
+
 def lower_ops(m: GpuStepModel) -> list[str]:
     """Name suffixes of the ops of a 4-sequence decode step of `m` (the order of its features)."""
     from lpxsim.gpu.features import _suffix
