@@ -383,3 +383,14 @@ def test_table_reader_matches_pyarrow_own_conversion():
         ref = pq.read_table(_table_path("h200_sxm", family, "sglang", fname), columns=list(cols))
         for c in cols:
             assert got[c].tolist() == ref.column(c).to_pylist(), c
+
+
+def test_step_memo_tables_follow_the_fitted_constants(monkeypatch):
+    """A refit (catalog/fitted/gpu_fit.json) must not be answered from tables priced under the old fit."""
+    import lpxsim.stepmemo as sm
+
+    seen: list[tuple] = []
+    real = sm.source_version
+    monkeypatch.setattr(sm, "source_version", lambda *p: seen.append(p) or real(*p))
+    sm.table_key(("backend", "x"))
+    assert "lpxsim.catalog.fitted" in seen[0] and "lpxsim.gpu" in seen[0]
