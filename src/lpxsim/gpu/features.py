@@ -232,45 +232,61 @@ def build(
     # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
     kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
     n = len(graph.ops)
-    cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
-    core = np.zeros(n, dtype=bool)
-    attn_half = np.zeros(n, dtype=bool)
     moe_stream = np.zeros(n, dtype=np.int64)
     windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
-    lookups: list[tuple | None] = []
-    for i, op in enumerate(graph.ops):
+    dense_fmt = dense_fmt or graph.weights
+
+    def row(op: Op, suf: str) -> tuple:
+        """(lookup, attention half, kernels, flops, rate, rows, dense bytes, expert bytes, kv bytes, core)."""
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
-        lookups.append(None if (expert_skew and op.kind == "experts")
-                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights, ffn_fmt))
-        suf = _suffix(op)
-        attn_half[i] = suf in ATTENTION_OPS
+        look = (None if (expert_skew and op.kind == "experts")
+                else lookup_key(op, layout, att_frac, dense_fmt, graph.weights, ffn_fmt))
         in_ffn = ffn_fmt is not None and suf in FFN_MATMULS
+        kernels = 0.0 if suf in FUSED_INTO_PREVIOUS else KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
+        act = (op.act_in_bytes + op.act_out_bytes) * work
+        half = suf in ATTENTION_OPS
+        if op.kind == "experts":
+            eb, fl, rows = _expert_row(op, layout, expert_skew)
+            return look, half, kernels, fl, rates[graph.weights], rows, act, eb, 0.0, False
+        rate, rows, core = 0.0, 0.0, False
+        if op.kind in ("matmul", "router"):
+            rate = rates[graph.weights] if in_ffn else rates.get("dense", rates[graph.weights])
+            rows = op.tokens * (work * div if div > 1 else work)
+        elif op.kind == "attention":
+            rate, rows, core = rates["attention"], max(1.0, op.tokens * work), True
+        dense = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
+        return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
+
+    # The layers of a model repeat: an op's row depends on its shape and attributes, not on its layer,
+    # so each distinct op is worked out once per step (DeepSeek: ~20 distinct of ~1,300).
+    memo: dict[tuple, tuple] = {}
+    out: list[tuple] = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        try:
+            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
+                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
+            hit = memo.get(sig)
+        except TypeError:  # an unhashable attribute: work this op out on its own
+            sig, hit = None, None
+        if hit is None:
+            hit = row(op, suf)
+            if sig is not None:
+                memo[sig] = hit
+        out.append(hit)
         if suf in SHARED_EXPERT_OPS:
             moe_stream[i] = 1 + op.layer
         elif suf in ROUTED_EXPERT_OPS:
             moe_stream[i] = -1 - op.layer
-        if suf not in FUSED_INTO_PREVIOUS:
-            cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
-        act = (op.act_in_bytes + op.act_out_bytes) * work
-        if op.kind == "experts":
-            eb, fl, rows = _expert_row(op, layout, expert_skew)
-            cols["expert"][i], cols["flops"][i], cols["rows"][i] = eb, fl, rows
-            cols["dense"][i] = act
-            cols["rate"][i] = rates[graph.weights]
-            continue
-        cols["flops"][i] = op.flops * work
-        cols["dense"][i] = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
-        cols["kv"][i] = (op.kv_read_bytes + op.kv_write_bytes) * kvf
-        if op.kind in ("matmul", "router"):
-            cols["rate"][i] = rates[graph.weights] if in_ffn else rates.get("dense", rates[graph.weights])
-            cols["rows"][i] = op.tokens * (work * div if div > 1 else work)
-        elif op.kind == "attention":
-            cols["rate"][i] = rates["attention"]
-            cols["rows"][i] = max(1.0, op.tokens * work)
-            core[i] = True
+        if op.kind == "attention":
             windows.append((i, op.attrs.get("window")))
+    lookups: list[tuple | None] = [r[0] for r in out]
+    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=n)
+    core = np.fromiter((r[9] for r in out), dtype=bool, count=n)
+    num = np.array([r[2:9] for r in out], dtype=float).reshape(n, 7)
+    cols = {k: num[:, j].copy() for j, k in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
     _fuse_projections(graph, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
