@@ -7,9 +7,13 @@
 Each row (one measured run) goes through `lpxsim.backends.make_step_model` and
 `lpxsim.plan.estimate.steady_state`, exactly what `lpxsim estimate --system ...
 --tp --ep [--dp-attention] --weights --kv --framework --isl --osl --concurrency`
-runs, with the benchmark's mean drawn lengths (0.9 x nominal). Prints the median
-absolute % error of TPOT, output tok/s per GPU and TTFT per group: GPU,
-framework, precision, MTP, disaggregated.
+runs, with the benchmark's mean drawn lengths (0.9 x nominal); the throughput is then
+scaled to the benchmark's finite run of 10 x C requests (`run_throughput_factor`:
+the run ends with its last request, about half a cycle after the steady state
+would have delivered the same tokens). Prints the median
+absolute % error of TPOT, output tok/s per GPU and TTFT per group (GPU,
+framework, precision, MTP, disaggregated, concurrency band), and their median
+signed errors (bias).
 
 --projection prices DeepSeek-R1 decode steps and prefill chunks on a measured GPU
 twice, from its own tables and projected from a sibling's (B200 -> B300,
@@ -29,6 +33,8 @@ SYSTEMS = {"H100": "h100-hgx", "H200": "h200-hgx", "B200": "b200-hgx", "B300": "
            "GB300": "gb300-nvl72", "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8", "trtllm": "fp8", "vllm": "bf16"}
 LENGTH_RATIO = 0.9
+# InferenceX's client: --num-prompts 10 x C --max-concurrency C (benchmarks/dsr1_*.sh; docs/sources.md "IX-TRT")
+PROMPTS_PER_USER = 10
 PAIRS = (("b200-hgx", "b300-hgx"), ("h100-hgx", "h200-hgx"), ("gb200-nvl72", "gb300-nvl72"))
 
 
@@ -55,15 +61,30 @@ def _replay(r: dict, cache: dict) -> dict | None:
         e = steady_state(cache[key], isl=isl, osl=osl, concurrency=int(r["conc"]))
     except UserError:
         return None
-    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s, "output_tok_s_per_gpu": e.output_tok_s_per_chip}
+    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s,
+            "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}
+
+
+def run_throughput_factor(conc: int, prompts_per_user: int = PROMPTS_PER_USER) -> float:
+    """Measured / steady-state output throughput of the benchmark's finite run.
+
+    InferenceX sends `prompts_per_user` x C requests through C concurrent clients and divides the output
+    tokens by the run's wall time, which ends when the last request does. The clients' last requests,
+    desynchronised over one request cycle, end spread over that cycle: the last of C ends (C - 1) /
+    (2 (C + 1)) cycles after their mean (the maximum of C uniforms). The run therefore lasts
+    prompts_per_user + (C - 1) / (2 (C + 1)) cycles for prompts_per_user cycles of steady-state work.
+    """
+    tail = (conc - 1) / (2.0 * (conc + 1))
+    return prompts_per_user / (prompts_per_user + tail)
 
 
 def _err(pred: float, meas: str) -> float | None:
+    """Signed % error of a prediction against a measured cell (None where the cell is empty)."""
     try:
         m = float(meas)
     except ValueError:
         return None
-    return 100.0 * abs(pred / m - 1.0) if m > 0 else None
+    return 100.0 * (pred / m - 1.0) if m > 0 else None
 
 
 def validate(rows: list[dict]) -> dict[str, dict[str, float]]:
@@ -78,7 +99,8 @@ def validate(rows: list[dict]) -> dict[str, dict[str, float]]:
             continue
         flagged = r.get("flag_intvty_vs_n_gpus_gt15pct", "0") in ("1", "1.0")
         groups = ["all", f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
-                  f"mtp={r['spec_method'] != 'none'}", f"disagg={r['disagg']}"]
+                  f"mtp={r['spec_method'] != 'none'}", f"disagg={r['disagg']}",
+                  "conc>=128" if int(r["conc"]) >= 128 else "conc<128"]
         for g in groups:
             for k, col in (("tpot", "tpot_median_s"), ("ttft", "ttft_median_s")):
                 e = _err(p[f"{k}_s"], r[col])
@@ -88,7 +110,8 @@ def validate(rows: list[dict]) -> dict[str, dict[str, float]]:
                 e = _err(p["output_tok_s_per_gpu"], r["output_tput_per_gpu"])
                 if e is not None:
                     errs[g]["output_tok_s_per_gpu"].append(e)
-    out = {g: {k: round(statistics.median(v), 1) for k, v in d.items()} | {"rows": len(d["tpot"])}
+    out = {g: {k: round(statistics.median(abs(x) for x in v), 1) for k, v in d.items()}
+           | {f"{k}_signed": round(statistics.median(v), 1) for k, v in d.items()} | {"rows": len(d["tpot"])}
            for g, d in errs.items()}
     out["all"]["skipped_do_not_fit"] = skipped
     return out
@@ -125,11 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = _rows(args.csv)[: args.limit] if args.limit else _rows(args.csv)
     res = validate(rows)
-    print(f"{'group':<22} {'rows':>5} {'TPOT':>7} {'out tok/s/GPU':>14} {'TTFT':>7}   (median |error| %)")
+    print(f"{'group':<22} {'rows':>5} {'TPOT':>7} {'out tok/s/GPU':>14} {'TTFT':>7}   (median |error| %; "
+          "then the median signed error, + = predicted high)")
+    nan = float("nan")
     for g in sorted(res, key=lambda k: (k != "all", k)):
         d = res[g]
-        print(f"{g:<22} {d['rows']:>5} {d.get('tpot', float('nan')):>7} {d.get('output_tok_s_per_gpu', float('nan')):>14} "
-              f"{d.get('ttft', float('nan')):>7}")
+        print(f"{g:<22} {d['rows']:>5} {d.get('tpot', nan):>7} {d.get('output_tok_s_per_gpu', nan):>14} "
+              f"{d.get('ttft', nan):>7}   signed {d.get('tpot_signed', nan):+6.1f} "
+              f"{d.get('output_tok_s_per_gpu_signed', nan):+6.1f} {d.get('ttft_signed', nan):+6.1f}")
     if res["all"].get("skipped_do_not_fit"):
         print(f"skipped (KV of all streams does not fit): {res['all']['skipped_do_not_fit']}", file=sys.stderr)
     if args.projection:

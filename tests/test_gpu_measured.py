@@ -44,6 +44,91 @@ def test_moe_and_mla_and_allreduce_lookups():
     assert ops.all_reduce(1 << 20, 8, True) > ops.all_reduce(1 << 10, 8, True)
 
 
+def test_a_shape_missing_from_the_newest_table_version_is_read_from_an_older_one():
+    """aiconfigurator-core 0.12.0's newest TRT-LLM MoE table (1.3.0rc23) holds a few new shapes only;
+    DeepSeek-R1's routed experts are measured in 1.3.0rc20 and must come from there, not the roofline."""
+    from lpxsim.gpu.measured import _table_paths
+
+    paths = _table_paths("b200_sxm", "moe", "trtllm", "moe_perf.parquet")
+    assert len(paths) >= 2 and "rc23" in str(paths[0])
+    ops = measured_ops("b200_sxm", "trtllm")
+    assert ops.moe(64, 7168, 2048, 8, 256, 1, 8, "fp8") is not None
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4", kv="fp8", framework="trtllm")
+    m.decode_step(DecodeBatch.uniform(16, 2000))
+    assert m.cost_sources["moe"].startswith("measured: aiconfigurator-core 0.12.0 b200_sxm/trtllm")
+
+
+def test_moe_and_all_reduce_take_the_fastest_measured_kernel():
+    """Several kernels measured for one op and shape are the engine's alternatives: the fastest counts."""
+    from lpxsim.gpu.measured import MS, _select
+
+    # TRT-LLM nvfp4 MoE on B200: CUTLASS and the TRTLLM-gen min-latency kernels, both at 64 tokens
+    cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+            "moe_ep_size", "distribution", "kernel_source", "latency")
+    d = _select("b200_sxm", "moe", "trtllm", "moe_perf.parquet", cols, ("kernel_source", "latency"), moe_dtype="nvfp4",
+                num_tokens=64, hidden_size=7168, inter_size=2048, topk=8, num_experts=256, moe_tp_size=1,
+                moe_ep_size=8, distribution="power_law_1.01")
+    per_kernel = {k: float(np.median(d["latency"][d["kernel_source"] == k])) * MS for k in set(d["kernel_source"])}
+    assert len(per_kernel) >= 2
+    got = measured_ops("b200_sxm", "trtllm").moe(64, 7168, 2048, 8, 256, 1, 8, "fp4")
+    assert got == pytest.approx(min(per_kernel.values()), rel=1e-6) and got < max(per_kernel.values())
+    # GB300 TRT-LLM at 8 GPUs: MNNVL one-shot measured to 32 KB, two-shot from 128 KB; 1 MB is two-shot's
+    ar = measured_ops("gb300", "trtllm")
+    small, large = ar.all_reduce(16 << 10, 8, True), ar.all_reduce(1 << 20, 8, True)
+    assert small < 6e-6 and 6e-6 < large < 20e-6
+
+
+def test_fp4_moe_checkpoint_keeps_attention_wider_and_its_ffn_4_bit():
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4")
+    f = m._get("decode@0", 1, (0,) * 4)
+    fmt = {}
+    for op, key in zip(lower_ops(m), f.lookups, strict=True):
+        if key is not None and key[0] == "gemm":
+            fmt.setdefault(op, key[-1])
+    assert fmt["shared_gate_up"] == fmt["gate_up"] == fmt["down"] == "fp4"
+    assert fmt["q_a_proj"] == fmt["o_proj"] == "fp8_block" and fmt["logits"] == "bf16"
+    explicit = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4", dense_weights="fp8")
+    g = explicit._get("decode@0", 1, (0,) * 4)
+    assert {k[-1] for op, k in zip(lower_ops(explicit), g.lookups, strict=True)
+            if k is not None and k[0] == "gemm" and op == "shared_gate_up"} == {"fp8_block"}
+
+
+def test_shared_experts_overlap_the_routed_experts_on_a_second_stream():
+    from lpxsim.gpu.compose import _overlap_shared_experts
+
+    # two MoE layers: layer 0 shared 3 vs routed 5 (hidden), layer 1 shared 6 vs routed 2 (4 left)
+    t = np.array([1.0, 2.0, 5.0, 9.0, 4.0, 2.0, 2.0, 7.0])
+    stream = np.array([1, 1, -1, 0, 2, 2, -2, 0])
+    _overlap_shared_experts(t, stream)
+    assert t[:2].sum() == pytest.approx(0.0) and t[4:6].sum() == pytest.approx(4.0)
+    assert t[[2, 3, 6, 7]].tolist() == [5.0, 9.0, 2.0, 7.0]  # routed and other ops untouched
+    # a DeepSeek step marks its shared-expert and routed-expert ops for the overlap
+    m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
+    f = m._get("decode@0", 1, (0,) * 8)
+    assert (f.moe_stream > 0).sum() > 0 and (f.moe_stream < 0).sum() > 0
+
+
+def test_validate_replays_the_benchmark_finite_run_throughput():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "validate_gpu.py"
+    spec = importlib.util.spec_from_file_location("validate_gpu", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.run_throughput_factor(1) == 1.0  # one client: no tail
+    assert mod.run_throughput_factor(64) == pytest.approx(10 / (10 + 63 / 130))
+    assert mod.run_throughput_factor(256) < mod.run_throughput_factor(4) < 1.0
+
+
+def lower_ops(m: GpuStepModel) -> list[str]:
+    """Name suffixes of the ops of a 4-sequence decode step of `m` (the order of its features)."""
+    from lpxsim.gpu.features import _suffix
+    from lpxsim.graph import Phase, lower
+
+    return [_suffix(o) for o in lower(m.model, Phase("decode", (0,) * 4, 1), m.weights, m.kv, m.kv_layout).ops]
+
+
 def test_measured_step_names_its_sources():
     m = GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8")
     m.decode_step(DecodeBatch.uniform(8, 2000))
@@ -125,6 +210,37 @@ def test_prefill_wait_is_the_closed_loop_queue():
     assert prefill_wait(1.0, 1.0, 1) == 0.0
     waits = [prefill_wait(0.1, 2.0, c) for c in (2, 8, 32, 128)]
     assert all(b > a for a, b in zip(waits, waits[1:], strict=False))
+
+
+def test_admission_hold_waits_the_timeout_when_sparse_and_little_when_dense():
+    from lpxsim.steady_state import admission_hold_steps
+
+    assert admission_hold_steps(1, 60, 0.5) == 0.0  # one rank: nothing to balance
+    assert admission_hold_steps(4, 0, 0.5) == 0.0  # no timeout: no hold
+    assert admission_hold_steps(4, 60, 1e-4) == pytest.approx(60, rel=0.05)  # alone: the whole timeout
+    holds = [admission_hold_steps(4, 60, lam) for lam in (0.01, 0.1, 1.0, 10.0)]
+    assert all(b < a for a, b in zip(holds, holds[1:], strict=False)) and holds[-1] < 1.0
+    assert admission_hold_steps(8, 60, 1.0) > admission_hold_steps(4, 60, 1.0)  # more ranks to fill
+
+
+def test_trtllm_attention_dp_holds_prefills_and_lengthens_ttft():
+    """TensorRT-LLM with attention-DP balance (InferenceX's timeout of 60 steps) holds new prefills;
+    SGLang and plain TP layouts do not; the estimate's TTFT grows by the hold."""
+    from dataclasses import replace
+
+    from lpxsim.steady_state import steady_state
+
+    dp = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4", kv="fp8",
+                      framework="trtllm")
+    assert dp.admission_hold == (8, 60, 1)
+    assert GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trtllm").admission_hold is None
+    assert GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4",
+                        framework="sglang").admission_hold is None
+    held = steady_state(dp, isl=1024, osl=1024, concurrency=128)
+    dp.engine = replace(dp.engine, adp_balance_timeout_iters=0)
+    free = steady_state(dp, isl=1024, osl=1024, concurrency=128)
+    assert held.ttft_s > free.ttft_s + 5 * held.decode_period_s
+    assert held.ttft_wait_s - free.ttft_wait_s == pytest.approx(held.ttft_s - free.ttft_s, rel=1e-6)
 
 
 def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
@@ -267,3 +383,14 @@ def test_table_reader_matches_pyarrow_own_conversion():
         ref = pq.read_table(_table_path("h200_sxm", family, "sglang", fname), columns=list(cols))
         for c in cols:
             assert got[c].tolist() == ref.column(c).to_pylist(), c
+
+
+def test_step_memo_tables_follow_the_fitted_constants(monkeypatch):
+    """A refit (catalog/fitted/gpu_fit.json) must not be answered from tables priced under the old fit."""
+    import lpxsim.stepmemo as sm
+
+    seen: list[tuple] = []
+    real = sm.source_version
+    monkeypatch.setattr(sm, "source_version", lambda *p: seen.append(p) or real(*p))
+    sm.table_key(("backend", "x"))
+    assert "lpxsim.catalog.fitted" in seen[0] and "lpxsim.gpu" in seen[0]

@@ -18,6 +18,10 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
   FCFS prefill server (service = prefill occupancy) and the rest of their cycle
   (the decode phase), solved jointly with the decode phase by fixed point;
   `ttft_s` includes it (`ttft_wait_s` says how much).
+- Admission hold (GPU engines that say so through `admission_hold`): TensorRT-LLM
+  with attention data-parallelism holds a new prefill until every DP rank has one,
+  or until a step counter reaches its timeout; the mean hold
+  (`admission_hold_steps`) joins the wait in the same fixed point.
 - Speculative decoding (MTP or an external drafter): a round drafts k tokens and
   verifies k + 1 positions; it yields (1 - a^(k+1)) / (1 - a) tokens on average
   at per-token acceptance a.
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from lpxsim.errors import UserError
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
@@ -125,6 +131,62 @@ def prefill_wait(occupancy: float, think_s: float, users: int) -> float:
     return r - occupancy
 
 
+def admission_hold_steps(ranks: int, timeout: int, arrivals_per_step: float) -> float:
+    """Mean engine steps a new request is held by an admission rule that releases the waiting prefills
+    once every one of `ranks` attention-DP ranks has one waiting, or `timeout` steps after the first
+    of them began to wait (TensorRT-LLM's attention-DP balance).
+
+    Arrivals are Poisson (`arrivals_per_step` per engine step) and land on a uniformly random rank: in
+    a closed loop a user's next request goes to the rank that just freed a slot, i.e. wherever one
+    finished. Over one hold window (from its first request to the release) the expected held
+    request-steps over the expected requests is the mean hold. Sparse arrivals wait about `timeout`
+    steps; dense ones fill every rank within a step or two.
+    """
+    if ranks <= 1 or timeout <= 0 or arrivals_per_step <= 0.0:
+        return 0.0
+    lam = arrivals_per_step
+    kmax = int(lam + 10.0 * math.sqrt(lam) + 12)
+    pmf = np.empty(kmax + 1)
+    pmf[0] = math.exp(-lam)
+    for k in range(1, kmax + 1):
+        pmf[k] = pmf[k - 1] * lam / k
+    # one arrival: m occupied ranks -> m (same rank) or m + 1 (a new one)
+    ball = np.zeros((ranks + 1, ranks + 1))
+    for m in range(ranks + 1):
+        ball[m, m] = m / ranks
+        if m < ranks:
+            ball[m, m + 1] = 1.0 - m / ranks
+    mix = np.zeros_like(ball)  # sum_k pmf_k ball^k and sum_k k pmf_k ball^k
+    kmix = np.zeros_like(ball)
+    bk = np.eye(ranks + 1)
+    for k in range(kmax + 1):
+        mix += pmf[k] * bk
+        kmix += k * pmf[k] * bk
+        bk = bk @ ball
+    p = np.zeros(ranks + 1)  # P(window open with m ranks waiting)
+    n = np.zeros(ranks + 1)  # E[requests held; m ranks waiting]
+    p[1], n[1] = 1.0, 1.0
+    held, requests = 0.0, 1.0
+    for t in range(1, timeout + 1):
+        held += n.sum()  # every held request waits this step
+        requests += lam * p.sum()
+        if t == timeout:
+            break
+        p, n = p @ mix, n @ mix + p @ kmix
+        p[ranks] = n[ranks] = 0.0  # every rank has one: released
+    return held / requests
+
+
+def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
+    """Seconds a request waits in the engine's admission hold (0 when the engine has none)."""
+    hold = getattr(step, "admission_hold", None)
+    if not hold or cycle_s <= 0.0 or step_s <= 0.0:
+        return 0.0
+    ranks, timeout, replicas = (int(v) for v in hold)
+    per_step = concurrency / max(1, replicas) / cycle_s * step_s  # new requests per engine step per replica
+    return admission_hold_steps(ranks, timeout, per_step) * step_s
+
+
 def steady_state(
     step: StepModel,
     isl: int,
@@ -158,8 +220,10 @@ def steady_state(
     f = (concurrency - 1) * occupancy  # other users' prefills during one request cycle
     own, wait = ttft, 0.0
     decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
+    round_s = period * tokens_per_round  # one engine step
     for _ in range(50):  # fixed point: the wait lengthens the cycle, which thins the other prefills
         w = prefill_wait(occupancy, decode_s + own - occupancy, concurrency)
+        w += _admission_hold_s(step, concurrency, own + wait + decode_s, round_s)
         ttft = own + w
         decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
         if abs(w - wait) <= 1e-6 * max(ttft, 1e-9):

@@ -30,8 +30,9 @@ from lpxsim.errors import DoesNotFit
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 NAMESPACE = "stepmodel-table"
-# Packages whose code decides a detailed step cost: editing any of them changes every table key.
-COST_PACKAGES = ("lpxsim.lpu", "lpxsim.gpu", "lpxsim.graph", "lpxsim.specs")
+# Packages whose code or fitted data decides a detailed step cost: editing any of them changes every
+# table key (catalog/fitted: a refit of the GPU engines or LPX constants must not answer from old tables).
+COST_PACKAGES = ("lpxsim.lpu", "lpxsim.gpu", "lpxsim.graph", "lpxsim.specs", "lpxsim.catalog.fitted")
 _TABLE_LIMIT = 200_000  # shapes per section beyond which new ones stay in memory only (the file stays small)
 _REGISTRY_SIZE = 32
 
@@ -56,7 +57,7 @@ def _ctx_key(contexts: tuple[int, ...]) -> str:
 
 
 # Descriptive backend attributes kept in the table's meta, so a warm process need not build the backend.
-_REMEMBERED = ("cost_sources", "framework")
+_REMEMBERED = ("cost_sources", "framework", "admission_hold")
 
 
 class MemoStepModel:

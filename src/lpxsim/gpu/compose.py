@@ -23,6 +23,10 @@ from lpxsim.specs.precision import get_precision
 if TYPE_CHECKING:
     from lpxsim.gpu.step import GpuStepModel
 
+# SGLang (DeepseekV2MoE.forward_normal_dual_stream, up to 1024 tokens) and TensorRT-LLM
+# (DeepseekV3MoE, maybe_execute_in_parallel on an aux stream) run a MoE layer's shared experts on a
+# second CUDA stream beside the router and routed experts (docs/sources.md "SGL-DUAL", "TRT-AUX").
+DUAL_STREAM_MAX_TOKENS = 1024
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
 FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
@@ -85,6 +89,8 @@ def price_measured(
         sm.cost_sources[FAMILY[key[0]]] = label
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
+    if f.moe_stream is not None and f.sequences * new_tokens <= DUAL_STREAM_MAX_TOKENS:
+        _overlap_shared_experts(t, f.moe_stream)
     coll, attn_coll = _collectives(sm, f, kind, new_tokens, label)
     step_over = 0.0  # the engine's per-step host time is added by the caller (it is fitted; keep memo valid)
     per_attn = float(t[f.is_attn_half].sum())
@@ -102,6 +108,19 @@ def price_measured(
         ffn_s=total - attn,
     )
     return b, {label: float(t[measured].sum()), ROOFLINE: float(t[rest].sum())}
+
+
+def _overlap_shared_experts(t: np.ndarray, stream: np.ndarray) -> None:
+    """Shared experts run beside the router and routed experts on a second CUDA stream: per MoE layer
+    the pair takes max(shared, routed), so the shared ops keep only what exceeds the routed time."""
+    sh, ro = stream > 0, stream < 0
+    if not sh.any() or not ro.any():
+        return
+    size = int(max(stream.max(), -stream.min())) + 1
+    shared = np.bincount(stream[sh], weights=t[sh], minlength=size)
+    routed = np.bincount(-stream[ro], weights=t[ro], minlength=size)
+    keep = np.where(shared > 0, np.maximum(shared - routed, 0.0) / np.where(shared > 0, shared, 1.0), 1.0)
+    t[sh] *= keep[stream[sh]]
 
 
 def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, label: str) -> tuple[float, float]:

@@ -7,8 +7,11 @@ sizes at which decode CUDA graphs are captured (a decode step of B sequences
 runs the graph of the next captured size, so its GEMMs and attention see the
 padded batch). The two overheads are fitted per framework on the calibration
 data (benchmarks/fit_gpu.py, catalog/fitted/gpu_fit.json "engines"); the graph
-batch lists are the engines' defaults (docs/sources.md, not fitted). Nothing
-here depends on the GPU.
+batch lists are the engines' defaults (docs/sources.md, not fitted). With
+attention data-parallelism TensorRT-LLM holds new prefills until every DP rank
+has one, for at most `adp_balance_timeout_iters` engine steps (its
+attention_dp_config balance; InferenceX launches it with a timeout of 60
+steps): a launch setting, not fitted. Nothing here depends on the GPU.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class EngineParams:
     step_overhead_s: float  # host time per engine step (fitted)
     first_token_overhead_s: float  # host time before a first token that does not hold the GPUs (fitted)
     graph_batches: tuple[int, ...]  # decode CUDA-graph capture sizes (engine default, not fitted)
+    # DP-attention admission balance: steps a new prefill may be held waiting for every attention-DP
+    # rank to have one (0: admitted at once). A launch setting, not fitted.
+    adp_balance_timeout_iters: int = 0
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -56,7 +62,9 @@ class EngineParams:
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches()),
-    "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches()),
+    # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
+    # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
+    "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),
     "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches()),
 }
 FRAMEWORKS = tuple(PRIORS)

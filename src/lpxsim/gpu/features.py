@@ -41,6 +41,11 @@ KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
 # "qkv_a_proj_with_mqa"): they launch no kernel of their own.
 KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
 FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
+# The FFN half's dense matmuls (dense MLP layers, shared experts): 4-bit in a 4-bit MoE checkpoint.
+FFN_MATMULS = frozenset({"gate_up", "down", "shared_gate_up", "shared_down"})
+# A MoE layer's shared experts and its router + routed experts (they overlap on two CUDA streams).
+SHARED_EXPERT_OPS = frozenset({"shared_gate_up", "shared_act", "shared_down"})
+ROUTED_EXPERT_OPS = frozenset({"router", "experts"})
 QUANT_KERNELS = 1.0
 
 
@@ -66,6 +71,9 @@ class StepFeatures:
     # per op: what the measured tables are asked for it (see lookup_key), None if no table covers it
     lookups: tuple[tuple | None, ...] = ()
     sequences: int = 1  # sequences of the step on the busiest attention rank
+    # per op: its layer when it is a shared-expert op (+1 +layer) or a router/routed-expert op (-1 -layer),
+    # else 0; engines run the two on parallel CUDA streams (compose.py)
+    moe_stream: np.ndarray | None = None
 
 
 def _suffix(op: Op) -> str:
@@ -130,13 +138,15 @@ def _expert_row(op: Op, layout: Layout, skew: float) -> tuple[float, float, floa
 ROW_PARALLEL = frozenset({"o_proj", "down", "shared_down"})  # tensor parallelism splits K, not N
 
 
-def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str) -> tuple | None:
+def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str,
+               ffn_fmt: str | None = None) -> tuple | None:
     """What to ask the measured tables for `op` on the busiest GPU (gpu/measured.py), or None.
 
     GEMMs: (m rows on the GPU, local n, local k, format); column-parallel ops split N over tp,
     row-parallel ones K; replicated ones (MLA down-projections, attention under DP-attention) keep
     both. MoE: tokens entering the layer and the (moe_tp, moe_ep) split. Attention: local heads
-    (batch and context are added at pricing time).
+    (batch and context are added at pricing time). `ffn_fmt`, when given, is the format of the FFN
+    half's dense matmuls (shared experts, dense MLP layers) where it differs from attention's.
     """
     suf, tp = _suffix(op), layout.tp
     in_attn = suf in ATTENTION_OPS
@@ -166,7 +176,7 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
         split = 1 if layout.dp_attention else tp
         return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), dense_fmt)
     _, k, n = (int(x) for x in op.shape)
-    fmt = "bf16" if suf == "logits" else dense_fmt
+    fmt = "bf16" if suf == "logits" else (ffn_fmt if (ffn_fmt and suf in FFN_MATMULS) else dense_fmt)
     replicated = suf in REPLICATED_UNDER_TP or (in_attn and layout.dp_attention)
     if not replicated and tp > 1:
         if suf in ROW_PARALLEL:
@@ -206,12 +216,14 @@ def build(
     expert_skew: float = 0.0,
     dense_scale: float = 1.0,
     dense_fmt: str | None = None,
+    ffn_fmt: str | None = None,
 ) -> StepFeatures:
     """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
 
     `rates` maps the graph's weight format, "dense" (non-expert matmuls, if stored in another
     format) and "attention" to achieved FLOP/s; `dense_scale` converts non-expert weight bytes
-    from the graph's format to the dense format's.
+    from the graph's format to the dense format's. `ffn_fmt` (a 4-bit MoE checkpoint whose shared
+    experts and dense MLPs are 4-bit too): those matmuls keep the graph's own bytes and format.
     """
     seqs = graph.phase.sequences
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
@@ -220,38 +232,61 @@ def build(
     # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
     kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
     n = len(graph.ops)
-    cols = {k: np.zeros(n) for k in ("flops", "rate", "rows", "dense", "expert", "kv", "kernels")}
-    core = np.zeros(n, dtype=bool)
-    attn_half = np.zeros(n, dtype=bool)
+    moe_stream = np.zeros(n, dtype=np.int64)
     windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
-    lookups: list[tuple | None] = []
-    for i, op in enumerate(graph.ops):
+    dense_fmt = dense_fmt or graph.weights
+
+    def row(op: Op, suf: str) -> tuple:
+        """(lookup, attention half, kernels, flops, rate, rows, dense bytes, expert bytes, kv bytes, core)."""
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
-        lookups.append(None if (expert_skew and op.kind == "experts")
-                       else lookup_key(op, layout, att_frac, dense_fmt or graph.weights, graph.weights))
-        attn_half[i] = _suffix(op) in ATTENTION_OPS
-        if _suffix(op) not in FUSED_INTO_PREVIOUS:
-            cols["kernels"][i] = KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
+        look = (None if (expert_skew and op.kind == "experts")
+                else lookup_key(op, layout, att_frac, dense_fmt, graph.weights, ffn_fmt))
+        in_ffn = ffn_fmt is not None and suf in FFN_MATMULS
+        kernels = 0.0 if suf in FUSED_INTO_PREVIOUS else KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
+        half = suf in ATTENTION_OPS
         if op.kind == "experts":
             eb, fl, rows = _expert_row(op, layout, expert_skew)
-            cols["expert"][i], cols["flops"][i], cols["rows"][i] = eb, fl, rows
-            cols["dense"][i] = act
-            cols["rate"][i] = rates[graph.weights]
-            continue
-        cols["flops"][i] = op.flops * work
-        cols["dense"][i] = op.weight_bytes * dense_scale / div + act
-        cols["kv"][i] = (op.kv_read_bytes + op.kv_write_bytes) * kvf
+            return look, half, kernels, fl, rates[graph.weights], rows, act, eb, 0.0, False
+        rate, rows, core = 0.0, 0.0, False
         if op.kind in ("matmul", "router"):
-            cols["rate"][i] = rates.get("dense", rates[graph.weights])
-            cols["rows"][i] = op.tokens * (work * div if div > 1 else work)
+            rate = rates[graph.weights] if in_ffn else rates.get("dense", rates[graph.weights])
+            rows = op.tokens * (work * div if div > 1 else work)
         elif op.kind == "attention":
-            cols["rate"][i] = rates["attention"]
-            cols["rows"][i] = max(1.0, op.tokens * work)
-            core[i] = True
+            rate, rows, core = rates["attention"], max(1.0, op.tokens * work), True
+        dense = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
+        return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
+
+    # The layers of a model repeat: an op's row depends on its shape and attributes, not on its layer,
+    # so each distinct op is worked out once per step (DeepSeek: ~20 distinct of ~1,300).
+    memo: dict[tuple, tuple] = {}
+    out: list[tuple] = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        try:
+            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
+                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
+            hit = memo.get(sig)
+        except TypeError:  # an unhashable attribute: work this op out on its own
+            sig, hit = None, None
+        if hit is None:
+            hit = row(op, suf)
+            if sig is not None:
+                memo[sig] = hit
+        out.append(hit)
+        if suf in SHARED_EXPERT_OPS:
+            moe_stream[i] = 1 + op.layer
+        elif suf in ROUTED_EXPERT_OPS:
+            moe_stream[i] = -1 - op.layer
+        if op.kind == "attention":
             windows.append((i, op.attrs.get("window")))
+    lookups: list[tuple | None] = [r[0] for r in out]
+    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=n)
+    core = np.fromiter((r[9] for r in out), dtype=bool, count=n)
+    num = np.array([r[2:9] for r in out], dtype=float).reshape(n, 7)
+    cols = {k: num[:, j].copy() for j, k in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
     _fuse_projections(graph, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
@@ -260,6 +295,7 @@ def build(
         is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
         attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
         sequences=max(1, round(seqs * att_frac)),
+        moe_stream=moe_stream,
     )
 
 

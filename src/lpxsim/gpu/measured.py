@@ -75,31 +75,38 @@ def _vkey(v: str) -> tuple:
 
 
 @cache
-def _table_path(system: str, family: str, framework: str, filename: str) -> Path | None:
-    """Newest version folder of `family/framework` holding `filename`."""
+def _table_paths(system: str, family: str, framework: str, filename: str) -> tuple[Path, ...]:
+    """Every version folder's `family/framework/.../filename`, newest version first."""
     root = data_root()
     if root is None:
-        return None
+        return ()
     base = root / system / family / framework
     if not base.is_dir():
-        return None
-    for d in sorted(base.iterdir(), key=lambda p: _vkey(p.name), reverse=True):
-        if (d / filename).is_file():
-            return d / filename
-    return None
+        return ()
+    dirs = sorted(base.iterdir(), key=lambda p: _vkey(p.name), reverse=True)
+    return tuple(d / filename for d in dirs if (d / filename).is_file())
+
+
+def _table_path(system: str, family: str, framework: str, filename: str) -> Path | None:
+    """Newest version folder of `family/framework` holding `filename`."""
+    paths = _table_paths(system, family, framework, filename)
+    return paths[0] if paths else None
+
+
+def _table(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...], version: int = 0):
+    """One parquet table (only `cols`) of the `version`-th newest folder holding it (None if absent), as
+    ({column: numpy array}, {string column: its distinct values}); see _read."""
+    paths = _table_paths(system, family, framework, filename)
+    return _read(paths[version], cols) if version < len(paths) else None
 
 
 @cache
-def _table(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...]):
-    """One parquet table (only `cols`), read once per process, as ({column: numpy array}, {string
-    column: its distinct values}); string columns are held as integer codes into those values.
-    None if absent.
+def _read(p: Path, cols: tuple[str, ...]):
+    """One parquet table (only `cols`), read once per process; string columns are held as integer
+    codes into their distinct values.
 
     Read through ParquetFile and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
     to_numpy both import pandas, about half a second of a cold `estimate`."""
-    p = _table_path(system, family, framework, filename)
-    if p is None:
-        return None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -146,19 +153,25 @@ def _strings(d) -> list[str]:  # noqa: ANN001 - a pyarrow (large_)string Array
 def _select_codes(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
                   out: tuple[str, ...], **eq: object) -> tuple[dict[str, np.ndarray], dict] | None:
     """The `out` columns of the rows where every column in `eq` equals its value (string columns as
-    codes), and the string columns' values."""
-    got = _table(system, family, framework, filename, cols)
-    if got is None:
-        return None
-    t, words = got
-    mask = np.ones(len(t[cols[0]]), dtype=bool)
-    for col, v in eq.items():
-        if col in words:
-            hit = np.flatnonzero(words[col] == v)
-            mask &= t[col] == (hit[0] if len(hit) else -1)
-        else:
-            mask &= t[col] == v
-    return {c: t[c][mask] for c in out}, words
+    codes), and the string columns' values, from the newest table version that has such rows.
+
+    A newer aiconfigurator release may ship a partial table (TensorRT-LLM 1.3.0rc23's MoE table holds
+    a few new shapes only): a shape it lacks is read from the newest older version that measured it."""
+    first = None
+    for version in range(len(_table_paths(system, family, framework, filename))):
+        t, words = _table(system, family, framework, filename, cols, version)
+        mask = np.ones(len(t[cols[0]]), dtype=bool)
+        for col, v in eq.items():
+            if col in words:
+                hit = np.flatnonzero(words[col] == v)
+                mask &= t[col] == (hit[0] if len(hit) else -1)
+            else:
+                mask &= t[col] == v
+        got = {c: t[c][mask] for c in out}, words
+        if mask.any():
+            return got
+        first = first or got
+    return first
 
 
 def _select(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
@@ -181,7 +194,7 @@ def _persisted(name: str, parts: tuple, compute):
     never opens a parquet file (the key carries the aiconfigurator-core version)."""
     from lpxsim.cache import step_cache
 
-    return step_cache().get_or_compute(f"gpu-measured-{name}", f"aic-{aic_version()}-v1", parts, compute)
+    return step_cache().get_or_compute(f"gpu-measured-{name}", f"aic-{aic_version()}-v2", parts, compute)
 
 
 def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
@@ -291,19 +304,27 @@ class MeasuredOps:
             weights: str) -> float | None:
         """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer."""
         cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
-                "moe_ep_size", "distribution", "latency")
+                "moe_ep_size", "distribution", "kernel_source", "latency")
         shape = {"hidden_size": hidden, "inter_size": inter, "topk": topk, "num_experts": experts,
                  "moe_tp_size": moe_tp, "moe_ep_size": moe_ep}
-        have = self._values("moe-kinds", "moe", "moe_perf.parquet", cols, ("moe_dtype", "distribution"), **shape)
+        have = self._values("moe-kinds", "moe", "moe_perf.parquet", cols, ("moe_dtype", "distribution", "kernel_source"),
+                            **shape)
         if not have:
             return None
         dt = _first(MOE_DTYPE.get(weights, ()), np.array([h[0] for h in have]))
         dist = _first(MOE_DISTRIBUTION, np.array([h[1] for h in have if h[0] == dt])) if dt else None
         if dt is None or dist is None:
             return None
-        c = self._curve_of("moe", "moe", "moe_perf.parquet", cols, "num_tokens", moe_dtype=dt, distribution=dist,
-                           **shape)
-        return None if c is None else _interp(c[0], c[1], tokens) * MS
+        # The engine runs one MoE backend; where the table measured several for this shape (TensorRT-LLM's
+        # CUTLASS and TRTLLM-gen "min latency" kernels), the fastest at this token count (engines and
+        # InferenceX's launch settings pick the backend per workload), not a median across them.
+        times = []
+        for src in sorted({h[2] for h in have if h[0] == dt and h[1] == dist}):
+            c = self._curve_of("moe", "moe", "moe_perf.parquet", cols, "num_tokens", moe_dtype=dt, distribution=dist,
+                               kernel_source=src, **shape)
+            if c is not None:
+                times.append(_interp(c[0], c[1], tokens) * MS)
+        return min(times) if times else None
 
     @cache  # noqa: B019
     def mla(self, phase: str, batch: int, context: int, heads: int, kv: str) -> float | None:
@@ -344,9 +365,16 @@ class MeasuredOps:
             return None
         want = "graph" if graphs else "eager"
         pick = [s[0] for s in srcs if want in str(s[0]).lower()] or [s[0] for s in srcs]
-        c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
-                           kernel_source=pick[0])
-        return None if c is None else _interp(c[0], c[1], nbytes) * MS
+        # Several kernels measured for one engine (TensorRT-LLM on GB300: MNNVL one-shot up to 32 KB,
+        # two-shot from 128 KB) are the strategies it picks between by message size: the fastest one
+        # at this size (one kernel's curve stretched past its own range loses to the one measured there).
+        times = []
+        for src in pick:
+            c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
+                               kernel_source=src)
+            if c is not None:
+                times.append(_interp(c[0], c[1], nbytes) * MS)
+        return min(times) if times else None
 
     def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
                **eq: object) -> float | None:

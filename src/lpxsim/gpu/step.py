@@ -50,9 +50,11 @@ def _token_buckets(tokens: int) -> tuple[int, int]:
     return _BUCKETS[i - 1], _BUCKETS[i]
 
 
-# Published 4-bit MoE checkpoints quantize the routed experts only: NVIDIA's NVFP4 DeepSeek-R1 and
-# Kimi-K2 keep attention, shared experts and dense layers in FP8; gpt-oss ships MXFP4 experts with
-# BF16 attention. Assumption "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
+# Published 4-bit MoE checkpoints keep attention in a wider format: NVIDIA's NVFP4 DeepSeek-R1 keeps
+# its attention projections out of NVFP4 (FP8 assumed) while its routed experts, shared experts and
+# dense MLP layers are NVFP4 (SGLang's FP4 GEMM benchmark lists exactly those GEMM shapes for
+# nvidia/DeepSeek-R1-0528-FP4); gpt-oss ships MXFP4 experts with BF16 attention. Assumption
+# "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
 FP4_MOE_DENSE_FORMAT = "fp8"
 
 
@@ -95,6 +97,41 @@ def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
         v * a.collective_s + w * b.collective_s, v * a.total_s + w * b.total_s, v * a.attn_s + w * b.attn_s,
         v * a.ffn_s + w * b.ffn_s,
     )
+
+
+# The op graph of a step depends on the model, the step's shape and the formats, not on the layout:
+# a layout search lowers each shape once per process (graphs are read, never modified, downstream).
+_GRAPHS: OrderedDict[tuple, tuple[ModelSpec, object]] = OrderedDict()
+_GRAPHS_SIZE = 64
+
+
+def _lowered_graph(model: ModelSpec, kind: str, new_tokens: int, contexts: tuple[int, ...], weights: str, kv: str,
+                   kv_layout: str):  # noqa: ANN202 - an lpxsim.graph OpGraph
+    key = (id(model), kind, new_tokens, contexts, weights, kv, kv_layout)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0] is model:  # the model object itself: an id is reused only after it dies
+        _GRAPHS.move_to_end(key)
+        return hit[1]
+    graph = lower(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout)  # type: ignore[arg-type]
+    _GRAPHS[key] = (model, graph)
+    if len(_GRAPHS) > _GRAPHS_SIZE:
+        _GRAPHS.popitem(last=False)
+    return graph
+
+
+_SPEC_DIGESTS: dict[int, tuple[object, str]] = {}
+
+
+def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
+    """The cache digest of a spec, once per spec object (a cache-key part; walking the spec field by
+    field for every layout of a search cost more than pricing its steps)."""
+    from lpxsim.cache import digest
+
+    hit = _SPEC_DIGESTS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        hit = (spec, digest(spec))
+        _SPEC_DIGESTS[id(spec)] = hit
+    return hit[1]
 
 
 def _op_source(system: SystemSpec, framework: str, project_from: str | None):
@@ -159,6 +196,7 @@ class GpuStepModel:
         self.weights = get_precision(weights, "weights").name
         self.kv = get_precision(kv, "kv").name
         self.dense_weights = _dense_format(self.model, self.weights, dense_weights)
+        self._fp4_ffn = dense_weights is None and self.model.is_moe and self.weights in ("fp4", "mxfp4")
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
         self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
         self.params = params or fitted_params()
@@ -195,6 +233,16 @@ class GpuStepModel:
                 f"a {self.system.chip.name} has {b.hbm_bytes / 1e9:,.1f} GB; use more GPUs or a smaller format",
             )
         return b
+
+    @property
+    def admission_hold(self) -> tuple[int, int, int] | None:
+        """(attention-DP ranks per replica, timeout in engine steps, replicas) when the engine holds a new
+        prefill until every attention-DP rank has one (TensorRT-LLM's attention-DP balance), else None.
+        `steady_state` adds the hold to TTFT (`admission_hold_steps`)."""
+        t = self.engine.adp_balance_timeout_iters
+        if not self.layout.dp_attention or self.layout.tp <= 1 or t <= 0:
+            return None
+        return (self.layout.tp, t, self.layout.replicas)
 
     # --- the StepModel seam -------------------------------------------------------------
 
@@ -325,7 +373,7 @@ class GpuStepModel:
         from lpxsim.gpu.compose import price_measured
 
         if self._cache_base is None:
-            self._cache_base = digest(self.model, self.system, self.layout, self.weights, self.dense_weights, self.kv,
+            self._cache_base = digest(_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights, self.dense_weights, self.kv,
                                       self.kv_layout, self.framework, self.params, self.expert_skew,
                                       self.source[2], self.prefill_chunk, self._max_batch)
 
@@ -367,9 +415,12 @@ class GpuStepModel:
         return f
 
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
-        phase = Phase(kind.removesuffix("@0"), contexts, new_tokens)  # type: ignore[arg-type]
-        graph = lower(self.model, phase, self.weights, self.kv, self.kv_layout)
+        graph = _lowered_graph(self.model, kind.removesuffix("@0"), new_tokens, contexts, self.weights, self.kv,
+                               self.kv_layout)
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
         mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
         table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt)
+        # the FFN half's dense matmuls of a 4-bit MoE checkpoint (no explicit dense format) are 4-bit too
+        ffn_fmt = self.weights if (self._fp4_ffn and self.dense_weights != self.weights) else None
+        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
+                     ffn_fmt)
