@@ -132,3 +132,40 @@ def test_a_summary_that_does_not_fit_is_cached_as_such(fresh_cache) -> None:
     for _ in range(2):  # the second answer is the cached one, same error
         with pytest.raises(DoesNotFit):
             sm.step_summary(Phase.decode([10_000_000] * 64))
+
+
+def test_every_compiled_step_is_verified_and_recorded_so(fresh_cache, monkeypatch) -> None:
+    """Each program LpxStepModel compiles passes `verify` (the count of verify calls equals the compiles),
+    and its cached summary says so."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    calls = []
+    real = stepmodel.verify
+    monkeypatch.setattr(stepmodel, "verify", lambda *a: calls.append(1) or real(*a))
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    sm.decode_step(DecodeBatch.uniform(1, 2000))
+    assert sm.compiles >= 2 and len(calls) == sm.compiles
+    assert sm.step_summary(Phase.decode([1024]))["verified"] is True
+
+
+def test_a_program_that_does_not_verify_fails_loudly(fresh_cache, monkeypatch) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+    from lpxsim.lpu.verify import VerifyReport
+
+    monkeypatch.setattr(stepmodel, "verify", lambda *a: VerifyReport(ok=False, errors=["dependency: broken"]))
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    with pytest.raises(stepmodel.CompileNotVerified, match="dependency: broken"):
+        LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+
+
+def test_an_unverified_cached_summary_is_refused(fresh_cache) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    ph = Phase.decode([4096])
+    key = (ph.kind, ph.contexts, ph.new_tokens)
+    sm._summaries[key] = {k: v for k, v in sm.step_summary(ph).items() if k != "verified"}
+    with pytest.raises(stepmodel.CompileNotVerified):
+        sm.timing(ph)

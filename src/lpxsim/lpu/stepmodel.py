@@ -34,6 +34,7 @@ from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_sy
 from lpxsim.lpu.layout import Layout, parse_layout
 from lpxsim.lpu.partition import choose_layout
 from lpxsim.lpu.timing import Timing, summarize
+from lpxsim.lpu.verify import verify
 from lpxsim.specs.accounting import kv_bytes_per_sequence
 from lpxsim.specs.model import ModelSpec
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
@@ -42,6 +43,10 @@ SOURCES = ("lpxsim.lpu", "lpxsim.graph", "lpxsim.specs", "lpxsim.catalog")  # co
 CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 DEFAULT_TARGET_CONTEXT = 131_072
 PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
+
+
+class CompileNotVerified(RuntimeError):
+    """A compiled step failed `lpxsim.lpu.verify` (a compiler bug, not a user mistake)."""
 
 
 def _batch_bucket(b: int) -> int:
@@ -176,11 +181,18 @@ class LpxStepModel:
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
+        """Compile and verify one step: every program whose timing a user gets has passed `verify`
+        (a program that does not is a compiler bug: `CompileNotVerified`, never a silent answer)."""
         self.compiles += 1
         graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout,
                       part=self.part)
         prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
-        return CompileResult(prog, None, summarize(prog, graph, self.arch), lay, summary)  # type: ignore[arg-type]
+        rep = verify(prog, graph, self.arch)
+        if not rep.ok or rep.skipped:
+            raise CompileNotVerified(
+                f"{self.model.name} {phase.kind} x{phase.sequences} at {max(phase.contexts, default=0):,} "
+                f"({lay.describe()}) did not verify: {'; '.join(rep.errors[:3] or rep.skipped[:3])}")
+        return CompileResult(prog, rep, summarize(prog, graph, self.arch), lay, summary)
 
     # --- the StepModel protocol ---------------------------------------------------------
     @property
@@ -225,6 +237,8 @@ class LpxStepModel:
             self._summaries[key] = hit
         if "error" in hit:
             raise DoesNotFit(hit["field"], hit["error"])
+        if hit.get("verified") is not True:  # every summary a user gets came from a verified program
+            raise CompileNotVerified(f"step summary {key} was not recorded as verified")
         return hit
 
     def _summary_fresh(self, phase: Phase) -> dict:
@@ -234,7 +248,8 @@ class LpxStepModel:
             res = self._cache.get((phase.kind, phase.contexts, phase.new_tokens)) or self._build_phase(phase)
         except DoesNotFit as e:
             return {"error": e.message, "field": e.field}
-        return {"timing": res.timing.as_dict(), "memory": {str(c): dict(v) for c, v in res.memory.items()}}
+        return {"timing": res.timing.as_dict(), "memory": {str(c): dict(v) for c, v in res.memory.items()},
+                "verified": res.report.ok}
 
     def timing(self, phase: Phase) -> Timing:
         """The compiled step's Timing (cached on disk; see `step_summary`)."""
