@@ -169,3 +169,13 @@ def test_an_unverified_cached_summary_is_refused(fresh_cache) -> None:
     sm._summaries[key] = {k: v for k, v in sm.step_summary(ph).items() if k != "verified"}
     with pytest.raises(stepmodel.CompileNotVerified):
         sm.timing(ph)
+
+
+def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
+    """The FFN-only program receives its hidden states (the `tokens` step input) rather than computing them;
+    the verifier accepts that and still checks everything the program computes."""
+    from lpxsim.afd_backends import _lpx_ffn_class
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    assert ffn.ffn_step(4).latency_s > 0 and ffn.compiles >= 1
