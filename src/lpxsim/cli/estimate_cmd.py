@@ -109,10 +109,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
         from lpxsim.backends import Layout, make_step_model
+        from lpxsim.catalog import get_system
         from lpxsim.plan.costs import load_costs
         from lpxsim.plan.estimate import steady_state
-
-        from lpxsim.catalog import get_system
 
         costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)  # before any costly work
         # LPX: compile at this workload's own contexts (decode exactly at ISL + OSL/2, prefill from two
