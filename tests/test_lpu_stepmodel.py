@@ -179,3 +179,29 @@ def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
     m = ModelSpec.from_path(DATA / "llama_tiny.json")
     ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
     assert ffn.ffn_step(4).latency_s > 0 and ffn.compiles >= 1
+
+
+def test_a_shape_linear_in_context_compiles_three_contexts(fresh_cache) -> None:
+    """With a long target, a shape checked linear in context is priced from 1K, 16K and the target alone,
+    within 1 % of its direct compile anywhere between (measured here: < 0.01 %)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    before = sm.compiles
+    got = {c: sm.decode_step(DecodeBatch.uniform(1, c)) for c in (2000, 6000, 20_000, 40_000, 70_000)}
+    assert sm._linear == {("decode", 1, 1): True}
+    assert sm.compiles - before == 2  # 1K and 16K; the target's decode was the layout check
+    for c, cost in got.items():
+        direct = sm.timing(Phase.decode([c]))
+        assert cost.latency_s == pytest.approx(direct.latency_s, rel=0.01)
+        assert cost.interval_s == pytest.approx(direct.interval_s, rel=0.01)
+
+
+def test_a_shape_not_linear_in_context_keeps_every_bucket(fresh_cache, monkeypatch) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", -1.0)  # nothing passes the check
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    got = sm.decode_step(DecodeBatch.uniform(1, 4096))
+    assert sm._linear == {("decode", 1, 1): False}
+    assert got.latency_s == pytest.approx(sm.timing(Phase.decode([4096])).latency_s, rel=1e-12)  # a bucket
