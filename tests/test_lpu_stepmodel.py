@@ -194,6 +194,8 @@ def test_a_shape_linear_in_context_compiles_three_contexts(fresh_cache) -> None:
         direct = sm.timing(Phase.decode([c]))
         assert cost.latency_s == pytest.approx(direct.latency_s, rel=0.01)
         assert cost.interval_s == pytest.approx(direct.interval_s, rel=0.01)
+    sm.prefill(PrefillChunk(tokens=256, context=20_000))  # prefill is not linear in context: every bucket
+    assert ("prefill", 1, 256) not in sm._linear
 
 
 def test_a_shape_not_linear_in_context_keeps_every_bucket(fresh_cache, monkeypatch) -> None:

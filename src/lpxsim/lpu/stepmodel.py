@@ -7,8 +7,8 @@ of the one asked for and 131,072 tokens (capped at the model's maximum) when
 that still holds the asked concurrency, else the one asked for. Each step shape is compiled per
 bucket (batch size, context) and cached; between context buckets the answer
 is interpolated linearly (KV reads grow linearly with context), which a test
-checks against direct compiles. With a long target (>= 64K) a shape whose cost at 16K lies on the line
-between 1K and the target (within 0.5 %, checked from those three compiles) is priced from them alone
+checks against direct compiles. With a long target (>= 64K) a decode shape whose cost at 16K lies on the
+line between 1K and the target (within 0.5 %, checked from those three compiles) is priced from them alone
 between 1K and the target, instead of from every bucket. A caller that serves one workload can name the
 contexts it will ask about (`context_grid`): those are compiled exactly and
 replace the generic buckets (fewer compiles, no interpolation at them). A batch
@@ -44,10 +44,10 @@ from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
 SOURCES = ("lpxsim.lpu", "lpxsim.graph", "lpxsim.specs", "lpxsim.catalog")  # code and data the cached values depend on
 CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)
 DEFAULT_TARGET_CONTEXT = 131_072
-# Sparse context grid: a shape whose compiled cost at SPARSE_MID lies on the line between SPARSE_LO and the
-# target context (within LINEAR_TOL, latency and interval) is priced from those three compiles for every
-# context between them, instead of from every generic bucket. Measured on Gemma 4 31B (1 rack, 131K
-# target): decode at 16K is 0.007 % off the 4K-131K line, prefill (256 rows) is flat from 1K to 16K.
+# Sparse context grid: a decode (or verify) shape whose compiled cost at SPARSE_MID lies on the line between
+# SPARSE_LO and the target context (within LINEAR_TOL, latency and interval) is priced from those three
+# compiles for every context between them, instead of from every generic bucket. Measured on Gemma 4 31B
+# (1 rack, 131K target): decode at 16K is 0.007 % off the 4K-131K line.
 SPARSE_LO, SPARSE_MID, SPARSE_MIN_TOP = 1024, 16384, 65536
 LINEAR_TOL = 0.005
 PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
@@ -309,6 +309,10 @@ class LpxStepModel:
         """The context grid for this shape: the sparse one between SPARSE_LO and the target when the shape
         is checked linear in context there (`_is_linear`), else the generic buckets."""
         if self._sparse is None or not SPARSE_LO < context < self.target.context:
+            return self._grid
+        # Prefill is not linear there (Gemma 4 31B, 256 rows: flat to 16K, +6.7 % at 131K, 0.8 % off the line)
+        # and a batch the target context does not hold would spend a compile on a refusal: both keep the buckets.
+        if kind == "prefill" or b > self.max_batch():
             return self._grid
         key = (kind, b, new)
         if key not in self._linear:
