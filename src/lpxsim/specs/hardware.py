@@ -33,7 +33,8 @@ class ProvenanceRow(NamedTuple):
 
 
 # Every model here is built with defer_build: pydantic makes a class's validator on its first use, not at
-# import (half of `lpxsim estimate`'s warm start-up was building validators of classes it never validates).
+# import (building them all at import was ~65 ms of a warm `lpxsim estimate`, most of it for classes that
+# a warm run validates only through SystemSpec, if at all).
 
 
 class Sourced(BaseModel):
