@@ -24,7 +24,7 @@ _PROBE = """
 import atexit, sys
 from lpxsim import stepmemo
 def _report():
-    heavy = [m for m in ("pandas", "plotly", "torch", "matplotlib", "dask", "pyarrow") if m in sys.modules]
+    heavy = [m for m in ("pandas", "plotly", "torch", "matplotlib", "dask", "pyarrow", "rich") if m in sys.modules]
     sys.stderr.write("PROBE " + repr((stepmemo.stats.built, stepmemo.stats.priced, heavy)) + "\\n")
 atexit.register(_report)
 sys.argv = ["lpxsim"] + sys.argv[1:]
@@ -60,7 +60,7 @@ def test_no_cache_writes_nothing_and_recomputes(tmp_path: Path) -> None:
 
 def test_estimate_imports_no_heavy_library(tmp_path: Path) -> None:
     # Cold, a GPU estimate reads aiconfigurator-core's measured parquet tables (pyarrow, never pandas);
-    # warm, the step table answers and not even pyarrow is imported.
+    # warm, the step table answers and not even pyarrow is imported; --json never draws, so no rich.
     _, (_, _, heavy_cold) = _cli(ESTIMATE, tmp_path / "c")
     assert heavy_cold == ["pyarrow"]
     _, (_, _, heavy_warm) = _cli(ESTIMATE, tmp_path / "c")

@@ -132,3 +132,78 @@ def test_a_summary_that_does_not_fit_is_cached_as_such(fresh_cache) -> None:
     for _ in range(2):  # the second answer is the cached one, same error
         with pytest.raises(DoesNotFit):
             sm.step_summary(Phase.decode([10_000_000] * 64))
+
+
+def test_every_compiled_step_is_verified_and_recorded_so(fresh_cache, monkeypatch) -> None:
+    """Each program LpxStepModel compiles passes `verify` (the count of verify calls equals the compiles),
+    and its cached summary says so."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    calls = []
+    real = stepmodel.verify
+    monkeypatch.setattr(stepmodel, "verify", lambda *a: calls.append(1) or real(*a))
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    sm.decode_step(DecodeBatch.uniform(1, 2000))
+    assert sm.compiles >= 2 and len(calls) == sm.compiles
+    assert sm.step_summary(Phase.decode([1024]))["verified"] is True
+
+
+def test_a_program_that_does_not_verify_fails_loudly(fresh_cache, monkeypatch) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+    from lpxsim.lpu.verify import VerifyReport
+
+    monkeypatch.setattr(stepmodel, "verify", lambda *a: VerifyReport(ok=False, errors=["dependency: broken"]))
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    with pytest.raises(stepmodel.CompileNotVerified, match="dependency: broken"):
+        LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+
+
+def test_an_unverified_cached_summary_is_refused(fresh_cache) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    ph = Phase.decode([4096])
+    key = (ph.kind, ph.contexts, ph.new_tokens)
+    sm._summaries[key] = {k: v for k, v in sm.step_summary(ph).items() if k != "verified"}
+    with pytest.raises(stepmodel.CompileNotVerified):
+        sm.timing(ph)
+
+
+def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
+    """The FFN-only program receives its hidden states (the `tokens` step input) rather than computing them;
+    the verifier accepts that and still checks everything the program computes."""
+    from lpxsim.afd_backends import _lpx_ffn_class
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    assert ffn.ffn_step(4).latency_s > 0 and ffn.compiles >= 1
+
+
+def test_a_shape_linear_in_context_compiles_three_contexts(fresh_cache) -> None:
+    """With a long target, a shape checked linear in context is priced from 1K, 16K and the target alone,
+    within 1 % of its direct compile anywhere between (measured here: < 0.01 %)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    before = sm.compiles
+    got = {c: sm.decode_step(DecodeBatch.uniform(1, c)) for c in (2000, 6000, 20_000, 40_000, 70_000)}
+    assert sm._linear == {("decode", 1, 1): True}
+    assert sm.compiles - before == 2  # 1K and 16K; the target's decode was the layout check
+    for c, cost in got.items():
+        direct = sm.timing(Phase.decode([c]))
+        assert cost.latency_s == pytest.approx(direct.latency_s, rel=0.01)
+        assert cost.interval_s == pytest.approx(direct.interval_s, rel=0.01)
+    sm.prefill(PrefillChunk(tokens=256, context=20_000))  # prefill is not linear in context: every bucket
+    assert ("prefill", 1, 256) not in sm._linear
+
+
+def test_a_shape_not_linear_in_context_keeps_every_bucket(fresh_cache, monkeypatch) -> None:
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", -1.0)  # nothing passes the check
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    got = sm.decode_step(DecodeBatch.uniform(1, 4096))
+    assert sm._linear == {("decode", 1, 1): False}
+    assert got.latency_s == pytest.approx(sm.timing(Phase.decode([4096])).latency_s, rel=1e-12)  # a bucket

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import math
 import sys
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from lpxsim.specs.precision import PRECISIONS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 
 def keep_identifiers(t: Table, names: int = 1) -> Table:
@@ -28,20 +29,38 @@ def keep_identifiers(t: Table, names: int = 1) -> Table:
     return t
 
 
-class _TableConsole(Console):
+def _table_console(stderr: bool) -> Console:
     """A console on which no table cell ends in an ellipsis: columns fold (identifier columns are
     marked by the commands with `keep_identifiers`)."""
+    from rich.console import Console
+    from rich.table import Table
 
-    def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
-        for o in objects:
-            if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
-                keep_identifiers(o, names=0)
-        super().print(*objects, **kw)
+    class _TableConsole(Console):
+        def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+            for o in objects:
+                if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
+                    keep_identifiers(o, names=0)
+            super().print(*objects, **kw)
+
+    return _TableConsole(stderr=stderr)
+
+
+class _LazyConsole:
+    """A `_table_console` built on first use: a `--json` answer never imports rich (~30 ms of start-up)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = _table_console(self._stderr)
+        return getattr(self._console, name)
 
 
 # Logs, progress and tables for people go to stderr when --json owns stdout.
-out = _TableConsole()
-err = _TableConsole(stderr=True)
+out: Console = _LazyConsole()  # type: ignore[assignment]
+err: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 # --help lists the real choices (every precision the specs accept, fp16 included).
 WEIGHTS_HELP = "weight precision: " + ", ".join(PRECISIONS)
@@ -62,6 +81,8 @@ def table(title: str, names: tuple[str, ...] | list[str], values: tuple[str, ...
     width (`no_wrap`); numbers and notes wrap (`overflow="fold"`) instead of ending in an ellipsis, also
     when the output is piped to a narrow or unknown width.
     """
+    from rich.table import Table
+
     t = Table(title=title, **kw)
     for col in names:
         t.add_column(col, no_wrap=True, overflow="fold")

@@ -32,10 +32,15 @@ class ProvenanceRow(NamedTuple):
     note: str
 
 
+# Every model here is built with defer_build: pydantic makes a class's validator on its first use, not at
+# import (building them all at import was ~65 ms of a warm `lpxsim estimate`, most of it for classes that
+# a warm run validates only through SystemSpec, if at all).
+
+
 class Sourced(BaseModel):
     """A number with its provenance."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     value: float
     unit: str
@@ -57,7 +62,7 @@ class Sourced(BaseModel):
 class LinkClass(BaseModel):
     """A class of point-to-point links (e.g. LPX intra-node, inter-node, inter-rack; NVLink)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     lanes_per_link: Sourced  # lanes in one link between two endpoints
@@ -84,7 +89,7 @@ class LinkClass(BaseModel):
 class ChipSpec(BaseModel):
     """One accelerator die/package: an LPU (SRAM-only), a GPU (HBM) or a wafer-scale engine (SRAM-only wafer)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     kind: Literal["lpu", "gpu", "wse"]
@@ -117,7 +122,7 @@ class ChipSpec(BaseModel):
 class Topology(BaseModel):
     """How chips are wired. LPX: nodes of all-to-all chips, one partner per other node, racks chained."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: Literal["lpx-nodes", "dragonfly", "nvlink-domain", "hgx", "wafer"]
     chips_per_node: int
@@ -129,7 +134,7 @@ class Topology(BaseModel):
 class SystemSpec(BaseModel):
     """A deployable system: a rack (or HGX node) of one chip type, optionally several of them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str
     title: str

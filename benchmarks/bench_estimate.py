@@ -1,0 +1,65 @@
+"""Whole-process time of `lpxsim estimate` on a cold and on a warm step cache (issue 10 item 3).
+
+Each run is a fresh `python -m lpxsim.cli.main estimate ...` process; CPU is the child's user + sys
+(`resource.getrusage(RUSAGE_CHILDREN)`), the steadier figure on a shared machine; wall is an upper bound.
+A cold run gets an empty $LPXSIM_CACHE; the warm runs reuse the cache the first cold run filled.
+`--src DIR` runs another tree's `src` (an A/B against an older commit in the same session, under the
+same load). Medians are printed.
+
+Run: python benchmarks/bench_estimate.py [--cold N] [--warm N] [--src DIR] [-- estimate args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ["gemma-4-31b", "--system", "lpx", "--isl", "10000", "--osl", "1000", "--json"]
+
+
+def once(args: list[str], cache: str, src: str) -> tuple[float, float, int]:
+    """(CPU s, wall s, peak RSS KB) of one `lpxsim estimate` process."""
+    env = {**os.environ, "LPXSIM_CACHE": cache, "PYTHONPATH": src}
+    env.pop("LPXSIM_NO_CACHE", None)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "estimate", *args], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - w0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return cpu, wall, r1.ru_maxrss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cold", type=int, default=1, help="cold runs (each on an empty cache)")
+    ap.add_argument("--warm", type=int, default=5, help="warm runs (on the first cold run's cache)")
+    ap.add_argument("--src", default=str(ROOT / "src"), help="the tree's src folder to run")
+    ap.add_argument("args", nargs="*", default=DEFAULT, help="estimate's arguments")
+    a = ap.parse_args()
+    cold = []
+    with tempfile.TemporaryDirectory() as warm_cache:
+        for i in range(max(1, a.cold)):
+            with tempfile.TemporaryDirectory() as fresh:
+                cold.append(once(a.args, warm_cache if i == 0 else fresh, a.src))
+        warm = [once(a.args, warm_cache, a.src) for _ in range(a.warm)]
+    for name, runs in (("cold", cold[: a.cold]), ("warm", warm)):
+        if runs:
+            cpu = statistics.median(r[0] for r in runs)
+            wall = statistics.median(r[1] for r in runs)
+            print(f"{name}: median of {len(runs)}: {cpu:.2f} s CPU, {wall:.2f} s wall "
+                  f"(CPU runs: {', '.join(f'{r[0]:.2f}' for r in runs)}; "
+                  f"wall runs: {', '.join(f'{r[1]:.2f}' for r in runs)})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
