@@ -20,7 +20,7 @@ def test_synthetic_model_is_kimi_k2_with_more_experts() -> None:
 
 @pytest.fixture(scope="module")
 def report():
-    return t8_report(backend="analytic")
+    return t8_report()
 
 
 def test_every_system_has_a_row_with_provenance(report) -> None:
@@ -57,7 +57,7 @@ def test_ratios_are_computed_not_written_in(report) -> None:
 def test_the_claim_is_never_an_input(monkeypatch) -> None:
     import lpxsim.plan.t8 as t8
 
-    kw = dict(backend="analytic", frontier_targets=())
+    kw = dict(frontier_targets=())
     before = [r.as_dict() for r in t8.t8_report(**kw).rows]
     monkeypatch.setattr(t8, "T8_CLAIM_RATIO", 1.0)
     after = [r.as_dict() for r in t8.t8_report(**kw).rows]

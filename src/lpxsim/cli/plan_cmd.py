@@ -28,8 +28,14 @@ plan_app = typer.Typer(
 USD_PER_KWH_HELP = "energy price in $/kWh (overrides the cost model)"
 PUE_HELP = "facility PUE (overrides the cost model)"
 COSTS_HELP = "cost-model YAML overriding catalog/costs.yaml (see docs/assumptions.md, Economics)"
-BACKEND_HELP = ("auto or project: the detailed backends (compiled LPX, GPU model); analytic: the first-order "
-                "roofline, only when asked for (a quick what-if, never a default)")
+BACKEND_HELP = "auto or project: the detailed backends (compiled LPX, GPU model), the only cost models"
+
+
+def _check_backend(backend: str) -> None:
+    """--backend before any costly work: auto/project, or one line (the removed analytic model named)."""
+    from lpxsim.plan.operating_point import check_backend
+
+    check_backend(backend)
 
 
 def _point_table(d: dict) -> Table:
@@ -193,6 +199,7 @@ def point_cmd(
     from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.operating_point import operating_point
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
                          backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
@@ -220,6 +227,7 @@ def fleet_cmd(
     from lpxsim.plan.costs import load_costs
     from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     spec = load_demand(demand)
     flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
@@ -260,6 +268,7 @@ def t8_cmd(
     from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.t8 import t8_report
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
 
     for name, v in (("osl", osl), ("context", context)):
