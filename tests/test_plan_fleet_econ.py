@@ -151,7 +151,7 @@ def test_plan_fleet_cli_redundancy_and_bom(tmp_path) -> None:
 
 
 def test_plan_t8_rows_carry_economics_on_catalog_systems() -> None:
-    r = CliRunner().invoke(app, ["plan", "t8", "--json", "--pue", "1.25"])
+    r = CliRunner().invoke(app, ["plan", "t8", "--json", "--pue", "1.25", "--target-tok-s-user", "50"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["systems"]
     priced = [v for v in rows.values() if v.get("facility_kw") is not None]

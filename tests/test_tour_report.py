@@ -98,10 +98,12 @@ def test_a_missing_backend_is_said_not_invented(tmp_path):
 
     import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be
+    from analytic_double import use_double
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(be, "step_model", gpu_missing)
         mp.setattr(aa, "step_model", gpu_missing)
+        use_double(mp)  # the modes section's fleets (not what this test is about): no LPX compiles
         res = run_tour(SMALL, tmp_path)
     assert res.statuses["sweep"] == "ok" and not res.failed  # the sweep runs on what is available
     assert any("vr-nvl72 is not available" in s for s in res.summary)
