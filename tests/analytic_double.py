@@ -365,7 +365,7 @@ def double_for_pool(pool, part: str = "all", field: str = "pools") -> AnalyticSt
     if pool.memory_fraction is not None:
         hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
     return AnalyticStepModel(pool_model(pool), hw, chips_per_worker(pool), weights=pool.weights, kv=pool.kv,
-                             part=part, tp=pool.tp, max_batch_size=pool.max_batch or 512,
+                             part=part, tp=pool.tp,
                              kv_layout=pool.kv_layout, label=f"double {pool.model} on {system.name}[{part}]")
 
 
