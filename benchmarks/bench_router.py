@@ -1,7 +1,8 @@
 """CPU per request of the serving loop with the KV-aware router, from 16 to 1,024 workers (issue 10).
 
-A fleet of W aggregated Vera Rubin TP8 replicas of Gemma 4 31B (analytic backend, so the figure is
-the loop and the router, not a cost model) replays the Mooncake conversation trace (12,031 requests,
+A fleet of W aggregated Vera Rubin TP8 replicas of Gemma 4 31B (the test double of
+tests/analytic_double.py prices the steps, so the figure is the loop and the router, not a cost
+model) replays the Mooncake conversation trace (12,031 requests,
 512-token prefix units) with its arrival rate scaled by W / 16, so every worker sees the same load at
 every W. Reported: CPU seconds (time.process_time) per request, for the board router and, with
 --loop, for the reference loop over every worker (the router before issue 10).
@@ -13,17 +14,26 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from lpxsim.serving import simulate
 from lpxsim.serving.router import Router
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from analytic_double import use_double  # noqa: E402  (the loop's speed, not a cost model's)
+
+use_double(pytest.MonkeyPatch())
 
 GEMMA = "gemma-4-31b"
 TRACE_RATE = 12_031 / 3_600.0  # Mooncake conversation: requests per second of trace time (about)
 
 
 def run(workers: int, requests: int) -> tuple[float, float, int]:
-    fleet = {"name": f"agg{workers}", "pools": [{"name": "rubin", "system": "vr-nvl72", "backend": "analytic",
+    fleet = {"name": f"agg{workers}", "pools": [{"name": "rubin", "system": "vr-nvl72",
                                                  "model": GEMMA, "workers": workers, "gpus_per_worker": 8}]}
     wl = {"name": "mooncake", "kind": "trace", "trace": "mooncake-conversation", "rate_scale": workers / 16}
     t0, c0 = time.perf_counter(), time.process_time()

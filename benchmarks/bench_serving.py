@@ -1,7 +1,7 @@
 """Speed and memory of the serving simulator (results go to docs/benchmarks.md, "Serving simulator").
 
-1. Synthetic: a 16-worker aggregated fleet (16 x TP8 Vera Rubin replicas of Gemma 4 31B, analytic
-   backend), Poisson arrivals, ISL uniform 1K-8K, OSL uniform 100-1K: simulated requests per second
+1. Synthetic: a 16-worker aggregated fleet (16 x TP8 Vera Rubin replicas of Gemma 4 31B, priced
+   by the test double of tests/analytic_double.py: the figure is the loop, not a cost model), Poisson arrivals, ISL uniform 1K-8K, OSL uniform 100-1K: simulated requests per second
    of wall time, at several request counts (peak Python memory per request shows linear growth).
 2. Trace: the Mooncake conversation trace (12,031 requests) replayed on a 16-worker heterogeneous
    fleet (8 x TP8 Rubin + 8 LPX replicas of 128 LPUs (half a rack each)), KV-aware routing with prefix caching.
@@ -13,17 +13,26 @@ from __future__ import annotations
 
 import argparse
 import platform
+import sys
 import time
 import tracemalloc
+from pathlib import Path
+
+import pytest
 
 from lpxsim.serving import simulate
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from analytic_double import use_double  # noqa: E402  (the loop's speed, not a cost model's)
+
+use_double(pytest.MonkeyPatch())
+
 GEMMA = "gemma-4-31b"
-AGG16 = {"name": "agg16", "pools": [{"name": "rubin", "system": "vr-nvl72", "backend": "analytic", "model": GEMMA,
+AGG16 = {"name": "agg16", "pools": [{"name": "rubin", "system": "vr-nvl72", "model": GEMMA,
                                      "workers": 16, "gpus_per_worker": 8}]}
 HET16 = {"name": "het16", "pools": [
-    {"name": "rubin", "system": "vr-nvl72", "backend": "analytic", "model": GEMMA, "workers": 8, "gpus_per_worker": 8},
-    {"name": "lpx", "system": "lpx", "backend": "analytic", "model": GEMMA, "workers": 8, "chips_per_worker": 128},
+    {"name": "rubin", "system": "vr-nvl72", "model": GEMMA, "workers": 8, "gpus_per_worker": 8},
+    {"name": "lpx", "system": "lpx", "model": GEMMA, "workers": 8, "chips_per_worker": 128},
 ]}
 
 

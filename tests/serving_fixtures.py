@@ -1,9 +1,10 @@
-"""Small fleets and workloads shared by the serving tests (analytic backend, catalog systems)."""
+"""Small fleets and workloads shared by the serving tests (catalog systems; the modules run `backend: auto`
+pools on the test double of tests/analytic_double.py)."""
 
 from __future__ import annotations
 
 
-def pool(name="p", system="vr-nvl72", model="gemma-4-31b", workers=1, role="aggregated", backend="analytic",
+def pool(name="p", system="vr-nvl72", model="gemma-4-31b", workers=1, role="aggregated", backend="auto",
          **kw) -> dict:
     d = {"name": name, "system": system, "backend": backend, "model": model, "workers": workers, "role": role}
     if "gpus_per_worker" not in kw and "chips_per_worker" not in kw and "racks_per_worker" not in kw:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.serving import simulate
 from lpxsim.serving.kvcache import KvStore
 from lpxsim.serving.router import Board, Router
 from serving_fixtures import fleet, pool, synthetic
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 
 def _loop_only(monkeypatch) -> None:

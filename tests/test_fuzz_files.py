@@ -14,10 +14,12 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analytic_double import use_double
 from fuzz_harness import FUZZ, bounded, check, invoke
 from lpxsim.errors import UserError
 
@@ -161,7 +163,6 @@ for _name in ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "routed-mix"):
     for _p in _doc["pools"]:
         _p["model"] = str(TINY)
         _p["workers"] = 1
-        _p["backend"] = "analytic"
     FLEETS.append(_doc)
 
 
@@ -173,7 +174,9 @@ def test_fuzz_fleet_yaml(tmp_path_factory, doc):
     _write_yaml(path, doc)
     wl = tmp / "wl.yaml"
     wl.write_text(yaml.safe_dump(WORKLOADS[0]))
-    check(invoke(["simulate", "--fleet", str(path), "--workload", str(wl), "--json"]))
+    with pytest.MonkeyPatch.context() as mp:  # the fleets include LPX pools: the test double prices them
+        use_double(mp)
+        check(invoke(["simulate", "--fleet", str(path), "--workload", str(wl), "--json"]))
 
 
 # --- demand YAML --------------------------------------------------------------------------------------

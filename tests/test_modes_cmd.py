@@ -1,5 +1,6 @@
 """`lpxsim modes` (T9): every mode at every context and load, against Rubin alone and LPX alone.
-Fast stand-in: the built-in fleets on the analytic backend (the detailed run is in docs/validation.md)."""
+Fast stand-in: the built-in fleets on the test double of tests/analytic_double.py (the detailed run is in
+docs/validation.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 import pytest
 
-import lpxsim.bench.fleets as fleets
+from analytic_double import use_double
 from lpxsim.bench.fleets import MODES
 
 
@@ -27,7 +28,7 @@ def _cli(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(autouse=True)
 def _stand_in(monkeypatch):
-    monkeypatch.setattr(fleets, "DEFAULT_BACKEND", "analytic")
+    use_double(monkeypatch)
 
 
 def test_json_has_every_mode_context_and_load_with_relative_speeds(monkeypatch, capsys) -> None:

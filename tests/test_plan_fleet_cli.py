@@ -49,14 +49,14 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_point_json() -> None:
     d = _json("plan", "point", "llama-3.1-70b", "--system", "h200-hgx", "--context", "8000", "--osl", "500",
-              "--target-tok-s-user", "100", "--backend", "analytic")
+              "--target-tok-s-user", "100")
     assert d["feasible"] and d["tok_s_user"] >= 100 and d["context"] == 8000 and d["concurrency"] >= 1
     assert d["replica_chips"] > 0 and d["tok_s_per_mw"] > 0 and d["candidates"]
 
 
 def test_point_table_carries_context_and_concurrency() -> None:
     r = runner.invoke(app, ["plan", "point", "llama-3.1-70b", "--system", "h200-hgx", "--context", "8000",
-                            "--target-tok-s-user", "100", "--backend", "analytic"])
+                            "--target-tok-s-user", "100"])
     text = " ".join(r.stdout.split())
     assert r.exit_code == 0 and "at 8,000 context and concurrency" in text
 
@@ -64,7 +64,7 @@ def test_point_table_carries_context_and_concurrency() -> None:
 def test_fleet_json(tmp_path: Path) -> None:
     p = tmp_path / "demand.yaml"
     p.write_text(DEMAND)
-    d = _json("plan", "fleet", "--demand", str(p), "--backend", "analytic")
+    d = _json("plan", "fleet", "--demand", str(p))
     assert d["feasible"] and d["bom"] and d["total_power_w"] > 0
     classes = {a["request_class"] for a in d["assignments"]}
     assert classes == {"interactive", "bulk"}
@@ -73,14 +73,14 @@ def test_fleet_json(tmp_path: Path) -> None:
     served = {c: sum(a["served"] for a in d["assignments"] if a["request_class"] == c) for c in classes}
     assert served["interactive"] >= 40 and served["bulk"] >= 5
     # --systems restricts the candidates
-    d = _json("plan", "fleet", "--demand", str(p), "--systems", "h200-hgx", "--backend", "analytic")
+    d = _json("plan", "fleet", "--demand", str(p), "--systems", "h200-hgx")
     assert {b["system"] for b in d["bom"]} == {"h200-hgx"}
 
 
 def test_infeasible_fleet_is_reported(tmp_path: Path) -> None:
     p = tmp_path / "demand.yaml"
     p.write_text(DEMAND.replace("tok_s_user: 200", "tok_s_user: 1000000"))
-    d = _json("plan", "fleet", "--demand", str(p), "--backend", "analytic")
+    d = _json("plan", "fleet", "--demand", str(p))
     assert not d["feasible"] and "interactive" in d["reasons"][0] and "1,000,000" in d["reasons"][0]
 
 
@@ -102,17 +102,27 @@ def test_bad_demand_names_the_field(tmp_path: Path, text: str, field: str) -> No
     p = tmp_path / "demand.yaml"
     p.write_text(text)
     with pytest.raises(UserError) as e:
-        size_fleet(load_demand(p), backend="analytic")
+        size_fleet(load_demand(p))
     assert str(e.value).startswith(f"{field}"), str(e.value)
 
 
 def test_bad_demand_exits_2_with_one_line(tmp_path: Path) -> None:
     p = tmp_path / "demand.yaml"
     p.write_text(DEMAND.replace("isl: 8000", "isl: -5"))
-    r = _run("plan", "fleet", "--demand", str(p), "--backend", "analytic", "--json")
+    r = _run("plan", "fleet", "--demand", str(p), "--json")
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: classes.0.isl"), lines
+
+
+@pytest.mark.parametrize("cmd", [("plan", "t8"), ("plan", "fleet", "--demand", "x"),
+                                 ("plan", "point", "llama-3.1-8b", "--context", "1000", "--target-tok-s-user", "10")])
+def test_the_removed_analytic_backend_is_one_line(cmd) -> None:
+    """Issue 12: one cost model in every answer; asking for the first-order model names the field."""
+    r = _run(*cmd, "--backend", "analytic", "--json")
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: backend: 'analytic' was removed"), lines
 
 
 def test_missing_demand_file_exits_2(tmp_path: Path) -> None:
@@ -121,7 +131,7 @@ def test_missing_demand_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_t8_json_has_every_system() -> None:
-    d = _json("plan", "t8", "--backend", "analytic")
+    d = _json("plan", "t8")
     assert {"lpx", "vr-nvl72", "gb200-nvl72"} <= set(d["systems"])
     assert d["context"] == 400_000 and d["target_tok_s_user"] == 400.0 and d["claim"]["ratio_vs_gb200"] == 35.0
 

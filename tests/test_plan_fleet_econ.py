@@ -136,7 +136,7 @@ def test_plan_fleet_cli_redundancy_and_bom(tmp_path) -> None:
     f = tmp_path / "d.yaml"
     f.write_text("classes:\n  - {name: c, model: llama-3.1-8b, isl: 2000, osl: 200, tok_s_user: 100, "
                  "requests_per_s: 5}\nsystems:\n  - {name: h200-hgx}\n")
-    r = CliRunner().invoke(app, ["plan", "fleet", "--demand", str(f), "--backend", "analytic", "--redundancy", "1",
+    r = CliRunner().invoke(app, ["plan", "fleet", "--demand", str(f), "--redundancy", "1",
                                  "--pue", "1.3", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -151,7 +151,7 @@ def test_plan_fleet_cli_redundancy_and_bom(tmp_path) -> None:
 
 
 def test_plan_t8_rows_carry_economics_on_catalog_systems() -> None:
-    r = CliRunner().invoke(app, ["plan", "t8", "--backend", "analytic", "--json", "--pue", "1.25"])
+    r = CliRunner().invoke(app, ["plan", "t8", "--json", "--pue", "1.25", "--target-tok-s-user", "50"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["systems"]
     priced = [v for v in rows.values() if v.get("facility_kw") is not None]

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from analytic_double import double_factory
 from lpxsim.backends import Layout
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import UserError
 from lpxsim.plan.estimate import steady_state
 from lpxsim.plan.operating_point import (
-    analytic_factory,
     best_concurrency,
     operating_point,
     replica_layouts,
@@ -83,7 +83,7 @@ def test_kv_ceiling_caps_the_concurrency() -> None:
 def test_higher_target_never_raises_concurrency() -> None:
     concs = []
     for target in (50.0, 200.0, 400.0, 1_000.0):
-        op = operating_point("llama-3.1-70b", "gb200-nvl72", 8_000, 500, target, backend="analytic")
+        op = operating_point("llama-3.1-70b", "gb200-nvl72", 8_000, 500, target, factory=double_factory)
         assert op.feasible, op.reason
         assert op.tok_s_user >= target and op.isl == 8_000
         concs.append(op.concurrency)
@@ -91,13 +91,13 @@ def test_higher_target_never_raises_concurrency() -> None:
 
 
 def test_point_is_the_edge_of_the_target() -> None:
-    op = operating_point("llama-3.1-70b", "h200-hgx", 8_000, 500, 100.0, backend="analytic")
+    op = operating_point("llama-3.1-70b", "h200-hgx", 8_000, 500, 100.0, factory=double_factory)
     assert op.feasible and op.tok_s_user >= 100.0
     assert op.tok_s_total == pytest.approx(op.concurrency * 500 / op.e2e_s)
     assert op.requests_per_s == pytest.approx(op.concurrency / op.e2e_s)
     assert op.tok_s_per_mw == pytest.approx(op.tok_s_total / (op.replica_power_w / 1e6))
     # one more user on the chosen replica either misses the target or does not fit its KV
-    step = analytic_factory(get_model("llama-3.1-70b"), "h200-hgx", Layout(gpus=op.replica_chips), "fp8", "bf16",
+    step = double_factory(get_model("llama-3.1-70b"), "h200-hgx", Layout(gpus=op.replica_chips), "fp8", "bf16",
                             "separate")
     assert steady_state(step, 8_000, 500, op.concurrency).tok_s_user == pytest.approx(op.tok_s_user)
     try:
@@ -107,13 +107,13 @@ def test_point_is_the_edge_of_the_target() -> None:
 
 
 def test_unreachable_target_reports_the_best_speed() -> None:
-    op = operating_point("llama-3.1-70b", "h200-hgx", 8_000, 500, 1e6, backend="analytic")
+    op = operating_point("llama-3.1-70b", "h200-hgx", 8_000, 500, 1e6, factory=double_factory)
     assert not op.feasible and op.concurrency == 0
     assert 0 < op.best_tok_s_user < 1e6 and "below the 1,000,000 target" in op.reason
 
 
 def test_a_model_larger_than_the_system_says_how_many_units_it_needs() -> None:
-    op = operating_point("synthetic-moe-2t", "lpx", 400_000, 1_000, 400.0, backend="analytic")
+    op = operating_point("synthetic-moe-2t", "lpx", 400_000, 1_000, 400.0, factory=double_factory)
     assert not op.feasible and "16 racks" in op.reason and "at most 9" in op.reason
 
 
@@ -130,12 +130,14 @@ def test_replica_sizes_and_wide_ep() -> None:
 
 def test_bad_input_names_the_field() -> None:
     with pytest.raises(UserError, match="target_tok_s_user"):
-        operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 0.0, backend="analytic")
+        operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 0.0, factory=double_factory)
     with pytest.raises(UserError, match="context"):
-        operating_point("llama-3.1-8b", "h200-hgx", 0, 100, 10.0, backend="analytic")
+        operating_point("llama-3.1-8b", "h200-hgx", 0, 100, 10.0, factory=double_factory)
     with pytest.raises(UserError, match="backend"):
         operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, backend="fast")
-    assert math.isfinite(operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, backend="analytic").tok_s_user)
+    with pytest.raises(UserError, match="'analytic' was removed"):  # issue 12: one cost model in every answer
+        operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, backend="analytic")
+    assert math.isfinite(operating_point("llama-3.1-8b", "h200-hgx", 1_000, 100, 10.0, factory=double_factory).tok_s_user)
 
 
 def test_prefix_cache_prefills_only_the_new_tokens() -> None:
@@ -155,8 +157,8 @@ def test_prefix_cache_prefills_only_the_new_tokens() -> None:
 
 
 def test_prefix_cache_never_lowers_throughput_at_the_target() -> None:
-    cold = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, backend="analytic")
-    warm = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, backend="analytic", new_tokens=2_000)
+    cold = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, factory=double_factory)
+    warm = operating_point("llama-3.1-70b", "gb200-nvl72", 32_000, 500, 100.0, factory=double_factory, new_tokens=2_000)
     assert warm.new_tokens == 2_000 and cold.new_tokens == 32_000
     assert warm.tok_s_total >= cold.tok_s_total and warm.ttft_s < cold.ttft_s
 
@@ -173,13 +175,13 @@ def test_lpx_point_through_the_compiler() -> None:
 
 
 def test_speculative_decoding_raises_the_reachable_speed() -> None:
-    plain = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, backend="analytic")
-    mtp = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, backend="analytic", spec_k=2,
+    plain = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, factory=double_factory)
+    mtp = operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 1e6, factory=double_factory, spec_k=2,
                           spec_accept=0.8)
     assert not plain.feasible and not mtp.feasible  # both report their best speed at concurrency 1
     assert mtp.best_tok_s_user > plain.best_tok_s_user and mtp.spec_k == 2
     with pytest.raises(UserError, match="accept"):
-        operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 10.0, backend="analytic", spec_k=2,
+        operating_point("deepseek-v3", "gb200-nvl72", 8_000, 500, 10.0, factory=double_factory, spec_k=2,
                         spec_accept=1.0)
 
 

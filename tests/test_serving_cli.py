@@ -57,6 +57,9 @@ def test_json_is_one_object_and_out_writes_parquet(tmp_path):
     ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, workers: 0}\n", "fleet.pools.0.workers"),
     ("pools:\n  - {name: a, system: nope, model: gemma-4-31b}\n", "system"),
     ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, role: prefill}\n", "fleet"),
+    ("pools:\n  - {name: a, system: vr-nvl72, model: gemma-4-31b, backend: analytic}\n",
+     "fleet.pools.0.backend: 'analytic' was removed"),
+    ("pools:\n  - {name: a, system: lpx, model: gemma-4-31b, memory_fraction: 0.5}\n", "fleet.pools.0.memory_fraction"),
 ])
 def test_bad_fleet_is_one_line_exit_2(tmp_path, monkeypatch, capsys, content, field):
     f = tmp_path / "f.yaml"

@@ -7,12 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.serving import simulate
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import load_fleet
 from lpxsim.serving.workload import load_workload
 from lpxsim.stepmodel import PrefillChunk
 from serving_fixtures import fleet, link, pool, synthetic
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 TIGHT = pool(system="h100-hgx", model="llama-3.1-8b", workers=2, gpus_per_worker=1, memory_fraction=0.13,
              max_batch=64)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.serving import simulate
 from lpxsim.serving.kvcache import KvStore
 from lpxsim.serving.request import Request
 from lpxsim.serving.router import Router
 from serving_fixtures import fleet, pool, synthetic
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 
 def test_kvstore_refcounts_lru_and_capacity():

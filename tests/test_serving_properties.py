@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.serving import simulate
 from serving_fixtures import fleet, link, pool
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 TOPOLOGIES = {
     "aggregated": lambda mf: fleet(pool(system="h100-hgx", model="llama-3.1-8b", workers=2, gpus_per_worker=1,

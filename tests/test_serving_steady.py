@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.plan.estimate import steady_state
 from lpxsim.serving import simulate
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import load_fleet
 from serving_fixtures import fleet, pool
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 
 @pytest.mark.parametrize("system", ["vr-nvl72", "lpx"])

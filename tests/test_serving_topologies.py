@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.errors import UserError
 from lpxsim.serving import simulate
 from lpxsim.serving.afd import AfdStepModel
@@ -13,6 +14,8 @@ from lpxsim.serving.spec import Link
 from lpxsim.serving.worker import SharedResource
 from lpxsim.stepmodel import DecodeBatch
 from serving_fixtures import fleet, link, pool, synthetic
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 PD = fleet(pool("pre", workers=2, role="prefill"), pool("dec", system="lpx", role="decode"),
            links=[link("pre", "dec")])

@@ -7,11 +7,14 @@ import json
 import numpy as np
 import pytest
 
+from analytic_double import serving_double  # noqa: F401  (the module fixture below)
 from lpxsim.errors import UserError
 from lpxsim.serving import simulate
 from lpxsim.serving.traces import TRACES, load_trace
 from lpxsim.serving.workload import Dist, load_workload, make_workload
 from serving_fixtures import fleet, pool, synthetic
+
+pytestmark = pytest.mark.usefixtures("serving_double")
 
 
 def _take(cfg_dict, n=None, seed=0):

@@ -1,7 +1,7 @@
 """The tour end to end on a small config, and the report it writes (deterministic, self-contained).
 
-The hardware backends are replaced by the serving layer's analytic roofline so that this test checks the
-tour and report machinery whatever state the LPX/GPU backends are in; the heavy test runs the real tour.
+The hardware backends are replaced by the test double of tests/analytic_double.py so that this test checks
+the tour and report machinery whatever state the LPX/GPU backends are in; the heavy test runs the real tour.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ SMALL = TourConfig(contexts=(10_000, 100_000), sweep_contexts=(10_000, 100_000),
 @cache
 def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16", **workload):
     """The roofline stand-in; it has no layout search, so the workload a deployment is sized for is moot."""
+    from analytic_double import AnalyticHardware, AnalyticStepModel
     from lpxsim.catalog import get_model, get_system
-    from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
 
     s = get_system(system)
     return AnalyticStepModel(get_model(model), AnalyticHardware.from_system(s), chips=s.chips_per_unit,
@@ -33,11 +33,11 @@ def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16
 def stand_in(mp: pytest.MonkeyPatch) -> None:
     import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be
-    import lpxsim.bench.fleets as fleets
+    from analytic_double import use_double
 
     mp.setattr(be, "step_model", analytic_step)
     mp.setattr(aa, "step_model", analytic_step)
-    mp.setattr(fleets, "DEFAULT_BACKEND", "analytic")  # the modes section's fleets
+    use_double(mp)  # the modes section's fleets
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +139,12 @@ def test_a_missing_backend_is_said_not_invented(tmp_path):
 
     import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be
+    from analytic_double import use_double
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(be, "step_model", gpu_missing)
         mp.setattr(aa, "step_model", gpu_missing)
+        use_double(mp)  # the modes section's fleets (not what this test is about): no LPX compiles
         res = run_tour(SMALL, tmp_path)
     assert res.statuses["sweep"] == "ok" and not res.failed  # the sweep runs on what is available
     assert any("vr-nvl72 is not available" in s for s in res.summary)

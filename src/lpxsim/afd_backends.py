@@ -6,11 +6,13 @@ embedding or head) onto a stage set of LPUs, through the same compiler,
 placement and verifier as a whole model. Its only input is the hidden state
 that arrives from the attention side (`lower(..., part="ffn")`).
 
-Attention side: the GPU model prices each step op by op, so it already splits a
-step into its attention half and its FFN half (`GpuStepModel.attention_step`,
-`attention_prefill`); `gpu_attention_side` builds that model. (The GPU model is
-being rebuilt on measured kernels; until then the attention half is the
-attention share of the existing model's step breakdown.)
+Attention side: the GPU model prices each step op by op, so it splits a step
+into its attention half and its FFN half; `gpu_attention_side` builds it with
+`part="attention"` (every step it answers is the attention half plus the
+engine's per-step host work) and a memory budget that holds only what the
+attention side stores: attention weights, norms, embedding and LM head (the
+FFN-only program has neither) and the KV. The FFN/MoE weights live on the
+FFN side, so they leave the attention GPUs' HBM to KV.
 
 Like `lpxsim.backends`, this sits above the seam: serving builds both halves
 through `make_afd_side` and sees only StepModels.
@@ -75,14 +77,71 @@ def lpx_ffn_side(model: ModelSpec, system: str, racks: float | None = None, chip
                concurrency=1, context_grid=(0,))
 
 
+def attention_weight_bytes_per_gpu(model: ModelSpec, layout, weights: str, dense_weights: str | None = None
+                                   ) -> float:
+    """Weights on the busiest GPU of an AFD attention replica: each layer's attention projections (split as
+    the GPU model splits them) and norms, plus embedding and LM head; no FFN or expert weights."""
+    from lpxsim.specs.accounting import param_counts
+    from lpxsim.specs.precision import get_precision
+
+    wb = get_precision(dense_weights or weights, "weights").bytes_per_element
+    counts = param_counts(model)
+    tp, h = layout.tp, model.hidden_size
+    per_stage = -(-model.num_layers // layout.pp)
+    layer_bytes = []
+    for layer, lp in zip(model.layers, counts.layers, strict=True):
+        a = layer.attention
+        if layout.dp_attention:
+            attn = float(lp.attention)
+        elif a.kind == "mla":  # q_a / kv_a down-projections replicated, the rest split by heads
+            down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+            attn = down + (lp.attention - down) / tp
+        else:
+            attn = lp.attention / tp
+        layer_bytes.append((attn + lp.norms) * wb)
+    layer_bytes.sort(reverse=True)
+    return sum(layer_bytes[:per_stage]) + (counts.embedding + counts.lm_head) / tp * wb
+
+
+def _gpu_attention_class():
+    """`GpuAttentionStepModel`, defined lazily so importing this module does not import the GPU model."""
+    from dataclasses import replace
+
+    from lpxsim.gpu import GpuStepModel
+    from lpxsim.gpu import memory as gmem
+
+    class GpuAttentionStepModel(GpuStepModel):
+        """The GPU model with part="attention" whose HBM holds only the attention side's weights and KV."""
+
+        def _budget(self, mem_fraction: float):
+            full = gmem.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
+                               mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights)
+            w = attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights)
+            free = full.hbm_bytes - w - full.activation_bytes
+            kv = free * mem_fraction if free > 0 else free
+            b = replace(full, weight_bytes=w, kv_bytes=kv,
+                        usable_bytes=full.hbm_bytes - max(free, 0.0) * (1.0 - mem_fraction))
+            if not b.fits:
+                from lpxsim.errors import DoesNotFit
+
+                raise DoesNotFit("gpus", f"{self.model.name}'s attention side at {self.weights} needs "
+                                         f"{w / 1e9:,.1f} GB of weights per GPU with {self.layout.label()}; a "
+                                         f"{self.system.chip.name} has {full.hbm_bytes / 1e9:,.1f} GB")
+            return b
+
+        @property
+        def name(self) -> str:
+            return f"{super().name} attention"
+
+    return GpuAttentionStepModel
+
+
 def gpu_attention_side(model: ModelSpec, system: str, gpus: int, tp: int | None, weights: str = "fp8",
                        kv: str = "bf16", kv_layout: str = "separate") -> StepModel:
-    """The GPU replica whose attention half serves as the attention side (see module docstring): the one
-    place to switch to attention-only GPU steps once the GPU model prices them itself."""
-    from lpxsim.gpu import GpuStepModel
-
-    return GpuStepModel(model, system=system, gpus=gpus, tp=tp or gpus, weights=weights, kv=kv,
-                        kv_layout=kv_layout)
+    """The GPU replica of the attention side (see module docstring): attention-only steps, and an HBM
+    budget of attention weights + KV."""
+    return _gpu_attention_class()(model, system=system, gpus=gpus, tp=tp or gpus, weights=weights, kv=kv,
+                                  kv_layout=kv_layout, part="attention")
 
 
-__all__ = ["gpu_attention_side", "lpx_ffn_side"]
+__all__ = ["attention_weight_bytes_per_gpu", "gpu_attention_side", "lpx_ffn_side"]

@@ -20,7 +20,7 @@ import pandas as pd
 from lpxsim.errors import UserError
 
 MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
-DEFAULT_BACKEND = "auto"  # each pool on its system's detailed backend (tests swap in a fast stand-in)
+DEFAULT_BACKEND = "auto"  # each pool on its system's detailed backend (the only cost models)
 _ETH = {"kind": "ethernet", "latency_s": 5.0e-6}  # assumptions, as in examples/fleets
 
 

@@ -28,8 +28,14 @@ plan_app = typer.Typer(
 USD_PER_KWH_HELP = "energy price in $/kWh (overrides the cost model)"
 PUE_HELP = "facility PUE (overrides the cost model)"
 COSTS_HELP = "cost-model YAML overriding catalog/costs.yaml (see docs/assumptions.md, Economics)"
-BACKEND_HELP = ("auto or project: the detailed backends (compiled LPX, GPU model); analytic: the first-order "
-                "roofline, only when asked for (a quick what-if, never a default)")
+BACKEND_HELP = "auto or project: the detailed backends (compiled LPX, GPU model), the only cost models"
+
+
+def _check_backend(backend: str) -> None:
+    """--backend before any costly work: auto/project, or one line (the removed analytic model named)."""
+    from lpxsim.plan.operating_point import check_backend
+
+    check_backend(backend)
 
 
 def _point_table(d: dict) -> Table:
@@ -90,26 +96,27 @@ def _print_fleet(d: dict) -> None:
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")
     t = Table(title="Assignment: per-user speed with its context and concurrency")
-    for col in ("class", "system", "replicas", "racks", "tok/s/user", "context", "conc./replica", "served/demand"):
-        t.add_column(col, justify="left" if col in ("class", "system") else "right")
+    for col in ("class", "system", "option", "replicas", "racks", "tok/s/user", "context", "conc./replica",
+                "served/demand"):
+        t.add_column(col, justify="left" if col in ("class", "system", "option") else "right")
     for a in d["assignments"]:
-        t.add_row(a["request_class"], a["system"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
+        t.add_row(a["request_class"], a["system"], a["option"], f"{a['replicas']:,}", f"{a['units']:,.2f}",
                   f"{a['tok_s_user']:,.0f}", f"{a['context']:,}", f"{a['concurrency_per_replica']:,}",
                   f"{a['served']:,.1f}/{a['demand']:,.1f} {a['demand_unit']}")
-    out.print(keep_identifiers(t, 2))
+    out.print(keep_identifiers(t, 3))
     for a in d["assignments"]:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
-    for c in d.get("options", []):  # every serving option per class (demand `options: true`)
+    for c in d.get("options", []):  # every pool type per class, and the ones the MILP chose
+        ttft = "" if c["target_ttft_p99_s"] is None else f", TTFT <= {c['target_ttft_p99_s']:g} s"
         out.print(f"options for {c['class']} ({c['model']}, {c['context']:,} context, target "
-                  f"{c['target_tok_s_user']:,.0f} tok/s/user): chosen {c['chosen'] or 'none'}")
+                  f"{c['target_tok_s_user']:,.0f} tok/s/user{ttft}): chosen {', '.join(c['chosen']) or 'none'}")
         for r in c["options"]:
-            speed = r.get("tok_s_user_p50")
-            out.print(f"  {r['option']}: " + (f"{speed:,.0f} tok/s/user, TTFT P99 {r['ttft_p99_s']:,.2f} s, "
-                                             f"{r['tok_s_per_mw']:,.0f} tok/s/MW, {r['hardware']}"
-                                             if r["feasible"] or "hardware" in r else "")
-                      + ("" if r["feasible"] else f" (not feasible: {r['reason']})"))
+            got = (f"{r['tok_s_user']:,.0f} tok/s/user, TTFT {r['ttft_s']:,.2f} s, {r['tok_s_per_mw']:,.0f} tok/s/MW, "
+                   f"{r['hardware']} ({r['method']})" if r["tok_s_user"] > 0 else r["method"])
+            pick = f"; {r['replicas']:,} replica(s) in the fleet" if r["replicas"] else ""
+            out.print(f"  {r['option']}: {got}{pick}" + ("" if r["feasible"] else f" (not feasible: {r['reason']})"))
 
 
 def _money(v: float | None, scale: float = 1.0) -> str:
@@ -193,6 +200,7 @@ def point_cmd(
     from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.operating_point import operating_point
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
                          backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
@@ -220,6 +228,7 @@ def fleet_cmd(
     from lpxsim.plan.costs import load_costs
     from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
     spec = load_demand(demand)
     flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
@@ -260,6 +269,7 @@ def t8_cmd(
     from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.t8 import t8_report
 
+    _check_backend(backend)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
 
     for name, v in (("osl", osl), ("context", context)):

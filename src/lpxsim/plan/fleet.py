@@ -1,13 +1,19 @@
 """Fleet sizing: how many racks of each system serve a demand at its per-user SLO, at least power (or cost).
 
-Each request class (model, ISL, OSL, a per-user tok/s SLO, and a demand in
-requests/s or concurrent sessions) gets, on every candidate system, the
-operating point of `lpxsim.plan.operating_point`: one replica's layout, its
-concurrency at the SLO and the requests/s it completes. A mixed-integer program
-then chooses
+Each request class (model, ISL, OSL, a per-user tok/s SLO, an optional TTFT P99
+target, and a demand in requests/s or concurrent sessions) gets candidate pool
+types: every way one replica can serve it. On every candidate system, the
+operating point of `lpxsim.plan.operating_point` (one replica's layout, its
+concurrency at the SLO and the requests/s it completes), without and, where the
+class gives its MTP draft length and acceptance, with speculative decoding; and,
+when the demand asks for `options` and Vera Rubin NVL72 and LPX are both
+candidates, the three Rubin + LPX modes (PD, AFD, the external drafter) as
+simulated by `lpxsim.plan.options` on the detailed backends: a replica of a mode
+occupies racks of both systems. A pool type serves its class only where it meets
+the per-user speed and the TTFT target. A mixed-integer program then chooses
 
     n_s  >= 0 integer   racks (units) of system s
-    y_cs >= 0 integer   replicas of class c on system s
+    y_k  >= 0 integer   replicas of pool type k (k serves one class c(k))
 
     z_s  in {0, 1}      whether system s is used at all (it then carries its spares)
 
@@ -15,14 +21,14 @@ to minimise sum_s weight_s * (n_s + spare_s * z_s) (weight: the rack's power in
 W, a user-given cost per rack, or the cost model's cost of ownership per hour)
 subject to
 
-    sum_s y_cs * capacity_cs >= demand_c          every class is served at its SLO
-    sum_c y_cs * units_cs    <= n_s               replicas fit in the racks bought
+    sum_{k of c} y_k * capacity_k >= demand_c     every class is served at its SLO
+    sum_k y_k * units_ks          <= n_s          replicas fit in the racks bought
     n_s <= M_s * z_s                              a pool carries spares only when it exists
     n_s + spare_s * z_s <= max_racks_s            where the user caps a system
     sum_s (n_s + spare_s * z_s) <= max_total_racks               floor ceiling (optional)
     sum_s P_s * PUE * (n_s + spare_s * z_s) <= max_facility_w    power ceiling (optional)
 
-solved with `scipy.optimize.milp` (HiGHS). capacity_cs is requests/s (or
+solved with `scipy.optimize.milp` (HiGHS). capacity_k is requests/s (or
 concurrent sessions) of one replica at the SLO. N+k redundancy: each pool (the
 racks of one system) carries spare_s = k x the racks of its largest replica, so
 losing any k replicas still serves the whole demand at its SLO. The BOM
@@ -115,6 +121,7 @@ class Assignment:
     delivered_output_tok_s: float = 0.0  # their share of the class's demand (replicas loaded evenly)
     input_tok_s: float = 0.0  # prefilled input tok/s of these replicas at their operating point
     delivered_input_tok_s: float = 0.0
+    option: str = ""  # the pool type: the system, "<system>+mtp", or a Rubin + LPX mode (its share on `system`)
 
 
 @dataclass(frozen=True)
@@ -168,6 +175,49 @@ def replica_capacity(rc: RequestClass, op: OperatingPoint) -> float:
     return op.requests_per_s if rc.requests_per_s is not None else float(op.concurrency)
 
 
+@dataclass(frozen=True)
+class PoolType:
+    """One way to serve one class: what one replica serves at the class's targets and the racks it occupies.
+
+    A single-system operating point occupies racks of one system; a Rubin + LPX mode racks of both.
+    `capacity` is 0 where the pool type misses the per-user speed or the TTFT target (`reason` says which)."""
+
+    request_class: str
+    option: str
+    method: str
+    capacity: float
+    units: dict[str, float]  # racks of each system one replica occupies
+    chips: dict[str, int]
+    model: str
+    tok_s_user: float
+    output_tok_s: float  # of one replica at its operating point
+    requests_per_s: float
+    concurrency: int
+    layout: str
+    power_w: float  # of one replica
+    ttft_s: float = math.nan
+    reason: str = ""
+
+    @property
+    def feasible(self) -> bool:
+        return self.capacity > 0
+
+    @property
+    def tok_s_per_mw(self) -> float:
+        return self.output_tok_s / (self.power_w / 1e6) if self.power_w > 0 else 0.0
+
+
+def point_pool_type(rc: RequestClass, op: OperatingPoint, option: str | None = None) -> PoolType:
+    """The pool type of one operating point, judged against the class's TTFT target as well."""
+    cap, reason = replica_capacity(rc, op), op.reason
+    if cap > 0 and rc.ttft_p99_s is not None and not op.ttft_s <= rc.ttft_p99_s:
+        cap, reason = 0.0, f"TTFT {op.ttft_s:,.2f} s > {rc.ttft_p99_s:g} s"
+    method = "operating point (steady state at the target)" + (f", MTP k={op.spec_k}" if op.spec_k else "")
+    return PoolType(rc.name, option or op.system, method, cap, {op.system: op.replica_units if cap > 0 else 0.0},
+                    {op.system: op.replica_chips}, op.model, op.tok_s_user, op.tok_s_total, op.requests_per_s,
+                    op.concurrency, op.layout, op.replica_power_w, op.ttft_s, reason)
+
+
 OBJECTIVES = ("auto", "power", "tco")
 
 
@@ -204,52 +254,48 @@ def spare_units(sc: SystemChoice, units: np.ndarray, cap: np.ndarray) -> int:
 
 @dataclass(frozen=True)
 class _Vars:
-    """Column layout of the MILP: n_s (serving racks), then y_cs row-major (replicas), then z_s (pool used)."""
+    """Column layout of the MILP: n_s (serving racks), then y_k (replicas of each pool type), then z_s."""
 
-    n_c: int
+    n_k: int
     n_s: int
 
     @property
     def count(self) -> int:
-        return 2 * self.n_s + self.n_c * self.n_s
+        return 2 * self.n_s + self.n_k
 
     def n(self, j: int) -> int:
         return j
 
-    def y(self, i: int, j: int) -> int:
-        return self.n_s + i * self.n_s + j
+    def y(self, k: int) -> int:
+        return self.n_s + k
 
     def z(self, j: int) -> int:
-        return self.n_s + self.n_c * self.n_s + j
+        return self.n_s + self.n_k + j
 
 
-def _capacity(classes: list[RequestClass], systems: list[SystemChoice],
-              points: dict[tuple[str, str], OperatingPoint]) -> tuple[np.ndarray, np.ndarray]:
-    """(demand one replica serves, racks one replica occupies) per (class, system); 0 where it cannot serve."""
-    cap = np.zeros((len(classes), len(systems)))
-    units = np.zeros_like(cap)
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            op = points[(rc.name, sc.name)]
-            cap[i, j] = replica_capacity(rc, op)
-            units[i, j] = op.replica_units if op.feasible else 0.0
+def _capacity(types: list[PoolType], systems: list[SystemChoice]) -> tuple[np.ndarray, np.ndarray]:
+    """(demand one replica serves, racks of each system one replica occupies) per pool type."""
+    cap = np.array([t.capacity for t in types], dtype=float)
+    units = np.array([[t.units.get(sc.name, 0.0) if t.capacity > 0 else 0.0 for sc in systems] for t in types],
+                     dtype=float).reshape(len(types), len(systems))
     return cap, units
 
 
-def _constraints(classes: list[RequestClass], systems: list[SystemChoice], v: _Vars, cap: np.ndarray,
-                 units: np.ndarray, spares: np.ndarray, limits: FleetLimits, costs: CostModel
+def _constraints(classes: list[RequestClass], systems: list[SystemChoice], types: list[PoolType], v: _Vars,
+                 cap: np.ndarray, units: np.ndarray, spares: np.ndarray, limits: FleetLimits, costs: CostModel
                  ) -> list[LinearConstraint]:
     """Demand, fit, pool-used link, per-system caps and the floor ceilings (one block each)."""
     n_s = len(systems)
+    index = {rc.name: i for i, rc in enumerate(classes)}
     demand = np.zeros((len(classes), v.count))  # every class served at its SLO
     fit = np.zeros((n_s, v.count))  # replicas fit in the serving racks bought
-    for i in range(len(classes)):
+    for k, t in enumerate(types):
+        demand[index[t.request_class], v.y(k)] = cap[k]
         for j in range(n_s):
-            demand[i, v.y(i, j)] = cap[i, j]
-            fit[j, v.y(i, j)] = units[i, j]
+            fit[j, v.y(k)] = units[k, j]
     racks = np.zeros((n_s, v.count))  # racks of each pool, spares included
     link = np.zeros((n_s, v.count))  # serving racks only in a pool that exists (it then carries spares)
-    big = _pool_bound(classes, systems, cap, units)
+    big = _pool_bound(classes, systems, types, cap, units)
     for j in range(n_s):
         fit[j, v.n(j)] = -1.0
         racks[j, v.n(j)], racks[j, v.z(j)] = 1.0, spares[j]
@@ -276,8 +322,10 @@ def solve_fleet(
     limits: FleetLimits | None = None,
     costs: CostModel | None = None,
     objective: str = "auto",
+    pool_types: list[PoolType] | None = None,
 ) -> FleetPlan:
-    """Choose racks, spares and replica placement from operating points keyed by (class name, system name)."""
+    """Choose racks, spares and replicas of each pool type. `points`: operating points keyed by (class name,
+    system name); `pool_types` (default: one per point) every candidate way to serve a class."""
     if not classes:
         raise UserError("classes", "the demand has no request classes")
     if not systems:
@@ -285,63 +333,95 @@ def solve_fleet(
     limits = limits or FleetLimits()
     costs = costs or default_costs()
     weight, objective = _weights(systems, objective, costs)
-    reasons = _unservable(classes, systems, points)
+    if pool_types is None:
+        pool_types = [point_pool_type(rc, points[(rc.name, sc.name)]) for rc in classes for sc in systems]
+    names = {sc.name for sc in systems}
+    types = [t for t in pool_types if set(t.units) <= names]  # only pool types on the candidate systems
+    options = option_table(classes, types)
+    reasons = _unservable(classes, systems, points, types)
     if reasons:
-        return FleetPlan(False, objective, reasons=reasons, points=list(points.values()))
-    cap, units = _capacity(classes, systems, points)
-    spares = np.array([spare_units(sc, units[:, j], cap[:, j]) for j, sc in enumerate(systems)], dtype=float)
-    v = _Vars(len(classes), len(systems))
+        return FleetPlan(False, objective, reasons=reasons, points=list(points.values()), options=options)
+    cap, units = _capacity(types, systems)
+    spares = np.array([spare_units(sc, units[:, j], cap) for j, sc in enumerate(systems)], dtype=float)
+    v = _Vars(len(types), len(systems))
     # objective: racks and spares by weight, plus a tiny charge per replica-rack so that among fleets of
     # equal weight no replica the demand does not need is assigned
-    c = np.concatenate([weight, (TIE_BREAK * units * weight[None, :]).ravel(), weight * spares])
+    c = np.concatenate([weight, TIE_BREAK * units @ weight, weight * spares])
     upper = np.full(v.count, np.inf)
     for j in range(len(systems)):
         upper[v.z(j)] = 1.0
-        for i in range(len(classes)):
-            if cap[i, j] <= 0:
-                upper[v.y(i, j)] = 0.0  # this system cannot serve this class at its SLO
+    for k in range(len(types)):
+        if cap[k] <= 0:
+            upper[v.y(k)] = 0.0  # this pool type cannot serve its class at its targets
     res = milp(
         c, integrality=np.ones(v.count), bounds=Bounds(np.zeros(v.count), upper),
-        constraints=_constraints(classes, systems, v, cap, units, spares, limits, costs),
+        constraints=_constraints(classes, systems, types, v, cap, units, spares, limits, costs),
         options={"mip_rel_gap": 0.0, "time_limit": MILP_TIME_LIMIT_S},
     )
     if res.status != 0 or res.x is None:
         why = ("the racks and power allowed (max_racks, max_total_racks, max_facility_kw) cannot serve the demand "
                "at its SLOs with its spares" if res.status == 2 else res.message)
-        return FleetPlan(False, objective, reasons=[f"no fleet found: {why}"], points=list(points.values()))
+        return FleetPlan(False, objective, reasons=[f"no fleet found: {why}"], points=list(points.values()),
+                         options=options)
     x = np.round(res.x).astype(int)
     from lpxsim.plan.fleet_bom import assemble_plan  # the BOM builds on this module's types
 
     n_s = len(systems)
-    v = _Vars(len(classes), n_s)
     serving = np.array([x[v.n(j)] for j in range(n_s)])
-    replicas = np.array([[x[v.y(i, j)] for j in range(n_s)] for i in range(len(classes))])
+    replicas = np.array([x[v.y(k)] for k in range(len(types))], dtype=int)
     racks = np.array([serving[j] + (spares[j] if x[v.z(j)] else 0) for j in range(n_s)], dtype=int)
-    return assemble_plan(classes, systems, points, serving, racks, replicas, cap, units, weight, objective, costs)
+    plan = assemble_plan(classes, systems, points, types, serving, racks, replicas, units, weight, objective, costs)
+    plan.options = option_table(classes, types, replicas)
+    return plan
 
 
-def _pool_bound(classes: list[RequestClass], systems: list[SystemChoice], cap: np.ndarray,
+def option_table(classes: list[RequestClass], types: list[PoolType], replicas: np.ndarray | None = None
+                 ) -> list[dict]:
+    """Per class, every pool type with its speed, TTFT, tok/s per MW and whether it meets the targets, and
+    the replicas of it the MILP chose (`chosen`: the options in the fleet)."""
+    out = []
+    for rc in classes:
+        rows = []
+        for k, t in enumerate(types):
+            if t.request_class != rc.name:
+                continue
+            hw = " + ".join(f"{n:,} {s}" for s, n in t.chips.items())
+            rows.append({"option": t.option, "method": t.method, "feasible": t.feasible, "reason": t.reason,
+                         "tok_s_user": t.tok_s_user, "ttft_s": t.ttft_s, "tok_s_per_mw": t.tok_s_per_mw,
+                         "concurrency": t.concurrency, "hardware": f"{hw}, {t.power_w / 1e3:,.0f} kW",
+                         "units": t.units, "replicas": 0 if replicas is None else int(replicas[k])})
+        chosen = [r["option"] for r in rows if r["replicas"] > 0]
+        out.append({"class": rc.name, "model": rc.model, "context": rc.isl, "target_tok_s_user": rc.tok_s_user,
+                    "target_ttft_p99_s": rc.ttft_p99_s, "chosen": chosen, "options": rows})
+    return out
+
+
+def _pool_bound(classes: list[RequestClass], systems: list[SystemChoice], types: list[PoolType], cap: np.ndarray,
                 units: np.ndarray) -> np.ndarray:
-    """An upper bound on each pool's serving racks: enough to serve every class alone, or the pool's cap."""
+    """An upper bound on each pool's serving racks: every pool type alone serving its whole class, or the cap."""
+    demand = {rc.name: rc.demand for rc in classes}
     out = np.zeros(len(systems))
     for j, sc in enumerate(systems):
-        need = sum(math.ceil(rc.demand / cap[i, j]) * units[i, j] for i, rc in enumerate(classes) if cap[i, j] > 0)
+        need = sum(math.ceil(demand[t.request_class] / cap[k]) * units[k, j]
+                   for k, t in enumerate(types) if cap[k] > 0)
         out[j] = math.ceil(need) + 1 if sc.max_units is None else sc.max_units
     return out
 
 
 def _unservable(classes: list[RequestClass], systems: list[SystemChoice],
-                points: dict[tuple[str, str], OperatingPoint]) -> list[str]:
-    """One line per class that no candidate system serves at its SLO (with the best speed on offer)."""
+                points: dict[tuple[str, str], OperatingPoint], types: list[PoolType]) -> list[str]:
+    """One line per class that no pool type serves at its targets (with the best speed on offer)."""
     out = []
     for rc in classes:
-        ops = [points[(rc.name, s.name)] for s in systems]
-        if rc.demand > 0 and not any(replica_capacity(rc, op) > 0 for op in ops):
-            best = ", ".join(f"{op.system} {op.best_tok_s_user:,.0f}" for op in ops)
-            out.append(
-                f"class {rc.name!r} ({rc.model}, {rc.isl:,}-token context): no system reaches {rc.tok_s_user:,.0f} "
-                f"tok/s/user; best at concurrency 1: {best} tok/s/user"
-            )
+        if rc.demand <= 0 or any(t.capacity > 0 for t in types if t.request_class == rc.name):
+            continue
+        ops = [points[(rc.name, s.name)] for s in systems if (rc.name, s.name) in points]
+        best = ", ".join(f"{op.system} {op.best_tok_s_user:,.0f}" for op in ops)
+        ttft = "" if rc.ttft_p99_s is None else f" within a TTFT of {rc.ttft_p99_s:g} s"
+        out.append(
+            f"class {rc.name!r} ({rc.model}, {rc.isl:,}-token context): no system or mode reaches "
+            f"{rc.tok_s_user:,.0f} tok/s/user{ttft}; best at concurrency 1: {best} tok/s/user"
+        )
     return out
 
 
@@ -390,7 +470,9 @@ class DemandSpec(BaseModel):
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: str = "separate"
-    options: bool = False  # also compare every serving option per class (Rubin +/- MTP, LPX, PD, AFD, drafter)
+    # the Rubin + LPX modes (PD, AFD, drafter) as pool types too, each simulated on the detailed backends
+    # (needs vr-nvl72 and lpx among the systems; every system with and without MTP is always a pool type)
+    options: bool = False
     redundancy: int = Field(default=0, ge=0, le=64)  # N+k spares per pool
     max_total_racks: int | None = Field(default=None, ge=0)
     max_facility_kw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -470,16 +552,22 @@ def size_fleet(
         except UserError as e:
             raise UserError(f"classes.{i}.model", e.message) from None
     points: dict[tuple[str, str], OperatingPoint] = {}
+    types: list[PoolType] = []
     for rc in classes:
         for sc in choices:
-            points[(rc.name, sc.name)] = operating_point(
-                rc.model, sc.name, rc.isl, rc.osl, rc.tok_s_user, weights=demand.weights, kv=demand.kv,
-                kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
-                spec_k=rc.mtp, spec_accept=rc.accept,
-            )
-    plan = solve_fleet(classes, choices, points, demand.limits(), costs, demand.objective)
-    if demand.options:
-        from lpxsim.plan.options import fleet_options
+            for k in ((0, rc.mtp) if rc.mtp > 0 and rc.accept > 0 else (0,)):
+                op = operating_point(
+                    rc.model, sc.name, rc.isl, rc.osl, rc.tok_s_user, weights=demand.weights, kv=demand.kv,
+                    kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
+                    spec_k=k, spec_accept=rc.accept if k else 0.0,
+                )
+                if k == 0:
+                    points[(rc.name, sc.name)] = op
+                types.append(point_pool_type(rc, op, sc.name + ("+mtp" if k else "")))
+    names = {sc.name for sc in choices}
+    if demand.options and {"vr-nvl72", "lpx"} <= names:
+        from lpxsim.plan.options import mode_pool_types
 
-        plan.options = fleet_options(classes, demand.weights, demand.kv, demand.kv_layout, backend)
-    return plan
+        for rc in classes:
+            types.extend(mode_pool_types(rc))
+    return solve_fleet(classes, choices, points, demand.limits(), costs, demand.objective, pool_types=types)

@@ -15,7 +15,7 @@ import numpy as np
 
 from lpxsim.catalog import get_system
 from lpxsim.plan.costs import CostModel, economics
-from lpxsim.plan.fleet import Assignment, BomLine, FleetPlan, RequestClass, SystemChoice
+from lpxsim.plan.fleet import Assignment, BomLine, FleetPlan, PoolType, RequestClass, SystemChoice
 from lpxsim.plan.operating_point import OperatingPoint
 
 _SUMMED = ("capex_usd", "capex_usd_per_hour", "opex_usd_per_hour", "energy_usd_per_hour", "cost_usd_per_hour",
@@ -71,30 +71,35 @@ def fleet_totals(bom: list, costs: CostModel) -> dict[str, Any]:
 
 
 def assemble_plan(classes: list[RequestClass], systems: list[SystemChoice],
-                  points: dict[tuple[str, str], OperatingPoint], serving: np.ndarray, racks: np.ndarray,
-                  replicas: np.ndarray, cap: np.ndarray, units: np.ndarray, weight: np.ndarray, objective: str,
+                  points: dict[tuple[str, str], OperatingPoint], types: list[PoolType], serving: np.ndarray,
+                  racks: np.ndarray, replicas: np.ndarray, units: np.ndarray, weight: np.ndarray, objective: str,
                   costs: CostModel) -> FleetPlan:
     """The solved fleet: assignments (per-user speed with context and concurrency), a priced BOM and totals.
 
-    serving / racks: racks per system without / with spares; replicas: per (class, system).
-    """
+    serving / racks: racks per system without / with spares; replicas: per pool type. A pool type on two
+    systems (a Rubin + LPX mode) gives one assignment per system, its tokens split by the power it holds
+    there (so each pool's economics carries its share)."""
     n_s = len(systems)
     assignments: list[Assignment] = []
     used = np.zeros(n_s)
-    for i, rc in enumerate(classes):
-        for j, sc in enumerate(systems):
-            y = int(replicas[i, j])
-            if y == 0:
-                continue
-            op = points[(rc.name, sc.name)]
-            used[j] += y * units[i, j]
+    by_class = {rc.name: rc for rc in classes}
+    for k, t in enumerate(types):
+        y = int(replicas[k])
+        if y == 0:
+            continue
+        rc = by_class[t.request_class]
+        power = {j: units[k, j] * float(get_system(sc.name).power_w) for j, sc in enumerate(systems) if units[k, j] > 0}
+        total = sum(power.values())
+        for j, pw in power.items():
+            sc, share = systems[j], pw / total
+            used[j] += y * units[k, j]
             # the replicas are loaded only as far as the demand needs; report the SLO point they run at
             assignments.append(Assignment(
-                request_class=rc.name, model=op.model, system=sc.name, replicas=y, units=float(y * units[i, j]),
-                chips=y * op.replica_chips, concurrency_per_replica=op.concurrency, context=rc.isl, osl=rc.osl,
-                tok_s_user=op.tok_s_user, output_tok_s=y * op.tok_s_total, served=float(y * cap[i, j]),
-                demand=rc.demand, demand_unit=rc.demand_unit, layout=op.layout,
-                input_tok_s=y * op.requests_per_s * (rc.new_tokens or rc.isl),
+                request_class=rc.name, model=t.model, system=sc.name, replicas=y, units=float(y * units[k, j]),
+                chips=y * t.chips.get(sc.name, 0), concurrency_per_replica=t.concurrency, context=rc.isl,
+                osl=rc.osl, tok_s_user=t.tok_s_user, output_tok_s=y * t.output_tok_s * share,
+                served=float(y * t.capacity * share), demand=rc.demand, demand_unit=rc.demand_unit, layout=t.layout,
+                input_tok_s=y * t.requests_per_s * (rc.new_tokens or rc.isl) * share, option=t.option,
             ))
     assignments = delivered(classes, assignments)
     bom = []

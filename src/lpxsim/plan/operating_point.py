@@ -132,28 +132,23 @@ def project_factory(model: ModelSpec, system: str, layout: Layout, weights: str,
         model, system, layout, weights=weights, kv=kv, kv_layout=kv_layout))
 
 
-def analytic_factory(model: ModelSpec, system: str, layout: Layout, weights: str, kv: str, kv_layout: str) -> StepModel:
-    """The serving layer's first-order roofline (`lpxsim.serving.analytic`): fast, coarse."""
-    from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
-
-    s = get_system(system)
-    chips = layout.chips or layout.gpus or int(round((layout.racks or 1.0) * s.chips_per_unit))
-    size_only = Layout(chips=chips)  # the roofline sees only the chip count
-    return _cached("analytic", model, s.name, size_only, weights, kv, kv_layout, lambda: AnalyticStepModel(
-        model, AnalyticHardware.from_system(s), chips, weights=weights, kv=kv, kv_layout=kv_layout,
-    ))
-
-
 def resolve_factory(backend: str, system: SystemSpec) -> tuple[str, StepFactory]:
-    """(backend name actually used, factory). `auto`: the project's detailed backend (never the analytic one:
-    a build without it fails to import, loudly, rather than answering from a first-order model)."""
-    if backend == "analytic":
-        return "analytic", analytic_factory
-    if backend == "project":
-        return "project", project_factory
-    if backend != "auto":
-        raise UserError("backend", f"expected auto, project or analytic, got {backend!r}")
+    """(backend name actually used, factory). `auto` and `project`: the project's detailed backends (the
+    compiled LPX backend, the GPU model), the only cost models of every answer (issue 12)."""
+    check_backend(backend)
     return "project", project_factory
+
+
+ANALYTIC_REMOVED = ("'analytic' was removed: every answer comes from the detailed backends (compiled LPX, "
+                    "GPU model); use auto")
+
+
+def check_backend(backend: str, field: str = "backend") -> None:
+    """auto or project; a one-line error for anything else (the removed first-order model named as such)."""
+    if backend == "analytic":
+        raise UserError(field, ANALYTIC_REMOVED)
+    if backend not in ("auto", "project"):
+        raise UserError(field, f"expected auto or project, got {backend!r}")
 
 
 # --- replica sizes -------------------------------------------------------------------------------
@@ -376,8 +371,9 @@ def operating_point(
         raise UserError("accept", f"expected draft length k >= 0 and acceptance in [0, 1), got {spec_k}, {spec_accept}")
     if new_tokens is not None and not (isinstance(new_tokens, int) and 0 < new_tokens <= isl):
         raise UserError("new_tokens", f"expected 1..{isl:,} new input tokens per request, got {new_tokens!r}")
+    check_backend(backend)
     if factory is not None:
-        used, make = {analytic_factory: "analytic", project_factory: "project"}.get(factory, "custom"), factory
+        used, make = {project_factory: "project"}.get(factory, "custom"), factory
     else:
         used, make = resolve_factory(backend, s)
     head = dict(model=m.name, system=s.name, isl=isl, osl=osl, target_tok_s_user=float(tok_s_user_target),

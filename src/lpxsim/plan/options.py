@@ -1,13 +1,12 @@
-"""Every serving option for one demand class, on the detailed backends, and the one `plan fleet` picks.
+"""The Rubin + LPX modes as candidate pool types of `plan fleet`'s MILP (`lpxsim.plan.fleet`).
 
-Options: Rubin alone, Rubin alone with MTP (the model's own draft head: its draft length and
-acceptance come from the class, `mtp` and `accept`), LPX alone, and the three Rubin + LPX modes
-(PD, AFD, the external drafter). The five built-in fleets are run exactly as `lpxsim modes` runs
-them (closed loop of `OPTION_USERS` users at the class's ISL and OSL), so a row here is the same
-number as that command's row; MTP has no built-in fleet, so it is the operating point of
-`lpxsim plan point --mtp` (steady state at the per-user target). An option is feasible when its
-P50 tok/s per user reaches the class's target and, where the class gives one, its TTFT P99 is
-within `ttft_p99_s`; of the feasible ones the highest output tok/s per MW wins.
+PD, AFD and the external drafter each run as their built-in fleet (`lpxsim.bench.fleets`) on the
+detailed backends, exactly as `lpxsim modes` runs them: a closed loop of `OPTION_USERS` users at the
+class's ISL and OSL. One such fleet is one replica of the pool type: it serves `OPTION_USERS`
+concurrent sessions (or its completed requests/s, output tok/s / OSL) when its P50 tok/s per user
+reaches the class's target and, where the class gives one, its TTFT P99 is within `ttft_p99_s`; it
+occupies the racks of Vera Rubin NVL72 and of LPX its pools hold. Rubin alone (with and without MTP)
+and LPX alone are the single-system operating points `plan fleet` prices on every candidate system.
 """
 
 from __future__ import annotations
@@ -16,59 +15,43 @@ import math
 from typing import Any
 
 OPTION_USERS = 8  # closed-loop users per built-in fleet (the `light` load of `lpxsim modes`)
-OPTION_MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
+MIXED_MODES = ("rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
 
 
-def _sim_option(rc: Any, mode: str, seed: int) -> dict:
-    from lpxsim.bench.fleets import builtin_fleet, closed_workload, fleet_hardware, simulate_fleet
+def mode_pool_type(rc: Any, mode: str, seed: int = 0):
+    """The pool type of one Rubin + LPX mode for request class `rc` (simulated; see module docstring)."""
+    from lpxsim.bench.fleets import builtin_fleet, closed_workload, simulate_fleet
+    from lpxsim.catalog import get_system
+    from lpxsim.errors import UserError
+    from lpxsim.plan.fleet import PoolType
 
+    method = f"closed-loop simulation, {OPTION_USERS} users (P50 speed, P99 TTFT)"
     wl = closed_workload(f"{rc.name}-{mode}", rc.isl, rc.osl, OPTION_USERS, 2 * OPTION_USERS)
-    res = simulate_fleet(builtin_fleet(mode, rc.model, context=rc.isl + rc.osl, users=OPTION_USERS), wl, seed=seed)
+    try:
+        res = simulate_fleet(builtin_fleet(mode, rc.model, context=rc.isl + rc.osl, users=OPTION_USERS), wl,
+                             seed=seed)
+    except UserError as e:  # the model does not fit this mode's hardware: no pool type, said why
+        return PoolType(rc.name, mode, method, 0.0, {}, {}, rc.model, 0.0, 0.0, 0.0, 0, "", 0.0,
+                        reason=f"{e.field}: {e.message}")
     s = res.summary
-    return {"option": mode, "method": f"closed-loop simulation, {OPTION_USERS} users",
-            "tok_s_user_p50": s["tok_s_user"].get("p50", math.nan), "ttft_p99_s": s["ttft_s"].get("p99", math.nan),
-            "tok_s_per_mw": s["tok_s_per_mw"], "hardware": fleet_hardware(res), "concurrency": OPTION_USERS}
-
-
-def _mtp_option(rc: Any, weights: str, kv: str, kv_layout: str, backend: str) -> dict:
-    from lpxsim.plan.operating_point import operating_point
-
-    row = {"option": "rubin-alone+mtp", "method": "operating point (steady state at the target)"}
-    if rc.mtp <= 0 or rc.accept <= 0:
-        return {**row, "feasible": False, "reason": "give the class's mtp (draft length) and accept (acceptance)"}
-    op = operating_point(rc.model, "vr-nvl72", rc.isl, rc.osl, rc.tok_s_user, weights=weights, kv=kv,
-                         kv_layout=kv_layout, backend=backend, new_tokens=rc.new_tokens, spec_k=rc.mtp,
-                         spec_accept=rc.accept)
-    if not op.feasible:
-        return {**row, "feasible": False, "reason": op.reason, "tok_s_user_p50": op.best_tok_s_user}
-    return {**row, "tok_s_user_p50": op.tok_s_user, "ttft_p99_s": op.ttft_s, "tok_s_per_mw": op.tok_s_per_mw,
-            "hardware": f"{op.replica_chips} vr-nvl72, {op.replica_power_w / 1e3:,.0f} kW",
-            "concurrency": op.concurrency}
-
-
-def _judge(row: dict, rc: Any) -> dict:
-    if "feasible" in row:
-        return row
+    chips: dict[str, int] = {}
+    for r in res.pools.itertuples():
+        chips[r.system] = chips.get(r.system, 0) + int(r.chips)
+    units = {name: n / get_system(name).chips_per_unit for name, n in chips.items()}
+    speed = s["tok_s_user"].get("p50", math.nan)
+    ttft = s["ttft_s"].get("p99", math.nan)
     why = []
-    if not row["tok_s_user_p50"] >= rc.tok_s_user:
-        why.append(f"P50 {row['tok_s_user_p50']:,.0f} < {rc.tok_s_user:,.0f} tok/s/user")
-    target = getattr(rc, "ttft_p99_s", None)
-    if target is not None and not row["ttft_p99_s"] <= target:
-        why.append(f"TTFT P99 {row['ttft_p99_s']:,.2f} s > {target:g} s")
-    return {**row, "feasible": not why, "reason": "; ".join(why)}
+    if not speed >= rc.tok_s_user:
+        why.append(f"P50 {speed:,.0f} < {rc.tok_s_user:,.0f} tok/s/user")
+    if rc.ttft_p99_s is not None and not ttft <= rc.ttft_p99_s:
+        why.append(f"TTFT P99 {ttft:,.2f} s > {rc.ttft_p99_s:g} s")
+    rps = s["fleet_tok_s"] / rc.osl
+    cap = 0.0 if why else (rps if rc.requests_per_s is not None else float(OPTION_USERS))
+    layout = "; ".join(f"{p.pool}: {p.workers} x {p.step_model}" for p in res.pools.itertuples())
+    return PoolType(rc.name, mode, method, cap, units, chips, rc.model, speed, s["fleet_tok_s"], rps,
+                    OPTION_USERS, layout, s["power_w"], ttft, "; ".join(why))
 
 
-def class_options(rc: Any, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate",
-                  backend: str = "auto", seed: int = 0) -> dict:
-    """Every option for request class `rc` and the chosen one (None when none meets the class's targets)."""
-    rows = [_judge(_sim_option(rc, m, seed), rc) for m in OPTION_MODES]
-    rows.insert(1, _judge(_mtp_option(rc, weights, kv, kv_layout, backend), rc))
-    ok = [r for r in rows if r["feasible"]]
-    best = max(ok, key=lambda r: r["tok_s_per_mw"])["option"] if ok else None
-    return {"class": rc.name, "model": rc.model, "context": rc.isl, "target_tok_s_user": rc.tok_s_user,
-            "target_ttft_p99_s": getattr(rc, "ttft_p99_s", None), "chosen": best, "options": rows}
-
-
-def fleet_options(classes: list, weights: str, kv: str, kv_layout: str, backend: str) -> list[dict]:
-    """`class_options` for every class (the hook `plan fleet` calls when the demand asks for options)."""
-    return [class_options(rc, weights, kv, kv_layout, backend) for rc in classes]
+def mode_pool_types(rc: Any, seed: int = 0) -> list:
+    """Every Rubin + LPX mode's pool type for request class `rc`."""
+    return [mode_pool_type(rc, m, seed) for m in MIXED_MODES]

@@ -188,8 +188,4 @@ def _notes(rep: T8Report, base: OperatingPoint | None) -> list[str]:
     if base is not None and not base.feasible:
         notes.append(f"the {T8_BASELINE} baseline does not reach the target, so no tok/s/MW ratio at "
                      f"{rep.target_tok_s_user:,.0f} tok/s/user exists to set against the {T8_CLAIM_RATIO:g}x claim")
-    if any(r.point.backend == "analytic" for r in rep.rows):
-        notes.append("rows with backend 'analytic' (asked for by --backend analytic) use the serving layer's "
-                     "first-order roofline, not the LPX "
-                     "compiler / GPU model (not available in this build)")
     return notes

@@ -5,17 +5,14 @@ compiled LPX backend on an LPU system, the GPU model on a GPU system, built
 through the project's factory `lpxsim.backends.make_step_model` (imported
 lazily). The two halves of attention/FFN disaggregation come from
 `lpxsim.afd_backends`: the GPU model's attention half, a compiled FFN-only LPX
-program. `backend: analytic` (the first-order roofline of this package) is
-only ever used when a fleet file asks for it by name.
+program. These detailed backends are the only cost models (issue 12): there
+is no first-order model to ask for.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import DoesNotFit, UserError
-from lpxsim.serving.analytic import AnalyticHardware, AnalyticStepModel
 from lpxsim.serving.config import PoolConfig
 from lpxsim.serving.drafter import assistant_for, is_drafter_name
 from lpxsim.specs.model import ModelSpec
@@ -65,16 +62,6 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     chips = chips_per_worker(pool)
     kind = "lpx" if system.is_lpu else "gpu"
     backend = kind if pool.backend == "auto" else pool.backend
-    if backend == "analytic":
-        hw = AnalyticHardware.from_system(system)
-        if pool.memory_fraction is not None:
-            hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
-        return AnalyticStepModel(
-            model, hw, chips, weights=pool.weights, kv=pool.kv,
-            part=part, stages=pool.stages, tp=pool.tp, max_batch_size=pool.max_batch or 512,
-            kv_layout=pool.kv_layout, label=f"analytic {model.name} on {chips} x {system.chip.name}" + (
-                f"[{part}]" if part != "all" else ""),
-        )
     if backend != kind:
         raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or auto")
     if part == "ffn" and kind == "lpx":
@@ -94,7 +81,12 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     if kind != "lpx":
         layout = Layout(gpus=chips, tp=pool.tp, ep=pool.ep, pp=pool.pp, dp_attention=pool.dp_attention,
                         framework=pool.framework)
+        if pool.memory_fraction is not None:
+            return _gpu_with_fraction(model, system.name, layout, pool)
         return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout)
+    if pool.memory_fraction is not None:
+        raise UserError(f"{field}.memory_fraction", "memory_fraction is a GPU pool's KV share of free "
+                                                                "HBM; an LPX program places its KV itself")
     # LPX: compiled for the target concurrency, halved until its KV fits (the rest queue at run time)
     conc = pool.target_concurrency or 1
     while True:
@@ -106,3 +98,18 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
             if conc == 1:
                 raise
             conc //= 2
+
+
+def _gpu_with_fraction(model: ModelSpec, system: str, layout, pool: PoolConfig) -> StepModel:
+    """The GPU model with the pool's KV share of free HBM, behind the same per-shape memo as every backend."""
+    from functools import partial
+
+    from lpxsim.gpu import GpuStepModel
+    from lpxsim.stepmemo import memoized
+
+    gpus = layout.gpus
+    build = partial(GpuStepModel, model, system=system, gpus=gpus, tp=pool.tp or gpus, ep=pool.ep, pp=pool.pp,
+                    dp_attention=pool.dp_attention, weights=pool.weights, kv=pool.kv, kv_layout=pool.kv_layout,
+                    framework=pool.framework, mem_fraction=pool.memory_fraction)
+    return memoized(build, ("serving-gpu", model, system, layout, pool.weights, pool.kv, pool.kv_layout,
+                            pool.memory_fraction))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lpxsim.errors import UserError
 
@@ -31,7 +31,7 @@ class PoolConfig(_Strict):
 
     name: str
     system: str
-    backend: Literal["auto", "gpu", "lpx", "analytic"] = "auto"  # auto: the system's detailed backend
+    backend: Literal["auto", "gpu", "lpx"] = "auto"  # auto: the system's detailed backend
     model: str
     workers: int = Field(1, ge=1, le=100_000)
     gpus_per_worker: int | None = Field(None, ge=1, le=1_000_000)
@@ -44,15 +44,24 @@ class PoolConfig(_Strict):
     framework: Literal["sglang", "trtllm", "vllm"] = "sglang"  # gpu backend: the serving engine
     mtp: int | None = Field(None, ge=1, le=64)  # draft tokens per round from the model's own MTP head
     mtp_accept: float | None = Field(None, ge=0, lt=1)  # per-token acceptance (default: the model's published one)
-    stages: int | None = Field(None, ge=1, le=1000)
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: Literal["separate", "k-once"] = "separate"
     role: Role = "aggregated"
-    max_batch: int | None = Field(None, ge=1, le=10_000_000)
-    memory_fraction: float | None = Field(None, gt=0, le=1)  # analytic: share of memory usable (weights + KV)
+    max_batch: int | None = Field(None, ge=1, le=10_000_000)  # per replica, below the scheduler's max_batch
+    # gpu backend: share of the HBM left after weights and activations that holds KV (the engines'
+    # free-memory fraction; default 0.9, lpxsim.gpu.memory)
+    memory_fraction: float | None = Field(None, gt=0, le=1)
     target_context: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the context the layout is compiled for
     target_concurrency: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the concurrency the layout is compiled for
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _no_analytic(cls, v: object) -> object:
+        if v == "analytic":  # issue 12: one cost model in every answer
+            raise ValueError("'analytic' was removed: every pool runs on its system's detailed backend "
+                             "(compiled LPX, GPU model); use auto, gpu or lpx")
+        return v
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:

@@ -3,7 +3,7 @@
 Attention/FFN disaggregation needs each layer's attention part and FFN part
 timed separately, and how many bytes of activation cross the boundary. A
 backend that implements `SplitStepModel` can serve as either side of an AFD
-pair; `lpxsim.serving.analytic.AnalyticStepModel` implements it. All costs are
+pair (the GPU model's attention part and a compiled FFN-only LPX program do). All costs are
 for the whole model (all layers); the AFD composite divides by `num_layers`.
 """
 

@@ -79,7 +79,6 @@ class Simulation:
     def _build(self) -> None:
         fleet = self.fleet
         by_role = {p.role: p for p in fleet.pools}
-        sched = fleet.scheduler
         for i, p in enumerate(fleet.pools):
             field = f"fleet.pools.{i}"
             if p.role in ("ffn", "drafter"):
@@ -95,7 +94,7 @@ class Simulation:
             if p.mtp and p.role != "prefill":
                 workers = self._mtp_workers(p, step, field)
             else:
-                workers = [Worker(self, p.name, j, step, sched, p.role) for j in range(p.workers)]
+                workers = [Worker(self, p.name, j, step, self._sched(p), p.role) for j in range(p.workers)]
             self.pools[p.name] = PoolRuntime(p, workers, step.power_w * p.workers, step.chips * p.workers, step.name)
 
     def _mtp_workers(self, p: PoolConfig, step, field: str) -> list[Worker]:
@@ -110,7 +109,14 @@ class Simulation:
                 accept = default_accept(pool_model(p))
             except UserError as e:
                 raise UserError(f"{field}.mtp_accept", e.message) from None
-        return [MtpWorker(self, p.name, j, step, self.fleet.scheduler, p.role, p.mtp, accept) for j in range(p.workers)]
+        return [MtpWorker(self, p.name, j, step, self._sched(p), p.role, p.mtp, accept) for j in range(p.workers)]
+
+    def _sched(self, p: PoolConfig):
+        """The fleet's scheduler, with the pool's own max_batch where it sets a lower one."""
+        s = self.fleet.scheduler
+        if p.max_batch is None or p.max_batch >= s.max_batch:
+            return s
+        return s.model_copy(update={"max_batch": p.max_batch})
 
     def _build_afd(self, att: PoolConfig, ffn: PoolConfig, field: str) -> None:
         link_cfg = self.fleet.link_between(att.name, ffn.name)
@@ -125,7 +131,7 @@ class Simulation:
             self.links[link.name] = link
             share = shares[j % ffn.workers]
             step = AfdStepModel(a, f, link, share, per, self.fleet.afd.micro_batches)
-            workers.append(Worker(self, att.name, j, step, self.fleet.scheduler, "aggregated", share=share))
+            workers.append(Worker(self, att.name, j, step, self._sched(att), "aggregated", share=share))
         a0 = workers[0].model.attention
         f0 = workers[0].model.ffn
         self.pools[att.name] = PoolRuntime(att, workers, a0.power_w * att.workers, a0.chips * att.workers, a0.name)
@@ -141,7 +147,7 @@ class Simulation:
         for j in range(tgt.workers):
             link = Link(f"{tgt.name}[{j}]<->{dr.name} ({link_cfg.kind})", link_cfg.bandwidth_Bps, link_cfg.latency_s)
             self.links[link.name] = link
-            workers.append(SpecWorker(self, tgt.name, j, t, self.fleet.scheduler, d, shares[j % dr.workers], link,
+            workers.append(SpecWorker(self, tgt.name, j, t, self._sched(tgt), d, shares[j % dr.workers], link,
                                       self.fleet.speculation, hidden))
         t0, d0 = workers[0].model, workers[0].drafter
         self.pools[tgt.name] = PoolRuntime(tgt, workers, t0.power_w * tgt.workers, t0.chips * tgt.workers, t0.name)

@@ -1,4 +1,9 @@
-"""A first-order roofline StepModel for quick serving studies (not the LPX compiler, not the GPU model).
+"""TEST DOUBLE ONLY: a first-order roofline StepModel that lets the serving tests run in milliseconds.
+
+No user answer comes from it (issue 12: one cost model in every answer): lpxsim itself prices every
+pool on its system's detailed backend. Tests that check the simulator's mechanics (queues, routing,
+preemption, invariants) swap it in with `use_double(monkeypatch)`; the numbers they assert are
+properties of the mechanics, never published figures.
 
 It answers the `lpxsim.stepmodel.StepModel` protocol from a ModelSpec and a few
 hardware numbers: a step takes max(bytes / memory bandwidth, FLOPs / peak) over
@@ -23,6 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+
+import pytest
 
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import expected_experts_touched
@@ -344,3 +351,54 @@ def stage_count_note(model: ModelSpec, chips: int) -> str:
     """Human-readable description of the default LPX layout (for reports)."""
     s = max(1, min(model.num_layers, chips))
     return f"{s} pipeline stages x {math.floor(chips / s)}+ chips"
+
+
+def double_for_pool(pool, part: str = "all", field: str = "pools") -> AnalyticStepModel:
+    """The double for one fleet pool (`lpxsim.serving.config.PoolConfig`), as the serving layer would size it."""
+    from dataclasses import replace
+
+    from lpxsim.catalog import get_system
+    from lpxsim.serving.backends import chips_per_worker, pool_model
+
+    system = get_system(pool.system)
+    hw = AnalyticHardware.from_system(system)
+    if pool.memory_fraction is not None:
+        hw = replace(hw, usable_memory_fraction=pool.memory_fraction)
+    return AnalyticStepModel(pool_model(pool), hw, chips_per_worker(pool), weights=pool.weights, kv=pool.kv,
+                             part=part, tp=pool.tp,
+                             kv_layout=pool.kv_layout, label=f"double {pool.model} on {system.name}[{part}]")
+
+
+def use_double(monkeypatch) -> None:
+    """Every pool with `backend: auto` runs on the double for the rest of the test (explicit gpu/lpx pools
+    keep their detailed backend); the serving layer's step-model memo is a fresh one, so nothing built
+    here leaks into another test."""
+    import lpxsim.serving.backends as sb
+
+    real = sb._build_step_model
+
+    def build(pool, part, field):
+        if pool.backend == "auto":
+            return double_for_pool(pool, part, field)
+        return real(pool, part, field)
+
+    monkeypatch.setattr(sb, "_MEMO", {})
+    monkeypatch.setattr(sb, "_build_step_model", build)
+
+
+def double_factory(model, system, layout, weights, kv, kv_layout):
+    """An `lpxsim.plan.operating_point` step factory that builds the double (plan tests of the search logic)."""
+    from lpxsim.catalog import get_system
+
+    s = get_system(system)
+    chips = layout.chips or layout.gpus or int(round((layout.racks or 1.0) * s.chips_per_unit))
+    return AnalyticStepModel(model, AnalyticHardware.from_system(s), chips, weights=weights, kv=kv,
+                             kv_layout=kv_layout, label=f"double {model.name} on {s.name}")
+
+
+@pytest.fixture(scope="module")
+def serving_double():
+    """`use_double` for a whole test module (`pytestmark = pytest.mark.usefixtures("serving_double")`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        use_double(mp)
+        yield
