@@ -46,7 +46,7 @@ class Outcome:
 
 
 def _alarm(signum, frame):  # noqa: ARG001
-    raise CaseTimeout(f"case ran past {CASE_TIME_LIMIT_S} s")
+    raise CaseTimeout("case ran past its wall-time limit (a hang guard, not a speed check)")
 
 
 def _vm_bytes() -> int:
@@ -58,10 +58,11 @@ def _vm_bytes() -> int:
 
 
 @contextlib.contextmanager
-def bounded():
-    """SIGALRM after CASE_TIME_LIMIT_S and an address-space cap CASE_MEMORY_LIMIT_BYTES above today's."""
+def bounded(time_limit_s: float | None = None):
+    """SIGALRM after `time_limit_s` (default CASE_TIME_LIMIT_S) and an address-space cap CASE_MEMORY_LIMIT_BYTES
+    above today's."""
     old_handler = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, CASE_TIME_LIMIT_S)
+    signal.setitimer(signal.ITIMER_REAL, CASE_TIME_LIMIT_S if time_limit_s is None else time_limit_s)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     vm = _vm_bytes()
     if vm:
@@ -75,15 +76,18 @@ def bounded():
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def invoke(argv: list[str]) -> Outcome:
-    """`lpxsim ARGV` in this process (the console entry, standalone_mode=False inside), bounded."""
+def invoke(argv: list[str], time_limit_s: float | None = None) -> Outcome:
+    """`lpxsim ARGV` in this process (the console entry, standalone_mode=False inside), bounded.
+
+    `time_limit_s` guards against hangs; a case that compiles real programs on a cold cache gets a longer one,
+    since a shared CI machine's wall time is not a measure of speed."""
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv
     sys.argv = ["lpxsim", *argv]
     code: int | str = 0
     exc = None
     try:
-        with bounded(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with bounded(time_limit_s), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             run()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

@@ -76,8 +76,9 @@ def test_link_latency_and_bytes_are_in_the_loop(sides) -> None:
 def test_attention_side_prices_attention_only_and_budgets_attention_weights_plus_kv() -> None:
     """Issue 12: the GPU side of AFD answers attention-only steps (GpuStepModel part="attention") and its HBM
     holds only attention weights (+ norms, embedding, head) and KV: the FFN weights live on the FFN side."""
-    from lpxsim.afd_backends import attention_weight_bytes_per_gpu, gpu_attention_side
+    from lpxsim.afd_backends import gpu_attention_side
     from lpxsim.gpu import GpuStepModel
+    from lpxsim.gpu.memory import attention_weight_bytes_per_gpu
 
     att = make_step_model(PoolConfig(name="a", system="vr-nvl72", model=MODEL, gpus_per_worker=8, role="attention"),
                           part="attention")

@@ -107,7 +107,8 @@ def test_system_typo_suggests_the_real_name() -> None:
 
 def test_plan_fleet_on_its_default_backend(tmp_path) -> None:
     """`plan fleet` with no --backend (auto: the project's LPX/GPU backends) sizes a small demand."""
-    o = invoke(["plan", "fleet", "--demand", str(ROOT / "tests" / "data" / "plans" / "small-demand.yaml"), "--json"])
+    o = invoke(["plan", "fleet", "--demand", str(ROOT / "tests" / "data" / "plans" / "small-demand.yaml"), "--json"],
+               time_limit_s=600)  # compiles LPX programs on a cold cache
     check(o)
     d = json.loads(o.stdout)
     assert d["feasible"] and d["assignments"], d

@@ -106,12 +106,17 @@ def test_engine_orders_by_time_then_kind_then_sequence():
     assert e.now == 1.0 and e.events == 4
 
 
+@pytest.mark.heavy
 def test_builtin_mode_as_fleet(monkeypatch, capsys):
+    """A built-in mode name runs as a fleet (compiles the LPX decode side's shapes on a cold cache: heavy)."""
     code, out, _ = _cli_inproc(monkeypatch, capsys, "--fleet", "rubin-lpx-pd", "--model", "llama-3.1-8b", "--trace",
                                "tracelab-agent", "--json")
     assert code == 0
     d = json.loads(out)
     assert d["summary"]["completed"] == 19 and any("lpx-decode" in h for h in d["summary"]["hardware"])
+
+
+def test_unknown_mode_as_fleet_is_one_line(monkeypatch, capsys):
     code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "no-such-mode", "--trace", "tracelab-agent")
     assert code == 2 and err.startswith("error: fleet")
 

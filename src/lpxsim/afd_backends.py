@@ -77,32 +77,6 @@ def lpx_ffn_side(model: ModelSpec, system: str, racks: float | None = None, chip
                concurrency=1, context_grid=(0,))
 
 
-def attention_weight_bytes_per_gpu(model: ModelSpec, layout, weights: str, dense_weights: str | None = None
-                                   ) -> float:
-    """Weights on the busiest GPU of an AFD attention replica: each layer's attention projections (split as
-    the GPU model splits them) and norms, plus embedding and LM head; no FFN or expert weights."""
-    from lpxsim.specs.accounting import param_counts
-    from lpxsim.specs.precision import get_precision
-
-    wb = get_precision(dense_weights or weights, "weights").bytes_per_element
-    counts = param_counts(model)
-    tp, h = layout.tp, model.hidden_size
-    per_stage = -(-model.num_layers // layout.pp)
-    layer_bytes = []
-    for layer, lp in zip(model.layers, counts.layers, strict=True):
-        a = layer.attention
-        if layout.dp_attention:
-            attn = float(lp.attention)
-        elif a.kind == "mla":  # q_a / kv_a down-projections replicated, the rest split by heads
-            down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
-            attn = down + (lp.attention - down) / tp
-        else:
-            attn = lp.attention / tp
-        layer_bytes.append((attn + lp.norms) * wb)
-    layer_bytes.sort(reverse=True)
-    return sum(layer_bytes[:per_stage]) + (counts.embedding + counts.lm_head) / tp * wb
-
-
 def _gpu_attention_class():
     """`GpuAttentionStepModel`, defined lazily so importing this module does not import the GPU model."""
     from dataclasses import replace
@@ -116,7 +90,7 @@ def _gpu_attention_class():
         def _budget(self, mem_fraction: float):
             full = gmem.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
                                mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights)
-            w = attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights)
+            w = gmem.attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights)
             free = full.hbm_bytes - w - full.activation_bytes
             kv = free * mem_fraction if free > 0 else free
             b = replace(full, weight_bytes=w, kv_bytes=kv,
@@ -144,4 +118,4 @@ def gpu_attention_side(model: ModelSpec, system: str, gpus: int, tp: int | None,
                                   kv_layout=kv_layout, part="attention")
 
 
-__all__ = ["attention_weight_bytes_per_gpu", "gpu_attention_side", "lpx_ffn_side"]
+__all__ = ["gpu_attention_side", "lpx_ffn_side"]

@@ -42,6 +42,30 @@ class MemoryBudget:
         return self.kv_bytes > 0
 
 
+def attention_params_per_gpu(layer, layer_params, layout: Layout, hidden_size: int) -> float:
+    """One layer's attention parameters on one GPU: whole under DP attention, split by heads under TP
+    (MLA's q_a / kv_a down-projections are replicated, the rest split)."""
+    a = layer.attention
+    if layout.dp_attention:
+        return float(layer_params.attention)
+    if a.kind == "mla":
+        down = hidden_size * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+        return down + (layer_params.attention - down) / layout.tp
+    return layer_params.attention / layout.tp
+
+
+def attention_weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str,
+                                   dense_weights: str | None = None) -> float:
+    """Weights on the busiest GPU of an AFD attention replica: each layer's attention projections and norms,
+    plus embedding and LM head; no FFN or expert weights (they live on the FFN side)."""
+    wb = get_precision(dense_weights or weights, "weights").bytes_per_element
+    counts = param_counts(model)
+    per_stage = -(-model.num_layers // layout.pp)
+    layer_bytes = sorted(((attention_params_per_gpu(layer, lp, layout, model.hidden_size) + lp.norms) * wb
+                          for layer, lp in zip(model.layers, counts.layers, strict=True)), reverse=True)
+    return sum(layer_bytes[:per_stage]) + (counts.embedding + counts.lm_head) / layout.tp * wb
+
+
 def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_weights: str | None = None) -> float:
     """Weights on the busiest GPU: layers of one pipeline stage, split per the layout, plus embeddings.
 
@@ -54,14 +78,7 @@ def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_w
     per_stage = -(-model.num_layers // layout.pp)
     layer_bytes = []
     for layer, lp in zip(model.layers, counts.layers, strict=True):
-        a = layer.attention
-        if layout.dp_attention:
-            attn = float(lp.attention)
-        elif a.kind == "mla":  # q_a / kv_a down-projections replicated, the rest split by heads
-            down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
-            attn = down + (lp.attention - down) / tp
-        else:
-            attn = lp.attention / tp
+        attn = attention_params_per_gpu(layer, lp, layout, h)
         f = layer.ffn
         experts = f.num_experts * (3 if f.gated else 2) * h * f.expert_intermediate if f.is_moe else 0
         layer_bytes.append((attn + (lp.ffn_total - experts) / tp + lp.norms) * wb + experts / tp * eb)
