@@ -54,7 +54,7 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
     from browser_gate import chromium_or_skip
     from lpxsim.report.browser import capture
 
-    r = lpxsim("tour", "--out", str(tmp_path), "--json")
+    r = lpxsim("tour", "--out", str(tmp_path), "--json", timeout=1500)  # a hang guard: cold compiles, shared CPUs
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert set(doc["sections"]) == {"capacity", "aa", "sweep", "modes", "economics", "moe", "assumptions"}
