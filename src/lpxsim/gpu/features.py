@@ -188,14 +188,19 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     return ("gemm", m, n, k, fmt)
 
 
-def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
+def _fuse_projections(graph: OpGraph, lookups: list[tuple | None], candidates: tuple[int, ...] | None = None) -> None:
     """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
-    the first one's GEMM gets the summed N, the others are priced at zero ("fused")."""
+    the first one's GEMM gets the summed N, the others are priced at zero ("fused").
+
+    `candidates`: the indices of the ops this can concern (q/q_a projections and the ones fused into
+    them), in order; every other op is skipped anyway (default: all)."""
     last: dict[int, int] = {}
-    for i, op in enumerate(graph.ops):
+    ops = graph.ops
+    for i in (range(len(ops)) if candidates is None else candidates):
         key = lookups[i]
         if key is None or key[0] != "gemm":
             continue
+        op = ops[i]
         suf = _suffix(op)
         j = last.get(op.layer)
         if suf in FUSED_INTO_PREVIOUS and j is not None:
@@ -206,6 +211,74 @@ def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
                 continue
         if suf in ("q_proj", "q_a_proj"):
             last[op.layer] = i
+
+
+@dataclass(frozen=True)
+class _GraphPlan:
+    """What `build` needs of a graph that does not depend on the layout: the graph's distinct ops
+    (the layers of a model repeat: an op's row depends on its shape and attributes, not on its layer;
+    DeepSeek: ~20 distinct of ~1,300), which class each op is, and the per-op constants."""
+
+    reps: tuple[Op, ...]  # one op per class
+    rep_suffixes: tuple[str, ...]
+    op_class: np.ndarray  # class of each op (int index into reps)
+    op_class_list: tuple[int, ...]  # the same, as Python ints (per-op lookups are Python tuples)
+    moe_stream: np.ndarray
+    windows: tuple[tuple[int, int | None], ...]
+    fuse_candidates: tuple[int, ...]
+
+
+def _plan_of(graph: OpGraph) -> _GraphPlan:
+    reps: list[Op] = []
+    sufs: list[str] = []
+    memo: dict[tuple, int] = {}
+    cls: list[int] = []
+    n = len(graph.ops)
+    moe_stream = np.zeros(n, dtype=np.int64)
+    windows: list[tuple[int, int | None]] = []
+    fuse: list[int] = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        try:
+            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
+                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
+            c = memo.get(sig)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable attribute: this op is a class of its own
+            sig, c = None, None
+        if c is None:
+            c = len(reps)
+            reps.append(op)
+            sufs.append(suf)
+            if sig is not None:
+                memo[sig] = c
+        cls.append(c)
+        if suf in SHARED_EXPERT_OPS:
+            moe_stream[i] = 1 + op.layer
+        elif suf in ROUTED_EXPERT_OPS:
+            moe_stream[i] = -1 - op.layer
+        if op.kind == "attention":
+            windows.append((i, op.attrs.get("window")))
+        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+            fuse.append(i)
+    moe_stream.setflags(write=False)  # shared by every layout's features
+    return _GraphPlan(tuple(reps), tuple(sufs), np.asarray(cls, dtype=np.intp), tuple(cls), moe_stream,
+                      tuple(windows), tuple(fuse))
+
+
+# A layout search builds every layout's features from the same few graphs: plan each graph once.
+_PLANS: dict[int, tuple[OpGraph, _GraphPlan]] = {}
+_PLANS_SIZE = 64
+
+
+def graph_plan(graph: OpGraph) -> _GraphPlan:
+    """The layout-independent plan of `graph`, once per graph object."""
+    hit = _PLANS.get(id(graph))
+    if hit is None or hit[0] is not graph:  # the graph itself: an id is reused only after it dies
+        if len(_PLANS) >= _PLANS_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        hit = (graph, _plan_of(graph))
+        _PLANS[id(graph)] = hit
+    return hit[1]
 
 
 def build(
@@ -231,9 +304,6 @@ def build(
     att_frac = busiest_share(seqs, layout.tp, spread) / seqs if layout.dp_attention else 1.0
     # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
     kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
-    n = len(graph.ops)
-    moe_stream = np.zeros(n, dtype=np.int64)
-    windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
     dense_fmt = dense_fmt or graph.weights
 
@@ -259,43 +329,26 @@ def build(
         dense = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
         return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
 
-    # The layers of a model repeat: an op's row depends on its shape and attributes, not on its layer,
-    # so each distinct op is worked out once per step (DeepSeek: ~20 distinct of ~1,300).
-    memo: dict[tuple, tuple] = {}
-    out: list[tuple] = []
-    for i, op in enumerate(graph.ops):
-        suf = _suffix(op)
-        try:
-            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
-                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
-            hit = memo.get(sig)
-        except TypeError:  # an unhashable attribute: work this op out on its own
-            sig, hit = None, None
-        if hit is None:
-            hit = row(op, suf)
-            if sig is not None:
-                memo[sig] = hit
-        out.append(hit)
-        if suf in SHARED_EXPERT_OPS:
-            moe_stream[i] = 1 + op.layer
-        elif suf in ROUTED_EXPERT_OPS:
-            moe_stream[i] = -1 - op.layer
-        if op.kind == "attention":
-            windows.append((i, op.attrs.get("window")))
-    lookups: list[tuple | None] = [r[0] for r in out]
-    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=n)
-    core = np.fromiter((r[9] for r in out), dtype=bool, count=n)
-    num = np.array([r[2:9] for r in out], dtype=float).reshape(n, 7)
-    cols = {k: num[:, j].copy() for j, k in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
-    _fuse_projections(graph, lookups)
+    # each distinct op is worked out once, then spread over the ops of its class
+    plan = graph_plan(graph)
+    out = [row(op, suf) for op, suf in zip(plan.reps, plan.rep_suffixes, strict=True)]
+    k = len(out)
+    cls = plan.op_class
+    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=k)[cls]
+    core = np.fromiter((r[9] for r in out), dtype=bool, count=k)[cls]
+    num = np.array([r[2:9] for r in out], dtype=float).reshape(k, 7)[cls]
+    cols = {key: num[:, j].copy() for j, key in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
+    class_lookups = [r[0] for r in out]
+    lookups: list[tuple | None] = [class_lookups[c] for c in plan.op_class_list]
+    _fuse_projections(graph, lookups, plan.fuse_candidates)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
-        is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
-        attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
+        is_attn_half=attn_half, att_windows=plan.windows, collective_s=coll, attn_collective_s=attn_coll,
+        collectives=calls, attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
         sequences=max(1, round(seqs * att_frac)),
-        moe_stream=moe_stream,
+        moe_stream=plan.moe_stream,
     )
 
 

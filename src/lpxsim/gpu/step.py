@@ -134,6 +134,29 @@ def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
     return hit[1]
 
 
+_PARAMS_DIGESTS: dict[int, tuple[object, str]] = {}
+
+
+def _params_digest(params: GpuParams) -> str:
+    """The cache digest of a GpuParams, once per object (every layout of a search shares one)."""
+    from lpxsim.cache import digest
+
+    hit = _PARAMS_DIGESTS.get(id(params))
+    if hit is None or hit[0] is not params:
+        hit = (params, digest(params))
+        _PARAMS_DIGESTS[id(params)] = hit
+    return hit[1]
+
+
+def _step_book_key(model: ModelSpec, system: SystemSpec) -> str:
+    """The step-cache entry holding the priced steps of `model` on `system` (every layout, format and
+    framework); its version hashes the GPU cost model's and the graph's source."""
+    from lpxsim.cache import digest, source_version
+
+    return digest("gpu-step-book", source_version("lpxsim.gpu", "lpxsim.graph"), _spec_digest(model),
+                  _spec_digest(system))
+
+
 def _op_source(system: SystemSpec, framework: str, project_from: str | None):
     """(measured-ops lookup, sibling SystemSpec or None, label) for `system`; None when nothing measured."""
     from lpxsim.gpu.projection import sibling
@@ -368,22 +391,24 @@ class GpuStepModel:
 
     def _persisted_price(self, kind: str, new_tokens: int, n: int, ctx: float,
                          graphs: bool) -> tuple[StepBreakdown, dict[str, float]]:
-        """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table)."""
-        from lpxsim.cache import digest, source_version, step_cache
+        """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table):
+        one book per model and system holds every layout's priced steps (gpu/book.py)."""
+        from lpxsim.cache import digest
+        from lpxsim.gpu.book import book
         from lpxsim.gpu.compose import price_measured
 
         if self._cache_base is None:
             self._cache_base = digest(_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights, self.dense_weights, self.kv,
-                                      self.kv_layout, self.framework, self.params, self.expert_skew,
+                                      self.kv_layout, self.framework, _params_digest(self.params), self.expert_skew,
                                       self.source[2], self.prefill_chunk, self._max_batch)
 
         def compute() -> dict:
             b, secs = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
             return {"b": [b.compute_s, b.memory_s, b.overhead_s, b.collective_s, b.total_s, b.attn_s, b.ffn_s],
-                    "s": secs, "src": self.cost_sources}
+                    "s": secs, "src": dict(self.cost_sources)}
 
-        v = step_cache().get_or_compute("gpu-step", source_version("lpxsim.gpu", "lpxsim.graph"),
-                                        (self._cache_base, kind, new_tokens, n, ctx, graphs), compute)
+        v = book(_step_book_key(self.model, self.system)).get_or_compute(
+            f"{self._cache_base}|{kind}|{new_tokens}|{n}|{ctx!r}|{graphs}", compute)
         for fam, label in v["src"].items():
             self.cost_sources.setdefault(fam, label)
         return StepBreakdown(*v["b"]), v["s"]
