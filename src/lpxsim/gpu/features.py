@@ -74,6 +74,8 @@ class StepFeatures:
     # per op: its layer when it is a shared-expert op (+1 +layer) or a router/routed-expert op (-1 -layer),
     # else 0; engines run the two on parallel CUDA streams (compose.py)
     moe_stream: np.ndarray | None = None
+    # the ops of each distinct lookup key, in order of first appearance (None: work it out from `lookups`)
+    groups: tuple[tuple[tuple, np.ndarray], ...] | None = None
 
 
 def _suffix(op: Op) -> str:
@@ -188,21 +190,21 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     return ("gemm", m, n, k, fmt)
 
 
-def _fuse_projections(graph: OpGraph, lookups: list[tuple | None], candidates: tuple[int, ...] | None = None) -> None:
+def _fuse_projections(graph: OpGraph, lookups: list[tuple | None],
+                      candidates: tuple[tuple[int, str, int], ...] | None = None) -> None:
     """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
     the first one's GEMM gets the summed N, the others are priced at zero ("fused").
 
-    `candidates`: the indices of the ops this can concern (q/q_a projections and the ones fused into
-    them), in order; every other op is skipped anyway (default: all)."""
+    `candidates`: (index, name suffix, layer) of the ops this can concern (q/q_a projections and the
+    ones fused into them), in order; every other op is skipped anyway (default: worked out here)."""
+    if candidates is None:
+        candidates = _fuse_candidates(graph)
     last: dict[int, int] = {}
-    ops = graph.ops
-    for i in (range(len(ops)) if candidates is None else candidates):
+    for i, suf, layer in candidates:
         key = lookups[i]
         if key is None or key[0] != "gemm":
             continue
-        op = ops[i]
-        suf = _suffix(op)
-        j = last.get(op.layer)
+        j = last.get(layer)
         if suf in FUSED_INTO_PREVIOUS and j is not None:
             prev = lookups[j]
             if prev is not None and prev[0] == "gemm" and prev[1] == key[1] and prev[3] == key[3]:
@@ -210,7 +212,16 @@ def _fuse_projections(graph: OpGraph, lookups: list[tuple | None], candidates: t
                 lookups[i] = ("fused",)
                 continue
         if suf in ("q_proj", "q_a_proj"):
-            last[op.layer] = i
+            last[layer] = i
+
+
+def _fuse_candidates(graph: OpGraph) -> tuple[tuple[int, str, int], ...]:
+    out = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+            out.append((i, suf, op.layer))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -225,7 +236,8 @@ class _GraphPlan:
     op_class_list: tuple[int, ...]  # the same, as Python ints (per-op lookups are Python tuples)
     moe_stream: np.ndarray
     windows: tuple[tuple[int, int | None], ...]
-    fuse_candidates: tuple[int, ...]
+    fuse_candidates: tuple[tuple[int, str, int], ...]
+    class_rows: tuple[np.ndarray, ...]  # the ops of each class
 
 
 def _plan_of(graph: OpGraph) -> _GraphPlan:
@@ -236,7 +248,7 @@ def _plan_of(graph: OpGraph) -> _GraphPlan:
     n = len(graph.ops)
     moe_stream = np.zeros(n, dtype=np.int64)
     windows: list[tuple[int, int | None]] = []
-    fuse: list[int] = []
+    fuse: list[tuple[int, str, int]] = []
     for i, op in enumerate(graph.ops):
         suf = _suffix(op)
         try:
@@ -259,10 +271,14 @@ def _plan_of(graph: OpGraph) -> _GraphPlan:
         if op.kind == "attention":
             windows.append((i, op.attrs.get("window")))
         if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
-            fuse.append(i)
+            fuse.append((i, suf, op.layer))
     moe_stream.setflags(write=False)  # shared by every layout's features
-    return _GraphPlan(tuple(reps), tuple(sufs), np.asarray(cls, dtype=np.intp), tuple(cls), moe_stream,
-                      tuple(windows), tuple(fuse))
+    op_class = np.asarray(cls, dtype=np.intp)
+    order = np.argsort(op_class, kind="stable")
+    bounds = np.searchsorted(op_class[order], np.arange(len(reps) + 1))
+    class_rows = tuple(order[bounds[c]:bounds[c + 1]] for c in range(len(reps)))
+    return _GraphPlan(tuple(reps), tuple(sufs), op_class, tuple(cls), moe_stream, tuple(windows), tuple(fuse),
+                      class_rows)
 
 
 # A layout search builds every layout's features from the same few graphs: plan each graph once.
@@ -341,6 +357,7 @@ def build(
     class_lookups = [r[0] for r in out]
     lookups: list[tuple | None] = [class_lookups[c] for c in plan.op_class_list]
     _fuse_projections(graph, lookups, plan.fuse_candidates)
+    groups = _groups(plan, class_lookups, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
@@ -349,7 +366,34 @@ def build(
         collectives=calls, attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
         sequences=max(1, round(seqs * att_frac)),
         moe_stream=plan.moe_stream,
+        groups=groups,
     )
+
+
+def _groups(plan: _GraphPlan, class_lookups: list[tuple | None],
+            lookups: list[tuple | None]) -> tuple[tuple[tuple, np.ndarray], ...]:
+    """The ops of each distinct lookup key (ascending), keys in order of first appearance: every op of
+    a class shares its class's key, except the projections `_fuse_projections` rewrote."""
+    moved = {i: lookups[i] for i, _, _ in plan.fuse_candidates if lookups[i] is not class_lookups[plan.op_class_list[i]]}
+    parts: dict[tuple, list[np.ndarray]] = {}
+    is_moved = None
+    if moved:
+        is_moved = np.zeros(len(plan.op_class), dtype=bool)
+        is_moved[list(moved)] = True
+    for c, key in enumerate(class_lookups):
+        if key is None:
+            continue
+        rows = plan.class_rows[c]
+        if is_moved is not None:
+            rows = rows[~is_moved[rows]]
+        if len(rows):
+            parts.setdefault(key, []).append(rows)
+    for i, key in moved.items():
+        if key is not None:
+            parts.setdefault(key, []).append(np.array([i], dtype=np.intp))
+    groups = [(key, np.sort(np.concatenate(rs)) if len(rs) > 1 else rs[0]) for key, rs in parts.items()]
+    groups.sort(key=lambda g: int(g[1][0]))
+    return tuple(groups)
 
 
 def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int) -> StepFeatures:

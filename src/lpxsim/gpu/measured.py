@@ -112,7 +112,8 @@ def _read(p: Path, cols: tuple[str, ...]):
 
     schema = pq.ParquetFile(p).schema_arrow
     strings = [c for c in cols if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
-    t = pq.ParquetFile(p, read_dictionary=strings).read(columns=list(cols))
+    # one thread: the tables are small, and a thread pool costs more CPU than it saves here
+    t = pq.ParquetFile(p, read_dictionary=strings).read(columns=list(cols), use_threads=False)
     arrays, words = {}, {}
     for c in cols:
         col = t.column(c)
@@ -160,15 +161,16 @@ def _select_codes(system: str, family: str, framework: str, filename: str, cols:
     first = None
     for version in range(len(_table_paths(system, family, framework, filename))):
         t, words = _table(system, family, framework, filename, cols, version)
-        mask = np.ones(len(t[cols[0]]), dtype=bool)
+        rows = None  # the matching rows so far (None: all): each test runs on the survivors of the last
         for col, v in eq.items():
             if col in words:
                 hit = np.flatnonzero(words[col] == v)
-                mask &= t[col] == (hit[0] if len(hit) else -1)
-            else:
-                mask &= t[col] == v
-        got = {c: t[c][mask] for c in out}, words
-        if mask.any():
+                v = hit[0] if len(hit) else -1  # noqa: PLW2901 - the value's code
+            a = t[col] if rows is None else t[col][rows]
+            keep = np.flatnonzero(a == v)
+            rows = keep if rows is None else rows[keep]
+        got = {c: (t[c] if rows is None else t[c][rows]) for c in out}, words
+        if len(t[cols[0]] if rows is None else rows):
             return got
         first = first or got
     return first

@@ -125,13 +125,25 @@ _SPEC_DIGESTS: dict[int, tuple[object, str]] = {}
 def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
     """The cache digest of a spec, once per spec object (a cache-key part; walking the spec field by
     field for every layout of a search cost more than pricing its steps)."""
-    from lpxsim.cache import digest
-
     hit = _SPEC_DIGESTS.get(id(spec))
     if hit is None or hit[0] is not spec:
-        hit = (spec, digest(spec))
+        hit = (spec, _fast_digest(spec))
         _SPEC_DIGESTS[id(spec)] = hit
     return hit[1]
+
+
+def _fast_digest(spec: ModelSpec | SystemSpec) -> str:
+    """SHA-256 of a spec's full text: pydantic's JSON, or a frozen dataclass's repr (every field, nested
+    ones too), either far cheaper than `lpxsim.cache.digest`'s field-by-field walk. A repr naming an
+    object by address would differ per process: then the walk."""
+    import hashlib
+
+    from lpxsim.cache import digest
+
+    text = spec.model_dump_json() if hasattr(spec, "model_dump_json") else repr(spec)
+    if " at 0x" in text:
+        return digest(spec)
+    return hashlib.sha256(f"{type(spec).__name__}:{text}".encode()).hexdigest()
 
 
 _PARAMS_DIGESTS: dict[int, tuple[object, str]] = {}
@@ -393,14 +405,16 @@ class GpuStepModel:
                          graphs: bool) -> tuple[StepBreakdown, dict[str, float]]:
         """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table):
         one book per model and system holds every layout's priced steps (gpu/book.py)."""
-        from lpxsim.cache import digest
+        import hashlib
+
         from lpxsim.gpu.book import book
         from lpxsim.gpu.compose import price_measured
 
-        if self._cache_base is None:
-            self._cache_base = digest(_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights, self.dense_weights, self.kv,
-                                      self.kv_layout, self.framework, _params_digest(self.params), self.expert_skew,
-                                      self.source[2], self.prefill_chunk, self._max_batch)
+        if self._cache_base is None:  # plain values (the specs and parameters as their digests): repr is exact
+            parts = (_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights,
+                     self.dense_weights, self.kv, self.kv_layout, self.framework, _params_digest(self.params),
+                     self.expert_skew, self.source[2], self.prefill_chunk, self._max_batch)
+            self._cache_base = hashlib.sha256(repr(parts).encode()).hexdigest()
 
         def compute() -> dict:
             b, secs = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
