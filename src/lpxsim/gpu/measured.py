@@ -105,15 +105,16 @@ def _read(p: Path, cols: tuple[str, ...]):
     """One parquet table (only `cols`), read once per process; string columns are held as integer
     codes into their distinct values.
 
-    Read through ParquetFile and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
+    Read through pyarrow's ParquetReader and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
     to_numpy both import pandas, about half a second of a cold `estimate`."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    schema = pq.ParquetFile(p).schema_arrow
+    open_file = _parquet_opener()
+    schema = open_file(p, None).schema_arrow
     strings = [c for c in cols if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
+    reader = open_file(p, strings)
     # one thread: the tables are small, and a thread pool costs more CPU than it saves here
-    t = pq.ParquetFile(p, read_dictionary=strings).read(columns=list(cols), use_threads=False)
+    t = reader.read_all(column_indices=[reader.column_name_idx(c) for c in cols], use_threads=False)
     arrays, words = {}, {}
     for c in cols:
         col = t.column(c)
@@ -125,6 +126,24 @@ def _read(p: Path, cols: tuple[str, ...]):
         else:
             arrays[c] = _primitive(arr)
     return arrays, words
+
+
+def _parquet_opener():  # -> (path, dictionary columns) -> a pyarrow ParquetReader
+    """Open a parquet file with pyarrow's reader class itself: `pyarrow.parquet` (its ParquetFile
+    wrapper) also imports pyarrow's filesystems and with them ssl, ~50 ms of a cold start."""
+    try:
+        from pyarrow._parquet import ParquetReader
+    except ImportError:  # a pyarrow without the private module: its public wrapper
+        import pyarrow.parquet as pq
+
+        return lambda p, strings: pq.ParquetFile(p, read_dictionary=strings).reader
+
+    def open_file(p: Path, strings: list[str] | None):  # noqa: ANN202
+        r = ParquetReader()
+        r.open(str(p), read_dictionary=strings)
+        return r
+
+    return open_file
 
 
 _NUMPY_TYPES = {"int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1", "uint16": "u2",
