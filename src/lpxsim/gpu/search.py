@@ -71,7 +71,7 @@ def search_layouts(
     **step_kw: Any,
 ) -> LayoutChoice:
     """The best-scoring layout that fits; DoesNotFit if none does."""
-    from lpxsim.catalog import get_model
+    from lpxsim.catalog import get_model, get_system
 
     if goal not in GOALS:
         raise UserError("goal", f"expected one of {', '.join(GOALS)}, got {goal!r}")
@@ -79,6 +79,7 @@ def search_layouts(
         if not isinstance(v, int) or v < 1:  # a user mistake, not "no layout fits"
             raise UserError(name, f"expected a positive integer, got {v!r}")
     m = get_model(model)
+    spec = get_system(system)  # once, not once per candidate
     # Every candidate's decode step first: a user's token period can never beat the pure decode period
     # (TPOT >= period; see `_score_bound`), so a layout whose bound is below the best score found so far
     # is not priced further (its prefill chunks are most of a layout's pricing). Candidates are scored
@@ -87,7 +88,7 @@ def search_layouts(
     errors: dict[int, UserError] = {}
     for i, lay in enumerate(candidate_layouts(m, gpus)):
         try:
-            step = GpuStepModel(m, system, gpus=gpus, weights=weights, kv=kv, **lay, **step_kw)
+            step = GpuStepModel(m, spec, gpus=gpus, weights=weights, kv=kv, **lay, **step_kw)
         except UserError as e:  # does not fit, or heads do not split this way
             errors[i] = e
             continue
