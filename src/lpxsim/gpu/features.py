@@ -388,9 +388,12 @@ def _groups(plan: _GraphPlan, class_lookups: list[tuple | None],
             rows = rows[~is_moved[rows]]
         if len(rows):
             parts.setdefault(key, []).append(rows)
+    moved_by_key: dict[tuple, list[int]] = {}
     for i, key in moved.items():
         if key is not None:
-            parts.setdefault(key, []).append(np.array([i], dtype=np.intp))
+            moved_by_key.setdefault(key, []).append(i)
+    for key, rows_of_key in moved_by_key.items():
+        parts.setdefault(key, []).append(np.array(rows_of_key, dtype=np.intp))
     groups = [(key, np.sort(np.concatenate(rs)) if len(rs) > 1 else rs[0]) for key, rs in parts.items()]
     groups.sort(key=lambda g: int(g[1][0]))
     return tuple(groups)

@@ -170,6 +170,10 @@ def _strings(d) -> list[str]:  # noqa: ANN001 - a pyarrow (large_)string Array
     return [raw[offs[i]: offs[i + 1]].decode() for i in range(len(d))]
 
 
+# (table file, its columns read, then column, value, column, value, ...) -> the rows passing those tests
+_ROWS: dict[tuple, np.ndarray] = {}
+
+
 def _select_codes(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
                   out: tuple[str, ...], **eq: object) -> tuple[dict[str, np.ndarray], dict] | None:
     """The `out` columns of the rows where every column in `eq` equals its value (string columns as
@@ -181,13 +185,18 @@ def _select_codes(system: str, family: str, framework: str, filename: str, cols:
     for version in range(len(_table_paths(system, family, framework, filename))):
         t, words = _table(system, family, framework, filename, cols, version)
         rows = None  # the matching rows so far (None: all): each test runs on the survivors of the last
+        prefix: tuple = (_table_paths(system, family, framework, filename)[version], cols)
         for col, v in eq.items():
             if col in words:
                 hit = np.flatnonzero(words[col] == v)
-                v = hit[0] if len(hit) else -1  # noqa: PLW2901 - the value's code
-            a = t[col] if rows is None else t[col][rows]
-            keep = np.flatnonzero(a == v)
-            rows = keep if rows is None else rows[keep]
+                v = int(hit[0]) if len(hit) else -1  # noqa: PLW2901 - the value's code
+            prefix = (*prefix, col, v)
+            got_rows = _ROWS.get(prefix)
+            if got_rows is None:  # queries share their first tests (one model's shape): each runs once
+                a = t[col] if rows is None else t[col][rows]
+                keep = np.flatnonzero(a == v)
+                got_rows = _ROWS[prefix] = keep if rows is None else rows[keep]
+            rows = got_rows
         got = {c: (t[c] if rows is None else t[c][rows]) for c in out}, words
         if len(t[cols[0]] if rows is None else rows):
             return got
