@@ -254,6 +254,7 @@ class GpuStepModel:
         self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
         self._priced: dict[tuple, tuple[StepBreakdown, dict[str, float]]] = {}
         self._cache_base: str | None = None
+        self._book_key: str | None = None
         self.cost_sources: dict[str, str] = {}  # op family -> where its times came from (filled as priced)
 
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
@@ -421,7 +422,9 @@ class GpuStepModel:
             return {"b": [b.compute_s, b.memory_s, b.overhead_s, b.collective_s, b.total_s, b.attn_s, b.ffn_s],
                     "s": secs, "src": dict(self.cost_sources)}
 
-        v = book(_step_book_key(self.model, self.system)).get_or_compute(
+        if self._book_key is None:
+            self._book_key = _step_book_key(self.model, self.system)
+        v = book(self._book_key).get_or_compute(
             f"{self._cache_base}|{kind}|{new_tokens}|{n}|{ctx!r}|{graphs}", compute)
         for fam, label in v["src"].items():
             self.cost_sources.setdefault(fam, label)
