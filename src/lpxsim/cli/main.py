@@ -7,7 +7,9 @@ unknown name, or `app` imported by a test registers every module.
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import importlib
 import sys
 from contextlib import nullcontext
@@ -116,8 +118,26 @@ def _command(registered: frozenset[str]):
     return typer.main.get_command(_app)
 
 
+def _quick_gc() -> None:
+    """Garbage-collector settings for a short CLI process (measured: about a quarter of a cold GPU
+    `estimate`'s CPU). Start-up allocates tens of thousands of long-lived objects (imports, pydantic
+    schemas, the catalog) and a collection every 700 allocations re-walks them for nothing: collect
+    every 10,000. At exit nothing needs collecting: freezing every object first spares the
+    interpreter's final full collections. Neither changes a result."""
+    global _gc_tuned
+    if _gc_tuned:
+        return
+    _gc_tuned = True
+    gc.set_threshold(10_000, 10, 10)
+    atexit.register(gc.freeze)  # registered first, so it runs after every other exit handler
+
+
+_gc_tuned = False
+
+
 def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
+    _quick_gc()
     argv = sys.argv[1:]
     if "--no-cache" in argv[1:]:  # also accepted after the command name
         argv = ["--no-cache", *(a for a in argv if a != "--no-cache")]

@@ -70,15 +70,18 @@ def price_measured(
     compute, memory, over = op_times(f, sm.params, sm.bw_Bps, graphs)
     t = np.maximum(compute, memory) + over
     measured = np.zeros(len(t), dtype=bool)
-    rows: dict[tuple, list[int]] = {}
-    for i, key in enumerate(f.lookups):  # identical layers share a key: look each up once
-        if key is not None:
-            rows.setdefault(key, []).append(i)
-    for key, idx in rows.items():
+    groups = f.groups
+    if groups is None:
+        rows: dict[tuple, list[int]] = {}
+        for i, key in enumerate(f.lookups):  # identical layers share a key: look each up once
+            if key is not None:
+                rows.setdefault(key, []).append(i)
+        groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
+    for key, idx in groups:
         v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
         if v is None:
             continue
-        i = idx[0]
+        i = int(idx[0])
         if sib is not None and v > 0.0:  # rows of one key have the same FLOPs and bytes
             fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]

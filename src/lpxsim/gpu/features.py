@@ -74,6 +74,8 @@ class StepFeatures:
     # per op: its layer when it is a shared-expert op (+1 +layer) or a router/routed-expert op (-1 -layer),
     # else 0; engines run the two on parallel CUDA streams (compose.py)
     moe_stream: np.ndarray | None = None
+    # the ops of each distinct lookup key, in order of first appearance (None: work it out from `lookups`)
+    groups: tuple[tuple[tuple, np.ndarray], ...] | None = None
 
 
 def _suffix(op: Op) -> str:
@@ -188,16 +190,21 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     return ("gemm", m, n, k, fmt)
 
 
-def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
+def _fuse_projections(graph: OpGraph, lookups: list[tuple | None],
+                      candidates: tuple[tuple[int, str, int], ...] | None = None) -> None:
     """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
-    the first one's GEMM gets the summed N, the others are priced at zero ("fused")."""
+    the first one's GEMM gets the summed N, the others are priced at zero ("fused").
+
+    `candidates`: (index, name suffix, layer) of the ops this can concern (q/q_a projections and the
+    ones fused into them), in order; every other op is skipped anyway (default: worked out here)."""
+    if candidates is None:
+        candidates = _fuse_candidates(graph)
     last: dict[int, int] = {}
-    for i, op in enumerate(graph.ops):
+    for i, suf, layer in candidates:
         key = lookups[i]
         if key is None or key[0] != "gemm":
             continue
-        suf = _suffix(op)
-        j = last.get(op.layer)
+        j = last.get(layer)
         if suf in FUSED_INTO_PREVIOUS and j is not None:
             prev = lookups[j]
             if prev is not None and prev[0] == "gemm" and prev[1] == key[1] and prev[3] == key[3]:
@@ -205,7 +212,89 @@ def _fuse_projections(graph: OpGraph, lookups: list[tuple | None]) -> None:
                 lookups[i] = ("fused",)
                 continue
         if suf in ("q_proj", "q_a_proj"):
-            last[op.layer] = i
+            last[layer] = i
+
+
+def _fuse_candidates(graph: OpGraph) -> tuple[tuple[int, str, int], ...]:
+    out = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+            out.append((i, suf, op.layer))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class _GraphPlan:
+    """What `build` needs of a graph that does not depend on the layout: the graph's distinct ops
+    (the layers of a model repeat: an op's row depends on its shape and attributes, not on its layer;
+    DeepSeek: ~20 distinct of ~1,300), which class each op is, and the per-op constants."""
+
+    reps: tuple[Op, ...]  # one op per class
+    rep_suffixes: tuple[str, ...]
+    op_class: np.ndarray  # class of each op (int index into reps)
+    op_class_list: tuple[int, ...]  # the same, as Python ints (per-op lookups are Python tuples)
+    moe_stream: np.ndarray
+    windows: tuple[tuple[int, int | None], ...]
+    fuse_candidates: tuple[tuple[int, str, int], ...]
+    class_rows: tuple[np.ndarray, ...]  # the ops of each class
+
+
+def _plan_of(graph: OpGraph) -> _GraphPlan:
+    reps: list[Op] = []
+    sufs: list[str] = []
+    memo: dict[tuple, int] = {}
+    cls: list[int] = []
+    n = len(graph.ops)
+    moe_stream = np.zeros(n, dtype=np.int64)
+    windows: list[tuple[int, int | None]] = []
+    fuse: list[tuple[int, str, int]] = []
+    for i, op in enumerate(graph.ops):
+        suf = _suffix(op)
+        try:
+            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
+                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
+            c = memo.get(sig)  # type: ignore[arg-type]
+        except TypeError:  # an unhashable attribute: this op is a class of its own
+            sig, c = None, None
+        if c is None:
+            c = len(reps)
+            reps.append(op)
+            sufs.append(suf)
+            if sig is not None:
+                memo[sig] = c
+        cls.append(c)
+        if suf in SHARED_EXPERT_OPS:
+            moe_stream[i] = 1 + op.layer
+        elif suf in ROUTED_EXPERT_OPS:
+            moe_stream[i] = -1 - op.layer
+        if op.kind == "attention":
+            windows.append((i, op.attrs.get("window")))
+        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+            fuse.append((i, suf, op.layer))
+    moe_stream.setflags(write=False)  # shared by every layout's features
+    op_class = np.asarray(cls, dtype=np.intp)
+    order = np.argsort(op_class, kind="stable")
+    bounds = np.searchsorted(op_class[order], np.arange(len(reps) + 1))
+    class_rows = tuple(order[bounds[c]:bounds[c + 1]] for c in range(len(reps)))
+    return _GraphPlan(tuple(reps), tuple(sufs), op_class, tuple(cls), moe_stream, tuple(windows), tuple(fuse),
+                      class_rows)
+
+
+# A layout search builds every layout's features from the same few graphs: plan each graph once.
+_PLANS: dict[int, tuple[OpGraph, _GraphPlan]] = {}
+_PLANS_SIZE = 64
+
+
+def graph_plan(graph: OpGraph) -> _GraphPlan:
+    """The layout-independent plan of `graph`, once per graph object."""
+    hit = _PLANS.get(id(graph))
+    if hit is None or hit[0] is not graph:  # the graph itself: an id is reused only after it dies
+        if len(_PLANS) >= _PLANS_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        hit = (graph, _plan_of(graph))
+        _PLANS[id(graph)] = hit
+    return hit[1]
 
 
 def build(
@@ -231,9 +320,6 @@ def build(
     att_frac = busiest_share(seqs, layout.tp, spread) / seqs if layout.dp_attention else 1.0
     # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
     kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
-    n = len(graph.ops)
-    moe_stream = np.zeros(n, dtype=np.int64)
-    windows: list[tuple[int, int | None]] = []
     quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
     dense_fmt = dense_fmt or graph.weights
 
@@ -259,44 +345,58 @@ def build(
         dense = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
         return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
 
-    # The layers of a model repeat: an op's row depends on its shape and attributes, not on its layer,
-    # so each distinct op is worked out once per step (DeepSeek: ~20 distinct of ~1,300).
-    memo: dict[tuple, tuple] = {}
-    out: list[tuple] = []
-    for i, op in enumerate(graph.ops):
-        suf = _suffix(op)
-        try:
-            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
-                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
-            hit = memo.get(sig)
-        except TypeError:  # an unhashable attribute: work this op out on its own
-            sig, hit = None, None
-        if hit is None:
-            hit = row(op, suf)
-            if sig is not None:
-                memo[sig] = hit
-        out.append(hit)
-        if suf in SHARED_EXPERT_OPS:
-            moe_stream[i] = 1 + op.layer
-        elif suf in ROUTED_EXPERT_OPS:
-            moe_stream[i] = -1 - op.layer
-        if op.kind == "attention":
-            windows.append((i, op.attrs.get("window")))
-    lookups: list[tuple | None] = [r[0] for r in out]
-    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=n)
-    core = np.fromiter((r[9] for r in out), dtype=bool, count=n)
-    num = np.array([r[2:9] for r in out], dtype=float).reshape(n, 7)
-    cols = {k: num[:, j].copy() for j, k in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
-    _fuse_projections(graph, lookups)
+    # each distinct op is worked out once, then spread over the ops of its class
+    plan = graph_plan(graph)
+    out = [row(op, suf) for op, suf in zip(plan.reps, plan.rep_suffixes, strict=True)]
+    k = len(out)
+    cls = plan.op_class
+    attn_half = np.fromiter((r[1] for r in out), dtype=bool, count=k)[cls]
+    core = np.fromiter((r[9] for r in out), dtype=bool, count=k)[cls]
+    num = np.array([r[2:9] for r in out], dtype=float).reshape(k, 7)[cls]
+    cols = {key: num[:, j].copy() for j, key in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
+    class_lookups = [r[0] for r in out]
+    lookups: list[tuple | None] = [class_lookups[c] for c in plan.op_class_list]
+    _fuse_projections(graph, lookups, plan.fuse_candidates)
+    groups = _groups(plan, class_lookups, lookups)
     coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
-        is_attn_half=attn_half, att_windows=tuple(windows), collective_s=coll, attn_collective_s=attn_coll, collectives=calls,
-        attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
+        is_attn_half=attn_half, att_windows=plan.windows, collective_s=coll, attn_collective_s=attn_coll,
+        collectives=calls, attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
         sequences=max(1, round(seqs * att_frac)),
-        moe_stream=moe_stream,
+        moe_stream=plan.moe_stream,
+        groups=groups,
     )
+
+
+def _groups(plan: _GraphPlan, class_lookups: list[tuple | None],
+            lookups: list[tuple | None]) -> tuple[tuple[tuple, np.ndarray], ...]:
+    """The ops of each distinct lookup key (ascending), keys in order of first appearance: every op of
+    a class shares its class's key, except the projections `_fuse_projections` rewrote."""
+    moved = {i: lookups[i] for i, _, _ in plan.fuse_candidates if lookups[i] is not class_lookups[plan.op_class_list[i]]}
+    parts: dict[tuple, list[np.ndarray]] = {}
+    is_moved = None
+    if moved:
+        is_moved = np.zeros(len(plan.op_class), dtype=bool)
+        is_moved[list(moved)] = True
+    for c, key in enumerate(class_lookups):
+        if key is None:
+            continue
+        rows = plan.class_rows[c]
+        if is_moved is not None:
+            rows = rows[~is_moved[rows]]
+        if len(rows):
+            parts.setdefault(key, []).append(rows)
+    moved_by_key: dict[tuple, list[int]] = {}
+    for i, key in moved.items():
+        if key is not None:
+            moved_by_key.setdefault(key, []).append(i)
+    for key, rows_of_key in moved_by_key.items():
+        parts.setdefault(key, []).append(np.array(rows_of_key, dtype=np.intp))
+    groups = [(key, np.sort(np.concatenate(rs)) if len(rs) > 1 else rs[0]) for key, rs in parts.items()]
+    groups.sort(key=lambda g: int(g[1][0]))
+    return tuple(groups)
 
 
 def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int) -> StepFeatures:

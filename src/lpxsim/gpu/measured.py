@@ -105,14 +105,16 @@ def _read(p: Path, cols: tuple[str, ...]):
     """One parquet table (only `cols`), read once per process; string columns are held as integer
     codes into their distinct values.
 
-    Read through ParquetFile and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
+    Read through pyarrow's ParquetReader and the arrays' buffers: pyarrow's read_table (pyarrow.dataset) and its
     to_numpy both import pandas, about half a second of a cold `estimate`."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    schema = pq.ParquetFile(p).schema_arrow
+    open_file = _parquet_opener()
+    schema = open_file(p, None).schema_arrow
     strings = [c for c in cols if pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)]
-    t = pq.ParquetFile(p, read_dictionary=strings).read(columns=list(cols))
+    reader = open_file(p, strings)
+    # one thread: the tables are small, and a thread pool costs more CPU than it saves here
+    t = reader.read_all(column_indices=[reader.column_name_idx(c) for c in cols], use_threads=False)
     arrays, words = {}, {}
     for c in cols:
         col = t.column(c)
@@ -124,6 +126,24 @@ def _read(p: Path, cols: tuple[str, ...]):
         else:
             arrays[c] = _primitive(arr)
     return arrays, words
+
+
+def _parquet_opener():  # -> (path, dictionary columns) -> a pyarrow ParquetReader
+    """Open a parquet file with pyarrow's reader class itself: `pyarrow.parquet` (its ParquetFile
+    wrapper) also imports pyarrow's filesystems and with them ssl, ~50 ms of a cold start."""
+    try:
+        from pyarrow._parquet import ParquetReader
+    except ImportError:  # a pyarrow without the private module: its public wrapper
+        import pyarrow.parquet as pq
+
+        return lambda p, strings: pq.ParquetFile(p, read_dictionary=strings).reader
+
+    def open_file(p: Path, strings: list[str] | None):  # noqa: ANN202
+        r = ParquetReader()
+        r.open(str(p), read_dictionary=strings)
+        return r
+
+    return open_file
 
 
 _NUMPY_TYPES = {"int8": "i1", "int16": "i2", "int32": "i4", "int64": "i8", "uint8": "u1", "uint16": "u2",
@@ -150,6 +170,10 @@ def _strings(d) -> list[str]:  # noqa: ANN001 - a pyarrow (large_)string Array
     return [raw[offs[i]: offs[i + 1]].decode() for i in range(len(d))]
 
 
+# (table file, its columns read, then column, value, column, value, ...) -> the rows passing those tests
+_ROWS: dict[tuple, np.ndarray] = {}
+
+
 def _select_codes(system: str, family: str, framework: str, filename: str, cols: tuple[str, ...],
                   out: tuple[str, ...], **eq: object) -> tuple[dict[str, np.ndarray], dict] | None:
     """The `out` columns of the rows where every column in `eq` equals its value (string columns as
@@ -160,15 +184,21 @@ def _select_codes(system: str, family: str, framework: str, filename: str, cols:
     first = None
     for version in range(len(_table_paths(system, family, framework, filename))):
         t, words = _table(system, family, framework, filename, cols, version)
-        mask = np.ones(len(t[cols[0]]), dtype=bool)
+        rows = None  # the matching rows so far (None: all): each test runs on the survivors of the last
+        prefix: tuple = (_table_paths(system, family, framework, filename)[version], cols)
         for col, v in eq.items():
             if col in words:
                 hit = np.flatnonzero(words[col] == v)
-                mask &= t[col] == (hit[0] if len(hit) else -1)
-            else:
-                mask &= t[col] == v
-        got = {c: t[c][mask] for c in out}, words
-        if mask.any():
+                v = int(hit[0]) if len(hit) else -1  # noqa: PLW2901 - the value's code
+            prefix = (*prefix, col, v)
+            got_rows = _ROWS.get(prefix)
+            if got_rows is None:  # queries share their first tests (one model's shape): each runs once
+                a = t[col] if rows is None else t[col][rows]
+                keep = np.flatnonzero(a == v)
+                got_rows = _ROWS[prefix] = keep if rows is None else rows[keep]
+            rows = got_rows
+        got = {c: (t[c] if rows is None else t[c][rows]) for c in out}, words
+        if len(t[cols[0]] if rows is None else rows):
             return got
         first = first or got
     return first
@@ -189,12 +219,25 @@ def _columns(system: str, family: str, framework: str, filename: str, cols: tupl
     return _select(system, family, framework, filename, cols, cols)
 
 
-def _persisted(name: str, parts: tuple, compute):
-    """A small JSON-able extract of the tables, kept in lpxsim's step cache so that a warm process
-    never opens a parquet file (the key carries the aiconfigurator-core version)."""
-    from lpxsim.cache import step_cache
+# Extracts of the tables (curves, distinct values) persist in lpxsim's step cache, one book per GPU and
+# framework (gpu/book.py): a warm process opens no parquet file, a cold one writes one file per book.
+BOOK_VERSION = "v3"
 
-    return step_cache().get_or_compute(f"gpu-measured-{name}", f"aic-{aic_version()}-v2", parts, compute)
+
+def _persisted(system: str, framework: str, name: str, parts: tuple, compute):
+    """A small JSON-able extract of the tables, kept in this GPU's and framework's book (the key
+    carries the aiconfigurator-core version)."""
+    from lpxsim.cache import digest
+    from lpxsim.gpu.book import book
+
+    b = _BOOK_KEYS.get((system, framework))
+    if b is None:
+        b = _BOOK_KEYS[(system, framework)] = digest("gpu-measured-book", f"aic-{aic_version()}-{BOOK_VERSION}",
+                                                     system, framework)
+    return book(b).get_or_compute(repr((name, parts)), compute)
+
+
+_BOOK_KEYS: dict[tuple[str, str], str] = {}
 
 
 def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
@@ -210,6 +253,18 @@ def _interp(xs: np.ndarray, ys: np.ndarray, x: float) -> float:
     return float(math.exp((1 - w) * math.log(y0) + w * math.log(y1)))
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a 1-d array (np.unique without its masked-array check, whose first
+    call imports numpy.ma: ~30 ms of a cold start)."""
+    s = np.sort(a)
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def _curve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique (x, median y) of one measured curve, made non-decreasing in x.
 
@@ -217,12 +272,14 @@ def _curve(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     padded, so a measured point above a later one is timing noise (e.g. a GEMM at m = 1 slower
     than at m = 8); each point is capped by the smallest time measured at any larger x.
     """
-    order = np.argsort(x, kind="stable")
+    order = np.lexsort((y, x))  # by x, and by y within one x: each group's median is its middle
     x, y = x[order], y[order]
-    ux, idx = np.unique(x, return_index=True)
-    uy = np.array([np.median(y[a:b]) for a, b in zip(idx, list(idx[1:]) + [len(x)], strict=True)])
+    start = np.flatnonzero(np.concatenate(([True], x[1:] != x[:-1])))
+    size = np.diff(np.append(start, len(x)))
+    # np.median of a group: its middle value, or the mean of its two middle values
+    uy = (y[start + (size - 1) // 2] + y[start + size // 2]) / 2
     uy = np.minimum.accumulate(uy[::-1])[::-1]
-    return ux.astype(float), uy.astype(float)
+    return x[start].astype(float), uy.astype(float)
 
 
 def _first(options: tuple[str, ...], present: np.ndarray) -> str | None:
@@ -254,7 +311,7 @@ class MeasuredOps:
             xs, ys = _curve(d[x], d["latency"])
             return [xs.tolist(), ys.tolist()]
 
-        got = _persisted(name, (self.system, self.framework, x, sorted(eq.items())), compute)
+        got = _persisted(self.system, self.framework, name, (x, sorted(eq.items())), compute)
         if got[0] is None:
             return None
         return np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
@@ -269,15 +326,23 @@ class MeasuredOps:
             d, words = got
             if not len(d[want[0]]):
                 return [[]]
-            # distinct rows without a Python tuple per table row (100k rows in a GEMM table)
-            codes = [np.unique(d[w], return_inverse=True) for w in want]
-            packed = np.stack([inv.ravel() for _, inv in codes], axis=1)
-            rows = np.unique(packed, axis=0) if len(want) > 1 else np.unique(packed[:, 0])[:, None]
-            vals = [words[w][u] if w in words else u for w, (u, _) in zip(want, codes, strict=True)]
-            out = [tuple(_py(vals[j][i]) for j, i in enumerate(r)) for r in rows]
+            # distinct rows without a Python tuple per table row (100k rows in a GEMM table): each row
+            # as one integer (its columns' ranks among their distinct values), then distinct integers
+            uniq = [_distinct(d[w]) for w in want]
+            packed = np.zeros(len(d[want[0]]), dtype=np.int64)
+            for w, u in zip(want, uniq, strict=True):
+                packed = packed * len(u) + np.searchsorted(u, d[w])
+            rows = _distinct(packed)
+            ranks = []
+            for u in reversed(uniq):
+                ranks.append(rows % len(u))
+                rows = rows // len(u)
+            ranks.reverse()
+            vals = [words[w][u] if w in words else u for w, u in zip(want, uniq, strict=True)]
+            out = [tuple(_py(vals[j][i]) for j, i in enumerate(r)) for r in zip(*ranks, strict=True)]
             return [sorted(out)]
 
-        got = _persisted(name, (self.system, self.framework, want, sorted(eq.items())), compute)
+        got = _persisted(self.system, self.framework, name, (want, sorted(eq.items())), compute)
         return None if got[0] is None else [tuple(r) for r in got[0]]
 
     @cache  # noqa: B019 - a few instances per process, each lives as long as the process

@@ -42,6 +42,19 @@ class MemoryBudget:
         return self.kv_bytes > 0
 
 
+_COUNTS: dict[int, tuple[ModelSpec, object]] = {}
+
+
+def _param_counts(model: ModelSpec):  # noqa: ANN202 - a specs.accounting ParamCounts
+    """`param_counts` once per model object (a layout search sizes every candidate's weights)."""
+    hit = _COUNTS.get(id(model))
+    if hit is None or hit[0] is not model:  # the model itself: an id is reused only after it dies
+        if len(_COUNTS) >= 64:
+            _COUNTS.pop(next(iter(_COUNTS)))
+        hit = _COUNTS[id(model)] = (model, param_counts(model))
+    return hit[1]
+
+
 def attention_params_per_gpu(layer, layer_params, layout: Layout, hidden_size: int) -> float:
     """One layer's attention parameters on one GPU: whole under DP attention, split by heads under TP
     (MLA's q_a / kv_a down-projections are replicated, the rest split)."""
@@ -59,7 +72,7 @@ def attention_weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: st
     """Weights on the busiest GPU of an AFD attention replica: each layer's attention projections and norms,
     plus embedding and LM head; no FFN or expert weights (they live on the FFN side)."""
     wb = get_precision(dense_weights or weights, "weights").bytes_per_element
-    counts = param_counts(model)
+    counts = _param_counts(model)
     per_stage = -(-model.num_layers // layout.pp)
     layer_bytes = sorted(((attention_params_per_gpu(layer, lp, layout, model.hidden_size) + lp.norms) * wb
                           for layer, lp in zip(model.layers, counts.layers, strict=True)), reverse=True)
@@ -73,7 +86,7 @@ def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_w
     """
     eb = get_precision(weights, "weights").bytes_per_element
     wb = get_precision(dense_weights or weights, "weights").bytes_per_element
-    counts = param_counts(model)
+    counts = _param_counts(model)
     tp, h = layout.tp, model.hidden_size
     per_stage = -(-model.num_layers // layout.pp)
     layer_bytes = []

@@ -15,6 +15,7 @@ docs/validation.md).
 from __future__ import annotations
 
 import math
+from functools import cache
 
 from lpxsim.gpu.measured import AIC_SYSTEM, data_root
 from lpxsim.specs.hardware import SystemSpec
@@ -39,7 +40,7 @@ def sibling(system: SystemSpec, forced: str | None = None) -> SystemSpec | None:
 
             raise UserError("project_from", f"{sib.name} has no measured tables; choose one of {', '.join(AIC_SYSTEM)}")
         return sib
-    cands = [get_system(n) for n in AIC_SYSTEM]
+    cands = _measured_systems()
     same = [c for c in cands if _rack_kind(c) == _rack_kind(system)] or cands
     chip = system.chip
 
@@ -48,6 +49,15 @@ def sibling(system: SystemSpec, forced: str | None = None) -> SystemSpec | None:
                 + sum(abs(math.log(c.chip.flops(f) / chip.flops(f))) for f in ("fp8", "fp4")))
 
     return min(same, key=dist)
+
+
+@cache
+def _measured_systems() -> list[SystemSpec]:
+    """The catalog systems aiconfigurator-core measured (looked up once per process: every layout of a
+    search asks for its sibling)."""
+    from lpxsim.catalog import get_system
+
+    return [get_system(n) for n in AIC_SYSTEM]
 
 
 def busbw(s: SystemSpec) -> float:

@@ -125,13 +125,48 @@ _SPEC_DIGESTS: dict[int, tuple[object, str]] = {}
 def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
     """The cache digest of a spec, once per spec object (a cache-key part; walking the spec field by
     field for every layout of a search cost more than pricing its steps)."""
-    from lpxsim.cache import digest
-
     hit = _SPEC_DIGESTS.get(id(spec))
     if hit is None or hit[0] is not spec:
-        hit = (spec, digest(spec))
+        hit = (spec, _fast_digest(spec))
         _SPEC_DIGESTS[id(spec)] = hit
     return hit[1]
+
+
+def _fast_digest(spec: ModelSpec | SystemSpec) -> str:
+    """SHA-256 of a spec's full text: pydantic's JSON, or a frozen dataclass's repr (every field, nested
+    ones too), either far cheaper than `lpxsim.cache.digest`'s field-by-field walk. A repr naming an
+    object by address would differ per process: then the walk."""
+    import hashlib
+
+    from lpxsim.cache import digest
+
+    text = spec.model_dump_json() if hasattr(spec, "model_dump_json") else repr(spec)
+    if " at 0x" in text:
+        return digest(spec)
+    return hashlib.sha256(f"{type(spec).__name__}:{text}".encode()).hexdigest()
+
+
+_PARAMS_DIGESTS: dict[int, tuple[object, str]] = {}
+
+
+def _params_digest(params: GpuParams) -> str:
+    """The cache digest of a GpuParams, once per object (every layout of a search shares one)."""
+    from lpxsim.cache import digest
+
+    hit = _PARAMS_DIGESTS.get(id(params))
+    if hit is None or hit[0] is not params:
+        hit = (params, digest(params))
+        _PARAMS_DIGESTS[id(params)] = hit
+    return hit[1]
+
+
+def _step_book_key(model: ModelSpec, system: SystemSpec) -> str:
+    """The step-cache entry holding the priced steps of `model` on `system` (every layout, format and
+    framework); its version hashes the GPU cost model's and the graph's source."""
+    from lpxsim.cache import digest, source_version
+
+    return digest("gpu-step-book", source_version("lpxsim.gpu", "lpxsim.graph"), _spec_digest(model),
+                  _spec_digest(system))
 
 
 def _op_source(system: SystemSpec, framework: str, project_from: str | None):
@@ -219,6 +254,7 @@ class GpuStepModel:
         self._features: OrderedDict[tuple, StepFeatures] = OrderedDict()
         self._priced: dict[tuple, tuple[StepBreakdown, dict[str, float]]] = {}
         self._cache_base: str | None = None
+        self._book_key: str | None = None
         self.cost_sources: dict[str, str] = {}  # op family -> where its times came from (filled as priced)
 
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
@@ -368,22 +404,28 @@ class GpuStepModel:
 
     def _persisted_price(self, kind: str, new_tokens: int, n: int, ctx: float,
                          graphs: bool) -> tuple[StepBreakdown, dict[str, float]]:
-        """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table)."""
-        from lpxsim.cache import digest, source_version, step_cache
+        """price_measured through lpxsim's step cache (a warm process lowers no graph, reads no table):
+        one book per model and system holds every layout's priced steps (gpu/book.py)."""
+        import hashlib
+
+        from lpxsim.gpu.book import book
         from lpxsim.gpu.compose import price_measured
 
-        if self._cache_base is None:
-            self._cache_base = digest(_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights, self.dense_weights, self.kv,
-                                      self.kv_layout, self.framework, self.params, self.expert_skew,
-                                      self.source[2], self.prefill_chunk, self._max_batch)
+        if self._cache_base is None:  # plain values (the specs and parameters as their digests): repr is exact
+            parts = (_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights,
+                     self.dense_weights, self.kv, self.kv_layout, self.framework, _params_digest(self.params),
+                     self.expert_skew, self.source[2], self.prefill_chunk, self._max_batch)
+            self._cache_base = hashlib.sha256(repr(parts).encode()).hexdigest()
 
         def compute() -> dict:
             b, secs = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
             return {"b": [b.compute_s, b.memory_s, b.overhead_s, b.collective_s, b.total_s, b.attn_s, b.ffn_s],
-                    "s": secs, "src": self.cost_sources}
+                    "s": secs, "src": dict(self.cost_sources)}
 
-        v = step_cache().get_or_compute("gpu-step", source_version("lpxsim.gpu", "lpxsim.graph"),
-                                        (self._cache_base, kind, new_tokens, n, ctx, graphs), compute)
+        if self._book_key is None:
+            self._book_key = _step_book_key(self.model, self.system)
+        v = book(self._book_key).get_or_compute(
+            f"{self._cache_base}|{kind}|{new_tokens}|{n}|{ctx!r}|{graphs}", compute)
         for fam, label in v["src"].items():
             self.cost_sources.setdefault(fam, label)
         return StepBreakdown(*v["b"]), v["s"]

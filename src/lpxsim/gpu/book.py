@@ -1,0 +1,108 @@
+"""Many small cached values kept as one step-cache entry (a "book"), read once, written once at exit.
+
+A cold GPU estimate derives a few hundred small values (curves and distinct values read from the
+measured tables, priced steps of each layout of a search). One cache file per value meant a few
+hundred digests, temp files and renames per process; a book is one file per source (a GPU and
+framework's tables, a model on a system): read on first use, merged with what another process wrote
+and written atomically when this process ends (`lpxsim.cache.StepCache.put`). Losing a write
+(a killed process, two processes racing) only costs a recomputation, never a wrong value: every
+value in a book is a pure function of its key and the book's identity (which carries the version
+of whatever computed it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+ENTRY_LIMIT = 50_000  # values per book beyond which new ones stay in memory only (the file stays small)
+_MISSING = object()
+
+
+class Book:
+    """The values of one cache entry, keyed by short strings."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self._values: dict[str, Any] | None = None
+        self._new: dict[str, Any] = {}
+
+    def _load(self) -> dict[str, Any]:
+        if self._values is None:
+            from lpxsim.cache import step_cache
+
+            stored = step_cache().get(self.key)
+            self._values = dict(stored) if isinstance(stored, dict) else {}  # anything else: rebuilt
+        return self._values
+
+    def get_or_compute(self, name: str, compute: Callable[[], Any]) -> Any:
+        """The value of `name`, computing (and remembering) it on a miss."""
+        values = self._load()
+        hit = values.get(name, _MISSING)
+        if hit is _MISSING:
+            hit = values[name] = compute()
+            if len(self._new) < ENTRY_LIMIT:
+                self._new[name] = hit
+                _on_exit()
+        return hit
+
+    def flush(self) -> None:
+        """Write the values this process added, merged with the entry as it is on disk now."""
+        if not self._new:
+            return
+        from lpxsim.cache import step_cache
+
+        cache = step_cache()
+        cache._memory.pop(self.key, None)  # re-read the disk: another process may have added values
+        theirs = cache.get(self.key)
+        merged = dict(theirs) if isinstance(theirs, dict) else {}
+        merged.update(self._new)
+        self._new = {}
+        self._values = merged
+        cache.put(self.key, merged)
+
+
+_BOOKS: dict[str, Book] = {}
+
+
+def book(key: str) -> Book:
+    """The process's book of cache entry `key`."""
+    b = _BOOKS.get(key)
+    if b is None:
+        b = _BOOKS[key] = Book(key)
+    return b
+
+
+def flush_all() -> None:
+    """Write every book that gained values (at exit; also callable by long-lived workers and tests)."""
+    for b in list(_BOOKS.values()):
+        b.flush()
+
+
+def reset() -> None:
+    """Flush and forget this process's books (tests that move $LPXSIM_CACHE)."""
+    flush_all()
+    _BOOKS.clear()
+
+
+_hooked_pid = 0
+
+
+def _on_exit() -> None:
+    """Flush the books at interpreter exit, and in a multiprocessing worker (whose exit skips atexit)."""
+    global _hooked_pid
+    if _hooked_pid == os.getpid():
+        return
+    first = _hooked_pid == 0
+    _hooked_pid = os.getpid()
+    if first:
+        import atexit
+
+        atexit.register(flush_all)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        from multiprocessing.util import Finalize
+
+        Finalize(None, flush_all, exitpriority=10)
