@@ -97,6 +97,26 @@ def test_batch_three_is_interpolated_between_two_and_four(fresh_cache) -> None:
     assert got.interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.02)
 
 
+def test_a_batch_above_the_last_bucket_shares_the_ceiling_compile(fresh_cache) -> None:
+    """Batches between the largest power of two and the replica's ceiling (max_batch) are priced from those
+    two compiles instead of one compile each (the bucket above the ceiling does not fit); within 2 % of
+    their own compiles."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=4, chip_sram_bytes=2_000_000)
+    top = sm.max_batch()
+    assert top not in (1, 2, 4, 8) and top > 5  # a ceiling that is not a bucket, with batches below it
+    got = {b: sm.decode_step(DecodeBatch.uniform(b, 3000)) for b in range(5, top)}
+    decoded = {len(k[1]) for k in sm._summaries if k[0] == "decode"}
+    assert decoded <= {1, 4, top}  # no batch between 4 and the ceiling compiled as itself
+    assert top in decoded
+    for b in (5, top - 1):
+        direct = compile_program(m, "lpx", chips=8, phase=Phase.decode([3000] * b), layout=sm.layout,
+                                 weights="bf16", chip_sram_bytes=2_000_000)
+        assert direct.report.ok
+        assert got[b].latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
+        assert got[b].interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.02)
+
+
 def test_bad_input(sm: LpxStepModel) -> None:
     with pytest.raises(UserError):
         sm.prefill(PrefillChunk(tokens=0))
