@@ -151,6 +151,28 @@ def test_a_slope_that_is_not_shared_keeps_both_compiles(fresh_cache, monkeypatch
     assert {("decode", (c, c), 1) for c in (1024, 4096)} <= set(sm._summaries)
 
 
+def test_a_batch_below_the_ceiling_follows_it_without_a_check_of_its_own(fresh_cache, monkeypatch) -> None:
+    """On the sparse grid a batch between 1 and the ceiling is not checked for linearity itself: it takes
+    the sparse grid when batch 1 and the ceiling do and share their slope, else the generic buckets."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=70_000, concurrency=4, chip_sram_bytes=32_000_000)
+    top = sm.max_batch()
+    assert top >= 4 and sm._sparse is not None
+    checked: list[int] = []
+    real = sm._is_linear
+
+    def ceiling_not_linear(kind: str, b: int, new: int) -> bool:
+        checked.append(b)
+        return b != top and real(kind, b, new)
+
+    monkeypatch.setattr(sm, "_is_linear", ceiling_not_linear)
+    sm.decode_step(DecodeBatch.uniform(2, 20_000))
+    assert 2 not in checked and top in checked
+    assert sm._linear[("decode", 2, 1)] is False
+    assert ("decode", (32768, 32768), 1) in sm._summaries  # the generic bracket 16,384-32,768
+    assert ("decode", (1024, 1024), 1) not in sm._summaries  # batch 2 spent no compile on a check of its own
+
+
 def test_bad_input(sm: LpxStepModel) -> None:
     with pytest.raises(UserError):
         sm.prefill(PrefillChunk(tokens=0))

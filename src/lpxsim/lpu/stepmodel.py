@@ -356,16 +356,18 @@ class LpxStepModel:
             return self._grid
         key = (kind, b, new)
         if key not in self._linear:
-            self._linear[key] = self._linear_by_shared_slope(kind, b, new) or self._is_linear(kind, b, new)
+            top = self.max_batch()
+            # A batch between 1 and a ceiling of 4 or more follows batch 1 and the ceiling (no check of its own:
+            # three compiles, wasted when it fails, as it does wherever the ceiling is not linear either).
+            shared = 1 < b < top and top >= 4
+            self._linear[key] = self._linear_by_shared_slope(kind, b, new) if shared else self._is_linear(kind, b, new)
         return self._sparse if self._linear[key] else self._grid
 
     def _linear_by_shared_slope(self, kind: str, b: int, new: int) -> bool:
         """A batch between 1 and the ceiling is linear in context on the sparse grid when batch 1 and the
         ceiling are (`_is_linear`) and their slopes per sequence agree there (`_shared_slope`): then the
-        batch costs one compile (at the target) instead of three."""
+        batch costs one compile (at the target) instead of three; otherwise it takes the generic buckets."""
         top = self.max_batch()
-        if not 1 < b < top:
-            return False
         lo, hi = self._sparse[1], self._sparse[3]  # type: ignore[index]
         return (self._linear_at(kind, 1, new) and self._linear_at(kind, top, new)
                 and self._shared_slope(kind, new, lo, hi) is not None)
