@@ -173,6 +173,35 @@ def test_a_batch_below_the_ceiling_follows_it_without_a_check_of_its_own(fresh_c
     assert ("decode", (1024, 1024), 1) not in sm._summaries  # batch 2 spent no compile on a check of its own
 
 
+def test_prefill_skips_the_buckets_of_its_flat_stretch(fresh_cache, monkeypatch) -> None:
+    """A prefill shape whose cost at a bucket is within LINEAR_TOL of its 1K cost skips the buckets between
+    (bisection from the top one); a shape with no flat stretch keeps every bucket."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    assert sm._grid == (0, 1024, 4096, 16384, 32768, 65536, 100_000)
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", 1e9)  # everything within tolerance: flat to 64K
+    assert sm._grid_for("prefill", 1, 256, 20_000) == (0, 1024, 65536, 100_000)
+    prefilled = {k[1][0] for k in sm._summaries if k[0] == "prefill"}
+    assert prefilled == {1024, 65536}  # two compiles decided it
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", -1.0)  # nothing within tolerance: every bucket
+    sm._flat.clear()
+    assert sm._grid_for("prefill", 1, 128, 20_000) == sm._grid
+
+
+def test_prefill_under_the_flat_rule_matches_direct_compiles(fresh_cache) -> None:
+    """With the real tolerance the prefill answer between buckets stays within 1 % of a direct compile (the
+    tiny model's prefill grows with context from 1K, so here the rule must keep the buckets it needs)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    for ctx in (3000, 20_000, 50_000):
+        got = sm._cost("prefill", 1, ctx, 256)
+        direct = sm.timing(Phase("prefill", (ctx,), 256))
+        assert got.latency_s == pytest.approx(direct.latency_s, rel=0.01)
+        assert got.interval_s == pytest.approx(min(direct.interval_s, direct.latency_s), rel=0.01)
+
+
 def test_bad_input(sm: LpxStepModel) -> None:
     with pytest.raises(UserError):
         sm.prefill(PrefillChunk(tokens=0))

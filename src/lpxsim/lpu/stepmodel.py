@@ -9,7 +9,10 @@ bucket (batch size, context) and cached; between context buckets the answer
 is interpolated linearly (KV reads grow linearly with context), which a test
 checks against direct compiles. With a long target (>= 64K) a decode shape whose cost at 16K lies on the
 line between 1K and the target (within 0.5 %, checked from those three compiles) is priced from them alone
-between 1K and the target, instead of from every bucket. A caller that serves one workload can name the
+between 1K and the target, instead of from every bucket (a batch between 1 and the ceiling follows
+those two); a prefill shape skips the buckets inside its flat stretch from 1K (`_flat_grid`). Decode
+batches share batch 1's per-sequence context slope where the ceiling batch confirms it
+(`_shared_slope`): each is compiled at the top of its bracket only. A caller that serves one workload can name the
 contexts it will ask about (`context_grid`): those are compiled exactly and
 replace the generic buckets (fewer compiles, no interpolation at them). A batch
 bucket larger than the replica holds is not compiled; the largest batch the
@@ -148,6 +151,7 @@ class LpxStepModel:
         self._sparse = (0, SPARSE_LO, SPARSE_MID, top) if context_grid is None and top >= SPARSE_MIN_TOP else None
         self._linear: dict[tuple, bool] = {}
         self._slopes: dict[tuple, tuple[float, float, int] | None] = {}
+        self._flat: dict[tuple, tuple[int, ...]] = {}
 
     def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
         """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
@@ -350,10 +354,16 @@ class LpxStepModel:
         is checked linear in context there (`_is_linear`), else the generic buckets."""
         if self._sparse is None or not SPARSE_LO < context < self.target.context:
             return self._grid
-        # Prefill is not linear there (Gemma 4 31B, 256 rows: flat to 16K, +6.7 % at 131K, 0.8 % off the line)
-        # and a batch the target context does not hold would spend a compile on a refusal: both keep the buckets.
-        if kind == "prefill" or b > self.max_batch():
+        # A batch the target context does not hold would spend a compile on a refusal: it keeps the buckets.
+        if b > self.max_batch():
             return self._grid
+        # Prefill is not linear there (Gemma 4 31B, 256 rows: flat to 32K, +1.8 % at 64K, +6.7 % at 131K) but
+        # flat from 1K up to some context: the buckets inside its flat stretch are skipped (`_flat_grid`).
+        if kind == "prefill":
+            fkey = (kind, b, new)
+            if fkey not in self._flat:
+                self._flat[fkey] = self._flat_grid(kind, b, new)
+            return self._flat[fkey]
         key = (kind, b, new)
         if key not in self._linear:
             top = self.max_batch()
@@ -362,6 +372,45 @@ class LpxStepModel:
             shared = 1 < b < top and top >= 4
             self._linear[key] = self._linear_by_shared_slope(kind, b, new) if shared else self._is_linear(kind, b, new)
         return self._sparse if self._linear[key] else self._grid
+
+    def _flat_grid(self, kind: str, b: int, new: int) -> tuple[int, ...]:
+        """The generic buckets without those strictly inside the stretch from SPARSE_LO (1K) to the furthest
+        bucket below the target whose compiled cost is within LINEAR_TOL of the 1K one (latency and interval;
+        found by bisection over the buckets, from the top one down). A step's cost does not fall as its
+        context grows (more keys to read), so inside that stretch the cost lies between the two compiles and
+        the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
+        equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment."""
+        top = self.target.context
+        pts = [g for g in self._grid if SPARSE_LO <= g < top]
+        if len(pts) < 3:
+            return self._grid
+        keys = ("latency_s", "interval_s")
+
+        def cost(g: int) -> dict:
+            return self.step_summary(Phase(kind, (g,) * b, new))["timing"]  # type: ignore[arg-type]
+
+        try:
+            base = cost(pts[0])
+        except DoesNotFit:
+            return self._grid
+
+        def flat(g: int) -> bool:
+            try:
+                t = cost(g)
+            except DoesNotFit:
+                return False
+            return all(abs(t[x] - base[x]) <= LINEAR_TOL * base[x] for x in keys)
+
+        lo, hi = 0, len(pts) - 1
+        if flat(pts[hi]):
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if flat(pts[mid]):
+                lo = mid
+            else:
+                hi = mid
+        return tuple(g for g in self._grid if not pts[0] < g < pts[lo])
 
     def _linear_by_shared_slope(self, kind: str, b: int, new: int) -> bool:
         """A batch between 1 and the ceiling is linear in context on the sparse grid when batch 1 and the
