@@ -202,6 +202,34 @@ def test_prefill_under_the_flat_rule_matches_direct_compiles(fresh_cache) -> Non
         assert got.interval_s == pytest.approx(min(direct.interval_s, direct.latency_s), rel=0.01)
 
 
+def test_a_step_compile_runs_with_the_collector_paused(fresh_cache, monkeypatch) -> None:
+    """`_build` runs with the cyclic GC off (its rescans of a compile's records cost ~30 %) and turns it back
+    on afterwards, also when the compile fails."""
+    import gc
+
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    seen: list[bool] = []
+    real = stepmodel.build_program
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(stepmodel, "build_program", spy)
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    assert seen and not any(seen) and gc.isenabled()
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(stepmodel, "build_program", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        sm._build(sm.layout, Phase.decode([2000]))
+    assert gc.isenabled()
+
+
 def test_bad_input(sm: LpxStepModel) -> None:
     with pytest.raises(UserError):
         sm.prefill(PrefillChunk(tokens=0))
