@@ -5,8 +5,10 @@ scheduled and placed program) is counted. Cases:
   estimate  lpxsim estimate gemma-4-31b --system lpx --isl 10000 --osl 1000
   fleet     lpxsim simulate --fleet examples/fleets/lpx-compiled.yaml --trace mooncake-conversation
             (--duration S limits the trace's arrivals, default 120 simulated seconds)
+  modes     lpxsim modes gemma-4-31b --contexts C --loads light,heavy (--contexts, default 10000)
+  moe       the tour's MoE section (gpt-oss-120b: capacity, AA at 10K, the 100K decode row)
 
-Run: python benchmarks/bench_lpx_compiles.py [estimate|fleet ...] [--duration S]
+Run: python benchmarks/bench_lpx_compiles.py [estimate|fleet|modes|moe ...] [--duration S] [--contexts C]
 """
 
 from __future__ import annotations
@@ -51,16 +53,44 @@ def run(argv: list[str]) -> tuple[int, float, float, int]:
     return count["n"], time.process_time() - c0, time.perf_counter() - w0, code
 
 
+def run_moe() -> tuple[int, float, float, int]:
+    """(compiles, CPU s, wall s, 0) of the tour's MoE section in this process."""
+    from lpxsim.lpu import stepmodel
+    from lpxsim.report.tour_sections import TourConfig, moe_section
+
+    count = {"n": 0}
+    build = stepmodel.LpxStepModel._build
+
+    def counted(self, lay, phase):
+        count["n"] += 1
+        return build(self, lay, phase)
+
+    stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
+    c0, w0 = time.process_time(), time.perf_counter()
+    try:
+        moe_section(TourConfig())
+    finally:
+        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
+    return count["n"], time.process_time() - c0, time.perf_counter() - w0, 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="*", default=["estimate"])
     ap.add_argument("--duration", type=float, default=120.0)
+    ap.add_argument("--contexts", default="10000")
     args = ap.parse_args()
     for case in args.cases:
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
             os.environ["LPXSIM_CACHE"] = cache
+            if case == "moe":
+                n, cpu, wall, code = run_moe()
+                print(f"{case:9s} compiles {n:4d}  {cpu:7.1f} s CPU {wall:7.1f} s wall  exit {code}", flush=True)
+                continue
             if case == "estimate":
                 argv = ["estimate", "gemma-4-31b", "--system", "lpx", "--isl", "10000", "--osl", "1000", "--json"]
+            elif case == "modes":
+                argv = ["modes", "gemma-4-31b", "--contexts", args.contexts, "--loads", "light,heavy", "--json"]
             else:
                 argv = ["simulate", "--fleet", str(ROOT / "examples/fleets/lpx-compiled.yaml"), "--trace",
                         "mooncake-conversation", "--duration", str(args.duration), "--out", out, "--json"]

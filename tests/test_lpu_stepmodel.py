@@ -88,13 +88,146 @@ def test_batch_three_is_interpolated_between_two_and_four(fresh_cache) -> None:
     assert sm.max_batch() >= 4
     got = sm.decode_step(DecodeBatch.uniform(3, 3000))
     assert not any(k[0] == "decode" and len(k[1]) == 3 for k in sm._summaries)
-    for ctx in (1024, 4096):  # the grid points around 3,000
-        assert any(k == ("decode", (ctx,) * 4, 1) for k in sm._summaries)
+    # batch 4 at the top of 3,000's bracket (1,024-4,096), re-timed by the shared per-sequence slope
+    assert ("decode", (4096,) * 4, 1) in sm._summaries
     direct = compile_program(m, "lpx", chips=8, phase=Phase.decode([3000] * 3), layout=sm.layout,
                              weights="bf16", chip_sram_bytes=2_000_000)
     assert direct.report.ok
     assert got.latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
     assert got.interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.02)
+
+
+def test_a_batch_above_the_last_bucket_shares_the_ceiling_compile(fresh_cache) -> None:
+    """Batches between the largest power of two and the replica's ceiling (max_batch) are priced from those
+    two compiles instead of one compile each (the bucket above the ceiling does not fit); within 2 % of
+    their own compiles."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=4, chip_sram_bytes=2_000_000)
+    top = sm.max_batch()
+    assert top not in (1, 2, 4, 8) and top > 5  # a ceiling that is not a bucket, with batches below it
+    got = {b: sm.decode_step(DecodeBatch.uniform(b, 3000)) for b in range(5, top)}
+    decoded = {len(k[1]) for k in sm._summaries if k[0] == "decode"}
+    assert decoded <= {1, 4, top}  # no batch between 4 and the ceiling compiled as itself
+    assert top in decoded
+    for b in (5, top - 1):
+        direct = compile_program(m, "lpx", chips=8, phase=Phase.decode([3000] * b), layout=sm.layout,
+                                 weights="bf16", chip_sram_bytes=2_000_000)
+        assert direct.report.ok
+        assert got[b].latency_s == pytest.approx(direct.timing.latency_s, rel=0.02)
+        assert got[b].interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.02)
+
+
+def test_batches_share_the_per_sequence_context_slope(fresh_cache) -> None:
+    """A decode batch between 1 and the ceiling is compiled at the top of its context bracket only and
+    re-timed down by batch 1's per-sequence slope (checked on the ceiling batch); within 1 % of its own
+    compile (measured on Gemma 4 31B, 4K -> 10K: at most 0.016 %)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=8, chip_sram_bytes=2_000_000)
+    top = sm.max_batch()
+    assert top >= 8
+    got = {b: sm.decode_step(DecodeBatch.uniform(b, 3000)) for b in (2, 4, 8)}
+    assert sm._shared_slope("decode", 1, 1024, 4096) is not None
+    decoded = {(len(k[1]), k[1][0]) for k in sm._summaries if k[0] == "decode"}
+    assert {(b, 1024) for b in (2, 4, 8)}.isdisjoint(decoded)  # not compiled at the bottom of the bracket
+    assert {(b, 4096) for b in (1, 2, 4, 8, top)} | {(1, 1024), (top, 1024)} <= decoded
+    for b, cost in got.items():
+        direct = compile_program(m, "lpx", chips=8, phase=Phase.decode([3000] * b), layout=sm.layout,
+                                 weights="bf16", chip_sram_bytes=2_000_000)
+        assert direct.report.ok
+        assert cost.latency_s == pytest.approx(direct.timing.latency_s, rel=0.01)
+        assert cost.interval_s == pytest.approx(min(direct.timing.interval_s, direct.timing.latency_s), rel=0.01)
+
+
+def test_a_slope_that_is_not_shared_keeps_both_compiles(fresh_cache, monkeypatch) -> None:
+    """When the ceiling batch's cost at the bottom of a bracket is not predicted by batch 1's slope, every
+    batch is compiled at both ends, as before."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", -1.0)  # no prediction passes
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=8, chip_sram_bytes=2_000_000)
+    sm.decode_step(DecodeBatch.uniform(2, 3000))
+    assert sm._shared_slope("decode", 1, 1024, 4096) is None
+    assert {("decode", (c, c), 1) for c in (1024, 4096)} <= set(sm._summaries)
+
+
+def test_a_batch_below_the_ceiling_follows_it_without_a_check_of_its_own(fresh_cache, monkeypatch) -> None:
+    """On the sparse grid a batch between 1 and the ceiling is not checked for linearity itself: it takes
+    the sparse grid when batch 1 and the ceiling do and share their slope, else the generic buckets."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=70_000, concurrency=4, chip_sram_bytes=32_000_000)
+    top = sm.max_batch()
+    assert top >= 4 and sm._sparse is not None
+    checked: list[int] = []
+    real = sm._is_linear
+
+    def ceiling_not_linear(kind: str, b: int, new: int) -> bool:
+        checked.append(b)
+        return b != top and real(kind, b, new)
+
+    monkeypatch.setattr(sm, "_is_linear", ceiling_not_linear)
+    sm.decode_step(DecodeBatch.uniform(2, 20_000))
+    assert 2 not in checked and top in checked
+    assert sm._linear[("decode", 2, 1)] is False
+    assert ("decode", (32768, 32768), 1) in sm._summaries  # the generic bracket 16,384-32,768
+    assert ("decode", (1024, 1024), 1) not in sm._summaries  # batch 2 spent no compile on a check of its own
+
+
+def test_prefill_skips_the_buckets_of_its_flat_stretch(fresh_cache, monkeypatch) -> None:
+    """A prefill shape whose cost at a bucket is within LINEAR_TOL of its 1K cost skips the buckets between
+    (bisection from the top one); a shape with no flat stretch keeps every bucket."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    assert sm._grid == (0, 1024, 4096, 16384, 32768, 65536, 100_000)
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", 1e9)  # everything within tolerance: flat to 64K
+    assert sm._grid_for("prefill", 1, 256, 20_000) == (0, 1024, 65536, 100_000)
+    prefilled = {k[1][0] for k in sm._summaries if k[0] == "prefill"}
+    assert prefilled == {1024, 65536}  # two compiles decided it
+    monkeypatch.setattr(stepmodel, "LINEAR_TOL", -1.0)  # nothing within tolerance: every bucket
+    sm._flat.clear()
+    assert sm._grid_for("prefill", 1, 128, 20_000) == sm._grid
+
+
+def test_prefill_under_the_flat_rule_matches_direct_compiles(fresh_cache) -> None:
+    """With the real tolerance the prefill answer between buckets stays within 1 % of a direct compile (the
+    tiny model's prefill grows with context from 1K, so here the rule must keep the buckets it needs)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    for ctx in (3000, 20_000, 50_000):
+        got = sm._cost("prefill", 1, ctx, 256)
+        direct = sm.timing(Phase("prefill", (ctx,), 256))
+        assert got.latency_s == pytest.approx(direct.latency_s, rel=0.01)
+        assert got.interval_s == pytest.approx(min(direct.interval_s, direct.latency_s), rel=0.01)
+
+
+def test_a_step_compile_runs_with_the_collector_paused(fresh_cache, monkeypatch) -> None:
+    """`_build` runs with the cyclic GC off (its rescans of a compile's records cost ~30 %) and turns it back
+    on afterwards, also when the compile fails."""
+    import gc
+
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    seen: list[bool] = []
+    real = stepmodel.build_program
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setattr(stepmodel, "build_program", spy)
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    assert seen and not any(seen) and gc.isenabled()
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(stepmodel, "build_program", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        sm._build(sm.layout, Phase.decode([2000]))
+    assert gc.isenabled()
 
 
 def test_bad_input(sm: LpxStepModel) -> None:

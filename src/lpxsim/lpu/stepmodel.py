@@ -9,10 +9,14 @@ bucket (batch size, context) and cached; between context buckets the answer
 is interpolated linearly (KV reads grow linearly with context), which a test
 checks against direct compiles. With a long target (>= 64K) a decode shape whose cost at 16K lies on the
 line between 1K and the target (within 0.5 %, checked from those three compiles) is priced from them alone
-between 1K and the target, instead of from every bucket. A caller that serves one workload can name the
+between 1K and the target, instead of from every bucket (a batch between 1 and the ceiling follows
+those two); a prefill shape skips the buckets inside its flat stretch from 1K (`_flat_grid`). Decode
+batches share batch 1's per-sequence context slope where the ceiling batch confirms it
+(`_shared_slope`): each is compiled at the top of its bracket only. A caller that serves one workload can name the
 contexts it will ask about (`context_grid`): those are compiled exactly and
 replace the generic buckets (fewer compiles, no interpolation at them). A batch
-bucket larger than the replica holds is not compiled; the exact batch is.
+bucket larger than the replica holds is not compiled; the largest batch the
+replica holds takes its place (a batch that does not fit there is compiled as itself).
 
 Both the layout choice and each shape's compiled summary (timing and per-chip
 memory, `step_summary`) are pure functions of (model spec, system spec, arch,
@@ -23,6 +27,8 @@ a second process with a warm cache compiles nothing.
 
 from __future__ import annotations
 
+import functools
+import gc
 import math
 from functools import cached_property
 
@@ -57,9 +63,32 @@ class CompileNotVerified(RuntimeError):
     """A compiled step failed `lpxsim.lpu.verify` (a compiler bug, not a user mistake)."""
 
 
+def _gc_paused(fn):
+    """Run `fn` with the cyclic garbage collector off (restored after, also on error): a compile builds
+    ~10^5 long-lived records and no cycles worth collecting, and the collector's rescans of them cost ~30 %
+    of a step-model compile (measured: Gemma 4 31B decode at 10.5K, 1.95 -> 1.33-1.50 CPU s)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was:
+                gc.enable()
+
+    return run
+
+
 def _batch_bucket(b: int) -> int:
     """Batches compiled: 1, 2, then powers of two (a batch in between is interpolated linearly)."""
     return b if b <= 2 else 1 << (b - 1).bit_length()
+
+
+def _batch_below(b: int) -> int:
+    """The compiled batch below `b` (> 1) that a batch between buckets is interpolated from."""
+    return 1 << ((b - 1).bit_length() - 1)
 
 
 def _rows_bracket(rows: int) -> tuple[int, int]:
@@ -121,6 +150,8 @@ class LpxStepModel:
         # Only for the generic buckets (a caller's own grid is already the few contexts it asks about).
         self._sparse = (0, SPARSE_LO, SPARSE_MID, top) if context_grid is None and top >= SPARSE_MIN_TOP else None
         self._linear: dict[tuple, bool] = {}
+        self._slopes: dict[tuple, tuple[float, float, int] | None] = {}
+        self._flat: dict[tuple, tuple[int, ...]] = {}
 
     def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
         """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
@@ -192,6 +223,7 @@ class LpxStepModel:
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
+    @_gc_paused
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
         """Compile and verify one step: every program whose timing a user gets has passed `verify`
         (a program that does not is a compiler bug: `CompileNotVerified`, never a silent answer)."""
@@ -273,8 +305,11 @@ class LpxStepModel:
         if batch <= 0:
             raise UserError("batch", "a step needs at least one sequence")
         b = _batch_bucket(batch)
-        if b != batch and b > self.max_batch() >= batch:  # the bucket would not fit: compile the batch itself
-            b = batch
+        if b != batch and b > self.max_batch() >= batch:
+            # The bucket would not fit: the largest batch the replica holds closes the segment instead, so every
+            # batch between the power of two below and the ceiling shares its compile (a shorter segment of the
+            # same line the bucket would give; each exact batch was one compile per context before).
+            b = self.max_batch()
         try:
             lat, ii = self._at_context(kind, b, context, new)
         except DoesNotFit:
@@ -283,7 +318,7 @@ class LpxStepModel:
             b = batch  # the bucket does not fit (e.g. a prefill's activations): compile the batch itself
             lat, ii = self._at_context(kind, b, context, new)
         if b != batch:  # between batch buckets: linear in the rows processed
-            small = b // 2
+            small = _batch_below(batch)
             if small < batch:
                 s = self._cost(kind, small, context, new)
                 f = (batch - small) / (b - small)
@@ -292,8 +327,17 @@ class LpxStepModel:
         return StepCost(lat, min(ii, lat))
 
     def _at_context(self, kind: str, b: int, context: int, new: int) -> tuple[float, float]:
-        """(latency, interval) of `b` sequences at `context`, linear between the context grid's points."""
+        """(latency, interval) of `b` sequences at `context`, linear between the context grid's points.
+
+        A decode or verify batch whose bracket has a checked per-sequence slope (`_shared_slope`) is compiled
+        at the top of the bracket only and re-timed down to `context` by that slope: its KV-dependent term."""
         lo, hi = _bracket(max(0, context), self._grid_for(kind, b, new, context))  # above the target: exact
+        if lo != hi and b > 1 and kind != "prefill":
+            shared = self._shared_slope(kind, new, lo, hi)
+            if shared is not None and b <= shared[2]:
+                t = self.step_summary(Phase(kind, (hi,) * b, new))["timing"]  # type: ignore[arg-type]
+                d = b * (hi - context)
+                return t["latency_s"] - d * shared[0], t["interval_s"] - d * shared[1]
         costs = []
         for ctx in sorted({lo, hi}):
             ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]
@@ -310,14 +354,109 @@ class LpxStepModel:
         is checked linear in context there (`_is_linear`), else the generic buckets."""
         if self._sparse is None or not SPARSE_LO < context < self.target.context:
             return self._grid
-        # Prefill is not linear there (Gemma 4 31B, 256 rows: flat to 16K, +6.7 % at 131K, 0.8 % off the line)
-        # and a batch the target context does not hold would spend a compile on a refusal: both keep the buckets.
-        if kind == "prefill" or b > self.max_batch():
+        # A batch the target context does not hold would spend a compile on a refusal: it keeps the buckets.
+        if b > self.max_batch():
             return self._grid
+        # Prefill is not linear there (Gemma 4 31B, 256 rows: flat to 32K, +1.8 % at 64K, +6.7 % at 131K) but
+        # flat from 1K up to some context: the buckets inside its flat stretch are skipped (`_flat_grid`).
+        if kind == "prefill":
+            fkey = (kind, b, new)
+            if fkey not in self._flat:
+                self._flat[fkey] = self._flat_grid(kind, b, new)
+            return self._flat[fkey]
+        key = (kind, b, new)
+        if key not in self._linear:
+            top = self.max_batch()
+            # A batch between 1 and a ceiling of 4 or more follows batch 1 and the ceiling (no check of its own:
+            # three compiles, wasted when it fails, as it does wherever the ceiling is not linear either).
+            shared = 1 < b < top and top >= 4
+            self._linear[key] = self._linear_by_shared_slope(kind, b, new) if shared else self._is_linear(kind, b, new)
+        return self._sparse if self._linear[key] else self._grid
+
+    def _flat_grid(self, kind: str, b: int, new: int) -> tuple[int, ...]:
+        """The generic buckets without those strictly inside the stretch from SPARSE_LO (1K) to the furthest
+        bucket below the target whose compiled cost is within LINEAR_TOL of the 1K one (latency and interval;
+        found by bisection over the buckets, from the top one down). A step's cost does not fall as its
+        context grows (more keys to read), so inside that stretch the cost lies between the two compiles and
+        the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
+        equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment."""
+        top = self.target.context
+        pts = [g for g in self._grid if SPARSE_LO <= g < top]
+        if len(pts) < 3:
+            return self._grid
+        keys = ("latency_s", "interval_s")
+
+        def cost(g: int) -> dict:
+            return self.step_summary(Phase(kind, (g,) * b, new))["timing"]  # type: ignore[arg-type]
+
+        try:
+            base = cost(pts[0])
+        except DoesNotFit:
+            return self._grid
+
+        def flat(g: int) -> bool:
+            try:
+                t = cost(g)
+            except DoesNotFit:
+                return False
+            return all(abs(t[x] - base[x]) <= LINEAR_TOL * base[x] for x in keys)
+
+        lo, hi = 0, len(pts) - 1
+        if flat(pts[hi]):
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if flat(pts[mid]):
+                lo = mid
+            else:
+                hi = mid
+        return tuple(g for g in self._grid if not pts[0] < g < pts[lo])
+
+    def _linear_by_shared_slope(self, kind: str, b: int, new: int) -> bool:
+        """A batch between 1 and the ceiling is linear in context on the sparse grid when batch 1 and the
+        ceiling are (`_is_linear`) and their slopes per sequence agree there (`_shared_slope`): then the
+        batch costs one compile (at the target) instead of three; otherwise it takes the generic buckets."""
+        top = self.max_batch()
+        lo, hi = self._sparse[1], self._sparse[3]  # type: ignore[index]
+        return (self._linear_at(kind, 1, new) and self._linear_at(kind, top, new)
+                and self._shared_slope(kind, new, lo, hi) is not None)
+
+    def _linear_at(self, kind: str, b: int, new: int) -> bool:
         key = (kind, b, new)
         if key not in self._linear:
             self._linear[key] = self._is_linear(kind, b, new)
-        return self._sparse if self._linear[key] else self._grid
+        return self._linear[key]
+
+    def _shared_slope(self, kind: str, new: int, lo: int, hi: int) -> tuple[float, float, int] | None:
+        """The per-sequence context slope (latency, interval per sequence-token) between grid points `lo` and
+        `hi`, measured on the batch-1 compiles, with the largest batch that slope may serve -- or None.
+
+        A decode step's KV term grows with the tokens it attends, i.e. with batch x context: measured on Gemma 4
+        31B (one rack, 10K deployment), the 4K -> 10K change at batch b is b times batch 1's to within 0.02 %
+        for b = 2-40. It holds here when the ceiling batch (max_batch, compiled at both points) is predicted from
+        its own top compile and that slope within LINEAR_TOL (latency and interval) at `lo`, the far end of the
+        bracket: any batch in between is then priced from its compile at `hi` alone. Only with a ceiling of 4 or
+        more (below that the check would cost as much as it saves); a shape that does not fit is not shared."""
+        key = (kind, new, lo, hi)
+        if key in self._slopes:
+            return self._slopes[key]
+        top = self.max_batch()
+        out = None
+        if top >= 4:
+            try:
+                one = [self.step_summary(Phase(kind, (c,), new))["timing"] for c in (lo, hi)]  # type: ignore[arg-type]
+                big = [self.step_summary(Phase(kind, (c,) * top, new))["timing"]  # type: ignore[arg-type]
+                       for c in (lo, hi)]
+            except DoesNotFit:
+                big = None
+            if big is not None:
+                k = ("latency_s", "interval_s")
+                slope = [(one[1][x] - one[0][x]) / (hi - lo) for x in k]
+                if all(abs(big[1][x] - top * (hi - lo) * sl - big[0][x]) <= LINEAR_TOL * big[0][x]
+                       for x, sl in zip(k, slope, strict=True)):
+                    out = (slope[0], slope[1], top)
+        self._slopes[key] = out
+        return out
 
     def _is_linear(self, kind: str, b: int, new: int) -> bool:
         """Whether the compiled cost at SPARSE_MID is within LINEAR_TOL of the line through SPARSE_LO and the
