@@ -259,7 +259,9 @@ def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
     est = steady_state(step, isl=isl, osl=osl, concurrency=conc)
     alone = steady_state(step, isl=isl, osl=osl, concurrency=1)
     assert est.ttft_wait_s > 0 and est.ttft_s > alone.ttft_s
-    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.25)
+    # mean-field MVA against the event loop: since the roofline-priced ops (Gemma's sliding-window layers)
+    # carry their context cost, the simulator's median is ~25 % above the estimate (it was 22 % before)
+    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.3)
 
 
 def test_pools_take_their_own_gpu_layout_and_framework():
@@ -394,3 +396,20 @@ def test_step_memo_tables_follow_the_fitted_constants(monkeypatch):
     monkeypatch.setattr(sm, "source_version", lambda *p: seen.append(p) or real(*p))
     sm.table_key(("backend", "x"))
     assert "lpxsim.catalog.fitted" in seen[0] and "lpxsim.gpu" in seen[0]
+
+
+def test_unmeasured_attention_keeps_its_context_cost() -> None:
+    """An attention shape no table covers (Gemma 4 31B's global layers whole on one GPU: 32 heads, 4 KV heads,
+    head_dim 512) and the sliding-window layers are priced by the roofline at the step's context: a decode step
+    and a prefill chunk over a long cached prefix cost more than at a short one (they once priced context 0)."""
+    from lpxsim.gpu import GpuStepModel
+    from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+
+    m = GpuStepModel("gemma-4-31b", system="h200-hgx", gpus=1, tp=1)
+    assert m.source is not None  # the measured path, where the bug was
+    d = [m.decode_step(DecodeBatch.uniform(8, c)).latency_s for c in (1_000, 10_000, 100_000)]
+    assert d[0] < d[1] < d[2]
+    # 8 x 100K tokens of KV over the global layers alone is more than 1 ms of HBM reads on an H200
+    assert d[2] - d[0] > 1e-3
+    p = [m.prefill(PrefillChunk(2048, c, 1)).latency_s for c in (0, 100_000)]
+    assert p[1] > 1.5 * p[0]

@@ -418,7 +418,10 @@ class GpuStepModel:
             self._cache_base = hashlib.sha256(repr(parts).encode()).hexdigest()
 
         def compute() -> dict:
-            b, secs = price_measured(self, self._get(kind + "@0", new_tokens, (0,) * n), kind, new_tokens, ctx, graphs)
+            # the ops no table covers (an attention shape outside the measured heads, sliding-window layers, KV
+            # writes) keep the roofline cost at this step's context, not at context 0
+            f = self._get(kind, new_tokens, (round(ctx),) * n)
+            b, secs = price_measured(self, f, kind, new_tokens, ctx, graphs)
             return {"b": [b.compute_s, b.memory_s, b.overhead_s, b.collective_s, b.total_s, b.attn_s, b.ffn_s],
                     "s": secs, "src": dict(self.cost_sources)}
 
