@@ -20,7 +20,7 @@ from lpxsim.lpu.arch import Arch, arch_for
 from lpxsim.lpu.emit import emit_all
 from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
-from lpxsim.lpu.place import lifetimes, place
+from lpxsim.lpu.place import last_reads, place
 from lpxsim.lpu.program import LayoutInfo, Program
 from lpxsim.lpu.schedule import Provenance, Scheduler
 from lpxsim.lpu.timing import Timing, summarize
@@ -92,11 +92,10 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     produced = set(map(attrgetter("output"), sched.instructions))
-    # Peak memory: the ready times are handed over (freed once read) and the lifetimes passed without a name
+    # Peak memory: the ready times are handed over (freed once read) and the last reads passed without a name
     # here, so `place` frees them once its items are built.
-    regions, buffers, summary = place(lw.use, sched.buffers, produced,
-                                      lifetimes(sched.instructions, sched.transfers, sched.take_ready()),
-                                      arch.sram_bytes)
+    regions, buffers, summary = place(lw.use, sched.buffers, produced, sched.take_ready(),
+                                      last_reads(sched.instructions, sched.transfers), arch.sram_bytes)
     instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),

@@ -30,9 +30,8 @@ def _align(n: float) -> int:
     return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
 
 
-def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
-              ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
-    """Per buffer: (cycle it starts being written, cycle of its last read)."""
+def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> dict[str, int]:
+    """Per buffer read by an instruction or a transfer: the cycle its last reader finishes."""
     last: dict[str, int] = {}
     get = last.get
     for ins in instructions:
@@ -44,6 +43,13 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
         b, e = tr.src_buffer, tr.end_cycle
         if e > get(b, -1):
             last[b] = e
+    return last
+
+
+def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
+              ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
+    """Per buffer: (cycle it starts being written, cycle after its last read)."""
+    get = last_reads(instructions, transfers).get
     out = {}
     for bid, rd in ready.items():
         e = get(bid, rd.end)
@@ -84,18 +90,27 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
-          life: dict[str, tuple[int, int]], sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
+          ready: dict[str, Ready], last: dict[str, int],
+          sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
 
+    A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
+    last reader (`last`, from `last_reads`); one never written lives [0, 1).
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
     per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    lget, never = life.get, (0, 1)
+    rget, lget = ready.get, last.get
     for bid, b in buffers.items():
-        s, e = lget(bid, never)
+        rd = rget(bid)
+        if rd is None:
+            s, e = 0, 1
+        else:
+            s, e = rd.first, rd.end
+            r = lget(bid, e)
+            e = (r if r > e else e) + 1
         nb = b.bytes if b.bytes > 1 else 1
         (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
-    del life, lget  # read into the items: freed here when the caller passed them without keeping a name
+    del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
     summary: dict[int, dict] = {}
