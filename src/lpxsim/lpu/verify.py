@@ -107,19 +107,20 @@ class Columns:
             self.t_dbuf = np.fromiter(map(bid.__getitem__, dsts), np.int64, m)
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
-        def ints(seq, field: str, k: int) -> np.ndarray:
-            return np.fromiter(map(attrgetter(field), seq), np.int64, k)
+        def ints(seq, fields: tuple[str, ...], k: int) -> np.ndarray:
+            """Integer fields of `k` records, one column each (read in one pass over the records)."""
+            flat = np.fromiter(chain.from_iterable(map(attrgetter(*fields), seq)), np.int64, k * len(fields))
+            return flat.reshape(k, len(fields)).T.copy()  # rows contiguous
 
-        self.i_chip, self.i_start = ints(ins, "chip", n), ints(ins, "cycle_start", n)
-        self.i_first, self.i_end = ints(ins, "first_out_cycle", n), ints(ins, "cycle_end", n)
+        self.i_chip, self.i_start, self.i_first, self.i_end = ints(
+            ins, ("chip", "cycle_start", "first_out_cycle", "cycle_end"), n)
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), map(attrgetter("attrs"), ins)),
                                   np.int64, n)
         self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        self.t_src, self.t_dst = ints(trs, "src_chip", m), ints(trs, "dst_chip", m)
-        self.t_send, self.t_ser = ints(trs, "send_cycle", m), ints(trs, "ser_cycles", m)
-        self.t_arrive, self.t_end = ints(trs, "arrive_cycle", m), ints(trs, "end_cycle", m)
-        self.t_bytes = ints(trs, "bytes", m).astype(np.float64)
+        (self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, t_bytes) = ints(
+            trs, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle", "bytes"), m)
+        self.t_bytes = t_bytes.astype(np.float64)
         links = list(map(attrgetter("links"), trs))
         self.t_nhops = np.fromiter(map(len, links), np.int64, m)
         hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
