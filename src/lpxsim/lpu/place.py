@@ -10,7 +10,6 @@ interval allocator assigns offsets.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 import operator
 from collections import defaultdict
@@ -22,6 +21,7 @@ from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
 _START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
+_NEVER = float("inf")
 
 
 def _align(n: float) -> int:
@@ -61,29 +61,31 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
     """items (id, size, start, end) -> offsets and region size; live intervals never share bytes.
 
     Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
-    set is kept sorted by offset, and expired through a heap of end cycles."""
+    set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
+    earliest end among it has passed."""
     offsets: dict[str, int] = {}
-    active: list[tuple[int, int, int]] = []  # (offset, size, seq) sorted by offset
-    ends: list[tuple[int, int, int, int]] = []  # heap of (end, offset, size, seq)
+    active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
+    min_end = _NEVER
     top = 0
-    pop, push, find, insort = heapq.heappop, heapq.heappush, bisect.bisect_left, bisect.insort
-    items = sorted(items, key=_START_ID)
-    for seq, (bid, size, start, end) in enumerate(items):
-        while ends and ends[0][0] <= start:
-            _, o, z, q = pop(ends)
-            del active[find(active, (o, z, q))]
+    insort = bisect.insort
+    for bid, size, start, end in sorted(items, key=_START_ID):
+        if min_end <= start:
+            active = [a for a in active if a[2] > start]
+            min_end = min([a[2] for a in active], default=_NEVER)
         off = 0
-        for a_off, a_size, _ in active:
+        for a_off, a_top, _ in active:
             if off + size <= a_off:
                 break
-            if a_off + a_size > off:
-                off = a_off + a_size
+            if a_top > off:
+                off = a_top
         offsets[bid] = off
-        if active and off > active[-1][0]:
-            active.append((off, size, seq))
+        item = (off, off + size, end)
+        if not active or off > active[-1][0]:
+            active.append(item)
         else:
-            insort(active, (off, size, seq))
-        push(ends, (end, off, size, seq))
+            insort(active, item)
+        if end < min_end:
+            min_end = end
         if off + size > top:
             top = off + size
     return offsets, top
