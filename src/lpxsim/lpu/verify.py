@@ -294,15 +294,40 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     idx = np.flatnonzero(live)
     if len(idx) < 2:
         return
-    order = idx[np.argsort(g[idx], kind="stable")]
-    gs = g[order]
-    cuts = np.flatnonzero(np.diff(gs)) + 1
     names = list(regions)
     lo, hi = off, off + np.maximum(size, 1)
-    for part in np.split(order, cuts):
-        if len(part) > 1 and _clash(lo[part], hi[part], t0[part], t1[part]):
-            chip, region = names[int(g[part[0]])]
-            rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
+    for k in _clashing_regions(g[idx], lo[idx], hi[idx], t0[idx], t1[idx]):
+        chip, region = names[k]
+        rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
+
+
+def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray,
+                      max_pairs: int = 4_000_000) -> list[int]:
+    """Regions (ascending) holding two buffers that overlap both in bytes and in lifetime.
+
+    Sorted by (region, start), a buffer can only clash with the ones after it that start before it ends:
+    those pairs (a few per buffer: the live set is short) are generated and tested exactly. A region whose
+    buffers all overlap in time would make that quadratic: past `max_pairs`, regions are tested pairwise
+    in blocks (`_clash`)."""
+    order = np.lexsort((t0, g))
+    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
+    span = int(max(int(t1.max()), int(t0.max()))) - int(min(int(t0.min()), int(t1.min()))) + 2
+    base = int(min(int(t0.min()), int(t1.min())))
+    key = (g - g.min()) * span + (t0 - base)
+    # buffers after i (same region) starting before i ends: indices i+1 .. stop[i]-1
+    stop = np.searchsorted(key, (g - g.min()) * span + np.maximum(t1 - base, t0 - base), side="left")
+    count = np.maximum(stop - np.arange(len(g)) - 1, 0)
+    total = int(count.sum())
+    if total > max_pairs:
+        cuts = np.flatnonzero(np.diff(g)) + 1
+        return [int(part_g[0]) for part_g, a, b, c, d in zip(np.split(g, cuts), np.split(lo, cuts),
+                                                                np.split(hi, cuts), np.split(t0, cuts),
+                                                                np.split(t1, cuts), strict=True)
+                if len(part_g) > 1 and _clash(a, b, c, d)]
+    i = np.repeat(np.arange(len(g)), count)
+    j = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + i + 1
+    bad = (lo[i] < hi[j]) & (lo[j] < hi[i]) & (t0[i] < t1[j]) & (t0[j] < t1[i]) & (g[i] == g[j])
+    return np.unique(g[i[bad]]).tolist()
 
 
 def _clash(lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray, block: int = 2048) -> bool:

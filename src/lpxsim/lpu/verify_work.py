@@ -352,8 +352,20 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
         k0 = made[bid[ins.output]]
-        sets = [memo[k] if k in memo else _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
-                for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
+        sets = []
+        for k in rbuf[ptr[k0]:ptr[k0 + 1]]:
+            x = memo.get(k)
+            if x is None:
+                src = sent[k]
+                if src >= 0 and sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
+                    # the common case, inline: a received copy of a leaf partial
+                    x = memo.get(src)
+                    if x is None:
+                        x = memo[src] = (frozenset((src,)), True)
+                    memo[k] = x
+                else:
+                    x = _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
+            sets.append(x)
         got = frozenset().union(*(x[0] for x in sets))
         want = leaves.get((ins.op, kind), set())
         if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
