@@ -344,6 +344,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
     has_leaves = {o for o, _ in leaves}
     memo: dict[int, tuple[frozenset[int], bool]] = {}
+    complete: set[tuple] = set()  # (op, kind, ids of the memo entries reached) of a complete reduction
     for ins in ins_list:
         if ins.kind != "reduce" or ins.op not in has_leaves:
             continue
@@ -366,10 +367,17 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
                 else:
                     x = _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
             sets.append(x)
-        got = frozenset().union(*(x[0] for x in sets))
         want = leaves.get((ins.op, kind), set())
+        # The reductions of one all-reduce group reach the same leaf sets (the same memo objects, in another
+        # order): one that reached them all exactly once is remembered by those objects' identities.
+        ukey = (ins.op, kind, tuple(sorted(map(id, sets))))
+        if ukey in complete:
+            continue
+        got = frozenset().union(*(x[0] for x in sets))
         if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
             missing, twice = sorted(names[k] for k in want - got), []
+            if not missing:
+                complete.add(ukey)
         else:  # some leaf reached twice: count each path (the error's details)
             found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
             missing = sorted(names[k] for k in want - set(found))
