@@ -358,13 +358,13 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
             x = memo.get(k)
             if x is None:
                 src = sent[k]
-                if src >= 0 and sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
-                    # the common case, inline: a received copy of a leaf partial
+                if src >= 0:  # the common cases, inline: a received copy of a leaf or of a walked buffer
                     x = memo.get(src)
-                    if x is None:
+                    if x is None and sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
                         x = memo[src] = (frozenset((src,)), True)
-                    memo[k] = x
-                else:
+                    if x is not None:
+                        memo[k] = x
+                if x is None:
                     x = _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
             sets.append(x)
         want = leaves.get((ins.op, kind), set())
@@ -427,7 +427,22 @@ def _leaf_set(k0: int, memo: dict[int, tuple[frozenset[int], bool]], sent: list[
             memo[k] = (frozenset((k,)), True)
             stack.pop()
             continue
-        todo = [c for c in kids if c not in memo]
+        todo = []
+        for c in kids:  # leaves and copies of leaves resolved here rather than through the stack
+            if c in memo:
+                continue
+            src = sent[c]
+            if src < 0:
+                if made[c] < 0 or not pass_l[made[c]]:
+                    memo[c] = (frozenset((c,)), True)
+                    continue
+            elif sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
+                x = memo.get(src)
+                if x is None:
+                    x = memo[src] = (frozenset((src,)), True)
+                memo[c] = x
+                continue
+            todo.append(c)
         if todo:
             if k in entered:  # a cycle: no well-defined leaves (the dependency check reports it)
                 memo[k] = (frozenset(), False)
