@@ -11,7 +11,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import attrgetter
+
+import numpy as np
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import DoesNotFit, UserError
@@ -96,7 +99,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     # here, so `place` frees them once its items are built.
     regions, buffers, summary = place(lw.use, sched.buffers, produced, sched.take_ready(),
                                       last_reads(sched.instructions, sched.transfers), arch.sram_bytes)
-    instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
+    instrs = _by_chip_and_cycle(sched.instructions)
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),
                       kv_spread=layout.kv_spread, kv_block=layout.kv_block)
@@ -114,6 +117,17 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
                         "mxm_flops_per_cycle": dict(arch.mxm_flops_per_cycle), "vector_bytes": arch.vector_bytes}},
     )
     return prog, summary
+
+
+def _by_chip_and_cycle(instructions: list) -> list:
+    """The instructions sorted by (chip, cycle_start, id); ids are the list positions (scheduler order),
+    so a stable sort of the positions on (chip, start) gives the same order."""
+    n = len(instructions)
+    cs = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start"), instructions)), np.int64, 2 * n)
+    order = np.lexsort((cs[1::2], cs[0::2]))  # stable: equal keys keep list (= id) order
+    if not all(i.id == k for k, i in enumerate(instructions)):  # ids not positions: sort on them as such
+        return sorted(instructions, key=attrgetter("chip", "cycle_start", "id"))
+    return list(map(instructions.__getitem__, order.tolist()))
 
 
 def _gc_paused(fn: Callable) -> Callable:
