@@ -302,46 +302,34 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
 
 
 def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray,
-                      max_pairs: int = 4_000_000) -> list[int]:
+                      chunk: int = 1 << 18) -> list[int]:
     """Regions (ascending) holding two buffers that overlap both in bytes and in lifetime.
 
     Sorted by (region, start), a buffer can only clash with the ones after it that start before it ends:
-    those pairs (a few per buffer: the live set is short) are generated and tested exactly. A region whose
-    buffers all overlap in time would make that quadratic: past `max_pairs`, regions are tested pairwise
-    in blocks (`_clash`)."""
+    those pairs (a few per buffer: the live set is short) are generated and tested exactly, about `chunk`
+    pairs at a time (memory)."""
     order = np.lexsort((t0, g))
     g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
-    span = int(max(int(t1.max()), int(t0.max()))) - int(min(int(t0.min()), int(t1.min()))) + 2
     base = int(min(int(t0.min()), int(t1.min())))
-    key = (g - g.min()) * span + (t0 - base)
-    # buffers after i (same region) starting before i ends: indices i+1 .. stop[i]-1
-    stop = np.searchsorted(key, (g - g.min()) * span + np.maximum(t1 - base, t0 - base), side="left")
+    span = int(max(int(t1.max()), int(t0.max()))) - base + 2
+    gk = (g - g.min()) * span
+    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1
+    stop = np.searchsorted(gk + (t0 - base), gk + (np.maximum(t1, t0) - base), side="left")
     count = np.maximum(stop - np.arange(len(g)) - 1, 0)
-    total = int(count.sum())
-    if total > max_pairs:
-        cuts = np.flatnonzero(np.diff(g)) + 1
-        return [int(part_g[0]) for part_g, a, b, c, d in zip(np.split(g, cuts), np.split(lo, cuts),
-                                                                np.split(hi, cuts), np.split(t0, cuts),
-                                                                np.split(t1, cuts), strict=True)
-                if len(part_g) > 1 and _clash(a, b, c, d)]
-    i = np.repeat(np.arange(len(g)), count)
-    j = np.arange(total) - np.repeat(np.cumsum(count) - count, count) + i + 1
-    bad = (lo[i] < hi[j]) & (lo[j] < hi[i]) & (t0[i] < t1[j]) & (t0[j] < t1[i]) & (g[i] == g[j])
-    return np.unique(g[i[bad]]).tolist()
-
-
-def _clash(lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray, block: int = 2048) -> bool:
-    """Does any pair of buffers overlap both in bytes and in lifetime? (pairwise, in blocks)."""
-    n = len(lo)
-    for i in range(0, n, block):
-        sl = slice(i, i + block)
-        both = ((lo[sl, None] < hi[None, :]) & (lo[None, :] < hi[sl, None])
-                & (t0[sl, None] < t1[None, :]) & (t0[None, :] < t1[sl, None]))
-        idx = np.arange(i, min(n, i + block))
-        both[idx - i, idx] = False
-        if both.any():
-            return True
-    return False
+    ends = np.cumsum(count)
+    bad_regions: set[int] = set()
+    r0 = 0
+    while r0 < len(g):
+        r1 = max(int(np.searchsorted(ends, (ends[r0 - 1] if r0 else 0) + chunk, side="right")), r0 + 1)
+        cnt = count[r0:r1]
+        total = int(cnt.sum())
+        if total:
+            i = np.repeat(np.arange(r0, r1), cnt)
+            j = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt) + i + 1
+            bad = (lo[i] < hi[j]) & (lo[j] < hi[i]) & (t0[i] < t1[j]) & (t0[j] < t1[i]) & (g[i] == g[j])
+            bad_regions.update(np.unique(g[i[bad]]).tolist())
+        r0 = r1
+    return sorted(bad_regions)
 
 
 def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -> VerifyReport:
