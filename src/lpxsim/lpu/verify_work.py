@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -317,77 +318,139 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
 
 # --- partial sums ------------------------------------------------------------------------------
 def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+    """Every partial is read; every final reduction reaches each leaf partial sum of its op exactly once.
+
+    The leaves a reduction reaches are found for all reductions at once on arrays (walking back through
+    transfers and pass-on instructions, counting paths); a reduction found wanting (or in a cycle) is walked
+    again one by one (`_reduction_errors`) for its messages."""
     writes = prod[0]
-    read = np.zeros(col.nbuf, bool)
+    nb, ins_list = col.nbuf, p.instructions
+    n = len(ins_list)
+    read = np.zeros(nb, bool)
     read[col.r_buf] = True
     read[col.t_sbuf] = True
-    made_by = np.full(col.nbuf, -1, np.int64)  # instruction index writing each buffer
-    made_by[col.i_out] = np.arange(len(p.instructions))
-    sent_from = np.full(col.nbuf, -1, np.int64)  # source buffer of the transfer writing it
+    made_by = np.full(nb, -1, np.int64)  # instruction index writing each buffer
+    made_by[col.i_out] = np.arange(n)
+    sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
-    ins_list = p.instructions
-    passes = np.zeros(len(ins_list) + 1, bool)  # reduce/concat/copy: pass partials on
-    passes[:-1] = [i.kind in LEAF_EXCLUDED for i in ins_list]
-    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
-    bid = col.bid
-    made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
-    pass_l = passes.tolist()
-    unread = ((writes > 0) & ~read).tolist()
+    passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
+    passes[:-1] = np.fromiter(map(LEAF_EXCLUDED.__contains__, map(attrgetter("kind"), ins_list)), bool, n)
     declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
-    for k in [k for k, x in enumerate(map(attrgetter("partial"), declared)) if x is not None]:
+    nd = len(declared)
+    pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
+    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, map(attrgetter("partial"), declared), repeat(3)), np.int8, nd)
+    unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
+    for k in np.flatnonzero(unread):
         b = declared[k]
-        if unread[k]:
-            rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
-        if b.partial in ("sum", "argmax") and made[k] >= 0 and not pass_l[made[k]]:
-            leaves[(b.op, b.partial)].add(k)
-    ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=len(ins_list)))].tolist()
-    rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
-    has_leaves = {o for o, _ in leaves}
-    memo: dict[int, tuple[frozenset[int], bool]] = {}
-    complete: set[tuple] = set()  # (op, kind, ids of the memo entries reached) of a complete reduction
-    for ins in ins_list:
+        rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
+    is_leaf = np.zeros(nb, bool)
+    is_leaf[:nd] = ((pcode[:nd] == 1) | (pcode[:nd] == 2)) & (made_by[:nd] >= 0) & ~passes[made_by[:nd]]
+    leaf_idx = np.flatnonzero(is_leaf)
+    groups: dict[tuple[str, str], int] = {}
+    gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
+    gid[leaf_idx] = [groups.setdefault((declared[k].op, declared[k].partial), len(groups)) for k in leaf_idx]
+    want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
+    has_leaves = {o for o, _ in groups}
+    # the final reductions (rows) and their (op, kind) group
+    rows, row_group = [], []
+    i_out = col.i_out
+    for m in np.flatnonzero(passes[:-1]).tolist():  # reduce/concat/copy instructions
+        ins = ins_list[m]
         if ins.kind != "reduce" or ins.op not in has_leaves:
             continue
-        out = p.buffers.get(ins.output)
-        if out is None or out.partial is not None:
+        o = int(i_out[m])
+        if o >= nd or pcode[o] != 0:  # undeclared (a dependency error) or itself a partial
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        k0 = made[bid[ins.output]]
-        sets = []
-        for k in rbuf[ptr[k0]:ptr[k0 + 1]]:
-            x = memo.get(k)
-            if x is None:
-                src = sent[k]
-                if src >= 0:  # the common cases, inline: a received copy of a leaf or of a walked buffer
-                    x = memo.get(src)
-                    if x is None and sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
-                        x = memo[src] = (frozenset((src,)), True)
-                    if x is not None:
-                        memo[k] = x
-                if x is None:
-                    x = _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
-            sets.append(x)
-        want = leaves.get((ins.op, kind), set())
-        # The reductions of one all-reduce group reach the same leaf sets (the same memo objects, in another
-        # order): one that reached them all exactly once is remembered by those objects' identities.
-        ukey = (ins.op, kind, tuple(sorted(map(id, sets))))
-        if ukey in complete:
-            continue
-        got = frozenset().union(*(x[0] for x in sets))
-        if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
-            missing, twice = sorted(names[k] for k in want - got), []
-            if not missing:
-                complete.add(ukey)
-        else:  # some leaf reached twice: count each path (the error's details)
-            found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
-            missing = sorted(names[k] for k in want - set(found))
-            twice = sorted(names[k] for k, n in found.items() if n > 1)
-        if missing:
-            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
-                               f"partial sums (e.g. {missing[0]})")
-        if twice:
-            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
-                               f"more than once")
+        rows.append(m)
+        row_group.append(groups.get((ins.op, kind), -1))
+    if not rows:
+        return
+    rg = np.array(row_group, np.int64)
+    ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=n))]
+    r_buf = col.r_buf
+    start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
+    # (row, buffer) pairs, one per path: expand copies and pass-on instructions until only leaves are left
+    cnt = ptr[start + 1] - ptr[start]
+    er = np.repeat(np.arange(len(rows)), cnt)
+    eb = r_buf[np.repeat(ptr[start] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+    done_r, done_b = [], []
+    bad = np.zeros(len(rows), bool)
+    for _ in range(64):
+        if not len(er):
+            break
+        src = sent_from[eb]
+        mk = made_by[eb]
+        copy = src >= 0
+        expand = ~copy & passes[mk]
+        leafy = ~copy & ~expand
+        done_r.append(er[leafy])
+        done_b.append(eb[leafy])
+        xm = mk[expand]
+        xc = ptr[xm + 1] - ptr[xm]
+        xr = np.repeat(er[expand], xc)
+        xb = r_buf[np.repeat(ptr[xm] - np.cumsum(xc) + xc, xc) + np.arange(int(xc.sum()))]
+        er = np.concatenate([er[copy], xr])
+        eb = np.concatenate([src[copy], xb])
+        if len(er) > 50_000_000:  # path explosion (a corrupted program): walk these one by one
+            break
+    bad[er] = True  # still unresolved: a cycle or an explosion
+    fr, fb = np.concatenate(done_r), np.concatenate(done_b)
+    in_want = (gid[fb] == rg[fr]) & (rg[fr] >= 0)
+    width = int(want_size.max(initial=0))
+    if len(rows) * width <= 20_000_000:  # paths per (row, leaf of its group) counted on a dense grid
+        pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
+        order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
+        pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
+        grid = np.bincount(fr[in_want] * width + pos[fb[in_want]], minlength=len(rows) * width)
+        grid = grid.reshape(len(rows), width)
+        bad |= grid.max(axis=1, initial=0) > 1
+        bad |= (rg >= 0) & (grid.sum(axis=1) < want_size[np.maximum(rg, 0)])
+        other = ~in_want  # terminals outside the group: only counted twice matters
+        key, times = np.unique(fr[other] * nb + fb[other], return_counts=True)
+        bad[key[times > 1] // nb] = True
+    else:
+        key, times = np.unique(fr * nb + fb, return_counts=True)
+        ur, ub = key // nb, key % nb
+        bad[ur[times > 1]] = True  # a terminal reached by more than one path
+        hit = (gid[ub] == rg[ur]) & (rg[ur] >= 0)
+        got = np.bincount(ur[hit], minlength=len(rows))
+        bad |= (rg >= 0) & (got < want_size[np.maximum(rg, 0)])
+    if not bad.any():
+        return
+    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for k in leaf_idx.tolist():
+        leaves[(declared[k].op, declared[k].partial)].add(k)
+    walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
+    for row in np.flatnonzero(bad).tolist():
+        _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
+
+
+_PARTIAL_CODE = {None: 0, "sum": 1, "argmax": 2}
+
+
+def _reduction_errors(ins: Instruction, k0: int, leaves: dict[tuple[str, str], set[int]], walk: tuple,
+                      names: list[str], rep: VerifyReport) -> None:
+    """The messages of one reduction (instruction `k0` writes its output): partial sums it misses, or
+    counts more than once."""
+    sent, made, pass_l, rbuf, ptr = walk
+    kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
+    want = leaves.get((ins.op, kind), set())
+    memo: dict[int, tuple[frozenset[int], bool]] = {}
+    sets = [_leaf_set(k, memo, sent, made, pass_l, rbuf, ptr) for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
+    got = frozenset().union(*(x[0] for x in sets))
+    if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
+        missing, twice = sorted(names[k] for k in want - got), []
+    else:  # some leaf reached twice: count each path (the error's details)
+        found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
+        missing = sorted(names[k] for k in want - set(found))
+        twice = sorted(names[k] for k, n in found.items() if n > 1)
+    if missing:
+        rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
+                           f"partial sums (e.g. {missing[0]})")
+    if twice:
+        rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
+                           f"more than once")
 
 
 def _leaf_counts(start: list[int], sent: list[int], made: list[int], pass_l: list[bool], rbuf: list[int],
