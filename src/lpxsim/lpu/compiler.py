@@ -94,10 +94,9 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     emit_all(lw)
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
-    produced = set(map(attrgetter("output"), sched.instructions))
     # Peak memory: the ready times are handed over (freed once read) and the last reads passed without a name
     # here, so `place` frees them once its items are built.
-    regions, buffers, summary = place(lw.use, sched.buffers, produced, sched.take_ready(),
+    regions, buffers, summary = place(lw.use, sched.buffers, sched.take_ready(),
                                       last_reads(sched.instructions, sched.transfers), arch.sram_bytes)
     instrs = _by_chip_and_cycle(sched.instructions)
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,

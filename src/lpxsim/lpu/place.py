@@ -91,13 +91,14 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
     return offsets, top
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
-          ready: dict[str, Ready], last: dict[str, int],
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
-    last reader (`last`, from `last_reads`); one never written lives [0, 1).
+    last reader (`last`, from `last_reads`); one never written lives [0, 1). A buffer an instruction writes
+    (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
+    transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
     per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
@@ -105,13 +106,14 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
     for bid, b in buffers.items():
         rd = rget(bid)
         if rd is None:
-            s, e = 0, 1
+            s, e, to = 0, 1, recv_chip
         else:
             s, e = rd.first, rd.end
             r = lget(bid, e)
             e = (r if r > e else e) + 1
+            to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1
-        (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
+        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
     del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}

@@ -36,6 +36,12 @@ class Ready:
     end_node: int = -1
 
 
+@dataclass(slots=True)
+class Arrived(Ready):
+    """The ready times of a buffer that arrived by a transfer or is a step input (not written by an
+    instruction of its chip): placement puts it in the chip's transfer buffer region."""
+
+
 class Provenance:
     """Why each scheduled time is what it is: a node per time, with its parent node and the mechanisms
     (cycles each) that separate the two. Walking back from the step's last event gives the critical
@@ -128,7 +134,7 @@ class Scheduler:
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
-        self.ready[bid] = Ready(first, first, n, n)
+        self.ready[bid] = Arrived(first, first, n, n)
 
     # --- work -------------------------------------------------------------------------
     def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
@@ -347,7 +353,7 @@ class Scheduler:
         tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
                       send, occupy, arrive, end)
         self.transfers.append(tr)
-        self.ready[dst_buffer] = Ready(arrive, end, anode, enode)
+        self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return tr
@@ -416,7 +422,7 @@ class Scheduler:
             pt.append(end), pp.append(snode), pc.append(comps[1])
             transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
                                       send, ser, arrive, end))
-            ready[dst_buffer] = Ready(arrive, end, anode, anode + 1)
+            ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
             if end > last_end or last_node < 0:
                 last_end, last_node = end, anode + 1
         self.last_end, self.last_node = last_end, last_node
