@@ -57,18 +57,19 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
     return out
 
 
-def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], int]:
-    """items (id, size, start, end) -> offsets and region size; live intervals never share bytes.
+def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tuple[str, Buffer, int]], int]:
+    """items (id, size, start, end, buffer) -> (id, buffer, offset) in placement order, and the region size;
+    live intervals never share bytes.
 
     Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
     set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
     earliest end among it has passed."""
-    offsets: dict[str, int] = {}
+    placed: list[tuple[str, Buffer, int]] = []
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
     insort = bisect.insort
-    for bid, size, start, end in sorted(items, key=_START_ID):
+    for bid, size, start, end, buf in sorted(items, key=_START_ID):
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
@@ -78,7 +79,7 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
                 break
             if a_top > off:
                 off = a_top
-        offsets[bid] = off
+        placed.append((bid, buf, off))
         item = (off, off + size, end)
         if not active or off > active[-1][0]:
             active.append(item)
@@ -88,7 +89,7 @@ def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], 
             min_end = end
         if off + size > top:
             top = off + size
-    return offsets, top
+    return placed, top
 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],
@@ -100,8 +101,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
     (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
+    per_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
+    recv_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
     rget, lget = ready.get, last.get
     for bid, b in buffers.items():
         rd = rget(bid)
@@ -113,7 +114,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
             e = (r if r > e else e) + 1
             to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1
-        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
+        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e, b))
     del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
@@ -140,15 +141,14 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
             if size:
                 rname = f"{kind}@{c}"
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                for bid, boff in offs.items():
-                    b = buffers[bid]
+                for bid, b, boff in offs:
                     b.region, b.offset_bytes = rname, boff
                     new_bufs[bid] = b
                 off += size
                 totals[kind] = size
             else:
-                for bid in offs:
-                    new_bufs.setdefault(bid, buffers[bid])
+                for bid, b, _ in offs:
+                    new_bufs.setdefault(bid, b)
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
