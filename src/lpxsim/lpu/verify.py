@@ -272,14 +272,23 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
                    regions: dict[tuple[int, str], tuple[int, int]]) -> None:
     t0, t1 = lifetimes(col, prod)
     bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
-    rid = {key: k for k, key in enumerate(regions)}
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
+    rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
     names_r = list(map(attrgetter("region"), bufs))
-    g = np.fromiter(map(rid.get, zip(map(attrgetter("chip"), bufs), names_r, strict=True), repeat(-1)), np.int64, nb)
+    bchip, off, size = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"), bufs)),
+                                   np.int64, 3 * nb).reshape(nb, 3).T
+    # region index by name where the name is on one chip only (activation and buffer regions), else by
+    # (chip, name); -1: no such region on the buffer's chip
+    by_name: dict[str, int] = {}
+    for k, (_, name) in enumerate(regions):
+        by_name[name] = -5 if name in by_name else k
+    g = np.fromiter(map(by_name.get, names_r, repeat(-1)), np.int64, nb)
+    fix = np.flatnonzero((g == -5) | ((g >= 0) & (rchip[g] != bchip)))
+    if len(fix):
+        rid = {key: k for k, key in enumerate(regions)}
+        g[fix] = [rid.get((int(bchip[k]), names_r[k]), -1) for k in fix]
     g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
-    off = np.fromiter(map(attrgetter("offset_bytes"), bufs), np.int64, nb)
-    size = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, nb)
     for k in np.flatnonzero(g == -1):
         b = bufs[k]
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
