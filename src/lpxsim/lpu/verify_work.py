@@ -370,12 +370,41 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=n))]
     r_buf = col.r_buf
     start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
-    # (row, buffer) pairs, one per path: expand copies and pass-on instructions until only leaves are left
+    width = int(want_size.max(initial=0))
+    pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
+    order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
+    pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
+    graph = (sent_from, made_by, passes, r_buf, ptr)
+    bad = np.zeros(len(rows), bool)
+    block = max(1, min(2048, (1 << 21) // max(width, 1)))  # rows at a time (memory: their paths, their grid)
+    for lo in range(0, len(rows), block):
+        hi = min(lo + block, len(rows))
+        bad[lo:hi] = _reductions_wanting(start[lo:hi], rg[lo:hi], graph, gid, pos, want_size, width, nb)
+    if not bad.any():
+        return
+    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for k in leaf_idx.tolist():
+        leaves[(declared[k].op, declared[k].partial)].add(k)
+    walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
+    for row in np.flatnonzero(bad).tolist():
+        _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
+
+
+_PARTIAL_CODE = {None: 0, "sum": 1, "argmax": 2}
+
+
+def _reductions_wanting(start: np.ndarray, rg: np.ndarray, graph: tuple, gid: np.ndarray, pos: np.ndarray,
+                        want_size: np.ndarray, width: int, nb: int) -> np.ndarray:
+    """Per reduction (instruction `start`, leaf group `rg`): does it miss a leaf of its group, reach a
+    buffer by more than one path, or not resolve (a cycle)? Paths are expanded back through copies and
+    pass-on instructions, all reductions at once, and counted per (reduction, leaf) on a dense grid."""
+    sent_from, made_by, passes, r_buf, ptr = graph
+    rows = len(start)
     cnt = ptr[start + 1] - ptr[start]
-    er = np.repeat(np.arange(len(rows)), cnt)
+    er = np.repeat(np.arange(rows), cnt)  # (row, buffer) pairs, one per path
     eb = r_buf[np.repeat(ptr[start] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
     done_r, done_b = [], []
-    bad = np.zeros(len(rows), bool)
+    bad = np.zeros(rows, bool)
     for _ in range(64):
         if not len(er):
             break
@@ -392,41 +421,18 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
         xb = r_buf[np.repeat(ptr[xm] - np.cumsum(xc) + xc, xc) + np.arange(int(xc.sum()))]
         er = np.concatenate([er[copy], xr])
         eb = np.concatenate([src[copy], xb])
-        if len(er) > 50_000_000:  # path explosion (a corrupted program): walk these one by one
+        if len(er) > 20_000_000:  # path explosion (a corrupted program): walked one by one instead
             break
     bad[er] = True  # still unresolved: a cycle or an explosion
     fr, fb = np.concatenate(done_r), np.concatenate(done_b)
     in_want = (gid[fb] == rg[fr]) & (rg[fr] >= 0)
-    width = int(want_size.max(initial=0))
-    if len(rows) * width <= 20_000_000:  # paths per (row, leaf of its group) counted on a dense grid
-        pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
-        order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
-        pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
-        grid = np.bincount(fr[in_want] * width + pos[fb[in_want]], minlength=len(rows) * width)
-        grid = grid.reshape(len(rows), width)
-        bad |= grid.max(axis=1, initial=0) > 1
-        bad |= (rg >= 0) & (grid.sum(axis=1) < want_size[np.maximum(rg, 0)])
-        other = ~in_want  # terminals outside the group: only counted twice matters
-        key, times = np.unique(fr[other] * nb + fb[other], return_counts=True)
-        bad[key[times > 1] // nb] = True
-    else:
-        key, times = np.unique(fr * nb + fb, return_counts=True)
-        ur, ub = key // nb, key % nb
-        bad[ur[times > 1]] = True  # a terminal reached by more than one path
-        hit = (gid[ub] == rg[ur]) & (rg[ur] >= 0)
-        got = np.bincount(ur[hit], minlength=len(rows))
-        bad |= (rg >= 0) & (got < want_size[np.maximum(rg, 0)])
-    if not bad.any():
-        return
-    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for k in leaf_idx.tolist():
-        leaves[(declared[k].op, declared[k].partial)].add(k)
-    walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
-    for row in np.flatnonzero(bad).tolist():
-        _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
-
-
-_PARTIAL_CODE = {None: 0, "sum": 1, "argmax": 2}
+    grid = np.bincount(fr[in_want] * width + pos[fb[in_want]], minlength=rows * width).reshape(rows, width)
+    bad |= grid.max(axis=1, initial=0) > 1
+    bad |= (rg >= 0) & (grid.sum(axis=1) < want_size[np.maximum(rg, 0)])
+    other = ~in_want  # terminals outside the group: only being reached twice matters
+    key, times = np.unique(fr[other] * nb + fb[other], return_counts=True)
+    bad[key[times > 1] // nb] = True
+    return bad
 
 
 def _reduction_errors(ins: Instruction, k0: int, leaves: dict[tuple[str, str], set[int]], walk: tuple,
