@@ -5,11 +5,8 @@
 
 from __future__ import annotations
 
-import functools
-import gc
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from operator import attrgetter
@@ -21,6 +18,7 @@ from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import OpGraph, Phase, lower
 from lpxsim.lpu.arch import Arch, arch_for
 from lpxsim.lpu.emit import emit_all
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
 from lpxsim.lpu.place import last_reads, place
@@ -83,6 +81,7 @@ def critical_breakdown(sched: Scheduler) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+@gc_paused
 def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, layout: Layout,
                   n_chips: int) -> tuple[Program, dict[int, dict]]:
     """Schedule one replica of `layout` for `graph` and place it; raises DoesNotFit on SRAM overflow."""
@@ -129,25 +128,7 @@ def _by_chip_and_cycle(instructions: list) -> list:
     return list(map(instructions.__getitem__, order.tolist()))
 
 
-def _gc_paused(fn: Callable) -> Callable:
-    """Run `fn` with the cyclic garbage collector off (restored after). A compile allocates ~10^5
-    long-lived objects (instructions, transfers, buffers) and no cycles worth collecting; the collector's
-    repeated scans of them cost a quarter of the compile for nothing."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-
-    return run
-
-
-@_gc_paused
+@gc_paused
 def compile_program(
     model: str | ModelSpec,
     system: str | SystemSpec = "lpx",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.program import Program
 
 if TYPE_CHECKING:
@@ -341,6 +342,7 @@ def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndar
     return sorted(bad_regions)
 
 
+@gc_paused
 def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -> VerifyReport:
     """Run every check; `ok` is True only if all pass.
 
