@@ -159,6 +159,9 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
     return max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0), 0.0
 
 
+_SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write")  # not the inputs' bytes
+
+
 def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
                 ops: dict[str, Op]) -> None:
     mem = arch.mem_bytes_per_cycle
@@ -168,12 +171,20 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     nbytes = np.zeros(n)  # vector and collective kinds: their largest input streams through
     np.maximum.at(nbytes, col.r_ins, col.b_bytes[col.r_buf].astype(np.float64))
     flops = np.zeros(n)
-    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)):  # MXM and MEM: weights, KV, FLOPs
+    memo: dict[tuple, tuple[float, float]] = {}  # equal work for equal (op, kind, slice, attrs) objects
+    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)).tolist():  # MXM and MEM: weights, KV, FLOPs
         ins = p.instructions[k]
         op = ops.get(ins.op)
         if op is None or ins.kind in COLLECTIVE_KINDS:
             continue  # an op outside the graph is reported by the graph check
-        nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
+        if ins.kind in _SLICE_WORK:  # the work depends on the slice and attrs alone (shared dicts: by identity)
+            key = (ins.op, ins.kind, id(ins.slice), id(ins.attrs))
+            w = memo.get(key)
+            if w is None:
+                w = memo[key] = instruction_work(ins, op, graph, keys, p)
+            nbytes[k], flops[k] = w
+        else:
+            nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
     bound = np.maximum(nbytes / mem, flops / mxm)
     for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
         ins = p.instructions[k]
@@ -270,7 +281,8 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
         if not lst:
             rep.add("graph", f"op {op.name} ({op.kind}) of the op graph is never computed")
             continue
-        got = [_boxes(i, op, graph) for i in lst]
+        memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
+        got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph)) for i in lst]
         full, axes = got[0][1], got[0][2]
         X, Y = full
         boxes = [g[0] for g in got]
@@ -578,12 +590,16 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         op = ops.get(name) or ops.get(name.split("#", 1)[0])
         if op is not None and op.weight:
             held[(r.chip, op.weight)] += r.size_bytes
+    memo: dict[tuple[str, int], float] = {}  # equal needs for equal (op, slice object)
     for ins in p.instructions:
         w = ins.attrs.get("weight")
         op = ops.get(ins.op)
         if not w or op is None or ins.kind in COLLECTIVE_KINDS:
             continue
-        need = weight_need(ins, op, graph)
+        key = (ins.op, id(ins.slice))
+        need = memo.get(key)
+        if need is None:
+            need = memo[key] = weight_need(ins, op, graph)
         have = held.get((ins.chip, w), 0.0)
         if need > 0 and have <= 0:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
