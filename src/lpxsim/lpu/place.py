@@ -46,17 +46,6 @@ def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> di
     return last
 
 
-def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
-              ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
-    """Per buffer: (cycle it starts being written, cycle after its last read)."""
-    get = last_reads(instructions, transfers).get
-    out = {}
-    for bid, rd in ready.items():
-        e = get(bid, rd.end)
-        out[bid] = (rd.first, (e if e > rd.end else rd.end) + 1)
-    return out
-
-
 def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tuple[str, Buffer, int]], int]:
     """items (id, size, start, end, buffer) -> (id, buffer, offset) in placement order, and the region size;
     live intervals never share bytes.
