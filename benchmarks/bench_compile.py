@@ -4,7 +4,12 @@ Targets (issue 10 item 2): Gemma 4 31B on one 256-LPU rack, compile + verify <= 
 8 racks <= 8 s CPU and <= 400 MB peak. Each run is a fresh subprocess, so peak RSS is its own; with
 `--runs N` each case runs N times and a last line gives the medians (CPU = user + sys of the compile).
 
-Usage: python benchmarks/bench_compile.py [gemma|deepseek|gpt-oss|all] [--runs N]
+Step-model shapes (`step`): the CPU of one `LpxStepModel.compile` (compile + verify, as the step model
+prices a shape on a cold cache) for Gemma 4 31B decode batch 1 at 10K and a 256-token prefill chunk, and
+gpt-oss-120b on 512 LPUs (the tour's MoE deployment) decode batch 1 at 8K; the layout search the step model
+runs once at construction is not counted.
+
+Usage: python benchmarks/bench_compile.py [gemma|deepseek|gpt-oss|all|step] [--runs N]
 """
 
 from __future__ import annotations
@@ -16,6 +21,11 @@ import subprocess
 import sys
 import time
 
+STEP_CASES = {
+    "gemma-decode": {"model": "gemma-4-31b", "racks": None, "phase": ("decode", 10_000)},
+    "gemma-prefill": {"model": "gemma-4-31b", "racks": None, "phase": ("prefill", 256)},
+    "gpt-oss-decode": {"model": "gpt-oss-120b", "racks": 2, "phase": ("decode", 8192)},
+}
 CASES = {
     "gemma": {"model": "gemma-4-31b", "racks": 1, "context": 10_000},
     "gpt-oss": {"model": "gpt-oss-120b", "racks": 2, "context": 8192},
@@ -38,10 +48,35 @@ def run_case(name: str) -> dict:
             "tok_s_user": round(r.timing.tok_s_user, 1)}
 
 
+def run_step_case(name: str) -> dict:
+    """One step-model compile (+ verify) in this process, after the model's layout is chosen."""
+    import os
+    import tempfile
+
+    os.environ["LPXSIM_CACHE"] = tempfile.mkdtemp()  # cold: no cached layout or summary
+    from lpxsim.graph import Phase
+    from lpxsim.lpu import LpxStepModel
+
+    c = STEP_CASES[name]
+    m = LpxStepModel(c["model"], racks=c["racks"])
+    kind, n = c["phase"]
+    ph = Phase.decode([n]) if kind == "decode" else Phase.prefill(n)
+    w0, c0 = time.perf_counter(), time.process_time()
+    r = m.compile(ph)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"case": name, "layout": m.layout.describe(), "verified": r.report.ok,
+            "instructions": len(r.program.instructions), "transfers": len(r.program.transfers),
+            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "peak_rss_gb": round(peak / 1e9, 2)}
+
+
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["--case"]:
         print(json.dumps(run_case(args[1])))
+        return
+    if args[:1] == ["--step-case"]:
+        print(json.dumps(run_step_case(args[1])))
         return
     runs = 1
     if "--runs" in args:
@@ -49,11 +84,12 @@ def main() -> None:
         runs = int(args[i + 1])
         del args[i:i + 2]
     which = args[0] if args else "gemma"
-    names = list(CASES) if which == "all" else [which]
+    names = list(STEP_CASES) if which == "step" else list(CASES) if which == "all" else [which]
+    flag = "--step-case" if which == "step" else "--case"
     for n in names:
         rows = []
         for _ in range(runs):
-            out = subprocess.run([sys.executable, __file__, "--case", n], capture_output=True, text=True, check=True)
+            out = subprocess.run([sys.executable, __file__, flag, n], capture_output=True, text=True, check=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]))
         if runs > 1:

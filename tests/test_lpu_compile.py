@@ -255,6 +255,21 @@ def test_compile_restores_the_garbage_collector() -> None:
         (gc.enable if was else gc.disable)()
 
 
+def test_compile_leaves_no_young_objects_to_scan() -> None:
+    """A compile's records are handed to the oldest GC generation unscanned: the young generation is empty
+    after it (no collector pass over ~10^5 records once the GC is back on), and nothing stays frozen."""
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        small("tp=2,stages=2")
+        assert gc.get_count()[0] < 100
+        assert gc.get_freeze_count() == 0
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 # --- bad input ------------------------------------------------------------------------------
 def test_model_too_big_is_does_not_fit() -> None:
     with pytest.raises(DoesNotFit):

@@ -5,22 +5,23 @@
 
 from __future__ import annotations
 
-import functools
-import gc
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import attrgetter
+
+import numpy as np
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import OpGraph, Phase, lower
 from lpxsim.lpu.arch import Arch, arch_for
 from lpxsim.lpu.emit import emit_all
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
-from lpxsim.lpu.place import lifetimes, place
+from lpxsim.lpu.place import last_reads, place
 from lpxsim.lpu.program import LayoutInfo, Program
 from lpxsim.lpu.schedule import Provenance, Scheduler
 from lpxsim.lpu.timing import Timing, summarize
@@ -80,6 +81,7 @@ def critical_breakdown(sched: Scheduler) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+@gc_paused
 def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, layout: Layout,
                   n_chips: int) -> tuple[Program, dict[int, dict]]:
     """Schedule one replica of `layout` for `graph` and place it; raises DoesNotFit on SRAM overflow."""
@@ -91,13 +93,11 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     emit_all(lw)
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
-    produced = set(map(attrgetter("output"), sched.instructions))
-    # Peak memory: the ready times are handed over (freed once read) and the lifetimes passed without a name
+    # Peak memory: the ready times are handed over (freed once read) and the last reads passed without a name
     # here, so `place` frees them once its items are built.
-    regions, buffers, summary = place(lw.use, sched.buffers, produced,
-                                      lifetimes(sched.instructions, sched.transfers, sched.take_ready()),
-                                      arch.sram_bytes)
-    instrs = sorted(sched.instructions, key=attrgetter("chip", "cycle_start", "id"))
+    regions, buffers, summary = place(lw.use, sched.buffers, sched.take_ready(),
+                                      last_reads(sched.instructions, sched.transfers), arch.sram_bytes)
+    instrs = _by_chip_and_cycle(sched.instructions)
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),
                       kv_spread=layout.kv_spread, kv_block=layout.kv_block)
@@ -117,25 +117,18 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     return prog, summary
 
 
-def _gc_paused(fn: Callable) -> Callable:
-    """Run `fn` with the cyclic garbage collector off (restored after). A compile allocates ~10^5
-    long-lived objects (instructions, transfers, buffers) and no cycles worth collecting; the collector's
-    repeated scans of them cost a quarter of the compile for nothing."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-
-    return run
+def _by_chip_and_cycle(instructions: list) -> list:
+    """The instructions sorted by (chip, cycle_start, id); ids are the list positions (scheduler order),
+    so a stable sort of the positions on (chip, start) gives the same order."""
+    n = len(instructions)
+    cs = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start"), instructions)), np.int64, 2 * n)
+    order = np.lexsort((cs[1::2], cs[0::2]))  # stable: equal keys keep list (= id) order
+    if not all(i.id == k for k, i in enumerate(instructions)):  # ids not positions: sort on them as such
+        return sorted(instructions, key=attrgetter("chip", "cycle_start", "id"))
+    return list(map(instructions.__getitem__, order.tolist()))
 
 
-@_gc_paused
+@gc_paused
 def compile_program(
     model: str | ModelSpec,
     system: str | SystemSpec = "lpx",

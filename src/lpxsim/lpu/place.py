@@ -10,7 +10,6 @@ interval allocator assigns offsets.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 import operator
 from collections import defaultdict
@@ -22,6 +21,7 @@ from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
 _START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
+_NEVER = float("inf")
 
 
 def _align(n: float) -> int:
@@ -30,9 +30,8 @@ def _align(n: float) -> int:
     return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
 
 
-def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
-              ready: dict[str, Ready]) -> dict[str, tuple[int, int]]:
-    """Per buffer: (cycle it starts being written, cycle of its last read)."""
+def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> dict[str, int]:
+    """Per buffer read by an instruction or a transfer: the cycle its last reader finishes."""
     last: dict[str, int] = {}
     get = last.get
     for ins in instructions:
@@ -44,58 +43,68 @@ def lifetimes(instructions: list[Instruction], transfers: list[Transfer],
         b, e = tr.src_buffer, tr.end_cycle
         if e > get(b, -1):
             last[b] = e
-    out = {}
-    for bid, rd in ready.items():
-        e = get(bid, rd.end)
-        out[bid] = (rd.first, (e if e > rd.end else rd.end) + 1)
-    return out
+    return last
 
 
-def _first_fit(items: list[tuple[str, int, int, int]]) -> tuple[dict[str, int], int]:
-    """items (id, size, start, end) -> offsets and region size; live intervals never share bytes.
+def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tuple[str, Buffer, int]], int]:
+    """items (id, size, start, end, buffer) -> (id, buffer, offset) in placement order, and the region size;
+    live intervals never share bytes.
 
     Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
-    set is kept sorted by offset, and expired through a heap of end cycles."""
-    offsets: dict[str, int] = {}
-    active: list[tuple[int, int, int]] = []  # (offset, size, seq) sorted by offset
-    ends: list[tuple[int, int, int, int]] = []  # heap of (end, offset, size, seq)
+    set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
+    earliest end among it has passed."""
+    placed: list[tuple[str, Buffer, int]] = []
+    active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
+    min_end = _NEVER
     top = 0
-    pop, push, find, insort = heapq.heappop, heapq.heappush, bisect.bisect_left, bisect.insort
-    items = sorted(items, key=_START_ID)
-    for seq, (bid, size, start, end) in enumerate(items):
-        while ends and ends[0][0] <= start:
-            _, o, z, q = pop(ends)
-            del active[find(active, (o, z, q))]
+    insort = bisect.insort
+    for bid, size, start, end, buf in sorted(items, key=_START_ID):
+        if min_end <= start:
+            active = [a for a in active if a[2] > start]
+            min_end = min([a[2] for a in active], default=_NEVER)
         off = 0
-        for a_off, a_size, _ in active:
+        for a_off, a_top, _ in active:
             if off + size <= a_off:
                 break
-            if a_off + a_size > off:
-                off = a_off + a_size
-        offsets[bid] = off
-        if active and off > active[-1][0]:
-            active.append((off, size, seq))
+            if a_top > off:
+                off = a_top
+        placed.append((bid, buf, off))
+        item = (off, off + size, end)
+        if not active or off > active[-1][0]:
+            active.append(item)
         else:
-            insort(active, (off, size, seq))
-        push(ends, (end, off, size, seq))
+            insort(active, item)
+        if end < min_end:
+            min_end = end
         if off + size > top:
             top = off + size
-    return offsets, top
+    return placed, top
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: set[str],
-          life: dict[str, tuple[int, int]], sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],
+          sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
 
+    A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
+    last reader (`last`, from `last_reads`); one never written lives [0, 1). A buffer an instruction writes
+    (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
+    transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    recv_chip: dict[int, list[tuple[str, int, int, int]]] = defaultdict(list)
-    lget, never = life.get, (0, 1)
+    per_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
+    recv_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
+    rget, lget = ready.get, last.get
     for bid, b in buffers.items():
-        s, e = lget(bid, never)
+        rd = rget(bid)
+        if rd is None:
+            s, e, to = 0, 1, recv_chip
+        else:
+            s, e = rd.first, rd.end
+            r = lget(bid, e)
+            e = (r if r > e else e) + 1
+            to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1
-        (per_chip if bid in produced_here else recv_chip)[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e))
-    del life, lget  # read into the items: freed here when the caller passed them without keeping a name
+        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e, b))
+    del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
     summary: dict[int, dict] = {}
@@ -121,15 +130,14 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], produced_here: se
             if size:
                 rname = f"{kind}@{c}"
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                for bid, boff in offs.items():
-                    b = buffers[bid]
+                for bid, b, boff in offs:
                     b.region, b.offset_bytes = rname, boff
                     new_bufs[bid] = b
                 off += size
                 totals[kind] = size
             else:
-                for bid in offs:
-                    new_bufs.setdefault(bid, buffers[bid])
+                for bid, b, _ in offs:
+                    new_bufs.setdefault(bid, b)
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",

@@ -22,6 +22,7 @@ from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
 VC1 = (("vector_count", 1),)
+_EMPTY: dict = {}  # the slice of instructions without one (shared: instruction slices are read-only values)
 
 
 @dataclass(slots=True)
@@ -33,6 +34,12 @@ class Ready:
     end: int
     first_node: int = -1
     end_node: int = -1
+
+
+@dataclass(slots=True)
+class Arrived(Ready):
+    """The ready times of a buffer that arrived by a transfer or is a step input (not written by an
+    instruction of its chip): placement puts it in the chip's transfer buffer region."""
 
 
 class Provenance:
@@ -109,6 +116,8 @@ class Scheduler:
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
     _exchange_info: dict = field(default_factory=dict)  # (src, dst, bytes) -> route, serialisation, mechanisms
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
+    _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
+    _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -125,7 +134,7 @@ class Scheduler:
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
-        self.ready[bid] = Ready(first, first, n, n)
+        self.ready[bid] = Arrived(first, first, n, n)
 
     # --- work -------------------------------------------------------------------------
     def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
@@ -206,19 +215,45 @@ class Scheduler:
         self._unit_node[key] = len(pt)
         pt.append(start + dur), pp.append(snode), pc.append(vc)
         w = self._work
-        at = dict(attrs) if attrs else {}
-        at["busy_cycles"] = dur
-        at["work_bytes"], at["work_flops"], at["work_ops"] = w[0], w[1], w[3]
-        if w[2]:
-            at["work_flop_rate"] = w[2]
+        at = self._shared_attrs(attrs, dur, w)
         self._work = [0.0, 0.0, 0.0, 0.0]
+        sl = _EMPTY
+        if slc:
+            skey = tuple(slc.items())
+            sl = self._slices.get(skey)
+            if sl is None:
+                sl = self._slices[skey] = dict(slc)
         ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
-                          dict(slc) if slc else {}, at)
+                          sl, at)
         self.instructions.append(ins)
         ready[output] = Ready(first_out, end, fnode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return ins
+
+    def _shared_attrs(self, attrs: dict[str, Any] | None, dur: int, w: list) -> dict[str, Any]:
+        """The instruction's attrs (with its busy cycles and work), one dict shared by every instruction
+        with equal attrs: the TP peers of a layer's op, and its repeats over layers (memory: ~10^5
+        instructions). Keyed with the values' types too, so that e.g. 1 and 1.0 stay distinct."""
+        key = None
+        if attrs:
+            items = tuple(attrs.items())
+            key = (items, tuple(map(type, attrs.values())), dur, w[0], w[1], w[2], type(w[2]), w[3])
+        else:
+            key = ((), (), dur, w[0], w[1], w[2], type(w[2]), w[3])
+        try:
+            at = self._attrs.get(key)
+        except TypeError:  # an unhashable attribute value: not shared
+            key, at = None, None
+        if at is None:
+            at = dict(attrs) if attrs else {}
+            at["busy_cycles"] = dur
+            at["work_bytes"], at["work_flops"], at["work_ops"] = w[0], w[1], w[3]
+            if w[2]:
+                at["work_flop_rate"] = w[2]
+            if key is not None:
+                self._attrs[key] = at
+        return at
 
     # --- links and transfers ----------------------------------------------------------
     def _link(self, a: int, b: int) -> tuple[int, int]:
@@ -318,7 +353,7 @@ class Scheduler:
         tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
                       send, occupy, arrive, end)
         self.transfers.append(tr)
-        self.ready[dst_buffer] = Ready(arrive, end, anode, enode)
+        self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return tr
@@ -387,7 +422,7 @@ class Scheduler:
             pt.append(end), pp.append(snode), pc.append(comps[1])
             transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
                                       send, ser, arrive, end))
-            ready[dst_buffer] = Ready(arrive, end, anode, anode + 1)
+            ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
             if end > last_end or last_node < 0:
                 last_end, last_node = end, anode + 1
         self.last_end, self.last_node = last_end, last_node

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.program import Program
 
 if TYPE_CHECKING:
@@ -107,19 +108,20 @@ class Columns:
             self.t_dbuf = np.fromiter(map(bid.__getitem__, dsts), np.int64, m)
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
-        def ints(seq, field: str, k: int) -> np.ndarray:
-            return np.fromiter(map(attrgetter(field), seq), np.int64, k)
+        def ints(seq, fields: tuple[str, ...], k: int) -> np.ndarray:
+            """Integer fields of `k` records, one column each (read in one pass over the records)."""
+            flat = np.fromiter(chain.from_iterable(map(attrgetter(*fields), seq)), np.int64, k * len(fields))
+            return flat.reshape(k, len(fields)).T.copy()  # rows contiguous
 
-        self.i_chip, self.i_start = ints(ins, "chip", n), ints(ins, "cycle_start", n)
-        self.i_first, self.i_end = ints(ins, "first_out_cycle", n), ints(ins, "cycle_end", n)
+        self.i_chip, self.i_start, self.i_first, self.i_end = ints(
+            ins, ("chip", "cycle_start", "first_out_cycle", "cycle_end"), n)
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), map(attrgetter("attrs"), ins)),
                                   np.int64, n)
         self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        self.t_src, self.t_dst = ints(trs, "src_chip", m), ints(trs, "dst_chip", m)
-        self.t_send, self.t_ser = ints(trs, "send_cycle", m), ints(trs, "ser_cycles", m)
-        self.t_arrive, self.t_end = ints(trs, "arrive_cycle", m), ints(trs, "end_cycle", m)
-        self.t_bytes = ints(trs, "bytes", m).astype(np.float64)
+        (self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, t_bytes) = ints(
+            trs, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle", "bytes"), m)
+        self.t_bytes = t_bytes.astype(np.float64)
         links = list(map(attrgetter("links"), trs))
         self.t_nhops = np.fromiter(map(len, links), np.int64, m)
         hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
@@ -271,14 +273,23 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
                    regions: dict[tuple[int, str], tuple[int, int]]) -> None:
     t0, t1 = lifetimes(col, prod)
     bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
-    rid = {key: k for k, key in enumerate(regions)}
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
+    rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
     names_r = list(map(attrgetter("region"), bufs))
-    g = np.fromiter(map(rid.get, zip(map(attrgetter("chip"), bufs), names_r, strict=True), repeat(-1)), np.int64, nb)
+    bchip, off, size = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"), bufs)),
+                                   np.int64, 3 * nb).reshape(nb, 3).T
+    # region index by name where the name is on one chip only (activation and buffer regions), else by
+    # (chip, name); -1: no such region on the buffer's chip
+    by_name: dict[str, int] = {}
+    for k, (_, name) in enumerate(regions):
+        by_name[name] = -5 if name in by_name else k
+    g = np.fromiter(map(by_name.get, names_r, repeat(-1)), np.int64, nb)
+    fix = np.flatnonzero((g == -5) | ((g >= 0) & (rchip[g] != bchip)))
+    if len(fix):
+        rid = {key: k for k, key in enumerate(regions)}
+        g[fix] = [rid.get((int(bchip[k]), names_r[k]), -1) for k in fix]
     g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
-    off = np.fromiter(map(attrgetter("offset_bytes"), bufs), np.int64, nb)
-    size = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, nb)
     for k in np.flatnonzero(g == -1):
         b = bufs[k]
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
@@ -293,31 +304,45 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     idx = np.flatnonzero(live)
     if len(idx) < 2:
         return
-    order = idx[np.argsort(g[idx], kind="stable")]
-    gs = g[order]
-    cuts = np.flatnonzero(np.diff(gs)) + 1
     names = list(regions)
     lo, hi = off, off + np.maximum(size, 1)
-    for part in np.split(order, cuts):
-        if len(part) > 1 and _clash(lo[part], hi[part], t0[part], t1[part]):
-            chip, region = names[int(g[part[0]])]
-            rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
+    for k in _clashing_regions(g[idx], lo[idx], hi[idx], t0[idx], t1[idx]):
+        chip, region = names[k]
+        rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
-def _clash(lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray, block: int = 2048) -> bool:
-    """Does any pair of buffers overlap both in bytes and in lifetime? (pairwise, in blocks)."""
-    n = len(lo)
-    for i in range(0, n, block):
-        sl = slice(i, i + block)
-        both = ((lo[sl, None] < hi[None, :]) & (lo[None, :] < hi[sl, None])
-                & (t0[sl, None] < t1[None, :]) & (t0[None, :] < t1[sl, None]))
-        idx = np.arange(i, min(n, i + block))
-        both[idx - i, idx] = False
-        if both.any():
-            return True
-    return False
+def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray,
+                      chunk: int = 1 << 18) -> list[int]:
+    """Regions (ascending) holding two buffers that overlap both in bytes and in lifetime.
+
+    Sorted by (region, start), a buffer can only clash with the ones after it that start before it ends:
+    those pairs (a few per buffer: the live set is short) are generated and tested exactly, about `chunk`
+    pairs at a time (memory)."""
+    order = np.lexsort((t0, g))
+    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
+    base = int(min(int(t0.min()), int(t1.min())))
+    span = int(max(int(t1.max()), int(t0.max()))) - base + 2
+    gk = (g - g.min()) * span
+    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1
+    stop = np.searchsorted(gk + (t0 - base), gk + (np.maximum(t1, t0) - base), side="left")
+    count = np.maximum(stop - np.arange(len(g)) - 1, 0)
+    ends = np.cumsum(count)
+    bad_regions: set[int] = set()
+    r0 = 0
+    while r0 < len(g):
+        r1 = max(int(np.searchsorted(ends, (ends[r0 - 1] if r0 else 0) + chunk, side="right")), r0 + 1)
+        cnt = count[r0:r1]
+        total = int(cnt.sum())
+        if total:
+            i = np.repeat(np.arange(r0, r1), cnt)
+            j = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt) + i + 1
+            bad = (lo[i] < hi[j]) & (lo[j] < hi[i]) & (t0[i] < t1[j]) & (t0[j] < t1[i]) & (g[i] == g[j])
+            bad_regions.update(np.unique(g[i[bad]]).tolist())
+        r0 = r1
+    return sorted(bad_regions)
 
 
+@gc_paused
 def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -> VerifyReport:
     """Run every check; `ok` is True only if all pass.
 

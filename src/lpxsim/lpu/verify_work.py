@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -158,6 +159,9 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
     return max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0), 0.0
 
 
+_SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write")  # not the inputs' bytes
+
+
 def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
                 ops: dict[str, Op]) -> None:
     mem = arch.mem_bytes_per_cycle
@@ -167,12 +171,20 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     nbytes = np.zeros(n)  # vector and collective kinds: their largest input streams through
     np.maximum.at(nbytes, col.r_ins, col.b_bytes[col.r_buf].astype(np.float64))
     flops = np.zeros(n)
-    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)):  # MXM and MEM: weights, KV, FLOPs
+    memo: dict[tuple, tuple[float, float]] = {}  # equal work for equal (op, kind, slice, attrs) objects
+    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)).tolist():  # MXM and MEM: weights, KV, FLOPs
         ins = p.instructions[k]
         op = ops.get(ins.op)
         if op is None or ins.kind in COLLECTIVE_KINDS:
             continue  # an op outside the graph is reported by the graph check
-        nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
+        if ins.kind in _SLICE_WORK:  # the work depends on the slice and attrs alone (shared dicts: by identity)
+            key = (ins.op, ins.kind, id(ins.slice), id(ins.attrs))
+            w = memo.get(key)
+            if w is None:
+                w = memo[key] = instruction_work(ins, op, graph, keys, p)
+            nbytes[k], flops[k] = w
+        else:
+            nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
     bound = np.maximum(nbytes / mem, flops / mxm)
     for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
         ins = p.instructions[k]
@@ -269,7 +281,8 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
         if not lst:
             rep.add("graph", f"op {op.name} ({op.kind}) of the op graph is never computed")
             continue
-        got = [_boxes(i, op, graph) for i in lst]
+        memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
+        got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph)) for i in lst]
         full, axes = got[0][1], got[0][2]
         X, Y = full
         boxes = [g[0] for g in got]
@@ -317,57 +330,145 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
 
 # --- partial sums ------------------------------------------------------------------------------
 def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+    """Every partial is read; every final reduction reaches each leaf partial sum of its op exactly once.
+
+    The leaves a reduction reaches are found for all reductions at once on arrays (walking back through
+    transfers and pass-on instructions, counting paths); a reduction found wanting (or in a cycle) is walked
+    again one by one (`_reduction_errors`) for its messages."""
     writes = prod[0]
-    read = np.zeros(col.nbuf, bool)
+    nb, ins_list = col.nbuf, p.instructions
+    n = len(ins_list)
+    read = np.zeros(nb, bool)
     read[col.r_buf] = True
     read[col.t_sbuf] = True
-    made_by = np.full(col.nbuf, -1, np.int64)  # instruction index writing each buffer
-    made_by[col.i_out] = np.arange(len(p.instructions))
-    sent_from = np.full(col.nbuf, -1, np.int64)  # source buffer of the transfer writing it
+    made_by = np.full(nb, -1, np.int64)  # instruction index writing each buffer
+    made_by[col.i_out] = np.arange(n)
+    sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
-    ins_list = p.instructions
-    passes = np.zeros(len(ins_list) + 1, bool)  # reduce/concat/copy: pass partials on
-    passes[:-1] = [i.kind in LEAF_EXCLUDED for i in ins_list]
-    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
-    bid = col.bid
-    made, sent, names = made_by.tolist(), sent_from.tolist(), col.names
-    pass_l = passes.tolist()
-    unread = ((writes > 0) & ~read).tolist()
+    passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
+    passes[:-1] = np.fromiter(map(LEAF_EXCLUDED.__contains__, map(attrgetter("kind"), ins_list)), bool, n)
     declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
-    for k in [k for k, x in enumerate(map(attrgetter("partial"), declared)) if x is not None]:
+    nd = len(declared)
+    pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
+    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, map(attrgetter("partial"), declared), repeat(3)), np.int8, nd)
+    unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
+    for k in np.flatnonzero(unread):
         b = declared[k]
-        if unread[k]:
-            rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
-        if b.partial in ("sum", "argmax") and made[k] >= 0 and not pass_l[made[k]]:
-            leaves[(b.op, b.partial)].add(k)
-    ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=len(ins_list)))].tolist()
-    rbuf = col.r_buf.tolist()  # inputs of instruction k: rbuf[ptr[k]:ptr[k + 1]]
-    has_leaves = {o for o, _ in leaves}
-    memo: dict[int, tuple[frozenset[int], bool]] = {}
-    for ins in ins_list:
+        rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
+    is_leaf = np.zeros(nb, bool)
+    is_leaf[:nd] = ((pcode[:nd] == 1) | (pcode[:nd] == 2)) & (made_by[:nd] >= 0) & ~passes[made_by[:nd]]
+    leaf_idx = np.flatnonzero(is_leaf)
+    groups: dict[tuple[str, str], int] = {}
+    gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
+    gid[leaf_idx] = [groups.setdefault((declared[k].op, declared[k].partial), len(groups)) for k in leaf_idx]
+    want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
+    has_leaves = {o for o, _ in groups}
+    # the final reductions (rows) and their (op, kind) group
+    rows, row_group = [], []
+    i_out = col.i_out
+    for m in np.flatnonzero(passes[:-1]).tolist():  # reduce/concat/copy instructions
+        ins = ins_list[m]
         if ins.kind != "reduce" or ins.op not in has_leaves:
             continue
-        out = p.buffers.get(ins.output)
-        if out is None or out.partial is not None:
+        o = int(i_out[m])
+        if o >= nd or pcode[o] != 0:  # undeclared (a dependency error) or itself a partial
             continue
         kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        k0 = made[bid[ins.output]]
-        sets = [memo[k] if k in memo else _leaf_set(k, memo, sent, made, pass_l, rbuf, ptr)
-                for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
-        got = frozenset().union(*(x[0] for x in sets))
-        want = leaves.get((ins.op, kind), set())
-        if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
-            missing, twice = sorted(names[k] for k in want - got), []
-        else:  # some leaf reached twice: count each path (the error's details)
-            found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
-            missing = sorted(names[k] for k in want - set(found))
-            twice = sorted(names[k] for k, n in found.items() if n > 1)
-        if missing:
-            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
-                               f"partial sums (e.g. {missing[0]})")
-        if twice:
-            rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
-                               f"more than once")
+        rows.append(m)
+        row_group.append(groups.get((ins.op, kind), -1))
+    if not rows:
+        return
+    rg = np.array(row_group, np.int64)
+    ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=n))]
+    r_buf = col.r_buf
+    start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
+    width = int(want_size.max(initial=0))
+    pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
+    order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
+    pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
+    graph = (sent_from, made_by, passes, r_buf, ptr)
+    bad = np.zeros(len(rows), bool)
+    block = max(1, min(2048, (1 << 21) // max(width, 1)))  # rows at a time (memory: their paths, their grid)
+    for lo in range(0, len(rows), block):
+        hi = min(lo + block, len(rows))
+        bad[lo:hi] = _reductions_wanting(start[lo:hi], rg[lo:hi], graph, gid, pos, want_size, width, nb)
+    if not bad.any():
+        return
+    leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for k in leaf_idx.tolist():
+        leaves[(declared[k].op, declared[k].partial)].add(k)
+    walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
+    for row in np.flatnonzero(bad).tolist():
+        _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
+
+
+_PARTIAL_CODE = {None: 0, "sum": 1, "argmax": 2}
+
+
+def _reductions_wanting(start: np.ndarray, rg: np.ndarray, graph: tuple, gid: np.ndarray, pos: np.ndarray,
+                        want_size: np.ndarray, width: int, nb: int) -> np.ndarray:
+    """Per reduction (instruction `start`, leaf group `rg`): does it miss a leaf of its group, reach a
+    buffer by more than one path, or not resolve (a cycle)? Paths are expanded back through copies and
+    pass-on instructions, all reductions at once, and counted per (reduction, leaf) on a dense grid."""
+    sent_from, made_by, passes, r_buf, ptr = graph
+    rows = len(start)
+    cnt = ptr[start + 1] - ptr[start]
+    er = np.repeat(np.arange(rows), cnt)  # (row, buffer) pairs, one per path
+    eb = r_buf[np.repeat(ptr[start] - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+    done_r, done_b = [], []
+    bad = np.zeros(rows, bool)
+    for _ in range(64):
+        if not len(er):
+            break
+        src = sent_from[eb]
+        mk = made_by[eb]
+        copy = src >= 0
+        expand = ~copy & passes[mk]
+        leafy = ~copy & ~expand
+        done_r.append(er[leafy])
+        done_b.append(eb[leafy])
+        xm = mk[expand]
+        xc = ptr[xm + 1] - ptr[xm]
+        xr = np.repeat(er[expand], xc)
+        xb = r_buf[np.repeat(ptr[xm] - np.cumsum(xc) + xc, xc) + np.arange(int(xc.sum()))]
+        er = np.concatenate([er[copy], xr])
+        eb = np.concatenate([src[copy], xb])
+        if len(er) > 20_000_000:  # path explosion (a corrupted program): walked one by one instead
+            break
+    bad[er] = True  # still unresolved: a cycle or an explosion
+    fr, fb = np.concatenate(done_r), np.concatenate(done_b)
+    in_want = (gid[fb] == rg[fr]) & (rg[fr] >= 0)
+    grid = np.bincount(fr[in_want] * width + pos[fb[in_want]], minlength=rows * width).reshape(rows, width)
+    bad |= grid.max(axis=1, initial=0) > 1
+    bad |= (rg >= 0) & (grid.sum(axis=1) < want_size[np.maximum(rg, 0)])
+    other = ~in_want  # terminals outside the group: only being reached twice matters
+    key, times = np.unique(fr[other] * nb + fb[other], return_counts=True)
+    bad[key[times > 1] // nb] = True
+    return bad
+
+
+def _reduction_errors(ins: Instruction, k0: int, leaves: dict[tuple[str, str], set[int]], walk: tuple,
+                      names: list[str], rep: VerifyReport) -> None:
+    """The messages of one reduction (instruction `k0` writes its output): partial sums it misses, or
+    counts more than once."""
+    sent, made, pass_l, rbuf, ptr = walk
+    kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
+    want = leaves.get((ins.op, kind), set())
+    memo: dict[int, tuple[frozenset[int], bool]] = {}
+    sets = [_leaf_set(k, memo, sent, made, pass_l, rbuf, ptr) for k in rbuf[ptr[k0]:ptr[k0 + 1]]]
+    got = frozenset().union(*(x[0] for x in sets))
+    if all(x[1] for x in sets) and len(got) == sum(len(x[0]) for x in sets):  # every leaf reached once
+        missing, twice = sorted(names[k] for k in want - got), []
+    else:  # some leaf reached twice: count each path (the error's details)
+        found = _leaf_counts(rbuf[ptr[k0]:ptr[k0 + 1]], sent, made, pass_l, rbuf, ptr)
+        missing = sorted(names[k] for k in want - set(found))
+        twice = sorted(names[k] for k, n in found.items() if n > 1)
+    if missing:
+        rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} misses {len(missing)} of {len(want)} "
+                           f"partial sums (e.g. {missing[0]})")
+    if twice:
+        rep.add("partial", f"reduction of op {ins.op} on chip {ins.chip} counts partial sum {twice[0]} "
+                           f"more than once")
 
 
 def _leaf_counts(start: list[int], sent: list[int], made: list[int], pass_l: list[bool], rbuf: list[int],
@@ -407,7 +508,22 @@ def _leaf_set(k0: int, memo: dict[int, tuple[frozenset[int], bool]], sent: list[
             memo[k] = (frozenset((k,)), True)
             stack.pop()
             continue
-        todo = [c for c in kids if c not in memo]
+        todo = []
+        for c in kids:  # leaves and copies of leaves resolved here rather than through the stack
+            if c in memo:
+                continue
+            src = sent[c]
+            if src < 0:
+                if made[c] < 0 or not pass_l[made[c]]:
+                    memo[c] = (frozenset((c,)), True)
+                    continue
+            elif sent[src] < 0 and (made[src] < 0 or not pass_l[made[src]]):
+                x = memo.get(src)
+                if x is None:
+                    x = memo[src] = (frozenset((src,)), True)
+                memo[c] = x
+                continue
+            todo.append(c)
         if todo:
             if k in entered:  # a cycle: no well-defined leaves (the dependency check reports it)
                 memo[k] = (frozenset(), False)
@@ -474,12 +590,16 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         op = ops.get(name) or ops.get(name.split("#", 1)[0])
         if op is not None and op.weight:
             held[(r.chip, op.weight)] += r.size_bytes
+    memo: dict[tuple[str, int], float] = {}  # equal needs for equal (op, slice object)
     for ins in p.instructions:
         w = ins.attrs.get("weight")
         op = ops.get(ins.op)
         if not w or op is None or ins.kind in COLLECTIVE_KINDS:
             continue
-        need = weight_need(ins, op, graph)
+        key = (ins.op, id(ins.slice))
+        need = memo.get(key)
+        if need is None:
+            need = memo[key] = weight_need(ins, op, graph)
         have = held.get((ins.chip, w), 0.0)
         if need > 0 and have <= 0:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
