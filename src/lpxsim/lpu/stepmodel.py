@@ -27,8 +27,6 @@ a second process with a warm cache compiles nothing.
 
 from __future__ import annotations
 
-import functools
-import gc
 import math
 from functools import cached_property
 
@@ -39,6 +37,7 @@ from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase, lower
 from lpxsim.lpu.arch import arch_for
 from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.layout import Layout, parse_layout
 from lpxsim.lpu.partition import choose_layout
 from lpxsim.lpu.timing import Timing, summarize
@@ -61,24 +60,6 @@ PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 class CompileNotVerified(RuntimeError):
     """A compiled step failed `lpxsim.lpu.verify` (a compiler bug, not a user mistake)."""
-
-
-def _gc_paused(fn):
-    """Run `fn` with the cyclic garbage collector off (restored after, also on error): a compile builds
-    ~10^5 long-lived records and no cycles worth collecting, and the collector's rescans of them cost ~30 %
-    of a step-model compile (measured: Gemma 4 31B decode at 10.5K, 1.95 -> 1.33-1.50 CPU s)."""
-
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was:
-                gc.enable()
-
-    return run
 
 
 def _batch_bucket(b: int) -> int:
@@ -223,7 +204,7 @@ class LpxStepModel:
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
 
-    @_gc_paused
+    @gc_paused  # a step-model compile builds ~10^5 long-lived records: the collector only rescans them
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
         """Compile and verify one step: every program whose timing a user gets has passed `verify`
         (a program that does not is a compiler bug: `CompileNotVerified`, never a silent answer)."""
