@@ -2,7 +2,8 @@
 
 - `cache._canonical` walks dataclasses without `asdict`: the same canonical form, so the same keys.
 - `cache.source_version` remembers its hash under a stat signature of the files: an edit still changes it.
-- A warm estimate imports neither numpy nor a backend.
+- `datafile.read_yaml` answers an unchanged file from a JSON memo, an edited one from the file.
+- A warm estimate imports neither numpy, PyYAML nor a backend.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from collections import namedtuple
 from dataclasses import asdict, dataclass, field, is_dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,6 +22,7 @@ import pytest
 
 from lpxsim import cache, catalog
 from lpxsim.backends import Layout
+from lpxsim.datafile import read_yaml
 
 
 def _reference(obj: Any) -> Any:
@@ -97,7 +100,7 @@ def _fresh(*packages: str) -> str:
 
 
 def _memos(pkg: Path) -> list[Path]:
-    return sorted((pkg.parents[1] / "cache" / cache._VERSION_DIR).glob("*.txt"))
+    return sorted((pkg.parents[1] / "cache" / cache.MEMO_DIR).glob("source-*.txt"))
 
 
 def test_source_version_is_remembered_and_an_edit_changes_it(pkg: Path) -> None:
@@ -133,10 +136,44 @@ def test_source_version_memo_follows_the_cache_switch(pkg: Path) -> None:
     assert cache.step_cache().clear() == 0 and not _memos(pkg)  # cleared too, and not counted as an entry
 
 
+def test_read_yaml_is_remembered_and_an_edit_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    monkeypatch.delenv(cache.ENV_OFF, raising=False)
+    cache.reset()
+    memos = lambda: sorted((tmp_path / "cache" / cache.MEMO_DIR).glob("yaml-*.txt"))  # noqa: E731
+    f = tmp_path / "s.yaml"
+    f.write_text("name: a\nchips: 8\npower: 1500.5\ntags: [x, y]\nnote: null\n")
+    want = {"name": "a", "chips": 8, "power": 1500.5, "tags": ["x", "y"], "note": None}
+    assert read_yaml(f) == want and len(memos()) == 1
+    memos()[0].write_text('{"name": "from the memo"}')  # an unchanged file is answered from its memo
+    assert read_yaml(f) == {"name": "from the memo"}
+    memos()[0].write_text("{not json")  # a damaged memo: the file is parsed again
+    assert read_yaml(f) == want
+    f.write_text("name: b\nchips: 8\npower: 1500.5\ntags: [x, y]\nnote: null\n")  # same size
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert read_yaml(f)["name"] == "b"
+    for text, value in (("1: one\n", {1: "one"}), ("d: 2026-12-03\n", {"d": date(2026, 12, 3)})):
+        g = tmp_path / "g.yaml"
+        g.write_text(text)
+        n = len(memos())
+        assert read_yaml(g) == value and read_yaml(g) == value  # not JSON-safe: parsed every time, no memo
+        assert len(memos()) == n
+    cache.set_enabled(False)
+    try:
+        h = tmp_path / "h.yaml"
+        h.write_text("k: 1\n")
+        n = len(memos())
+        assert read_yaml(h) == {"k": 1} and len(memos()) == n
+    finally:
+        cache.set_enabled(True)
+        cache.reset()
+
+
 _PROBE = """
 import atexit, sys
 def _report():
-    sys.stderr.write("PROBE " + repr([m for m in ("numpy", "lpxsim.gpu", "lpxsim.lpu") if m in sys.modules]) + "\\n")
+    sys.stderr.write("PROBE " + repr([m for m in ("numpy", "yaml", "lpxsim.gpu", "lpxsim.lpu") if m in sys.modules]) + "\\n")
 atexit.register(_report)
 sys.argv = ["lpxsim"] + sys.argv[1:]
 from lpxsim.cli.main import run
@@ -144,7 +181,7 @@ run()
 """
 
 
-def test_a_warm_estimate_imports_no_numpy_and_no_backend(tmp_path: Path) -> None:
+def test_a_warm_estimate_imports_no_numpy_no_yaml_and_no_backend(tmp_path: Path) -> None:
     args = ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--tp", "1", "--isl", "2000",
             "--osl", "200", "--json"]
     env = {**os.environ, cache.ENV_DIR: str(tmp_path / "c")}

@@ -84,7 +84,7 @@ def _package_dir(pkg: str) -> Path:
 
 
 _SOURCE_SUFFIXES = (".py", ".json", ".yaml")
-_VERSION_DIR = "source-versions"  # under the cache root; its files end in .txt, so `info` never counts them
+MEMO_DIR = "memo"  # small derived values (source versions, parsed data files); .txt files: never entries
 
 
 def _source_files(root: Path) -> list[tuple[Path, os.stat_result]]:
@@ -112,37 +112,54 @@ def source_version(*packages: str) -> str:
     removed file, a checkout or a reinstall changes that signature and the files are hashed again."""
     listed = [(pkg, _package_dir(pkg)) for pkg in sorted(packages)]
     files = {pkg: sorted(_source_files(root)) for pkg, root in listed}
-    sig = hashlib.sha256(str(FORMAT).encode())
-    for pkg, root in listed:
-        sig.update(f"\0{pkg}\0{root}".encode())
-        for p, st in files[pkg]:
-            sig.update(f"\0{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-                       f"\0{st.st_ino}".encode())
-    memo = _version_memo(sig.hexdigest())
-    if memo is not None:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            text = memo.read_text().strip()
-            if len(text) == 16 and all(c in "0123456789abcdef" for c in text):
-                return text
+    sig = stat_signature([(f"{pkg}:{p.relative_to(root)}", st) for pkg, root in listed for p, st in files[pkg]],
+                         *(f"{pkg}={root}" for pkg, root in listed))
+    text = read_memo("source", sig)
+    if text is not None and len(text) == 16 and all(c in "0123456789abcdef" for c in text):
+        return text
     h = hashlib.sha256(str(FORMAT).encode())
     for pkg, root in listed:
         for p, _ in files[pkg]:
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
     version = h.hexdigest()[:16]
-    if memo is not None:
-        _write_atomic(memo, version)
+    write_memo("source", sig, version)
     return version
 
 
-def _version_memo(signature: str) -> Path | None:
-    """Where the source version of files with this stat `signature` is kept (None: the cache is off)."""
+def stat_signature(files: Iterable[tuple[str, os.stat_result]], *extra: str) -> str:
+    """A hash of files' names and stats (size, mtime, ctime, inode): any edit, replacement, checkout or
+    reinstall of one of them changes it. The key of a memo of something derived from their bytes."""
+    h = hashlib.sha256(str(FORMAT).encode())
+    for part in extra:
+        h.update(f"\0{part}".encode())
+    for name, st in files:
+        h.update(f"\0{name}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}".encode())
+    return h.hexdigest()[:32]
+
+
+def _memo_path(kind: str, signature: str) -> Path | None:
     c = step_cache()
-    return c.root / _VERSION_DIR / f"{signature[:32]}.txt" if c.enabled else None
+    return c.root / MEMO_DIR / f"{kind}-{signature}.txt" if c.enabled else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` by rename; a failure (read-only or full disk) only loses the memo."""
+def read_memo(kind: str, signature: str) -> str | None:
+    """The text remembered for (`kind`, `signature`) in the cache folder, or None (missing, unreadable,
+    or the cache is off)."""
+    path = _memo_path(kind, signature)
+    if path is None:
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def write_memo(kind: str, signature: str, text: str) -> None:
+    """Remember `text` for (`kind`, `signature`): atomic rename; a failed write only loses the memo."""
+    path = _memo_path(kind, signature)
+    if path is None:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".txt", dir=path.parent)
@@ -266,7 +283,7 @@ class StepCache:
         root = self.root
         if not root.is_dir():
             return 0
-        for p in list(root.glob("*/*.json")) + list(root.glob("*/.tmp-*")) + list(root.glob(f"{_VERSION_DIR}/*")):
+        for p in list(root.glob("*/*.json")) + list(root.glob("*/.tmp-*")) + list(root.glob(f"{MEMO_DIR}/*")):
             try:
                 p.unlink()
                 removed += p.suffix == ".json" and not p.name.startswith(".tmp-")
