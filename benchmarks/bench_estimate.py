@@ -8,19 +8,24 @@ the first's under the same load (an A/B against an older commit: `git archive OL
 Both trees' bytecode is compiled first, as `pip install` does (this machine sets PYTHONDONTWRITEBYTECODE, so
 an uncompiled tree would pay the compiler on every run). Medians and the load average are printed.
 
-Run: python benchmarks/bench_estimate.py [--cold N] [--warm N] [--src DIR] [--vs DIR] [-- estimate args...]
+`--tty` runs each process at a pseudo-terminal, as a user at a terminal does (colours, the progress bar).
+
+Run: python benchmarks/bench_estimate.py [--cold N] [--warm N] [--src DIR] [--vs DIR] [--tty] [-- estimate args...]
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import os
+import pty
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,14 +33,35 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ["gemma-4-31b", "--system", "lpx", "--isl", "10000", "--osl", "1000", "--json"]
 
 
+TTY = False  # --tty: the child's stdout and stderr are a pseudo-terminal (what a user at a terminal runs)
+
+
+def _drain(fd: int) -> None:
+    """Read a pseudo-terminal until its other end closes (so the child never blocks on a full buffer)."""
+    with contextlib.suppress(OSError):
+        while os.read(fd, 65536):
+            pass
+
+
 def once(args: list[str], cache: str, src: str) -> tuple[float, float, int]:
     """(CPU s, wall s, peak RSS KB) of one `lpxsim estimate` process."""
     env = {**os.environ, "LPXSIM_CACHE": cache, "PYTHONPATH": src}
     env.pop("LPXSIM_NO_CACHE", None)
+    cmd = [sys.executable, "-m", "lpxsim.cli.main", "estimate", *args]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "estimate", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    if TTY:
+        master, slave = pty.openpty()
+        reader = threading.Thread(target=_drain, args=(master,))
+        reader.start()
+        try:
+            subprocess.run(cmd, env=env, check=True, stdout=slave, stderr=slave)
+        finally:
+            os.close(slave)
+            reader.join()
+            os.close(master)
+    else:
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - w0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -56,8 +82,12 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=5, help="warm runs (on the first cold run's cache)")
     ap.add_argument("--src", default=str(ROOT / "src"), help="the tree's src folder to run")
     ap.add_argument("--vs", default=None, help="a second tree's src folder, timed alternately (warm only)")
+    ap.add_argument("--tty", action="store_true", help="run each process at a pseudo-terminal (rich's colours, "
+                    "the progress bar) instead of piped")
     ap.add_argument("args", nargs="*", default=DEFAULT, help="estimate's arguments")
     a = ap.parse_args()
+    global TTY
+    TTY = a.tty
     trees = [a.src] + ([a.vs] if a.vs else [])
     for src in trees:
         compileall.compile_dir(src, quiet=1)
