@@ -32,8 +32,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from lpxsim.errors import UserError
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
 
@@ -144,6 +142,8 @@ def admission_hold_steps(ranks: int, timeout: int, arrivals_per_step: float) -> 
     """
     if ranks <= 1 or timeout <= 0 or arrivals_per_step <= 0.0:
         return 0.0
+    import numpy as np  # here, not at the top: a warm `estimate` never reaches it and numpy costs ~0.1 s
+
     lam = arrivals_per_step
     kmax = int(lam + 10.0 * math.sqrt(lam) + 12)
     pmf = np.empty(kmax + 1)

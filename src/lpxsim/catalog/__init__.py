@@ -7,9 +7,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
+from lpxsim.datafile import read_yaml
 from lpxsim.errors import UserError
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -75,12 +75,9 @@ def _system_files() -> dict[str, Path]:
     return {p.stem: p for p in sorted(d.glob("*.yaml"))}
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 @cache
 def _load_system(path: str) -> SystemSpec:
-    raw = yaml.load(Path(path).read_text(), Loader=_LOADER)  # libyaml's loader: 10x faster start-up
+    raw = read_yaml(path)  # libyaml's loader, or (unchanged file) its JSON memo: no YAML import at all
     try:
         return SystemSpec.model_validate(raw)
     except ValidationError as e:

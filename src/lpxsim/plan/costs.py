@@ -25,10 +25,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lpxsim.catalog import get_system
+from lpxsim.datafile import read_yaml
 from lpxsim.errors import UserError
 from lpxsim.specs.hardware import Grade
 
@@ -114,8 +114,8 @@ def _costs_path() -> Path:
 
 @cache
 def _default_raw() -> dict:
-    # libyaml's loader when built (3x faster: `lpxsim estimate` start-up); the same safe subset of YAML
-    return yaml.load(_costs_path().read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    # libyaml's loader when built, or (unchanged file) its JSON memo: a warm estimate imports no YAML
+    return read_yaml(_costs_path())
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -143,6 +143,8 @@ def _validate(raw: dict, where: str) -> CostModel:
 
 
 def _read_file(path: str | Path) -> dict:
+    import yaml  # a user's file only: the shipped one goes through `read_yaml`
+
     p = Path(path)
     if not p.is_file():
         raise UserError("costs", f"no such file {str(p)!r}")
