@@ -317,3 +317,28 @@ def reset() -> None:
     """Forget the process-wide cache object (tests that move $LPXSIM_CACHE)."""
     global _DEFAULT
     _DEFAULT = None
+
+
+_EXIT_HOOKS: dict[Callable[[], None], int] = {}
+
+
+def flush_at_exit(flush: Callable[[], None]) -> None:
+    """Run `flush` when this process ends: at interpreter exit, and in a multiprocessing worker (a sweep's
+    process pool), whose exit skips atexit but runs multiprocessing's finalizers. Cheap to call on every
+    write: once per process and function (a forked child inherits the atexit entry, not the finalizer)."""
+    import sys
+
+    pid = os.getpid()
+    last = _EXIT_HOOKS.get(flush, 0)
+    if last == pid:
+        return
+    _EXIT_HOOKS[flush] = pid
+    if last == 0:
+        import atexit
+
+        atexit.register(flush)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        from multiprocessing.util import Finalize
+
+        Finalize(None, flush, exitpriority=10)

@@ -17,15 +17,12 @@ is forwarded to the backend, building it if needed.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lpxsim.cache import digest, source_version, step_cache
+from lpxsim.cache import digest, flush_at_exit, source_version, step_cache
 from lpxsim.errors import DoesNotFit
 from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
 
@@ -247,22 +244,7 @@ def reset() -> None:
     stats.built = stats.priced = stats.answered = 0
 
 
-_hooked_pid = 0
-
-
 def _on_exit() -> None:
-    """Write the tables when this process ends: at interpreter exit, and in a multiprocessing worker
-    (a sweep's process pool), whose exit skips atexit but runs multiprocessing's finalizers."""
-    global _hooked_pid
-    if _hooked_pid == os.getpid():
-        return
-    first = _hooked_pid == 0
-    _hooked_pid = os.getpid()
-    if first:
-        atexit.register(flush_all)
-    mp = sys.modules.get("multiprocessing")
-    if mp is not None and mp.parent_process() is not None:
-        from multiprocessing.util import Finalize
-
-        Finalize(None, flush_all, exitpriority=10)
+    """Write the tables when this process ends (interpreter exit, or a multiprocessing worker's exit)."""
+    flush_at_exit(flush_all)
 

@@ -12,8 +12,6 @@ of whatever computed it).
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -87,22 +85,8 @@ def reset() -> None:
     _BOOKS.clear()
 
 
-_hooked_pid = 0
-
-
 def _on_exit() -> None:
     """Flush the books at interpreter exit, and in a multiprocessing worker (whose exit skips atexit)."""
-    global _hooked_pid
-    if _hooked_pid == os.getpid():
-        return
-    first = _hooked_pid == 0
-    _hooked_pid = os.getpid()
-    if first:
-        import atexit
+    from lpxsim.cache import flush_at_exit
 
-        atexit.register(flush_all)
-    mp = sys.modules.get("multiprocessing")
-    if mp is not None and mp.parent_process() is not None:
-        from multiprocessing.util import Finalize
-
-        Finalize(None, flush_all, exitpriority=10)
+    flush_at_exit(flush_all)
