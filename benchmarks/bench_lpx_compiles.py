@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(argv: list[str]) -> tuple[int, float, float, int]:
-    """(compiles, CPU s, wall s, exit code) of one CLI command on a fresh step cache."""
+@contextlib.contextmanager
+def counting_compiles():
+    """Count `LpxStepModel._build` calls (one per compiled step) while the block runs: yields the counter."""
     from lpxsim.lpu import stepmodel
 
     count = {"n": 0}
@@ -36,6 +37,14 @@ def run(argv: list[str]) -> tuple[int, float, float, int]:
         return build(self, lay, phase)
 
     stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
+
+
+def run(argv: list[str]) -> tuple[int, float, float, int]:
+    """(compiles, CPU s, wall s, exit code) of one CLI command on a fresh step cache."""
     import sys
 
     from lpxsim.cli.main import run as cli
@@ -43,34 +52,22 @@ def run(argv: list[str]) -> tuple[int, float, float, int]:
     c0, w0 = time.process_time(), time.perf_counter()
     code = 0
     sys.argv = ["lpxsim", *argv]
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            cli()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    finally:
-        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
+    with counting_compiles() as count:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                cli()
+        except SystemExit as e:
+            code = int(e.code or 0)
     return count["n"], time.process_time() - c0, time.perf_counter() - w0, code
 
 
 def run_moe() -> tuple[int, float, float, int]:
     """(compiles, CPU s, wall s, 0) of the tour's MoE section in this process."""
-    from lpxsim.lpu import stepmodel
     from lpxsim.report.tour_sections import TourConfig, moe_section
 
-    count = {"n": 0}
-    build = stepmodel.LpxStepModel._build
-
-    def counted(self, lay, phase):
-        count["n"] += 1
-        return build(self, lay, phase)
-
-    stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
     c0, w0 = time.process_time(), time.perf_counter()
-    try:
+    with counting_compiles() as count:
         moe_section(TourConfig())
-    finally:
-        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
     return count["n"], time.process_time() - c0, time.perf_counter() - w0, 0
 
 

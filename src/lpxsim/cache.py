@@ -160,18 +160,22 @@ def write_memo(kind: str, signature: str, text: str) -> None:
     path = _memo_path(kind, signature)
     if path is None:
         return
+    with contextlib.suppress(OSError):
+        _atomic_write_text(path, text)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a `.tmp-` file in the same folder and a rename: a reader sees the old
+    file or the whole new one, never part of one (concurrent sweep and Dask workers share the cache)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".txt", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError:
-        pass
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def default_dir() -> Path:
@@ -239,16 +243,8 @@ class StepCache:
         if not self.enabled:
             return
         path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w") as f:  # dumps, not dump: dump runs the pure-Python encoder
-                    f.write(json.dumps({"key": key, "value": value}, separators=(",", ":")))
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        try:  # dumps, not dump: dump runs the pure-Python encoder
+            _atomic_write_text(path, json.dumps({"key": key, "value": value}, separators=(",", ":")))
             self.stats.writes += 1
         except OSError:
             pass  # a read-only or full disk costs speed, never an answer
