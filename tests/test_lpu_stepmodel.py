@@ -340,3 +340,28 @@ def test_a_shape_not_linear_in_context_keeps_every_bucket(fresh_cache, monkeypat
     got = sm.decode_step(DecodeBatch.uniform(1, 4096))
     assert sm._linear == {("decode", 1, 1): False}
     assert got.latency_s == pytest.approx(sm.timing(Phase.decode([4096])).latency_s, rel=1e-12)  # a bucket
+
+
+def test_the_flat_stretch_search_starts_where_the_nearest_row_count_ended(fresh_cache, monkeypatch) -> None:
+    """A second row count whose flat stretch ends at the same bucket as the first one's is settled by that
+    bucket and the next (no bisection), and finds the same end; one that ends elsewhere still finds its own."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    ends = {256: 16384, 128: 16384, 64: 4096}  # each row count's synthetic stretch: flat up to this bucket
+    asked: list[tuple[int, int]] = []
+
+    def summary(phase: Phase) -> dict:
+        ctx = phase.contexts[0]
+        asked.append((phase.new_tokens, ctx))
+        t = 1.0 if ctx <= ends[phase.new_tokens] else 1.2
+        return {"timing": {"latency_s": t, "interval_s": t}}
+
+    sm.max_batch()  # from the real target compile, before the synthetic costs
+    monkeypatch.setattr(sm, "step_summary", summary)
+    assert sm._grid_for("prefill", 1, 256, 20_000) == (0, 1024, 16384, 32768, 65536, 100_000)
+    first = {c for n, c in asked if n == 256}
+    assert first == {1024, 65536, 16384, 32768}  # no hint yet: the top, then bisection
+    assert sm._grid_for("prefill", 1, 128, 20_000) == (0, 1024, 16384, 32768, 65536, 100_000)
+    assert {c for n, c in asked if n == 128} == {1024, 16384, 32768}  # the hint and the bucket beyond it
+    assert sm._grid_for("prefill", 1, 64, 20_000) == sm._grid  # ends earlier: found by bisection below the hint
+    assert sm._flat_end[("prefill", 1, 64)] == 4096

@@ -133,6 +133,7 @@ class LpxStepModel:
         self._linear: dict[tuple, bool] = {}
         self._slopes: dict[tuple, tuple[float, float, int] | None] = {}
         self._flat: dict[tuple, tuple[int, ...]] = {}
+        self._flat_end: dict[tuple, int] = {}  # (kind, batch, rows) -> the last bucket of its flat stretch
 
     def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
         """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
@@ -360,7 +361,8 @@ class LpxStepModel:
         found by bisection over the buckets, from the top one down). A step's cost does not fall as its
         context grows (more keys to read), so inside that stretch the cost lies between the two compiles and
         the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
-        equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment."""
+        equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment. The search
+        starts where the nearest row count's stretch ended (`_flat_hint`), when one has been found."""
         top = self.target.context
         pts = [g for g in self._grid if SPARSE_LO <= g < top]
         if len(pts) < 3:
@@ -383,7 +385,17 @@ class LpxStepModel:
             return all(abs(t[x] - base[x]) <= LINEAR_TOL * base[x] for x in keys)
 
         lo, hi = 0, len(pts) - 1
-        if flat(pts[hi]):
+        hint = self._flat_hint(kind, b, new, pts)
+        if hint is not None:  # where the nearest row count's stretch ended, and the bucket beyond it
+            if flat(pts[hint]):
+                lo, nxt = hint, hint + 1
+                if flat(pts[nxt]):
+                    lo = nxt
+                else:
+                    hi = nxt
+            else:
+                hi = hint
+        if lo < hi == len(pts) - 1 and flat(pts[hi]):
             lo = hi
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -391,7 +403,23 @@ class LpxStepModel:
                 lo = mid
             else:
                 hi = mid
+        self._flat_end[(kind, b, new)] = pts[lo]
         return tuple(g for g in self._grid if not pts[0] < g < pts[lo])
+
+    def _flat_hint(self, kind: str, b: int, new: int, pts: list[int]) -> int | None:
+        """The index in `pts` where the flat stretch of the same kind and batch with the nearest row count
+        (by ratio) ended, if one was found and lies strictly inside `pts`; else None. Under the rule's own
+        premise (cost never falls with context, so "flat" holds on a prefix of the buckets) starting the
+        search there finds the same end as the bisection: it only changes which buckets are compiled to
+        find it: when the stretch ends at the same bucket, the search compiles that bucket and the next
+        (Gemma 4 31B on the 131K AA deployment: 8- to 256-row prefills all end at 32K; two compiles each
+        besides the 1K base instead of three)."""
+        near = [(abs(math.log2(max(n, 1) / max(new, 1))), end) for (k, bb, n), end in self._flat_end.items()
+                if k == kind and bb == b]
+        if not near:
+            return None
+        end = min(near)[1]
+        return pts.index(end) if end in pts[1:-1] else None
 
     def _linear_by_shared_slope(self, kind: str, b: int, new: int) -> bool:
         """A batch between 1 and the ceiling is linear in context on the sparse grid when batch 1 and the
