@@ -27,20 +27,33 @@ class TourConfig:
     moe_model: str = "gpt-oss-120b"
     systems: tuple[str, ...] = ("lpx", "vr-nvl72")
     contexts: tuple[int, ...] = (10_000, 100_000)
-    sweep_contexts: tuple[int, ...] = (10_000, 32_000, 100_000)
+    # None: the AA contexts. The sweep, the modes and AA ask about the same contexts, and the sweep and the
+    # modes about the same output length, so each context is one LPX deployment whose compiles all of them
+    # share through the step cache (docs/benchmarks.md, "Tour compiles shared").
+    sweep_contexts: tuple[int, ...] | None = None
     concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     requests: int = 8
-    osl: int = 1024
+    osl: int = 256  # output tokens per request of the sweep and (unless modes_osl says otherwise) the modes
     weights: str = "fp8"
     kv: str = "bf16"
     executor: str = "serial"
     workers: int | None = None
-    jobs: int = 1  # worker processes: > 1 runs the AA and MoE sections and the sweep's contexts side by side
+    jobs: int = 1  # processes: 2 runs the AA and MoE sections in one worker beside the rest; > 2 the sweep too
     seed: int = 0
-    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens
-    modes_contexts: tuple[int, ...] = (10_000, 100_000)
+    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens (None: the
+    # sweep's contexts and osl)
+    modes_contexts: tuple[int, ...] | None = None
     modes_loads: tuple[str, ...] = ("light", "heavy")
-    modes_osl: int = 256
+    modes_osl: int | None = None
+
+    def __post_init__(self) -> None:
+        # Resolve the shared defaults once, so every reader sees plain values.
+        if self.sweep_contexts is None:
+            object.__setattr__(self, "sweep_contexts", tuple(self.contexts))
+        if self.modes_contexts is None:
+            object.__setattr__(self, "modes_contexts", tuple(self.sweep_contexts))
+        if self.modes_osl is None:
+            object.__setattr__(self, "modes_osl", self.osl)
 
 
 @dataclass
