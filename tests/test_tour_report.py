@@ -198,6 +198,12 @@ def test_the_sections_ask_about_the_same_contexts_and_output_length():
     own = TourConfig(contexts=(8_000,), osl=512)
     assert own.sweep_contexts == own.modes_contexts == (8_000,) and own.modes_osl == 512
     assert SMALL.modes_contexts == (10_000,) and SMALL.modes_osl == 64
+    # The report says the sweep's LPX deployment is the modes' only where it is (same context and OSL).
+    from lpxsim.report.tour_sections import shared_contexts, shared_note
+
+    assert shared_contexts(cfg) == (10_000, 100_000) and "10,000, 100,000 tokens" in shared_note(cfg, "x")
+    assert shared_contexts(SMALL) == () and shared_note(SMALL, "x") == ""
+    assert shared_contexts(TourConfig(modes_contexts=(100_000, 32_000))) == (100_000,)
 
 
 def test_a_dead_worker_is_a_failed_section_not_a_crash(tmp_path):

@@ -219,7 +219,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "laid out for context + OSL tokens and for the largest power of two of streams that the capacity "
                  "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
                  "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
-                 "capacity_ceiling is the memory capacity model's figure for the same hardware."))
+                 "capacity_ceiling is the memory capacity model's figure for the same hardware."
+                 + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
+                                    "(same context and OSL)")))
     if max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
@@ -243,6 +245,20 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
         lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
                      f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; {best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def shared_contexts(cfg: TourConfig) -> tuple[int, ...]:
+    """The contexts at which the sweep's LPX deployment is also the modes' LPX-alone / PD-decode one (same
+    context and OSL: the same Layout, so one set of compiles)."""
+    if cfg.modes_osl != cfg.osl:
+        return ()
+    return tuple(c for c in cfg.sweep_contexts if c in cfg.modes_contexts)
+
+
+def shared_note(cfg: TourConfig, what: str) -> str:
+    """' On LPX at 10,000, 100,000 tokens <what>.' where the sweep and the modes share the deployment, else ''."""
+    both = shared_contexts(cfg)
+    return f" On LPX at {', '.join(f'{c:,}' for c in both)} tokens {what}." if both else ""
 
 
 def moe_section(cfg: TourConfig) -> SectionResult:
