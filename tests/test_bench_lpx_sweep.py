@@ -46,6 +46,20 @@ def test_a_layouts_workload_grid_is_the_whole_request() -> None:
     assert _workload_grid(Layout(isl=ISL, osl=OSL)) is None
 
 
+def test_a_workload_grid_replicas_memo_table_names_its_grid(monkeypatch) -> None:
+    """The grid decides the answers, and the memo table's key covers lpxsim.lpu but not backends.py: the
+    grid is part of the replica's identity, so a warm cache never answers a new grid rule from old tables."""
+    import lpxsim.stepmemo as stepmemo
+    from lpxsim.backends import Layout, make_step_model
+
+    seen = []
+    monkeypatch.setattr(stepmemo, "memoized", lambda build, identity: seen.append(identity))
+    make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL, workload_grid=True))
+    make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL))
+    assert seen[0][-1] == ("context_grid", (ISL + OSL,)) and len(seen[0]) == len(seen[1]) + 1
+    assert seen[1][-1] == "separate"  # no grid of its own: the identity as before
+
+
 def test_decode_at_the_mean_context_from_the_whole_request_grid() -> None:
     """On the (0, 1,024, isl + osl) grid the steady state's mean context is priced from compiles at 1,024 and
     isl + osl (a batch re-timed down by batch 1's checked slope), within 0.5 % of a direct compile there."""

@@ -60,7 +60,11 @@ def make_step_model(
     from lpxsim.stepmemo import memoized
 
     build = partial(build_step_model, m, s.name, lay, weights, kv, kv_layout)
-    return memoized(build, ("backend", m, s, lay, weights, kv, kv_layout))
+    identity: tuple = ("backend", m, s, lay, weights, kv, kv_layout)
+    grid = _workload_grid(lay) if s.is_lpu else None
+    if grid is not None:  # the contexts compiled decide the answers: a new grid rule must not reuse old tables
+        identity += (("context_grid", grid),)
+    return memoized(build, identity)
 
 
 def _check(s, lay: Layout) -> None:
