@@ -70,6 +70,18 @@ def test_a_modes_lpx_pool_is_the_sweeps_deployment_of_the_same_workload(monkeypa
     assert sweep.concurrency & (sweep.concurrency - 1) == 0  # a power of two, as the sweep sizes it
 
 
+def test_only_a_pool_sized_for_a_whole_workload_rounds_its_streams_to_a_power_of_two() -> None:
+    from lpxsim.bench.fleets import _streams, builtin_fleet
+    from lpxsim.plan.capacity import capacity
+
+    fit = capacity("gemma-4-31b", "lpx", 10_256, racks=1).max_streams
+    assert fit & (fit - 1)  # not a power of two: the two rules differ here
+    assert _streams("gemma-4-31b", 64, 10_256, racks=1) == min(64, fit)
+    assert _streams("gemma-4-31b", 64, 10_256, racks=1, pow2=True) == 1 << (min(64, fit).bit_length() - 1)
+    plain = builtin_fleet("lpx-alone", "gemma-4-31b", context=10_256, users=64)["pools"][0]
+    assert plain["target_concurrency"] == min(64, fit) and "target_osl" not in plain  # plan fleet's sizing
+
+
 def test_a_pool_without_target_osl_keeps_its_chips_and_generic_grid(monkeypatch) -> None:
     p = PoolConfig(name="l", system="lpx", model="gemma-4-31b", racks_per_worker=1, target_context=10_256)
     got = _layout_asked(monkeypatch, lambda: make_step_model(p))

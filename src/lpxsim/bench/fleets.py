@@ -45,12 +45,13 @@ def lpx_racks(model: str, weights: str = "fp8") -> int:
     return max(1, min(s.max_units, math.ceil(need / rack)))
 
 
-def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None
-             ) -> int:
+def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None,
+             pow2: bool = False) -> int:
     """The concurrency an LPX pool is compiled for: `users`, capped by the streams whose KV fits
-    (the capacity model), so the compiler is not asked for layouts that cannot hold them, and rounded down
-    to a power of two as a sweep's deployment is (`bench.backends.workload_step_model`: micro-batches are
-    power-of-two buckets), so a sweep and a modes run of one workload build the same deployment."""
+    (the capacity model), so the compiler is not asked for layouts that cannot hold them. With `pow2`
+    (a pool sized for a whole workload, `osl` given) rounded down to a power of two as a sweep's deployment
+    is (`bench.backends.workload_step_model`: micro-batches are power-of-two buckets), so a sweep and a modes
+    run of one workload build the same deployment."""
     from lpxsim.plan.capacity import capacity
     from lpxsim.serving.drafter import assistant_for, is_drafter_name
 
@@ -58,7 +59,8 @@ def _streams(model: str, users: int, context: int | None, racks: int | None = No
     if context is None:
         return max(1, int(users))
     fit = capacity(m, "lpx", int(context), racks=racks, chips=chips).max_streams
-    return 1 << (max(1, min(int(users), fit)).bit_length() - 1)
+    n = max(1, min(int(users), fit))
+    return 1 << (n.bit_length() - 1) if pow2 else n
 
 
 def builtin_fleet(mode: str, model: str, backend: str | None = None, context: int | None = None,
@@ -79,7 +81,7 @@ def builtin_fleet(mode: str, model: str, backend: str | None = None, context: in
         if osl is not None:
             sized["target_osl"] = int(osl)
     if users is not None:
-        sized["target_concurrency"] = _streams(model, users, context, racks=racks)
+        sized["target_concurrency"] = _streams(model, users, context, racks=racks, pow2=osl is not None)
     if mode == "rubin-alone":
         pools = [_pool("rubin", "vr-nvl72", model, "aggregated", backend, workers=9, gpus_per_worker=8)]
         extra: dict[str, Any] = {}
