@@ -37,6 +37,43 @@ def test_workload_grid_is_the_workload_contexts(sm: LpxStepModel) -> None:
     assert decode_ctx <= {ISL + OSL // 2, ISL + OSL}  # no generic context bucket was compiled
 
 
+def test_a_layouts_workload_grid_is_the_whole_request() -> None:
+    """`Layout.workload_grid` compiles at the whole request (plus the step model's 0 and 1,024): a sweep point
+    (mean context isl + osl/2) and a serving run of the workload (isl .. isl + osl) share its compiles."""
+    from lpxsim.backends import Layout, _workload_grid
+
+    assert _workload_grid(Layout(isl=ISL, osl=OSL, workload_grid=True)) == (ISL + OSL,)
+    assert _workload_grid(Layout(isl=ISL, osl=OSL)) is None
+
+
+def test_a_workload_grid_replicas_memo_table_names_its_grid(monkeypatch) -> None:
+    """The grid decides the answers, and the memo table's key covers lpxsim.lpu but not backends.py: the
+    grid is part of the replica's identity, so a warm cache never answers a new grid rule from old tables."""
+    import lpxsim.stepmemo as stepmemo
+    from lpxsim.backends import Layout, make_step_model
+
+    seen = []
+    monkeypatch.setattr(stepmemo, "memoized", lambda build, identity: seen.append(identity))
+    make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL, workload_grid=True))
+    make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL))
+    assert seen[0][-1] == ("context_grid", (ISL + OSL,)) and len(seen[0]) == len(seen[1]) + 1
+    assert seen[1][-1] == "separate"  # no grid of its own: the identity as before
+
+
+def test_decode_at_the_mean_context_from_the_whole_request_grid() -> None:
+    """On the (0, 1,024, isl + osl) grid the steady state's mean context is priced from compiles at 1,024 and
+    isl + osl (a batch re-timed down by batch 1's checked slope), within 0.5 % of a direct compile there."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    top = LpxStepModel(m, chips=8, weights="bf16", context=ISL + OSL, concurrency=4, chip_sram_bytes=2_000_000,
+                       context_grid=(ISL + OSL,))
+    assert top._grid == (0, 1024, ISL + OSL)
+    for b in (1, 2, 4, top.max_batch()):
+        got = top.decode_step(DecodeBatch.uniform(b, ISL + OSL // 2))
+        direct = top.compile(Phase.decode([ISL + OSL // 2] * b)).timing
+        assert got.latency_s == pytest.approx(direct.latency_s, rel=0.005)
+        assert got.interval_s == pytest.approx(direct.interval_s, rel=0.005)
+
+
 @pytest.mark.parametrize(("mid", "rows"), [(1_500, 64), (1_900, 64), (1_500, 256), (2_000, 256)])
 def test_prefill_between_workload_contexts_matches_direct_compile(sm: LpxStepModel, mid: int, rows: int) -> None:
     got = sm._cost("prefill", 1, mid, rows)

@@ -29,3 +29,68 @@ def test_a_pools_max_batch_caps_its_workers(monkeypatch) -> None:
     sim = Simulation(f, load_workload(synthetic(n=20)), seed=0)
     assert {w.max_batch for w in sim.pools["a"].workers} == {3}
     assert {w.max_batch for w in sim.pools["b"].workers} == {f.scheduler.max_batch}
+
+
+class _Asked(Exception):
+    """Raised by the spy factory below: the Layout was recorded and nothing is compiled."""
+
+
+def _layout_asked(monkeypatch, build) -> object:
+    """The Layout `build()` hands the project factory (lpxsim.backends.make_step_model), without compiling."""
+    import lpxsim.backends as backends
+
+    seen = []
+
+    def spy(model, system, layout=None, **kw):
+        seen.append(layout)
+        raise _Asked
+
+    monkeypatch.setattr(backends, "make_step_model", spy)
+    with pytest.raises(_Asked):
+        build()
+    return seen[0]
+
+
+@pytest.mark.parametrize("context", [10_000, 100_000])
+def test_a_modes_lpx_pool_is_the_sweeps_deployment_of_the_same_workload(monkeypatch, context) -> None:
+    """With target_osl an LPX pool asks for the very Layout a sweep of that workload builds (racks, contexts,
+    power-of-two streams, workload grid), so the two share the layout search and every compiled step."""
+    from lpxsim.bench import backends as bench_backends
+    from lpxsim.bench.fleets import builtin_fleet
+
+    osl = 256
+    sweep = _layout_asked(monkeypatch, lambda: bench_backends._workload_step(
+        bench_backends.step_model, "gemma-4-31b", "lpx", context, osl, "fp8", "bf16"))
+    for mode in ("lpx-alone", "rubin-lpx-pd"):
+        f = builtin_fleet(mode, "gemma-4-31b", context=context + osl, users=64, osl=osl)
+        lpx = next(p for p in f["pools"] if p["system"] == "lpx")
+        assert lpx["target_osl"] == osl
+        got = _layout_asked(monkeypatch, lambda lpx=lpx: make_step_model(PoolConfig(**lpx)))
+        assert got == sweep and got.workload_grid and got.isl == context and got.osl == osl
+    assert sweep.concurrency & (sweep.concurrency - 1) == 0  # a power of two, as the sweep sizes it
+
+
+def test_only_a_pool_sized_for_a_whole_workload_rounds_its_streams_to_a_power_of_two() -> None:
+    from lpxsim.bench.fleets import _streams, builtin_fleet
+    from lpxsim.plan.capacity import capacity
+
+    fit = capacity("gemma-4-31b", "lpx", 10_256, racks=1).max_streams
+    assert fit & (fit - 1)  # not a power of two: the two rules differ here
+    assert _streams("gemma-4-31b", 64, 10_256, racks=1) == min(64, fit)
+    assert _streams("gemma-4-31b", 64, 10_256, racks=1, pow2=True) == 1 << (min(64, fit).bit_length() - 1)
+    plain = builtin_fleet("lpx-alone", "gemma-4-31b", context=10_256, users=64)["pools"][0]
+    assert plain["target_concurrency"] == min(64, fit) and "target_osl" not in plain  # plan fleet's sizing
+
+
+def test_a_pool_without_target_osl_keeps_its_chips_and_generic_grid(monkeypatch) -> None:
+    p = PoolConfig(name="l", system="lpx", model="gemma-4-31b", racks_per_worker=1, target_context=10_256)
+    got = _layout_asked(monkeypatch, lambda: make_step_model(p))
+    assert (got.chips, got.racks, got.isl, got.osl, got.workload_grid) == (256, None, 10_256, None, False)
+
+
+def test_target_osl_must_be_shorter_than_the_target_context() -> None:
+    for extra in ({"target_context": 256, "target_osl": 256}, {"target_osl": 64}):
+        p = PoolConfig(name="l", system="lpx", model="gemma-4-31b", racks_per_worker=1, **extra)
+        with pytest.raises(UserError) as e:
+            make_step_model(p)
+        assert e.value.field.endswith("target_osl")

@@ -162,16 +162,48 @@ def test_tour_is_deterministic(tour, tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(again.results_parquet), pd.read_parquet(tour.results_parquet))
 
 
-def test_tour_on_worker_processes_matches_the_serial_tour(tour, tmp_path):
-    """--jobs 2: AA, MoE and the sweep's (system, context) groups run in worker processes; same report."""
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_tour_on_worker_processes_matches_the_serial_tour(tour, tmp_path, jobs):
+    """--jobs 2: AA and MoE run in one worker process; --jobs 3: on two, with the sweep's (system, context)
+    groups on them too; the same report either way."""
     from dataclasses import replace
+
+    import lpxsim.report.tour as tour_mod
+
+    pools = {}
+    section = tour_mod.section
+
+    def spy(name, cfg, out, pool=None):
+        pools[name] = pool
+        return section(name, cfg, out, pool)
 
     with pytest.MonkeyPatch.context() as mp:
         stand_in(mp)  # forked workers inherit the stand-ins
-        par = run_tour(replace(SMALL, jobs=2), tmp_path)
+        mp.setattr(tour_mod, "section", spy)
+        par = run_tour(replace(SMALL, jobs=jobs), tmp_path)
+    # Only 3+ processes send the sweep to the pool: with 2 it runs here, where the modes reuse its deployment.
+    assert set(pools) == {"capacity", "sweep", "modes", "assumptions"}
+    assert (pools["sweep"] is None) == (jobs == 2)
     assert par.statuses == tour.statuses
     pd.testing.assert_frame_equal(pd.read_parquet(par.results_parquet), pd.read_parquet(tour.results_parquet))
     assert par.index_html.read_bytes() == tour.index_html.read_bytes()
+
+
+def test_the_sections_ask_about_the_same_contexts_and_output_length():
+    """By default the sweep and the modes run at the AA contexts and one OSL (one LPX deployment per context,
+    shared through the step cache); each stays settable on its own."""
+    cfg = TourConfig()
+    assert cfg.sweep_contexts == cfg.modes_contexts == cfg.contexts == (10_000, 100_000)
+    assert cfg.modes_osl == cfg.osl == 256
+    own = TourConfig(contexts=(8_000,), osl=512)
+    assert own.sweep_contexts == own.modes_contexts == (8_000,) and own.modes_osl == 512
+    assert SMALL.modes_contexts == (10_000,) and SMALL.modes_osl == 64
+    # The report says the sweep's LPX deployment is the modes' only where it is (same context and OSL).
+    from lpxsim.report.tour_sections import shared_contexts, shared_note
+
+    assert shared_contexts(cfg) == (10_000, 100_000) and "10,000, 100,000 tokens" in shared_note(cfg, "x")
+    assert shared_contexts(SMALL) == () and shared_note(SMALL, "x") == ""
+    assert shared_contexts(TourConfig(modes_contexts=(100_000, 32_000))) == (100_000,)
 
 
 def test_a_dead_worker_is_a_failed_section_not_a_crash(tmp_path):

@@ -34,8 +34,9 @@ class Layout:
     osl: int | None = None
     concurrency: int = 1
     lpx_layout: str | None = None  # a forced LPX layout string (see `lpxsim compile --help`)
-    # LPX: compile steps at this workload's own contexts (0, isl + osl/2, isl + osl) and interpolate
-    # between them, instead of the generic context buckets (a sweep point asks only about these).
+    # LPX: compile steps at this workload's own contexts (0, 1,024 and isl + osl) and interpolate between
+    # them, instead of the generic context buckets (a sweep point and a serving run of this workload ask only
+    # about contexts up to isl + osl; see `_workload_grid`).
     workload_grid: bool = False
     framework: str = "sglang"  # GPU serving engine: sglang, trtllm or vllm (its measured kernels, its overheads)
     part: str = "all"  # GPU: "attention" prices only the attention half (attention/FFN disaggregation)
@@ -59,7 +60,11 @@ def make_step_model(
     from lpxsim.stepmemo import memoized
 
     build = partial(build_step_model, m, s.name, lay, weights, kv, kv_layout)
-    return memoized(build, ("backend", m, s, lay, weights, kv, kv_layout))
+    identity: tuple = ("backend", m, s, lay, weights, kv, kv_layout)
+    grid = _workload_grid(lay) if s.is_lpu else None
+    if grid is not None:  # the contexts compiled decide the answers: a new grid rule must not reuse old tables
+        identity += (("context_grid", grid),)
+    return memoized(build, identity)
 
 
 def _check(s, lay: Layout) -> None:
@@ -111,12 +116,18 @@ def build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: s
 
 
 def _workload_grid(lay: Layout) -> tuple[int, ...] | None:
-    """The LPX contexts compiled exactly when the layout asks for its workload's own grid."""
+    """The LPX contexts compiled exactly when the layout asks for its workload's own grid: the whole request
+    (isl + osl, the context the layout places KV for; the step model adds 0 and 1,024). Every context the
+    workload asks about -- prefill chunks up to isl, decode from isl to isl + osl, the steady state's mean
+    isl + osl/2 -- lies in [1,024, isl + osl]: decode is linear in context there (KV reads; a batch is
+    compiled at isl + osl and re-timed by batch 1's checked per-sequence slope) and prefill is flat, then
+    rising, from 1K. One top point instead of a midpoint as well lets a sweep and a serving run of the same
+    workload (the tour's sweep and modes) share every compile (docs/benchmarks.md, "Tour compiles shared")."""
     if not lay.workload_grid:
         return None
     if lay.isl is None or lay.osl is None:
         raise UserError("workload_grid", "an LPX workload grid needs both isl and osl")
-    return (lay.isl + lay.osl // 2,)
+    return (lay.isl + lay.osl,)
 
 
 def _context(lay: Layout) -> int | None:

@@ -45,10 +45,13 @@ def lpx_racks(model: str, weights: str = "fp8") -> int:
     return max(1, min(s.max_units, math.ceil(need / rack)))
 
 
-def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None
-             ) -> int:
+def _streams(model: str, users: int, context: int | None, racks: int | None = None, chips: int | None = None,
+             pow2: bool = False) -> int:
     """The concurrency an LPX pool is compiled for: `users`, capped by the streams whose KV fits
-    (the capacity model), so the compiler is not asked for layouts that cannot hold them."""
+    (the capacity model), so the compiler is not asked for layouts that cannot hold them. With `pow2`
+    (a pool sized for a whole workload, `osl` given) rounded down to a power of two as a sweep's deployment
+    is (`bench.backends.workload_step_model`: micro-batches are power-of-two buckets), so a sweep and a modes
+    run of one workload build the same deployment."""
     from lpxsim.plan.capacity import capacity
     from lpxsim.serving.drafter import assistant_for, is_drafter_name
 
@@ -56,24 +59,29 @@ def _streams(model: str, users: int, context: int | None, racks: int | None = No
     if context is None:
         return max(1, int(users))
     fit = capacity(m, "lpx", int(context), racks=racks, chips=chips).max_streams
-    return max(1, min(int(users), fit))
+    n = max(1, min(int(users), fit))
+    return 1 << (n.bit_length() - 1) if pow2 else n
 
 
 def builtin_fleet(mode: str, model: str, backend: str | None = None, context: int | None = None,
-                  users: int | None = None) -> dict[str, Any]:
+                  users: int | None = None, osl: int | None = None) -> dict[str, Any]:
     """The fleet dict of a built-in mode for `model`: one Rubin NVL72 rack and/or the fewest LPX racks
     that hold the model (`lpx_racks`); every pool on its system's detailed backend by default.
 
     `context` and `users`: the longest request and the most concurrent users the deployment is
-    compiled for (LPX pools place KV for them; the step model halves the concurrency until it fits)."""
+    compiled for (LPX pools place KV for them; the step model halves the concurrency until it fits);
+    `osl`: the output tokens of that request, so that LPX pools compile at the workload's own contexts
+    (`PoolConfig.target_osl`) and share a sweep's deployment of the same workload."""
     backend = backend or DEFAULT_BACKEND
     rubin = {"system": "vr-nvl72", "gpus_per_worker": 8}
     racks = lpx_racks(model) if mode in ("lpx-alone", "rubin-lpx-pd") else 1
     sized: dict[str, int] = {}
     if context is not None:
         sized["target_context"] = int(context)
+        if osl is not None:
+            sized["target_osl"] = int(osl)
     if users is not None:
-        sized["target_concurrency"] = _streams(model, users, context, racks=racks)
+        sized["target_concurrency"] = _streams(model, users, context, racks=racks, pow2=osl is not None)
     if mode == "rubin-alone":
         pools = [_pool("rubin", "vr-nvl72", model, "aggregated", backend, workers=9, gpus_per_worker=8)]
         extra: dict[str, Any] = {}

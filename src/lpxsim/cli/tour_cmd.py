@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
                                      help="AA and capacity contexts [each 1..10M; 32K, 1M ok]"),
         requests: int = count_option(8, "--requests", help="AA sequential requests per context", hi=100_000),
         executor: str = typer.Option("serial", "--executor", help="sweep executor with --jobs 1: serial, process, thread"),
-        jobs: int = jobs_option(2, "--jobs", help="worker processes for the AA, MoE and sweep sections (1: none)"),
+        jobs: int = jobs_option(2, "--jobs", help="processes: 2 runs AA and MoE in a worker beside the rest, 3+ the sweep's "
+                                                        "contexts on the workers too (1: one process)"),
         seed: int = seed_option(0, help="seed of every random draw"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (summary and paths)"),
     ) -> None:

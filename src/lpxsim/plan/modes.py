@@ -88,7 +88,7 @@ def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
     # one deployment per mode and context, compiled for that request length and the heaviest load
     heaviest = max(users_of(x) for x in q.loads)
     for context in q.contexts:
-        size = {"context": context + q.osl, "users": heaviest}
+        size = {"context": context + q.osl, "users": heaviest, "osl": q.osl}
         for load in q.loads:
             n = users_of(load)
             wl = closed_workload(f"closed-{n}x{context}", context, q.osl, n, REQUESTS_PER_USER * n)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from lpxsim.report.html import Chart, Note, Section, Table
-from lpxsim.report.tour_sections import SectionResult, TourConfig
+from lpxsim.report.tour_sections import SectionResult, TourConfig, shared_note
 
 TOUR_MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
 
@@ -40,7 +40,9 @@ def modes_section(cfg: TourConfig) -> SectionResult:
         f"`lpxsim modes {cfg.model} --contexts {','.join(str(c) for c in cfg.modes_contexts)} "
         f"--loads {','.join(cfg.modes_loads)} --osl {cfg.modes_osl}`.")
     sec.add(Note("All pools run on the detailed backends: the GPU model and compiled, verified LPX programs (the "
-                 "same cost models as every other section). Link bandwidths and latencies between racks are "
+                 "same cost models as every other section)."
+                 + shared_note(cfg, "LPX alone and PD's LPX decode run on the sweep's deployment for that context")
+                 + " Link bandwidths and latencies between racks are "
                  "assumptions (docs/assumptions.md). tok/s per MW normalises fleets of different power. "
                  + COLLAPSE_NOTE + "."))
     for context in cfg.modes_contexts:

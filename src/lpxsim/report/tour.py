@@ -46,7 +46,11 @@ class TourResult:
         return any(s == "error" for s in self.statuses.values())
 
 
-REMOTE = ("aa", "moe")  # sections that run in a worker process when cfg.jobs > 1 (LPX compiles dominate them)
+# Sections that run in worker processes when cfg.jobs > 1: LPX compiles dominate them and they share no
+# deployment with the other sections (AA: the default deployment; MoE: another model). The sweep and the
+# modes share theirs (one per context), so they stay in this process, one after the other, where the modes
+# reuse every step the sweep compiled (a worker would pay the imports again for no shared compile).
+REMOTE = ("aa", "moe")
 ORDER = ("capacity", "aa", "sweep", "modes", "moe", "assumptions")
 
 
@@ -72,9 +76,10 @@ def _timed(name: str, cfg: TourConfig, out: Path) -> tuple[SectionResult, float]
 
 
 def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict[str, SectionResult]:
-    """Every section, in report order. With cfg.jobs > 1 the AA and MoE sections and the sweep's
-    (system, context) groups run on a pool of worker processes while the cheap sections run here;
-    results do not depend on where they ran (each deployment is built from its arguments alone)."""
+    """Every section, in report order. With cfg.jobs > 1 the AA and MoE sections run on a pool of
+    cfg.jobs - 1 worker processes while the others run here (with cfg.jobs > 2 the sweep's (system,
+    context) groups go to the pool too); results do not depend on where they ran (each deployment is
+    built from its arguments alone, and compiled steps meet in the step cache)."""
     results: dict[str, SectionResult] = {}
     if cfg.jobs <= 1:
         for name in ORDER:
@@ -84,14 +89,14 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
         return {k: results[k] for k in ORDER}
     from lpxsim.bench.workers import process_pool
 
-    with process_pool(cfg.jobs) as pool:  # workers die with the tour, even on SIGKILL
+    with process_pool(cfg.jobs - 1) as pool:  # workers die with the tour, even on SIGKILL
         remote = {name: pool.submit(_timed, name, cfg, out) for name in REMOTE}
         for name in ORDER:
             if name in REMOTE:
                 continue
             log(f"tour: {name} ...")
             t0 = time.perf_counter()
-            results[name] = section(name, cfg, out, pool)
+            results[name] = section(name, cfg, out, pool if cfg.jobs > 2 else None)
             log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")
         for name, fut in remote.items():
             try:

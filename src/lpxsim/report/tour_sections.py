@@ -27,20 +27,33 @@ class TourConfig:
     moe_model: str = "gpt-oss-120b"
     systems: tuple[str, ...] = ("lpx", "vr-nvl72")
     contexts: tuple[int, ...] = (10_000, 100_000)
-    sweep_contexts: tuple[int, ...] = (10_000, 32_000, 100_000)
+    # None: the AA contexts. The sweep, the modes and AA ask about the same contexts, and the sweep and the
+    # modes about the same output length, so each context is one LPX deployment whose compiles all of them
+    # share through the step cache (docs/benchmarks.md, "Tour compiles shared").
+    sweep_contexts: tuple[int, ...] | None = None
     concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     requests: int = 8
-    osl: int = 1024
+    osl: int = 256  # output tokens per request of the sweep and (unless modes_osl says otherwise) the modes
     weights: str = "fp8"
     kv: str = "bf16"
     executor: str = "serial"
     workers: int | None = None
-    jobs: int = 1  # worker processes: > 1 runs the AA and MoE sections and the sweep's contexts side by side
+    jobs: int = 1  # processes: 2 runs the AA and MoE sections in one worker beside the rest; > 2 the sweep too
     seed: int = 0
-    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens
-    modes_contexts: tuple[int, ...] = (10_000, 100_000)
+    # T9 serving modes (closed loop): contexts, loads (light / heavy / a user count), output tokens (None: the
+    # sweep's contexts and osl)
+    modes_contexts: tuple[int, ...] | None = None
     modes_loads: tuple[str, ...] = ("light", "heavy")
-    modes_osl: int = 256
+    modes_osl: int | None = None
+
+    def __post_init__(self) -> None:
+        # Resolve the shared defaults once, so every reader sees plain values.
+        if self.sweep_contexts is None:
+            object.__setattr__(self, "sweep_contexts", tuple(self.contexts))
+        if self.modes_contexts is None:
+            object.__setattr__(self, "modes_contexts", tuple(self.sweep_contexts))
+        if self.modes_osl is None:
+            object.__setattr__(self, "modes_osl", self.osl)
 
 
 @dataclass
@@ -206,7 +219,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "laid out for context + OSL tokens and for the largest power of two of streams that the capacity "
                  "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
                  "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
-                 "capacity_ceiling is the memory capacity model's figure for the same hardware."))
+                 "capacity_ceiling is the memory capacity model's figure for the same hardware."
+                 + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
+                                    "(same context and OSL)")))
     if max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
@@ -230,6 +245,20 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
         lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
                      f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; {best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def shared_contexts(cfg: TourConfig) -> tuple[int, ...]:
+    """The contexts at which the sweep's LPX deployment is also the modes' LPX-alone / PD-decode one (same
+    context and OSL: the same Layout, so one set of compiles)."""
+    if cfg.modes_osl != cfg.osl:
+        return ()
+    return tuple(c for c in cfg.sweep_contexts if c in cfg.modes_contexts)
+
+
+def shared_note(cfg: TourConfig, what: str) -> str:
+    """' On LPX at 10,000, 100,000 tokens <what>.' where the sweep and the modes share the deployment, else ''."""
+    both = shared_contexts(cfg)
+    return f" On LPX at {', '.join(f'{c:,}' for c in both)} tokens {what}." if both else ""
 
 
 def moe_section(cfg: TourConfig) -> SectionResult:

@@ -89,8 +89,9 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
                                                                 "HBM; an LPX program places its KV itself")
     # LPX: compiled for the target concurrency, halved until its KV fits (the rest queue at run time)
     conc = pool.target_concurrency or 1
+    size = _lpx_size(pool, chips, field)
     while True:
-        layout = Layout(chips=chips, isl=pool.target_context, concurrency=conc)
+        layout = Layout(**size, concurrency=conc)
         try:
             return project_factory(model, system.name, layout, weights=pool.weights, kv=pool.kv,
                                    kv_layout=pool.kv_layout)
@@ -98,6 +99,20 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
             if conc == 1:
                 raise
             conc //= 2
+
+
+def _lpx_size(pool: PoolConfig, chips: int, field: str) -> dict:
+    """The Layout fields of an LPX pool besides its concurrency. With `target_osl` the pool is laid out on its
+    workload's own context grid, in racks when it is sized in racks: the same Layout a sweep of that workload
+    builds (`bench.backends.workload_step_model`), so the two share the layout search and every compiled step."""
+    if pool.target_osl is None:
+        return {"chips": chips, "isl": pool.target_context}
+    in_racks = pool.racks_per_worker and not (pool.chips_per_worker or pool.gpus_per_worker)
+    size: dict = {"racks": float(pool.racks_per_worker)} if in_racks else {"chips": chips}
+    if pool.target_context is None or pool.target_osl >= pool.target_context:
+        raise UserError(f"{field}.{pool.name}.target_osl", f"expected fewer output tokens than target_context "
+                                                           f"({pool.target_context}), got {pool.target_osl}")
+    return {**size, "isl": pool.target_context - pool.target_osl, "osl": pool.target_osl, "workload_grid": True}
 
 
 def _gpu_with_fraction(model: ModelSpec, system: str, layout, pool: PoolConfig) -> StepModel:

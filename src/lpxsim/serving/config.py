@@ -54,6 +54,9 @@ class PoolConfig(_Strict):
     memory_fraction: float | None = Field(None, gt=0, le=1)
     target_context: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the context the layout is compiled for
     target_concurrency: int | None = Field(None, ge=1, le=10_000_000)  # lpx backend: the concurrency the layout is compiled for
+    # lpx backend: the output tokens of the request target_context is sized for; with it the steps are compiled
+    # at that workload's own contexts (0, 1,024, target_context) instead of the generic context buckets
+    target_osl: int | None = Field(None, ge=1, le=10_000_000)
 
     @field_validator("backend", mode="before")
     @classmethod
