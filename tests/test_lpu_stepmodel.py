@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase
 from lpxsim.lpu import LpxStepModel, compile_program
 from lpxsim.specs.model import ModelSpec
@@ -365,3 +365,37 @@ def test_the_flat_stretch_search_starts_where_the_nearest_row_count_ended(fresh_
     assert {c for n, c in asked if n == 128} == {1024, 16384, 32768}  # the hint and the bucket beyond it
     assert sm._grid_for("prefill", 1, 64, 20_000) == sm._grid  # ends earlier: found by bisection below the hint
     assert sm._flat_end[("prefill", 1, 64)] == 4096
+
+
+def test_a_context_just_above_the_target_follows_the_last_bracket(fresh_cache) -> None:
+    """A decode the serving loop's context buckets round a little past the target (at most 1/64 above) is
+    priced on the line through the grid's last bracket, without a compile of its own, and within 1 % of its
+    own compile; further above, it is compiled exactly."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=2, chip_sram_bytes=2_000_000)
+    top = sm.target.context
+    ctx = top + top // 128
+    got = sm.decode_step(DecodeBatch.uniform(1, ctx))
+    assert ("decode", (ctx,), 1) not in {k[:3] for k in sm._summaries}
+    direct = sm.timing(Phase.decode([ctx]))
+    assert got.latency_s == pytest.approx(direct.latency_s, rel=0.01)
+    far = top + top // 8
+    sm.decode_step(DecodeBatch.uniform(1, far))
+    assert ("decode", (far,), 1) in {k[:3] for k in sm._summaries}
+
+
+def test_a_bucket_whose_kv_cannot_fit_is_not_compiled(fresh_cache) -> None:
+    """Above the replica's ceiling, a batch whose power-of-two bucket holds more KV than the replica has is
+    compiled as itself: the bucket's compile would only be refused (here the batch is refused too, at the
+    target context its bracket reaches, and the serving loop then splits it into micro-batches)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=4, chip_sram_bytes=2_000_000)
+    top = sm.max_batch()
+    batch = top + 1 if top & (top + 1) else top + 2  # above the ceiling, not itself a power of two
+    bucket = 1 << (batch - 1).bit_length()
+    ctx = 3000
+    assert bucket * sm.kv_bytes(ctx + 1) > sm.kv_capacity_bytes()
+    with pytest.raises(DoesNotFit):
+        sm.decode_step(DecodeBatch.uniform(batch, ctx))
+    decoded = {len(k[1]) for k in sm._summaries if k[0] == "decode"}
+    assert bucket not in decoded and batch in decoded

@@ -55,6 +55,9 @@ DEFAULT_TARGET_CONTEXT = 131_072
 # (1 rack, 131K target): decode at 16K is 0.007 % off the 4K-131K line.
 SPARSE_LO, SPARSE_MID, SPARSE_MIN_TOP = 1024, 16384, 65536
 LINEAR_TOL = 0.005
+# A context at most this fraction above the target is priced on the line through the grid's last bracket: the
+# serving loop's context buckets (`serving.worker.ctx_bucket`, 1/64 of the context) round up past the target.
+OVERSHOOT = 1 / 64
 PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 
@@ -292,6 +295,10 @@ class LpxStepModel:
             # batch between the power of two below and the ceiling shares its compile (a shorter segment of the
             # same line the bucket would give; each exact batch was one compile per context before).
             b = self.max_batch()
+        elif b != batch and batch > self.max_batch() and b * self.kv_bytes(context + new) > self.kv_capacity_bytes():
+            # The bucket's KV alone exceeds what the replica holds: its compile would be refused, so compile the
+            # batch itself (which may still fit, below the target context) without trying the bucket first.
+            b = batch
         try:
             lat, ii = self._at_context(kind, b, context, new)
         except DoesNotFit:
@@ -313,7 +320,14 @@ class LpxStepModel:
 
         A decode or verify batch whose bracket has a checked per-sequence slope (`_shared_slope`) is compiled
         at the top of the bracket only and re-timed down to `context` by that slope: its KV-dependent term."""
-        lo, hi = _bracket(max(0, context), self._grid_for(kind, b, new, context))  # above the target: exact
+        grid = self._grid_for(kind, b, new, context)
+        top = self.target.context
+        if top < context <= top + top * OVERSHOOT and len(grid) > 1 and grid[-1] == top:
+            # Just above the target (the serving loop rounds contexts to 1/64 of their size): the line through
+            # the last bracket, as between grid points, instead of a compile of its own.
+            lo, hi = grid[-2], top
+        else:
+            lo, hi = _bracket(max(0, context), grid)  # further above the target: exact
         if lo != hi and b > 1 and kind != "prefill":
             shared = self._shared_slope(kind, new, lo, hi)
             if shared is not None and b <= shared[2]:
