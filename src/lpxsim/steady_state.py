@@ -9,9 +9,15 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
   several are in flight). The token period of a user is
   max(latency(b), n x interval(b)) for n micro-batches of size b; the best n
   is chosen.
-- Other users' prefills pause decode for their occupancy; with f = C x prefill
-  occupancy per request cycle, the decode phase D solves
-  D (1 - f / (TTFT + D)) = (OSL - 1) x period  (a quadratic, solved exactly).
+- Other users' prefills stretch decode: a prefill chunk runs in the same engine
+  step as the running decodes (chunked prefill, mixed batches), so each of its
+  seconds adds a second to every decoding user's phase. Of the f = (C - 1) x
+  prefill occupancy the other users need per cycle, the part a user spends
+  waiting in the prefill queue (FCFS: it waits for exactly those prefills) and
+  behind its own pipelined prefill's drain does not overlap its decode; the rest
+  does: D = (OSL - 1) x period + max(0, f - wait - drain). The serving simulator
+  steps the same way (`serving.worker`: a mixed step is a decode period plus the
+  chunk's interval).
 - Queueing for prefill (closed loop, as InferenceX measures): a new request waits
   behind the prefills of other users that arrived before it. The wait is the
   mean-value analysis (MVA) of a closed network of C users cycling between one
@@ -108,10 +114,41 @@ def _micro_batch_counts(concurrency: int) -> list[int]:
     return sorted(counts)
 
 
-def _decode_phase(ttft: float, f: float, d0: float) -> float:
-    """Solve D (1 - f/(ttft + D)) = d0 for D >= d0."""
-    a = ttft - f - d0
-    return (-a + math.sqrt(a * a + 4.0 * d0 * ttft)) / 2.0 if ttft > 0 else d0 + f
+def _decode_phase(d0: float, f: float, wait: float, drain: float) -> float:
+    """A user's decode phase: its own decode steps `d0` plus the other users' prefill time `f` that does not
+    fall in its queueing `wait` (FCFS: those are the prefills it waits for) or its own prefill's `drain`."""
+    return d0 + max(0.0, f - wait - drain)
+
+
+def _fixed_point(g, tol: float) -> float:
+    """The w >= 0 with g(w) = w, for g non-decreasing and bounded (the wait a user meets when every user waits
+    w: a longer wait leaves less of the others' prefills in its decode, a shorter think time, a longer queue).
+    False position with the Illinois step on [0, sup g]; plain iteration crawled where g's slope nears 1."""
+    lo, h_lo = 0.0, g(0.0)
+    if h_lo <= tol:
+        return max(0.0, h_lo)
+    hi = g(1e12)  # sup g: no other prefill left in the decode phase, the longest admission hold
+    h_hi = g(hi) - hi
+    if h_hi >= -tol:
+        return hi
+    side = 0
+    w = hi
+    for _ in range(200):
+        w = hi - h_hi * (hi - lo) / (h_hi - h_lo)
+        h = g(w) - w
+        if abs(h) <= tol or hi - lo <= tol:
+            break
+        if h > 0:
+            lo, h_lo = w, h
+            if side == 1:
+                h_hi /= 2.0
+            side = 1
+        else:
+            hi, h_hi = w, h
+            if side == -1:
+                h_lo /= 2.0
+            side = -1
+    return w
 
 
 def prefill_wait(occupancy: float, think_s: float, users: int) -> float:
@@ -218,18 +255,19 @@ def steady_state(
         period, tokens_per_round = _spec_round(step, draft, concurrency, mean_ctx, spec_k, spec_accept, n_mb)
     d0 = (osl - 1) * period
     f = (concurrency - 1) * occupancy  # other users' prefills during one request cycle
-    own, wait = ttft, 0.0
-    decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
+    own = ttft
+    drain = max(0.0, own - occupancy)  # a pipelined prefill's last rows draining: the next prefill may start
     round_s = period * tokens_per_round  # one engine step
-    for _ in range(50):  # fixed point: the wait lengthens the cycle, which thins the other prefills
-        w = prefill_wait(occupancy, decode_s + own - occupancy, concurrency)
-        w += _admission_hold_s(step, concurrency, own + wait + decode_s, round_s)
-        ttft = own + w
-        decode_s = _decode_phase(ttft, f, d0) if osl > 1 else 0.0
-        if abs(w - wait) <= 1e-6 * max(ttft, 1e-9):
-            wait = w
-            break
-        wait = w
+
+    def waited(w: float) -> float:
+        """The queueing (and admission hold) a user meets when every user waits `w`."""
+        d = _decode_phase(d0, f, w, drain) if osl > 1 else 0.0
+        return (prefill_wait(occupancy, d + own - occupancy, concurrency)
+                + _admission_hold_s(step, concurrency, own + w + d, round_s))
+
+    wait = _fixed_point(waited, tol=1e-7 * max(own, 1e-9))
+    ttft = own + wait
+    decode_s = _decode_phase(d0, f, wait, drain) if osl > 1 else 0.0
     e2e = ttft + decode_s
     tpot = decode_s / (osl - 1) if osl > 1 else period
     out_tps = concurrency * osl / e2e

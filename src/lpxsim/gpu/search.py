@@ -116,8 +116,8 @@ def search_layouts(
 def _score_bound(step: GpuStepModel, goal: str, isl: int, osl: int, concurrency: int) -> float:
     """An upper bound on the layout's score from its decode step alone (inf where none is known).
 
-    `steady_state`'s decode phase D solves D (1 - f / (TTFT + D)) = (OSL - 1) x period with f >= 0, so
-    D >= (OSL - 1) x period: TPOT >= period (latency) and E2E > (OSL - 1) x period (throughput)."""
+    `steady_state`'s decode phase is D = (OSL - 1) x period + (the other users' prefill time it overlaps) >=
+    (OSL - 1) x period: TPOT >= period (latency) and E2E > (OSL - 1) x period (throughput)."""
     if osl <= 1:
         return math.inf
     try:
