@@ -222,6 +222,14 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "capacity_ceiling is the memory capacity model's figure for the same hardware."
                  + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
                                     "(same context and OSL)")))
+    if shared_contexts(cfg):
+        sec.add(Note("These rows are the mean-field steady state; the modes section below simulates the same closed "
+                     "loop step by step. Both charge other users' prefills to a user's decode except where they "
+                     "fall in its own queueing wait, and their aggregate throughput agrees; they split the cycle "
+                     "differently. The steady state queues as random traffic does (closed-network MVA), while the "
+                     "simulator replays identical requests, which stagger so that nobody waits: every other "
+                     "prefill then lands in each user's decode, so its TTFT is lower and its per-user speed too "
+                     "(docs/validation.md, 'Steady state against the simulator')."))
     if max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
