@@ -57,28 +57,46 @@ def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tup
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
+    packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
     for bid, size, start, end, buf in sorted(items, key=_START_ID):
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
-        off = 0
-        for a_off, a_top, _ in active:
-            if off + size <= a_off:
-                break
-            if a_top > off:
-                off = a_top
-        placed.append((bid, buf, off))
-        item = (off, off + size, end)
-        if not active or off > active[-1][0]:
+            packed = _packed(active)
+        if packed:
+            off = active[-1][1] if active else 0
+            item = (off, off + size, end)
             active.append(item)
         else:
-            insort(active, item)
+            off = 0
+            for a_off, a_top, _ in active:
+                if off + size <= a_off:
+                    break
+                if a_top > off:
+                    off = a_top
+            item = (off, off + size, end)
+            if off > active[-1][0]:
+                active.append(item)
+            else:
+                insort(active, item)
+            packed = _packed(active)
+        placed.append((bid, buf, off))
         if end < min_end:
             min_end = end
         if off + size > top:
             top = off + size
     return placed, top
+
+
+def _packed(active: list[tuple[int, int, int]]) -> bool:
+    """Whether live intervals sorted by offset (pairwise disjoint) tile [0, last end) with no gap."""
+    t = 0
+    for a_off, a_top, _ in active:
+        if a_off != t:
+            return False
+        t = a_top
+    return True
 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],

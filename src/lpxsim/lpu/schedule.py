@@ -114,7 +114,7 @@ class Scheduler:
     _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
-    _exchange_info: dict = field(default_factory=dict)  # (src, dst, bytes) -> route, serialisation, mechanisms
+    _exchange_info: dict = field(default_factory=dict)  # bytes -> src -> dst -> route, serialisation, mechanisms
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
     _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
@@ -361,43 +361,68 @@ class Scheduler:
     def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float) -> None:
         """`send(src, dst, src_buffer, dst_buffer, nbytes)` for each of `sends` in order (all-reduce
         exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
-        hoisted out of the loop. Same transfers, link reservations, ready times and provenance as the loop."""
+        hoisted out of the loop. Same transfers, link reservations, ready times and critical-path breakdown
+        as the loop (a source's wait for its last vectors is one provenance node shared by its sends over
+        equally fast routes: equal time, parent and mechanisms, so every chain sums the same)."""
         nbytes = max(float(nbytes), 1.0)
         vb, setup = self.arch.vector_bytes, self.arch.link_setup
         nb_int = math.ceil(nbytes)
         pv = self.prov
         pt, pp, pc = pv.time, pv.parent, pv.comp
+        pta, ppa, pca = pt.append, pp.append, pc.append
         lf, ready, transfers = self._link_free, self.ready, self.transfers
+        tra = transfers.append
         last_end, last_node = self.last_end, self.last_node
-        per_route = self._exchange_info
+        by_src = self._exchange_info.get(nbytes)
+        if by_src is None:
+            by_src = self._exchange_info[nbytes] = {}
+        one = pv.one
+        prev_buf, prev_src = None, None
+        per_dst: dict = {}
+        waits: dict = {}
+        ntr = len(transfers)
         for src_chip, dst_chip, src_buffer, dst_buffer in sends:
-            key = (src_chip, dst_chip, nbytes)
-            info = per_route.get(key)
+            if src_chip != prev_src:
+                per_dst = by_src.get(src_chip)
+                if per_dst is None:
+                    per_dst = by_src[src_chip] = {}
+                prev_src = src_chip
+            if src_buffer is not prev_buf:
+                rd = ready[src_buffer]
+                rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
+                waits = {}
+                prev_buf = src_buffer
+            info = per_dst.get(dst_chip)
             if info is None:
                 hops, bpc, keyed = self._path(src_chip, dst_chip)
                 ser = max(1, math.ceil(nbytes / bpc))
                 vec = max(1, math.ceil(min(nbytes, vb) / bpc))
                 hop = sum(hc for _, hc in keyed)
-                info = per_route[key] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
-                                         keyed[0][0] if len(keyed) == 1 else None)
-            hops, keyed, ser, vec, comps, path_lat, k1 = info
-            rd = ready[src_buffer]
-            want, wnode = rd.first, rd.first_node
-            if rd.end - ser + vec > want:
-                want = rd.end - ser + vec
-                if wnode < 0:  # Provenance.after, inline
-                    wnode = len(pt)
-                    pt.append(want), pp.append(-1), pc.append(pv.one("vector_count", want) if want else ())
+                info = per_dst[dst_chip] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
+                                            keyed[0][0] if len(keyed) == 1 else None, ser - vec)
+            hops, keyed, ser, vec, comps, path_lat, k1, lag = info
+            want, wnode = rfirst, rfnode
+            if rend - lag > want:  # the producer streams slower than the link: wait for its last vectors
+                w = waits.get(lag)
+                if w is None:
+                    want = rend - lag
+                    if wnode < 0:  # Provenance.after, inline
+                        wnode = len(pt)
+                        pta(want), ppa(-1), pca(one("vector_count", want) if want else ())
+                    else:
+                        d = want - pt[wnode]
+                        if d:
+                            pta(want), ppa(wnode), pca(one("vector_count", d))
+                            wnode = len(pt) - 1
+                    waits[lag] = (want, wnode)
                 else:
-                    d = want - pt[wnode]
-                    if d:
-                        pt.append(want), pp.append(wnode), pc.append(pv.one("vector_count", d))
-                        wnode = len(pt) - 1
+                    want, wnode = w
             send, snode = want, wnode
             if k1 is not None:  # one hop (a node's all-to-all)
                 free = lf.get(k1, 0)
                 if free > send:
                     send = free
+                lf[k1] = send + ser
             else:
                 offset = 0
                 for k, hc in keyed:
@@ -405,23 +430,20 @@ class Scheduler:
                     if free > send:
                         send = free
                     offset += hc
-            if send > want:
-                snode = len(pt)
-                pt.append(send), pp.append(wnode), pc.append(pv.one("c2c_wait", send - want))
-            if k1 is not None:
-                lf[k1] = send + ser
-            else:
                 t = send
                 for k, hc in keyed:
                     lf[k] = t + ser
                     t += hc
+            if send > want:
+                snode = len(pt)
+                pta(send), ppa(wnode), pca(one("c2c_wait", send - want))
             arrive = send + path_lat + vec
             end = send + path_lat + ser
             anode = len(pt)
-            pt.append(arrive), pp.append(snode), pc.append(comps[0])
-            pt.append(end), pp.append(snode), pc.append(comps[1])
-            transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
-                                      send, ser, arrive, end))
+            pta(arrive), ppa(snode), pca(comps[0])
+            pta(end), ppa(snode), pca(comps[1])
+            tra(Transfer(ntr, src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops, send, ser, arrive, end))
+            ntr += 1
             ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
             if end > last_end or last_node < 0:
                 last_end, last_node = end, anode + 1
