@@ -256,11 +256,13 @@ class Lowerer:
             lo, hi = slices[c]
             part = (hi - lo) * rows
             ins = [d.bufs[c]]
+            sends = []
             for src in chips:
                 if src != c:
                     bid = self.s.buffer(f"{name}#rs{src}@{c}", c, name, part, cols=(lo, hi), partial="sum")
-                    self.s.send(src, c, d.bufs[src], bid, part)
+                    sends.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
+            self.s.send_many(sends, part)  # equal-sized slices: one batch (the same transfers as `send` each)
             out = self.s.buffer(f"{name}#cols@{c}", c, name, part, cols=(lo, hi))
             self.s.instr(c, "VXM", name, "reduce", tuple(ins), out,
                          self.vxm_cycles(part / self.ab * n, part * n), attrs={"cols": (lo, hi)})
@@ -269,18 +271,27 @@ class Lowerer:
 
     def _gather(self, name: str, d: Dist, chips: list[int]) -> Dist:
         out: dict[int, str] = {}
+        s = self.s
         for c in chips:
             ins, parts = [], []
+            run: list[tuple[int, int, str, str]] = []  # consecutive sends of equal size: one send_many batch
+            run_bytes = -1
             for src in chips:
                 lo, hi = d.cols[src]
-                nbytes = self.s.buffers[d.bufs[src]].bytes
+                nbytes = s.buffers[d.bufs[src]].bytes
                 if src == c:
                     ins.append(d.bufs[c])
                 else:
-                    bid = self.s.buffer(f"{name}#ag{src}@{c}", c, name, nbytes, cols=(lo, hi))
-                    self.s.send(src, c, d.bufs[src], bid, nbytes)
+                    bid = s.buffer(f"{name}#ag{src}@{c}", c, name, nbytes, cols=(lo, hi))
+                    if nbytes != run_bytes and run:
+                        s.send_many(run, run_bytes)
+                        run = []
+                    run_bytes = nbytes
+                    run.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
                 parts.append((lo, hi))
+            if run:
+                s.send_many(run, run_bytes)
             total = sum(self.s.buffers[b].bytes for b in ins)
             bid = self.s.buffer(f"{name}@{c}", c, name, total)
             self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total),
