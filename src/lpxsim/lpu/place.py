@@ -99,25 +99,27 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
     return True
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int] | None,
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
-    last reader (`last`, from `last_reads`); one never written lives [0, 1). A buffer an instruction writes
+    last reader (`last`, from `last_reads`; None: the `Ready.last` the scheduler kept, valid when no buffer is
+    written twice, `Scheduler.written_once`); one never written lives [0, 1). A buffer an instruction writes
     (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
     per_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
     recv_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
-    rget, lget = ready.get, last.get
+    rget = ready.get
+    lget = last.get if last is not None else None
     for bid, b in buffers.items():
         rd = rget(bid)
         if rd is None:
             s, e, to = 0, 1, recv_chip
         else:
             s, e = rd.first, rd.end
-            r = lget(bid, e)
+            r = rd.last if lget is None else lget(bid, e)
             e = (r if r > e else e) + 1
             to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1

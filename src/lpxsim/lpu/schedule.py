@@ -28,12 +28,15 @@ _EMPTY: dict = {}  # the slice of instructions without one (shared: instruction 
 @dataclass(slots=True)
 class Ready:
     """When a buffer's first and last vectors are available on its chip (and the provenance nodes of
-    those two times, for the critical-path breakdown)."""
+    those two times, for the critical-path breakdown); `last`: the latest end of an instruction or transfer
+    that has read it so far (-1: none), kept as the reads are scheduled so that placement needs no pass
+    over the program for the buffers' lifetimes."""
 
     first: int
     end: int
     first_node: int = -1
     end_node: int = -1
+    last: int = -1
 
 
 @dataclass(slots=True)
@@ -118,6 +121,7 @@ class Scheduler:
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
     _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
+    _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -126,15 +130,21 @@ class Scheduler:
         return bid
 
     def take_ready(self) -> dict[str, Ready]:
-        """The ready times of every buffer, handed over: the scheduler forgets them (placement reads them
-        once; a large program has ~10^6)."""
+        """The ready times (and last reads) of every buffer, handed over: the scheduler forgets them
+        (placement reads them once; a large program has ~10^6)."""
         out, self.ready = self.ready, {}
         return out
+
+    def written_once(self) -> bool:
+        """Whether no buffer was written twice (each ready entry is then the only one of its buffer, and its
+        `last` covers every read of the buffer); a program that writes one twice fails `verify`."""
+        return len(self.ready) == self._writes + len(self.transfers) + len(self.instructions)
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
         self.ready[bid] = Arrived(first, first, n, n)
+        self._writes += 1
 
     # --- work -------------------------------------------------------------------------
     def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
@@ -169,8 +179,8 @@ class Scheduler:
         snode = self._unit_node.get(key, -1)
         drain_in, dnode = -1, -1
         ready = self.ready
-        for b in inputs:
-            rd = ready[b]
+        rds = [ready[b] for b in inputs]
+        for rd in rds:
             if rd.first > start or snode < 0 and rd.first >= start:
                 start, snode = rd.first, rd.first_node
             if rd.end > drain_in:
@@ -211,6 +221,9 @@ class Scheduler:
                 pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
                 pt.append(end), pp.append(fnode), pc.append(vc)
+        for rd in rds:  # the inputs' last reads
+            if end > rd.last:
+                rd.last = end
         self._unit_free[key] = start + dur
         self._unit_node[key] = len(pt)
         pt.append(start + dur), pp.append(snode), pc.append(vc)
@@ -353,6 +366,8 @@ class Scheduler:
         tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
                       send, occupy, arrive, end)
         self.transfers.append(tr)
+        if end > rd.last:
+            rd.last = end
         self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
@@ -444,6 +459,8 @@ class Scheduler:
             pta(end), ppa(snode), pca(comps[1])
             tra(Transfer(ntr, src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops, send, ser, arrive, end))
             ntr += 1
+            if end > rd.last:
+                rd.last = end
             ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
             if end > last_end or last_node < 0:
                 last_end, last_node = end, anode + 1
