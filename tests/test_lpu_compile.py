@@ -185,10 +185,12 @@ def test_multi_rack_and_prefill_verify() -> None:
     assert r2.report.ok
 
 
-def test_send_many_equals_send_loop() -> None:
+@pytest.mark.parametrize("stats", [False, True])
+def test_send_many_equals_send_loop(stats: bool) -> None:
     """`Scheduler.send_many` (all-reduce exchanges) schedules exactly what the same `send` calls in order do:
     transfers, ready times, link reservations and the critical-path breakdown, also over multi-hop routes
-    and links the sends contend for."""
+    and links the sends contend for; `stats`: each source's bytes are final only at its own `complete_at`
+    (split-K statistics)."""
     from lpxsim.catalog import get_system
     from lpxsim.lpu.arch import arch_for
     from lpxsim.lpu.schedule import Ready, Scheduler
@@ -205,9 +207,10 @@ def test_send_many_equals_send_loop() -> None:
         s.send(chips[0], chips[1], "x@0", "pre", 5_000)  # a link already busy before the exchange
     sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
     sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
+    done = {c: 3_000 * (i % 2) + 50 * i for i, c in enumerate(chips)} if stats else None
     for a, b, src, dst in sends:
-        scheds[0].send(a, b, src, dst, 20_000)
-    scheds[1].send_many(sends, 20_000)
+        scheds[0].send(a, b, src, dst, 20_000, complete_at=done[a] if done else None)
+    scheds[1].send_many(sends, 20_000, complete_at=done)
     loop, many = scheds
     assert loop.transfers == many.transfers
     assert {k: (r.first, r.end) for k, r in loop.ready.items()} == {k: (r.first, r.end) for k, r in many.ready.items()}
@@ -405,18 +408,18 @@ def test_scheduler_last_reads_equal_a_pass_over_the_program(layout: str, phase: 
 
 
 def _first_fit_by_scan(items):  # the first-fit rule written plainly: every earlier live buffer, lowest offset
-    placed, live, top = [], [], 0
-    for bid, size, start, end, buf in sorted(items, key=lambda x: (x[2], x[0])):
+    offs, live, top = [], [], 0
+    for start, _, size, end, _ in sorted(items, key=lambda x: (x[0], x[1])):
         live = [x for x in live if x[2] > start]
         off = 0
         for a_off, a_top, _ in sorted(live):
             if off + size <= a_off:
                 break
             off = max(off, a_top)
-        placed.append((bid, buf, off))
+        offs.append(off)
         live.append((off, off + size, end))
         top = max(top, off + size)
-    return placed, top
+    return offs, top
 
 
 @settings(max_examples=60, deadline=None)
@@ -426,8 +429,9 @@ def test_first_fit_equals_a_plain_scan(spec) -> None:
     size of the plain rule, also where buffers die out of order and leave holes."""
     from lpxsim.lpu.place import _first_fit
 
-    items = [(f"b{i:02d}", 320 * size, start, start + life, None) for i, (size, start, life) in enumerate(spec)]
-    assert _first_fit(items) == _first_fit_by_scan(items)
+    items = [(start, f"b{i:02d}", 320 * size, start + life, None) for i, (size, start, life) in enumerate(spec)]
+    want = _first_fit_by_scan(items)
+    assert _first_fit(items) == want
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import operator
 from collections import defaultdict
 
 from lpxsim.errors import DoesNotFit
@@ -20,7 +19,6 @@ from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
-_START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
 _NEVER = float("inf")
 
 
@@ -46,28 +44,29 @@ def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> di
     return last
 
 
-def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tuple[str, Buffer, int]], int]:
-    """items (id, size, start, end, buffer) -> (id, buffer, offset) in placement order, and the region size;
-    live intervals never share bytes.
+def _first_fit(items: list[tuple[int, str, int, int, Buffer]]) -> tuple[list[int], int]:
+    """items (start, id, size, end, buffer), sorted here by (start, id) -> each one's offset in that order,
+    and the region size; live intervals never share bytes.
 
     Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
     set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
     earliest end among it has passed."""
-    placed: list[tuple[str, Buffer, int]] = []
+    items.sort()  # (start, id): ids are unique, so the buffers themselves are never compared
+    offs: list[int] = []
+    put = offs.append
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
     packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
-    for bid, size, start, end, buf in sorted(items, key=_START_ID):
+    for start, _, size, end, _ in items:
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
             packed = _packed(active)
         if packed:
             off = active[-1][1] if active else 0
-            item = (off, off + size, end)
-            active.append(item)
+            active.append((off, off + size, end))
         else:
             off = 0
             for a_off, a_top, _ in active:
@@ -81,12 +80,12 @@ def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tup
             else:
                 insort(active, item)
             packed = _packed(active)
-        placed.append((bid, buf, off))
+        put(off)
         if end < min_end:
             min_end = end
         if off + size > top:
             top = off + size
-    return placed, top
+    return offs, top
 
 
 def _packed(active: list[tuple[int, int, int]]) -> bool:
@@ -109,8 +108,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
     (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
-    recv_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
+    per_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)  # (start, id, size, end, buffer)
+    recv_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)
     rget = ready.get
     lget = last.get if last is not None else None
     for bid, b in buffers.items():
@@ -123,7 +122,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
             e = (r if r > e else e) + 1
             to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1
-        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e, b))
+        to[b.chip].append((s, bid, -(-nb // ALIGN) * ALIGN, e, b))
     del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
@@ -150,13 +149,13 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
             if size:
                 rname = f"{kind}@{c}"
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                for bid, b, boff in offs:
+                for (_, bid, _, _, b), boff in zip(items, offs, strict=True):
                     b.region, b.offset_bytes = rname, boff
                     new_bufs[bid] = b
                 off += size
                 totals[kind] = size
             else:
-                for bid, b, _ in offs:
+                for _, bid, _, _, b in items:
                     new_bufs.setdefault(bid, b)
         if off > sram_bytes:
             raise DoesNotFit(

@@ -373,8 +373,10 @@ class Scheduler:
             self.last_end, self.last_node = end, enode
         return tr
 
-    def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float) -> None:
-        """`send(src, dst, src_buffer, dst_buffer, nbytes)` for each of `sends` in order (all-reduce
+    def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float,
+                  complete_at: dict[int, int] | None = None) -> None:
+        """`send(src, dst, src_buffer, dst_buffer, nbytes, complete_at=complete_at[src])` (or without
+        `complete_at`) for each of `sends` in order (all-reduce
         exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
         hoisted out of the loop. Same transfers, link reservations, ready times and critical-path breakdown
         as the loop (a source's wait for its last vectors is one provenance node shared by its sends over
@@ -405,6 +407,12 @@ class Scheduler:
             if src_buffer is not prev_buf:
                 rd = ready[src_buffer]
                 rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
+                if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
+                    ca = complete_at[src_chip]
+                    if ca > rfirst:
+                        rfirst = ca
+                    rfnode = pv.after(rfnode, rfirst, "vector_count")
+                    rend = rfirst
                 waits = {}
                 prev_buf = src_buffer
             info = per_dst.get(dst_chip)
