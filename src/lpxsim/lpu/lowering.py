@@ -252,14 +252,17 @@ class Lowerer:
         rows = self.s.buffers[d.bufs[chips[0]]].bytes / max(width, 1)
         slices = {c: balanced(width, n, i) for i, c in enumerate(chips)}
         red: dict[int, str] = {}
+        declared = self.s.buffers
         for c in chips:
             lo, hi = slices[c]
             part = (hi - lo) * rows
             ins = [d.bufs[c]]
             sends = []
+            size, cols = int(math.ceil(part)), (lo, hi)  # `Scheduler.buffer`, inline (one per peer)
             for src in chips:
                 if src != c:
-                    bid = self.s.buffer(f"{name}#rs{src}@{c}", c, name, part, cols=(lo, hi), partial="sum")
+                    bid = f"{name}#rs{src}@{c}"
+                    declared[bid] = Buffer(bid, c, name, cols, "sum", size)
                     sends.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
             self.s.send_many(sends, part)  # equal-sized slices: one batch (the same transfers as `send` each)
@@ -272,17 +275,19 @@ class Lowerer:
     def _gather(self, name: str, d: Dist, chips: list[int]) -> Dist:
         out: dict[int, str] = {}
         s = self.s
+        declared = s.buffers
         for c in chips:
             ins, parts = [], []
             run: list[tuple[int, int, str, str]] = []  # consecutive sends of equal size: one send_many batch
             run_bytes = -1
             for src in chips:
                 lo, hi = d.cols[src]
-                nbytes = s.buffers[d.bufs[src]].bytes
+                nbytes = declared[d.bufs[src]].bytes
                 if src == c:
                     ins.append(d.bufs[c])
                 else:
-                    bid = s.buffer(f"{name}#ag{src}@{c}", c, name, nbytes, cols=(lo, hi))
+                    bid = f"{name}#ag{src}@{c}"
+                    declared[bid] = Buffer(bid, c, name, (lo, hi), None, nbytes)  # `Scheduler.buffer`, inline
                     if nbytes != run_bytes and run:
                         s.send_many(run, run_bytes)
                         run = []
