@@ -226,23 +226,25 @@ class Lowerer:
         s = self.s
         declared, size = s.buffers, int(math.ceil(nbytes))
         for grp in groups:
-            recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
+            strs = [str(c) for c in grp]
+            recv = [[bufs[c]] for c in grp]  # per chip of the group: its own partial, then what it receives
             sends = []
-            for src in grp:
+            for src, ss in zip(grp, strs, strict=True):
                 sb = bufs[src]
-                for dst in grp:
+                pre = f"{name}#{tag}{ss}@"  # buffer ids f"{name}#{tag}{src}@{dst}", built from their parts
+                for dst, ds, got in zip(grp, strs, recv, strict=True):
                     if src != dst:
-                        bid = f"{name}#{tag}{src}@{dst}"
+                        bid = pre + ds
                         declared[bid] = Buffer(bid, dst, name, None, "sum", size)
                         sends.append((src, dst, sb, bid))
-                        recv[dst].append(bid)
+                        got.append(bid)
             s.send_many(sends, nbytes)
-            for c in grp:
+            for c, got in zip(grp, recv, strict=True):
                 if len(grp) == 1:
                     out[c] = bufs[c]
                     continue
                 bid = f"{name}@{c}" if not partial_out else f"{name}#{tag}sum@{c}"
-                self._reduce_local(name, c, tuple(recv[c]), bid, nbytes, partial_out)
+                self._reduce_local(name, c, tuple(got), bid, nbytes, partial_out)
                 out[c] = bid
         return out
 

@@ -106,7 +106,7 @@ class Scheduler:
     ready: dict[str, Ready] = field(default_factory=dict)
     links: dict[int, Link] = field(default_factory=dict)
     _link_ids: dict[tuple[int, int], int] = field(default_factory=dict)
-    _link_free: dict[tuple[int, int], int] = field(default_factory=dict)
+    _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
     _unit_free: dict[tuple[int, str], int] = field(default_factory=dict)
     _routes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _unit_node: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -114,7 +114,7 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
-    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
+    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link*2+dir, hop)))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
     _exchange_info: dict = field(default_factory=dict)  # bytes -> src -> dst -> route, serialisation, mechanisms
@@ -301,13 +301,14 @@ class Scheduler:
         return out
 
     def _path(self, src: int, dst: int) -> tuple:
-        """(hops, slowest link's bytes/cycle, ((link, direction), hop cycles) per hop) of a route, cached."""
+        """(hops, slowest link's bytes/cycle, (link id * 2 + direction, hop cycles) per hop) of a route, cached
+        (the integer is the link direction's key in `_link_free`: cheaper to hash than a pair)."""
         info = self._send_info.get((src, dst))
         if info is None:
             hops = self.route(src, dst)
             info = self._send_info[(src, dst)] = (
                 hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+                tuple((2 * lid + d, self.links[lid].hop_cycles) for lid, d in hops))
         return info
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
