@@ -446,3 +446,22 @@ def test_busy_union_equals_a_cycle_count(spans) -> None:
     ends = np.array([s + d for s, d in spans], np.int64)
     covered = {c for s, d in spans for c in range(s, s + d)}
     assert _union(starts, ends) == len(covered)
+
+
+def test_chip_paths_are_shared_by_equal_chip_graphs_and_equal_routes() -> None:
+    """The route memo is one per (topology, racks) in a process, and holds exactly `ChipGraph.route`."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler, chip_paths
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    g2, again, g1 = chip_graph(system, 2), chip_graph(system, 2), chip_graph(system, 1)
+    assert chip_paths(g2) is chip_paths(again) and chip_paths(g1) is not chip_paths(g2)
+    s = Scheduler(arch_for(system), g2)
+    far = system.chips_per_unit + 13
+    s.route(0, far)
+    s.route(5, 3)
+    assert chip_paths(again)[(0, far)] == tuple(g2.route(0, far)) and len(g2.route(0, far)) > 2
+    assert chip_paths(again)[(5, 3)] == tuple(g2.route(5, 3))
+    assert (0, far) not in chip_paths(g1)

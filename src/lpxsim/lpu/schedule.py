@@ -25,6 +25,26 @@ VC1 = (("vector_count", 1),)
 _EMPTY: dict = {}  # the slice of instructions without one (shared: instruction slices are read-only values)
 
 
+_PATHS: list[tuple[Any, int, dict[tuple[int, int], tuple[int, ...]]]] = []  # the last few chip graphs routed
+_PATHS_KEPT = 4
+
+
+def chip_paths(graph: ChipGraph) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The memo of `graph.route` (chip paths, a pure function of the topology and the rack count) shared by
+    every compile on an equal chip graph in this process: a step model compiles many shapes on one
+    deployment, and a large one routes ~10^5 chip pairs."""
+    topo, racks = graph.topology, graph.racks
+    for k, (t, r, paths) in enumerate(_PATHS):
+        if r == racks and (t is topo or t == topo):
+            if k:
+                _PATHS.insert(0, _PATHS.pop(k))
+            return paths
+    paths: dict[tuple[int, int], tuple[int, ...]] = {}
+    _PATHS.insert(0, (topo, racks, paths))
+    del _PATHS[_PATHS_KEPT:]
+    return paths
+
+
 @dataclass(slots=True)
 class Ready:
     """When a buffer's first and last vectors are available on its chip (and the provenance nodes of
@@ -122,6 +142,7 @@ class Scheduler:
     _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
     _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
+    _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -287,7 +308,12 @@ class Scheduler:
     def route(self, src: int, dst: int) -> tuple[tuple[int, int], ...]:
         key = (src, dst)
         if key not in self._routes:
-            path = self.graph.route(src, dst)
+            paths = self._chip_paths
+            if paths is None:
+                paths = self._chip_paths = chip_paths(self.graph)
+            path = paths.get(key)
+            if path is None:
+                path = paths[key] = tuple(self.graph.route(src, dst))
             self._routes[key] = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
         return self._routes[key]
 
