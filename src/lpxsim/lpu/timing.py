@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from operator import attrgetter
 
 import numpy as np
@@ -37,7 +38,6 @@ class Timing:
 
 def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     """Latency and interval from the schedule; utilisation over the makespan of all used chips."""
-    span = max(1, p.makespan_cycles)
     chip_stage = {}
     for st in p.layout.stage_list:
         if st.replica == 0:
@@ -46,12 +46,10 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     ins, trs = p.instructions, p.transfers
     n, m = len(ins), len(trs)
     # per record: (stage of its chip, start, end); a transfer counts on its source chip's stage
-    chip = np.concatenate([np.fromiter(map(attrgetter("chip"), ins), np.int64, n),
-                           np.fromiter(map(attrgetter("src_chip"), trs), np.int64, m)])
-    start = np.concatenate([np.fromiter(map(attrgetter("cycle_start"), ins), np.int64, n),
-                            np.fromiter(map(attrgetter("send_cycle"), trs), np.int64, m)])
-    end = np.concatenate([np.fromiter(map(attrgetter("cycle_end"), ins), np.int64, n),
-                          np.fromiter(map(attrgetter("end_cycle"), trs), np.int64, m)])
+    a = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start", "cycle_end"), ins)), np.int64, 3 * n)
+    b = np.fromiter(chain.from_iterable(map(attrgetter("src_chip", "send_cycle", "end_cycle"), trs)), np.int64, 3 * m)
+    chip, start, end = np.concatenate([a.reshape(n, 3), b.reshape(m, 3)]).T  # one pass over each record list
+    span = max(1, int(end.max(initial=0)))  # `Program.makespan_cycles`, on the columns read here
     lut = np.zeros(int(chip.max(initial=0)) + 1, np.int64)  # chips of no replica-0 stage count as stage 0
     for c, si in chip_stage.items():
         if c < len(lut):
