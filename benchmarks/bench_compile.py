@@ -6,10 +6,12 @@ Targets (issue 10 item 2): Gemma 4 31B on one 256-LPU rack, compile + verify <= 
 
 Step-model shapes (`step`): the CPU of one `LpxStepModel.compile` (compile + verify, as the step model
 prices a shape on a cold cache) for Gemma 4 31B decode batch 1 at 10K and a 256-token prefill chunk, and
-gpt-oss-120b on 512 LPUs (the tour's MoE deployment) decode batch 1 at 8K; the layout search the step model
-runs once at construction is not counted.
+gpt-oss-120b on 512 LPUs (the tour's MoE deployment) decode batch 1 at 8K and a 256-token prefill chunk at
+context 1024; the layout search the step model runs once at construction is not counted.
 
-Usage: python benchmarks/bench_compile.py [gemma|deepseek|gpt-oss|all|step] [--runs N]
+`step --only gpt-oss-prefill` runs one step case (with `--runs N`).
+
+Usage: python benchmarks/bench_compile.py [gemma|deepseek|gpt-oss|all|step] [--only CASE] [--runs N]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ STEP_CASES = {
     "gemma-decode": {"model": "gemma-4-31b", "racks": None, "phase": ("decode", 10_000)},
     "gemma-prefill": {"model": "gemma-4-31b", "racks": None, "phase": ("prefill", 256)},
     "gpt-oss-decode": {"model": "gpt-oss-120b", "racks": 2, "phase": ("decode", 8192)},
+    "gpt-oss-prefill": {"model": "gpt-oss-120b", "racks": 2, "phase": ("prefill", 256, 1024)},
 }
 CASES = {
     "gemma": {"model": "gemma-4-31b", "racks": 1, "context": 10_000},
@@ -59,8 +62,8 @@ def run_step_case(name: str) -> dict:
 
     c = STEP_CASES[name]
     m = LpxStepModel(c["model"], racks=c["racks"])
-    kind, n = c["phase"]
-    ph = Phase.decode([n]) if kind == "decode" else Phase.prefill(n)
+    kind, n, *ctx = c["phase"]
+    ph = Phase.decode([n]) if kind == "decode" else Phase.prefill(n, *ctx)
     w0, c0 = time.perf_counter(), time.process_time()
     r = m.compile(ph)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
@@ -83,8 +86,15 @@ def main() -> None:
         i = args.index("--runs")
         runs = int(args[i + 1])
         del args[i:i + 2]
+    only = None
+    if "--only" in args:
+        i = args.index("--only")
+        only = args[i + 1]
+        del args[i:i + 2]
     which = args[0] if args else "gemma"
     names = list(STEP_CASES) if which == "step" else list(CASES) if which == "all" else [which]
+    if only is not None:
+        names = [only]
     flag = "--step-case" if which == "step" else "--case"
     for n in names:
         rows = []

@@ -185,10 +185,12 @@ def test_multi_rack_and_prefill_verify() -> None:
     assert r2.report.ok
 
 
-def test_send_many_equals_send_loop() -> None:
+@pytest.mark.parametrize("stats", [False, True])
+def test_send_many_equals_send_loop(stats: bool) -> None:
     """`Scheduler.send_many` (all-reduce exchanges) schedules exactly what the same `send` calls in order do:
     transfers, ready times, link reservations and the critical-path breakdown, also over multi-hop routes
-    and links the sends contend for."""
+    and links the sends contend for; `stats`: each source's bytes are final only at its own `complete_at`
+    (split-K statistics)."""
     from lpxsim.catalog import get_system
     from lpxsim.lpu.arch import arch_for
     from lpxsim.lpu.schedule import Ready, Scheduler
@@ -205,9 +207,10 @@ def test_send_many_equals_send_loop() -> None:
         s.send(chips[0], chips[1], "x@0", "pre", 5_000)  # a link already busy before the exchange
     sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
     sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
+    done = {c: 3_000 * (i % 2) + 50 * i for i, c in enumerate(chips)} if stats else None
     for a, b, src, dst in sends:
-        scheds[0].send(a, b, src, dst, 20_000)
-    scheds[1].send_many(sends, 20_000)
+        scheds[0].send(a, b, src, dst, 20_000, complete_at=done[a] if done else None)
+    scheds[1].send_many(sends, 20_000, complete_at=done)
     loop, many = scheds
     assert loop.transfers == many.transfers
     assert {k: (r.first, r.end) for k, r in loop.ready.items()} == {k: (r.first, r.end) for k, r in many.ready.items()}
@@ -372,3 +375,93 @@ def test_kv_reads_reach_the_critical_path_when_nothing_spreads_them() -> None:
          for ctx in (64, 20_000)}
     assert t[20_000].latency_s > t[64].latency_s
     assert t[20_000].breakdown_us["vector_count"] > t[64].breakdown_us["vector_count"]
+
+
+@pytest.mark.parametrize(("layout", "phase"), [("tp=4,stages=2,kvsplit=2", Phase.decode([12, 9])),
+                                               ("tp=16,stages=2", Phase.prefill(32, context=16))])
+def test_scheduler_last_reads_equal_a_pass_over_the_program(layout: str, phase: Phase) -> None:
+    """The last read the scheduler keeps on each ready entry (what placement uses) equals `last_reads` over
+    the scheduled instructions and transfers, for every buffer; no buffer is written twice (and when one is,
+    `written_once` says so)."""
+    from lpxsim.catalog import get_system
+    from lpxsim.graph import lower
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.emit import emit_all
+    from lpxsim.lpu.layout import Layout as Lay
+    from lpxsim.lpu.layout import parse_layout, realise
+    from lpxsim.lpu.lowering import Lowerer
+    from lpxsim.lpu.place import last_reads
+    from lpxsim.lpu.schedule import Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    graph = lower(tiny("llama_tiny"), phase, weights="bf16")
+    lay = Lay(**{"replicas": 1, "kv_seq_split": 1, **parse_layout(layout)})
+    sched = Scheduler(arch_for(system), chip_graph(system, 1))
+    emit_all(Lowerer(graph, sched.arch, sched, lay, realise(graph.model, lay, graph.weights)))
+    assert sched.written_once()
+    want = last_reads(sched.instructions, sched.transfers)
+    kept = {b: rd.last for b, rd in sched.ready.items() if rd.last >= 0}
+    assert kept == want and len(want) > 10
+    sched.input_ready(sched.transfers[0].dst_buffer)  # written twice: placement must take the pass instead
+    assert not sched.written_once()
+
+
+def _first_fit_by_scan(items):  # the first-fit rule written plainly: every earlier live buffer, lowest offset
+    offs, live, top = [], [], 0
+    for start, _, size, end, _ in sorted(items, key=lambda x: (x[0], x[1])):
+        live = [x for x in live if x[2] > start]
+        off = 0
+        for a_off, a_top, _ in sorted(live):
+            if off + size <= a_off:
+                break
+            off = max(off, a_top)
+        offs.append(off)
+        live.append((off, off + size, end))
+        top = max(top, off + size)
+    return offs, top
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 30), st.integers(1, 12)), min_size=1, max_size=40))
+def test_first_fit_equals_a_plain_scan(spec) -> None:
+    """Placement's first fit (with its shortcut while the live buffers are packed) gives the offsets and region
+    size of the plain rule, also where buffers die out of order and leave holes."""
+    from lpxsim.lpu.place import _first_fit
+
+    items = [(start, f"b{i:02d}", 320 * size, start + life, None) for i, (size, start, life) in enumerate(spec)]
+    want = _first_fit_by_scan(items)
+    assert _first_fit(items) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20)), min_size=0, max_size=30))
+def test_busy_union_equals_a_cycle_count(spans) -> None:
+    """The timing summary's union of busy intervals equals the number of cycles some interval covers."""
+    import numpy as np
+
+    from lpxsim.lpu.timing import _union
+
+    starts = np.array([s for s, _ in spans], np.int64)
+    ends = np.array([s + d for s, d in spans], np.int64)
+    covered = {c for s, d in spans for c in range(s, s + d)}
+    assert _union(starts, ends) == len(covered)
+
+
+def test_chip_paths_are_shared_by_equal_chip_graphs_and_equal_routes() -> None:
+    """The route memo is one per (topology, racks) in a process, and holds exactly `ChipGraph.route`."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler, chip_paths
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    g2, again, g1 = chip_graph(system, 2), chip_graph(system, 2), chip_graph(system, 1)
+    assert chip_paths(g2) is chip_paths(again) and chip_paths(g1) is not chip_paths(g2)
+    s = Scheduler(arch_for(system), g2)
+    far = system.chips_per_unit + 13
+    s.route(0, far)
+    s.route(5, 3)
+    assert chip_paths(again)[(0, far)] == tuple(g2.route(0, far)) and len(g2.route(0, far)) > 2
+    assert chip_paths(again)[(5, 3)] == tuple(g2.route(5, 3))
+    assert (0, far) not in chip_paths(g1)

@@ -302,12 +302,14 @@ def _combine(lw: Lowerer, op: Op, chips: tuple[int, ...], sp, outs, cols, stats_
         sbytes = 4.0 * lw.M * nh
         for c in grp:
             ins = [outs[c]]
+            sends = []
             for src in grp:
                 if src != c:
                     bid = lw.s.buffer(f"{op.name}#stats{src}@{c}", c, op.name, sbytes, partial="lse", heads=heads,
                                       lse_shape=(lw.M, nh))
-                    lw.s.send(src, c, outs[src], bid, sbytes, complete_at=stats_ready[src])
+                    sends.append((src, c, outs[src], bid))
                     ins.append(bid)
+            lw.s.send_many(sends, sbytes, complete_at=stats_ready)  # each source's statistics final then
             out = lw.s.buffer(f"{op.name}#p@{c}", c, op.name, lw.s.buffers[outs[c]].bytes, cols=cols[c],
                               partial="sum", heads=heads)
             lw.s.instr(c, "VXM", op.name, "combine", tuple(ins), out,

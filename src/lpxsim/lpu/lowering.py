@@ -226,23 +226,25 @@ class Lowerer:
         s = self.s
         declared, size = s.buffers, int(math.ceil(nbytes))
         for grp in groups:
-            recv: dict[int, list[str]] = {c: [bufs[c]] for c in grp}
+            strs = [str(c) for c in grp]
+            recv = [[bufs[c]] for c in grp]  # per chip of the group: its own partial, then what it receives
             sends = []
-            for src in grp:
+            for src, ss in zip(grp, strs, strict=True):
                 sb = bufs[src]
-                for dst in grp:
+                pre = f"{name}#{tag}{ss}@"  # buffer ids f"{name}#{tag}{src}@{dst}", built from their parts
+                for dst, ds, got in zip(grp, strs, recv, strict=True):
                     if src != dst:
-                        bid = f"{name}#{tag}{src}@{dst}"
+                        bid = pre + ds
                         declared[bid] = Buffer(bid, dst, name, None, "sum", size)
                         sends.append((src, dst, sb, bid))
-                        recv[dst].append(bid)
+                        got.append(bid)
             s.send_many(sends, nbytes)
-            for c in grp:
+            for c, got in zip(grp, recv, strict=True):
                 if len(grp) == 1:
                     out[c] = bufs[c]
                     continue
                 bid = f"{name}@{c}" if not partial_out else f"{name}#{tag}sum@{c}"
-                self._reduce_local(name, c, tuple(recv[c]), bid, nbytes, partial_out)
+                self._reduce_local(name, c, tuple(got), bid, nbytes, partial_out)
                 out[c] = bid
         return out
 
@@ -252,15 +254,20 @@ class Lowerer:
         rows = self.s.buffers[d.bufs[chips[0]]].bytes / max(width, 1)
         slices = {c: balanced(width, n, i) for i, c in enumerate(chips)}
         red: dict[int, str] = {}
+        declared = self.s.buffers
         for c in chips:
             lo, hi = slices[c]
             part = (hi - lo) * rows
             ins = [d.bufs[c]]
+            sends = []
+            size, cols = int(math.ceil(part)), (lo, hi)  # `Scheduler.buffer`, inline (one per peer)
             for src in chips:
                 if src != c:
-                    bid = self.s.buffer(f"{name}#rs{src}@{c}", c, name, part, cols=(lo, hi), partial="sum")
-                    self.s.send(src, c, d.bufs[src], bid, part)
+                    bid = f"{name}#rs{src}@{c}"
+                    declared[bid] = Buffer(bid, c, name, cols, "sum", size)
+                    sends.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
+            self.s.send_many(sends, part)  # equal-sized slices: one batch (the same transfers as `send` each)
             out = self.s.buffer(f"{name}#cols@{c}", c, name, part, cols=(lo, hi))
             self.s.instr(c, "VXM", name, "reduce", tuple(ins), out,
                          self.vxm_cycles(part / self.ab * n, part * n), attrs={"cols": (lo, hi)})
@@ -269,18 +276,29 @@ class Lowerer:
 
     def _gather(self, name: str, d: Dist, chips: list[int]) -> Dist:
         out: dict[int, str] = {}
+        s = self.s
+        declared = s.buffers
         for c in chips:
             ins, parts = [], []
+            run: list[tuple[int, int, str, str]] = []  # consecutive sends of equal size: one send_many batch
+            run_bytes = -1
             for src in chips:
                 lo, hi = d.cols[src]
-                nbytes = self.s.buffers[d.bufs[src]].bytes
+                nbytes = declared[d.bufs[src]].bytes
                 if src == c:
                     ins.append(d.bufs[c])
                 else:
-                    bid = self.s.buffer(f"{name}#ag{src}@{c}", c, name, nbytes, cols=(lo, hi))
-                    self.s.send(src, c, d.bufs[src], bid, nbytes)
+                    bid = f"{name}#ag{src}@{c}"
+                    declared[bid] = Buffer(bid, c, name, (lo, hi), None, nbytes)  # `Scheduler.buffer`, inline
+                    if nbytes != run_bytes and run:
+                        s.send_many(run, run_bytes)
+                        run = []
+                    run_bytes = nbytes
+                    run.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
                 parts.append((lo, hi))
+            if run:
+                s.send_many(run, run_bytes)
             total = sum(self.s.buffers[b].bytes for b in ins)
             bid = self.s.buffer(f"{name}@{c}", c, name, total)
             self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import operator
 from collections import defaultdict
 
 from lpxsim.errors import DoesNotFit
@@ -20,7 +19,6 @@ from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
-_START_ID = operator.itemgetter(2, 0)  # first-fit order: start cycle, then buffer id
 _NEVER = float("inf")
 
 
@@ -46,64 +44,85 @@ def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> di
     return last
 
 
-def _first_fit(items: list[tuple[str, int, int, int, Buffer]]) -> tuple[list[tuple[str, Buffer, int]], int]:
-    """items (id, size, start, end, buffer) -> (id, buffer, offset) in placement order, and the region size;
-    live intervals never share bytes.
+def _first_fit(items: list[tuple[int, str, int, int, Buffer]]) -> tuple[list[int], int]:
+    """items (start, id, size, end, buffer), sorted here by (start, id) -> each one's offset in that order,
+    and the region size; live intervals never share bytes.
 
     Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
     set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
     earliest end among it has passed."""
-    placed: list[tuple[str, Buffer, int]] = []
+    items.sort()  # (start, id): ids are unique, so the buffers themselves are never compared
+    offs: list[int] = []
+    put = offs.append
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
+    packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
-    for bid, size, start, end, buf in sorted(items, key=_START_ID):
+    for start, _, size, end, _ in items:
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
-        off = 0
-        for a_off, a_top, _ in active:
-            if off + size <= a_off:
-                break
-            if a_top > off:
-                off = a_top
-        placed.append((bid, buf, off))
-        item = (off, off + size, end)
-        if not active or off > active[-1][0]:
-            active.append(item)
+            packed = _packed(active)
+        if packed:
+            off = active[-1][1] if active else 0
+            active.append((off, off + size, end))
         else:
-            insort(active, item)
+            off = 0
+            for a_off, a_top, _ in active:
+                if off + size <= a_off:
+                    break
+                if a_top > off:
+                    off = a_top
+            item = (off, off + size, end)
+            if off > active[-1][0]:
+                active.append(item)
+            else:
+                insort(active, item)
+            packed = _packed(active)
+        put(off)
         if end < min_end:
             min_end = end
         if off + size > top:
             top = off + size
-    return placed, top
+    return offs, top
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int],
+def _packed(active: list[tuple[int, int, int]]) -> bool:
+    """Whether live intervals sorted by offset (pairwise disjoint) tile [0, last end) with no gap."""
+    t = 0
+    for a_off, a_top, _ in active:
+        if a_off != t:
+            return False
+        t = a_top
+    return True
+
+
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int] | None,
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
-    last reader (`last`, from `last_reads`); one never written lives [0, 1). A buffer an instruction writes
+    last reader (`last`, from `last_reads`; None: the `Ready.last` the scheduler kept, valid when no buffer is
+    written twice, `Scheduler.written_once`); one never written lives [0, 1). A buffer an instruction writes
     (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
-    recv_chip: dict[int, list[tuple[str, int, int, int, Buffer]]] = defaultdict(list)
-    rget, lget = ready.get, last.get
+    per_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)  # (start, id, size, end, buffer)
+    recv_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)
+    rget = ready.get
+    lget = last.get if last is not None else None
     for bid, b in buffers.items():
         rd = rget(bid)
         if rd is None:
             s, e, to = 0, 1, recv_chip
         else:
             s, e = rd.first, rd.end
-            r = lget(bid, e)
+            r = rd.last if lget is None else lget(bid, e)
             e = (r if r > e else e) + 1
             to = per_chip if type(rd) is Ready else recv_chip
         nb = b.bytes if b.bytes > 1 else 1
-        to[b.chip].append((bid, -(-nb // ALIGN) * ALIGN, s, e, b))
+        to[b.chip].append((s, bid, -(-nb // ALIGN) * ALIGN, e, b))
     del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     new_bufs: dict[str, Buffer] = {}
@@ -130,13 +149,13 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
             if size:
                 rname = f"{kind}@{c}"
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                for bid, b, boff in offs:
+                for (_, bid, _, _, b), boff in zip(items, offs, strict=True):
                     b.region, b.offset_bytes = rname, boff
                     new_bufs[bid] = b
                 off += size
                 totals[kind] = size
             else:
-                for bid, b, _ in offs:
+                for _, bid, _, _, b in items:
                     new_bufs.setdefault(bid, b)
         if off > sram_bytes:
             raise DoesNotFit(

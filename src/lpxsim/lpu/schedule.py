@@ -25,15 +25,38 @@ VC1 = (("vector_count", 1),)
 _EMPTY: dict = {}  # the slice of instructions without one (shared: instruction slices are read-only values)
 
 
+_PATHS: list[tuple[Any, int, dict[tuple[int, int], tuple[int, ...]]]] = []  # the last few chip graphs routed
+_PATHS_KEPT = 4
+
+
+def chip_paths(graph: ChipGraph) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The memo of `graph.route` (chip paths, a pure function of the topology and the rack count) shared by
+    every compile on an equal chip graph in this process: a step model compiles many shapes on one
+    deployment, and a large one routes ~10^5 chip pairs."""
+    topo, racks = graph.topology, graph.racks
+    for k, (t, r, paths) in enumerate(_PATHS):
+        if r == racks and (t is topo or t == topo):
+            if k:
+                _PATHS.insert(0, _PATHS.pop(k))
+            return paths
+    paths: dict[tuple[int, int], tuple[int, ...]] = {}
+    _PATHS.insert(0, (topo, racks, paths))
+    del _PATHS[_PATHS_KEPT:]
+    return paths
+
+
 @dataclass(slots=True)
 class Ready:
     """When a buffer's first and last vectors are available on its chip (and the provenance nodes of
-    those two times, for the critical-path breakdown)."""
+    those two times, for the critical-path breakdown); `last`: the latest end of an instruction or transfer
+    that has read it so far (-1: none), kept as the reads are scheduled so that placement needs no pass
+    over the program for the buffers' lifetimes."""
 
     first: int
     end: int
     first_node: int = -1
     end_node: int = -1
+    last: int = -1
 
 
 @dataclass(slots=True)
@@ -103,7 +126,7 @@ class Scheduler:
     ready: dict[str, Ready] = field(default_factory=dict)
     links: dict[int, Link] = field(default_factory=dict)
     _link_ids: dict[tuple[int, int], int] = field(default_factory=dict)
-    _link_free: dict[tuple[int, int], int] = field(default_factory=dict)
+    _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
     _unit_free: dict[tuple[int, str], int] = field(default_factory=dict)
     _routes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
     _unit_node: dict[tuple[int, str], int] = field(default_factory=dict)
@@ -111,13 +134,15 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
-    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link, dir), hop))
+    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link*2+dir, hop)))
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
-    _exchange_info: dict = field(default_factory=dict)  # (src, dst, bytes) -> route, serialisation, mechanisms
+    _exchange_info: dict = field(default_factory=dict)  # bytes -> src -> dst -> route, serialisation, mechanisms
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
     _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
+    _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
+    _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -126,15 +151,21 @@ class Scheduler:
         return bid
 
     def take_ready(self) -> dict[str, Ready]:
-        """The ready times of every buffer, handed over: the scheduler forgets them (placement reads them
-        once; a large program has ~10^6)."""
+        """The ready times (and last reads) of every buffer, handed over: the scheduler forgets them
+        (placement reads them once; a large program has ~10^6)."""
         out, self.ready = self.ready, {}
         return out
+
+    def written_once(self) -> bool:
+        """Whether no buffer was written twice (each ready entry is then the only one of its buffer, and its
+        `last` covers every read of the buffer); a program that writes one twice fails `verify`."""
+        return len(self.ready) == self._writes + len(self.transfers) + len(self.instructions)
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
         self.ready[bid] = Arrived(first, first, n, n)
+        self._writes += 1
 
     # --- work -------------------------------------------------------------------------
     def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
@@ -169,8 +200,8 @@ class Scheduler:
         snode = self._unit_node.get(key, -1)
         drain_in, dnode = -1, -1
         ready = self.ready
-        for b in inputs:
-            rd = ready[b]
+        rds = [ready[b] for b in inputs]
+        for rd in rds:
             if rd.first > start or snode < 0 and rd.first >= start:
                 start, snode = rd.first, rd.first_node
             if rd.end > drain_in:
@@ -211,6 +242,9 @@ class Scheduler:
                 pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
                 pt.append(end), pp.append(fnode), pc.append(vc)
+        for rd in rds:  # the inputs' last reads
+            if end > rd.last:
+                rd.last = end
         self._unit_free[key] = start + dur
         self._unit_node[key] = len(pt)
         pt.append(start + dur), pp.append(snode), pc.append(vc)
@@ -274,7 +308,12 @@ class Scheduler:
     def route(self, src: int, dst: int) -> tuple[tuple[int, int], ...]:
         key = (src, dst)
         if key not in self._routes:
-            path = self.graph.route(src, dst)
+            paths = self._chip_paths
+            if paths is None:
+                paths = self._chip_paths = chip_paths(self.graph)
+            path = paths.get(key)
+            if path is None:
+                path = paths[key] = tuple(self.graph.route(src, dst))
             self._routes[key] = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
         return self._routes[key]
 
@@ -288,13 +327,14 @@ class Scheduler:
         return out
 
     def _path(self, src: int, dst: int) -> tuple:
-        """(hops, slowest link's bytes/cycle, ((link, direction), hop cycles) per hop) of a route, cached."""
+        """(hops, slowest link's bytes/cycle, (link id * 2 + direction, hop cycles) per hop) of a route, cached
+        (the integer is the link direction's key in `_link_free`: cheaper to hash than a pair)."""
         info = self._send_info.get((src, dst))
         if info is None:
             hops = self.route(src, dst)
             info = self._send_info[(src, dst)] = (
                 hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                tuple(((lid, d), self.links[lid].hop_cycles) for lid, d in hops))
+                tuple((2 * lid + d, self.links[lid].hop_cycles) for lid, d in hops))
         return info
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
@@ -353,51 +393,86 @@ class Scheduler:
         tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
                       send, occupy, arrive, end)
         self.transfers.append(tr)
+        if end > rd.last:
+            rd.last = end
         self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return tr
 
-    def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float) -> None:
-        """`send(src, dst, src_buffer, dst_buffer, nbytes)` for each of `sends` in order (all-reduce
+    def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float,
+                  complete_at: dict[int, int] | None = None) -> None:
+        """`send(src, dst, src_buffer, dst_buffer, nbytes, complete_at=complete_at[src])` (or without
+        `complete_at`) for each of `sends` in order (all-reduce
         exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
-        hoisted out of the loop. Same transfers, link reservations, ready times and provenance as the loop."""
+        hoisted out of the loop. Same transfers, link reservations, ready times and critical-path breakdown
+        as the loop (a source's wait for its last vectors is one provenance node shared by its sends over
+        equally fast routes: equal time, parent and mechanisms, so every chain sums the same)."""
         nbytes = max(float(nbytes), 1.0)
         vb, setup = self.arch.vector_bytes, self.arch.link_setup
         nb_int = math.ceil(nbytes)
         pv = self.prov
         pt, pp, pc = pv.time, pv.parent, pv.comp
+        pta, ppa, pca = pt.append, pp.append, pc.append
         lf, ready, transfers = self._link_free, self.ready, self.transfers
+        tra = transfers.append
         last_end, last_node = self.last_end, self.last_node
-        per_route = self._exchange_info
+        by_src = self._exchange_info.get(nbytes)
+        if by_src is None:
+            by_src = self._exchange_info[nbytes] = {}
+        one = pv.one
+        prev_buf, prev_src = None, None
+        per_dst: dict = {}
+        waits: dict = {}
+        ntr = len(transfers)
         for src_chip, dst_chip, src_buffer, dst_buffer in sends:
-            key = (src_chip, dst_chip, nbytes)
-            info = per_route.get(key)
+            if src_chip != prev_src:
+                per_dst = by_src.get(src_chip)
+                if per_dst is None:
+                    per_dst = by_src[src_chip] = {}
+                prev_src = src_chip
+            if src_buffer is not prev_buf:
+                rd = ready[src_buffer]
+                rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
+                if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
+                    ca = complete_at[src_chip]
+                    if ca > rfirst:
+                        rfirst = ca
+                    rfnode = pv.after(rfnode, rfirst, "vector_count")
+                    rend = rfirst
+                waits = {}
+                prev_buf = src_buffer
+            info = per_dst.get(dst_chip)
             if info is None:
                 hops, bpc, keyed = self._path(src_chip, dst_chip)
                 ser = max(1, math.ceil(nbytes / bpc))
                 vec = max(1, math.ceil(min(nbytes, vb) / bpc))
                 hop = sum(hc for _, hc in keyed)
-                info = per_route[key] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
-                                         keyed[0][0] if len(keyed) == 1 else None)
-            hops, keyed, ser, vec, comps, path_lat, k1 = info
-            rd = ready[src_buffer]
-            want, wnode = rd.first, rd.first_node
-            if rd.end - ser + vec > want:
-                want = rd.end - ser + vec
-                if wnode < 0:  # Provenance.after, inline
-                    wnode = len(pt)
-                    pt.append(want), pp.append(-1), pc.append(pv.one("vector_count", want) if want else ())
+                info = per_dst[dst_chip] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
+                                            keyed[0][0] if len(keyed) == 1 else None, ser - vec)
+            hops, keyed, ser, vec, comps, path_lat, k1, lag = info
+            want, wnode = rfirst, rfnode
+            if rend - lag > want:  # the producer streams slower than the link: wait for its last vectors
+                w = waits.get(lag)
+                if w is None:
+                    want = rend - lag
+                    if wnode < 0:  # Provenance.after, inline
+                        wnode = len(pt)
+                        pta(want), ppa(-1), pca(one("vector_count", want) if want else ())
+                    else:
+                        d = want - pt[wnode]
+                        if d:
+                            pta(want), ppa(wnode), pca(one("vector_count", d))
+                            wnode = len(pt) - 1
+                    waits[lag] = (want, wnode)
                 else:
-                    d = want - pt[wnode]
-                    if d:
-                        pt.append(want), pp.append(wnode), pc.append(pv.one("vector_count", d))
-                        wnode = len(pt) - 1
+                    want, wnode = w
             send, snode = want, wnode
             if k1 is not None:  # one hop (a node's all-to-all)
                 free = lf.get(k1, 0)
                 if free > send:
                     send = free
+                lf[k1] = send + ser
             else:
                 offset = 0
                 for k, hc in keyed:
@@ -405,23 +480,22 @@ class Scheduler:
                     if free > send:
                         send = free
                     offset += hc
-            if send > want:
-                snode = len(pt)
-                pt.append(send), pp.append(wnode), pc.append(pv.one("c2c_wait", send - want))
-            if k1 is not None:
-                lf[k1] = send + ser
-            else:
                 t = send
                 for k, hc in keyed:
                     lf[k] = t + ser
                     t += hc
+            if send > want:
+                snode = len(pt)
+                pta(send), ppa(wnode), pca(one("c2c_wait", send - want))
             arrive = send + path_lat + vec
             end = send + path_lat + ser
             anode = len(pt)
-            pt.append(arrive), pp.append(snode), pc.append(comps[0])
-            pt.append(end), pp.append(snode), pc.append(comps[1])
-            transfers.append(Transfer(len(transfers), src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops,
-                                      send, ser, arrive, end))
+            pta(arrive), ppa(snode), pca(comps[0])
+            pta(end), ppa(snode), pca(comps[1])
+            tra(Transfer(ntr, src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops, send, ser, arrive, end))
+            ntr += 1
+            if end > rd.last:
+                rd.last = end
             ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
             if end > last_end or last_node < 0:
                 last_end, last_node = end, anode + 1

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+import operator
 from dataclasses import asdict, dataclass, field
+from itertools import chain
+from operator import attrgetter
+
+import numpy as np
 
 from lpxsim.graph import OpGraph
 from lpxsim.lpu.arch import FITTED_MECHANISM, Arch
@@ -34,18 +38,24 @@ class Timing:
 
 def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     """Latency and interval from the schedule; utilisation over the makespan of all used chips."""
-    span = max(1, p.makespan_cycles)
     chip_stage = {}
     for st in p.layout.stage_list:
         if st.replica == 0:
             for c in st.chips:
                 chip_stage[c] = st.index
-    busy: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for ins in p.instructions:
-        busy[chip_stage.get(ins.chip, 0)].append((ins.cycle_start, ins.cycle_end))
-    for t in p.transfers:
-        busy[chip_stage.get(t.src_chip, 0)].append((t.send_cycle, t.end_cycle))
-    spans = tuple(arch.seconds(_union(busy[s])) for s in sorted(busy))
+    ins, trs = p.instructions, p.transfers
+    n, m = len(ins), len(trs)
+    # per record: (stage of its chip, start, end); a transfer counts on its source chip's stage
+    a = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start", "cycle_end"), ins)), np.int64, 3 * n)
+    b = np.fromiter(chain.from_iterable(map(attrgetter("src_chip", "send_cycle", "end_cycle"), trs)), np.int64, 3 * m)
+    chip, start, end = np.concatenate([a.reshape(n, 3), b.reshape(m, 3)]).T  # one pass over each record list
+    span = max(1, int(end.max(initial=0)))  # `Program.makespan_cycles`, on the columns read here
+    lut = np.zeros(int(chip.max(initial=0)) + 1, np.int64)  # chips of no replica-0 stage count as stage 0
+    for c, si in chip_stage.items():
+        if c < len(lut):
+            lut[c] = si
+    stage = lut[chip] if len(chip) else chip
+    spans = tuple(arch.seconds(_union(start[stage == s], end[stage == s])) for s in np.unique(stage).tolist())
     latency = arch.seconds(span)
     interval = max(spans) if spans else latency
     n_chips = len({c for c in chip_stage}) or 1
@@ -53,7 +63,7 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     sram = bytes_read / (n_chips * arch.mem_bytes_per_cycle * span)
     peak = max(arch.mxm_flops_per_cycle.values())
     mxm = graph.total("flops") / (n_chips * peak * span)
-    link_busy = sum(t.ser_cycles * len(t.links) for t in p.transfers)
+    link_busy = sum(map(operator.mul, map(attrgetter("ser_cycles"), trs), map(len, map(attrgetter("links"), trs))))
     link_util = link_busy / (max(1, 2 * len(p.links)) * span)
     bd = {k: arch.seconds(v) * 1e6 for k, v in p.meta.get("breakdown_cycles", {}).items()}
     B = graph.phase.sequences
@@ -67,16 +77,17 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     )
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    """Total cycles covered by the union of half-open intervals (a stage's busy time per micro-batch)."""
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+def _union(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total cycles covered by the union of half-open intervals [starts, ends) (a stage's busy time per
+    micro-batch): in start order, a new run begins where a start lies beyond every earlier end."""
+    if not len(starts):
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)  # furthest end so far
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    return int((reach[last] - s[first]).sum())
