@@ -399,3 +399,21 @@ def test_a_bucket_whose_kv_cannot_fit_is_not_compiled(fresh_cache) -> None:
         sm.decode_step(DecodeBatch.uniform(batch, ctx))
     decoded = {len(k[1]) for k in sm._summaries if k[0] == "decode"}
     assert bucket not in decoded and batch in decoded
+
+
+def test_the_construction_searches_each_target_once(fresh_cache, monkeypatch) -> None:
+    """Sizing, the first target with candidates and each target in turn ask the same layout search: it runs
+    once per (system, chips, target)."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    seen: list[tuple] = []
+    real = stepmodel.choose_layout
+
+    def counted(model, system, arch, n, target, *rest):
+        seen.append((system.name, n, target.context, target.concurrency))
+        return real(model, system, arch, n, target, *rest)
+
+    monkeypatch.setattr(stepmodel, "choose_layout", counted)
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=2, chip_sram_bytes=2_000_000)
+    assert seen and len(seen) == len(set(seen))

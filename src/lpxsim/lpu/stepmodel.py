@@ -109,6 +109,7 @@ class LpxStepModel:
         self.target = self._targets[0]
         self._sram = chip_sram_bytes
         self._variant = variant
+        self._searched: dict[tuple, list[Layout]] = {}  # layout searches of this construction (`_candidates`)
         self._summaries: dict[tuple, dict] = {}
         self.compiles = 0  # programs built by this instance (a warm persistent cache keeps it at 0)
         self._cache: dict[tuple, CompileResult] = {}
@@ -166,8 +167,14 @@ class LpxStepModel:
              "kv_spread": layout.kv_spread, "kv_block": layout.kv_block} if layout else {})
         forced = {**forced, "replicas": 1}
         for target in self._targets:
-            cands, _ = choose_layout(self.model, system, arch, n, target, self.weights, self.kv,
-                                     self.kv_layout, forced)
+            # the construction asks the same search up to three times (sizing, the first target with candidates,
+            # each target in turn): one search per (system, chips, SRAM, target, forced layout)
+            key = (system.name, n, arch.sram_bytes, target.context, target.concurrency, tuple(sorted(forced.items())))
+            hit = self._searched.get(key)
+            if hit is None:
+                hit = self._searched[key] = choose_layout(self.model, system, arch, n, target, self.weights,
+                                                          self.kv, self.kv_layout, forced)[0]
+            cands = hit
             if cands:
                 self.target = target
                 return cands
