@@ -38,11 +38,10 @@ def test_workload_grid_is_the_workload_contexts(sm: LpxStepModel) -> None:
 
 
 def test_a_layouts_workload_grid_is_the_whole_request() -> None:
-    """`Layout.workload_grid` compiles at the whole request (plus the step model's 0 and 1,024): a sweep point
-    (mean context isl + osl/2) and a serving run of the workload (isl .. isl + osl) share its compiles."""
+    """`Layout.workload_grid` names the mean context and the whole request (the step model adds 0 and 1,024)."""
     from lpxsim.backends import Layout, _workload_grid
 
-    assert _workload_grid(Layout(isl=ISL, osl=OSL, workload_grid=True)) == (ISL + OSL,)
+    assert _workload_grid(Layout(isl=ISL, osl=OSL, workload_grid=True)) == (ISL + OSL // 2, ISL + OSL)
     assert _workload_grid(Layout(isl=ISL, osl=OSL)) is None
 
 
@@ -56,8 +55,24 @@ def test_a_workload_grid_replicas_memo_table_names_its_grid(monkeypatch) -> None
     monkeypatch.setattr(stepmemo, "memoized", lambda build, identity: seen.append(identity))
     make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL, workload_grid=True))
     make_step_model("gemma-4-31b", "lpx", Layout(racks=1.0, isl=ISL, osl=OSL))
-    assert seen[0][-1] == ("context_grid", (ISL + OSL,)) and len(seen[0]) == len(seen[1]) + 1
+    assert seen[0][-1] == ("context_grid", (ISL + OSL // 2, ISL + OSL)) and len(seen[0]) == len(seen[1]) + 1
     assert seen[1][-1] == "separate"  # no grid of its own: the identity as before
+
+
+def test_a_replica_laid_out_for_the_request_keeps_its_end_alone() -> None:
+    """On a replica whose target is the request's end the mean is not a grid point (a sweep point and a serving
+    run of the workload share every compile); on a longer one the mean is compiled exactly (one decode compile
+    for a steady-state estimate)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    grid = (ISL + OSL // 2, ISL + OSL)
+    exact = LpxStepModel(m, chips=8, weights="bf16", context=ISL + OSL, concurrency=4, chip_sram_bytes=2_000_000,
+                         context_grid=grid)
+    assert exact.target.context == ISL + OSL and exact._grid == (0, 1024, ISL + OSL)
+    longer = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=1, chip_sram_bytes=2_000_000,
+                          context_grid=grid)
+    assert longer.target.context == 4096 and longer._grid == (0, 1024, *grid, 4096)
+    longer.decode_step(DecodeBatch.uniform(1, ISL + OSL // 2))
+    assert {k[1][0] for k in longer._summaries if k[0] == "decode"} == {ISL + OSL // 2, 4096}
 
 
 def test_decode_at_the_mean_context_from_the_whole_request_grid() -> None:

@@ -116,18 +116,21 @@ def build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: s
 
 
 def _workload_grid(lay: Layout) -> tuple[int, ...] | None:
-    """The LPX contexts compiled exactly when the layout asks for its workload's own grid: the whole request
-    (isl + osl, the context the layout places KV for; the step model adds 0 and 1,024). Every context the
-    workload asks about -- prefill chunks up to isl, decode from isl to isl + osl, the steady state's mean
-    isl + osl/2 -- lies in [1,024, isl + osl]: decode is linear in context there (KV reads; a batch is
-    compiled at isl + osl and re-timed by batch 1's checked per-sequence slope) and prefill is flat, then
-    rising, from 1K. One top point instead of a midpoint as well lets a sweep and a serving run of the same
-    workload (the tour's sweep and modes) share every compile (docs/benchmarks.md, "Tour compiles shared")."""
+    """The LPX contexts compiled exactly when the layout asks for its workload's own grid: the steady state's
+    mean context isl + osl/2 and the whole request isl + osl (the context the layout places KV for; the step
+    model adds 0 and 1,024). Every context the workload asks about -- prefill chunks up to isl, decode from
+    isl to isl + osl -- lies in [1,024, isl + osl]: decode is linear in context there (KV reads; a batch is
+    compiled at the top of its bracket and re-timed by batch 1's checked per-sequence slope) and prefill is
+    flat, then rising, from 1K. Where the replica is laid out for exactly this request, its target is
+    isl + osl and the step model keeps that point alone (`LpxStepModel._context_grid`), so a sweep and a
+    serving run of the workload (the tour's sweep and modes) share every compile (docs/benchmarks.md, "Tour
+    compiles shared"); on a longer replica (the long-context default) the mean is compiled exactly, one
+    decode compile for a steady-state estimate instead of two."""
     if not lay.workload_grid:
         return None
     if lay.isl is None or lay.osl is None:
         raise UserError("workload_grid", "an LPX workload grid needs both isl and osl")
-    return (lay.isl + lay.osl,)
+    return (lay.isl + lay.osl // 2, lay.isl + lay.osl)
 
 
 def _context(lay: Layout) -> int | None:

@@ -144,6 +144,10 @@ class LpxStepModel:
         always 0, the first bucket (below it a prefill chunk attends mostly to itself, so its cost is not
         affine in the context from 0) and the target context."""
         top = self.target.context
+        if points is not None and top in {int(c) for c in points}:
+            # laid out for exactly the caller's last point: the target closes every bracket above 1K, and a
+            # point in between would only add compiles (a batch would compile there and at the target)
+            points = ()
         base = CONTEXT_BUCKETS if points is None else (CONTEXT_BUCKETS[1], *(int(c) for c in points))
         return tuple(sorted({g for g in base if g < top} | {0, top}))
 
