@@ -36,6 +36,7 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lpxsim.errors import UserError
@@ -120,23 +121,23 @@ def _decode_phase(d0: float, f: float, wait: float, drain: float) -> float:
     return d0 + max(0.0, f - wait - drain)
 
 
-def _fixed_point(g, tol: float) -> float:
+def _fixed_point(g: Callable[[float], float], tol_s: float) -> float:
     """The w >= 0 with g(w) = w, for g non-decreasing and bounded (the wait a user meets when every user waits
     w: a longer wait leaves less of the others' prefills in its decode, a shorter think time, a longer queue).
     False position with the Illinois step on [0, sup g]; plain iteration crawled where g's slope nears 1."""
     lo, h_lo = 0.0, g(0.0)
-    if h_lo <= tol:
+    if h_lo <= tol_s:
         return max(0.0, h_lo)
     hi = g(1e12)  # sup g: no other prefill left in the decode phase, the longest admission hold
     h_hi = g(hi) - hi
-    if h_hi >= -tol:
+    if h_hi >= -tol_s:
         return hi
     side = 0
     w = hi
     for _ in range(200):
         w = hi - h_hi * (hi - lo) / (h_hi - h_lo)
         h = g(w) - w
-        if abs(h) <= tol or hi - lo <= tol:
+        if abs(h) <= tol_s or hi - lo <= tol_s:
             break
         if h > 0:
             lo, h_lo = w, h
@@ -265,7 +266,7 @@ def steady_state(
         return (prefill_wait(occupancy, d + own - occupancy, concurrency)
                 + _admission_hold_s(step, concurrency, own + w + d, round_s))
 
-    wait = _fixed_point(waited, tol=1e-7 * max(own, 1e-9))
+    wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
     ttft = own + wait
     decode_s = _decode_phase(d0, f, wait, drain) if osl > 1 else 0.0
     e2e = ttft + decode_s

@@ -142,7 +142,8 @@ class LpxStepModel:
     def _context_grid(self, points: tuple[int, ...] | None) -> tuple[int, ...]:
         """Contexts compiled exactly (interpolated between): the caller's points, else the generic buckets;
         always 0, the first bucket (below it a prefill chunk attends mostly to itself, so its cost is not
-        affine in the context from 0) and the target context."""
+        affine in the context from 0) and the target context. When the target is one of the caller's points,
+        the others are dropped."""
         top = self.target.context
         if points is not None and top in {int(c) for c in points}:
             # laid out for exactly the caller's last point: the target closes every bracket above 1K, and a
@@ -174,11 +175,10 @@ class LpxStepModel:
             # the construction asks the same search up to three times (sizing, the first target with candidates,
             # each target in turn): one search per (system, chips, SRAM, target, forced layout)
             key = (system.name, n, arch.sram_bytes, target.context, target.concurrency, tuple(sorted(forced.items())))
-            hit = self._searched.get(key)
-            if hit is None:
-                hit = self._searched[key] = choose_layout(self.model, system, arch, n, target, self.weights,
-                                                          self.kv, self.kv_layout, forced)[0]
-            cands = hit
+            cands = self._searched.get(key)
+            if cands is None:
+                cands = self._searched[key] = choose_layout(self.model, system, arch, n, target, self.weights,
+                                                            self.kv, self.kv_layout, forced)[0]
             if cands:
                 self.target = target
                 return cands
