@@ -417,3 +417,24 @@ def test_the_construction_searches_each_target_once(fresh_cache, monkeypatch) ->
     m = ModelSpec.from_path(DATA / "llama_tiny.json")
     LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=2, chip_sram_bytes=2_000_000)
     assert seen and len(seen) == len(set(seen))
+
+
+def test_a_decode_near_a_compiled_context_is_priced_there(fresh_cache) -> None:
+    """A decode within NEAR (0.5 %) of a grid point is priced at that point's compile, without the bottom of
+    its bracket, and within NEAR of its own compile; further away it is interpolated as before."""
+    import lpxsim.lpu.stepmodel as stepmodel
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, concurrency=2, chip_sram_bytes=2_000_000)
+    top = sm.target.context
+    ctx = top - int(stepmodel.NEAR * top)  # the workload's mean decode context, just below the target
+    got = sm.decode_step(DecodeBatch.uniform(2, ctx))
+    decoded = {k[1] for k in sm._summaries if k[0] == "decode"}
+    assert (top, top) in decoded and (ctx, ctx) not in decoded and (1024, 1024) not in decoded
+    at_top = sm.timing(Phase.decode([top, top]))
+    assert got.latency_s == at_top.latency_s
+    direct = sm.timing(Phase.decode([ctx, ctx]))
+    assert got.latency_s == pytest.approx(direct.latency_s, rel=stepmodel.NEAR)
+    far = top - top // 8
+    sm.decode_step(DecodeBatch.uniform(2, far))
+    assert (1024, 1024) in {k[1] for k in sm._summaries if k[0] == "decode"}  # bracketed: its bottom compiled

@@ -12,7 +12,8 @@ line between 1K and the target (within 0.5 %, checked from those three compiles)
 between 1K and the target, instead of from every bucket (a batch between 1 and the ceiling follows
 those two); a prefill shape skips the buckets inside its flat stretch from 1K (`_flat_grid`). Decode
 batches share batch 1's per-sequence context slope where the ceiling batch confirms it
-(`_shared_slope`): each is compiled at the top of its bracket only. A caller that serves one workload can name the
+(`_shared_slope`): each is compiled at the top of its bracket only. A decode within NEAR (0.5 %) of a
+compiled context is priced at it (`_near_point`). A caller that serves one workload can name the
 contexts it will ask about (`context_grid`): those are compiled exactly and
 replace the generic buckets (fewer compiles, no interpolation at them). A batch
 bucket larger than the replica holds is not compiled; the largest batch the
@@ -58,6 +59,10 @@ LINEAR_TOL = 0.005
 # A context at most this fraction above the target is priced on the line through the grid's last bracket: the
 # serving loop's context buckets (`serving.worker.ctx_bucket`, 1/64 of the context) round up past the target.
 OVERSHOOT = 1 / 64
+# A decode or verify at a context within this fraction of a compiled grid point (>= SPARSE_LO) is priced at that
+# point: a step's KV term is at most linear in the context it attends, so the cost moves by at most this
+# fraction between the two (a workload's decode contexts, isl .. isl + osl, sit just below its replica's target).
+NEAR = 0.005
 PREFILL_ROWS = 256  # tokens per sequence in one scheduled prefill sub-chunk
 
 
@@ -79,6 +84,14 @@ def _rows_bracket(rows: int) -> tuple[int, int]:
     """The powers of two around `rows` (equal when `rows` is one): the prefill sub-chunk sizes compiled."""
     lo = 1 << (rows.bit_length() - 1)
     return lo, (lo if lo == rows else lo * 2)
+
+
+def _near_point(context: int, grid: tuple[int, ...]) -> int | None:
+    """The grid point of at least SPARSE_LO nearest to `context` when within NEAR of it (relative to the
+    point), else None. With a cost affine in the context and a non-negative intercept (a step's fixed part
+    plus its KV reads), |cost(context) - cost(point)| <= NEAR * cost(point)."""
+    g = min((g for g in grid if g >= SPARSE_LO), key=lambda g: abs(g - context), default=None)
+    return g if g is not None and abs(g - context) <= NEAR * g else None
 
 
 def _bracket(x: int, grid: tuple[int, ...]) -> tuple[int, int]:
@@ -329,9 +342,15 @@ class LpxStepModel:
     def _at_context(self, kind: str, b: int, context: int, new: int) -> tuple[float, float]:
         """(latency, interval) of `b` sequences at `context`, linear between the context grid's points.
 
-        A decode or verify batch whose bracket has a checked per-sequence slope (`_shared_slope`) is compiled
+        A decode or verify within NEAR of a grid point is priced at that point (`_near_point`). A decode or
+        verify batch whose bracket has a checked per-sequence slope (`_shared_slope`) is compiled
         at the top of the bracket only and re-timed down to `context` by that slope: its KV-dependent term."""
         grid = self._grid_for(kind, b, new, context)
+        if kind != "prefill":
+            near = _near_point(context, grid)
+            if near is not None:
+                t = self.step_summary(Phase(kind, (near,) * b, new))["timing"]  # type: ignore[arg-type]
+                return t["latency_s"], t["interval_s"]
         top = self.target.context
         if top < context <= top + top * OVERSHOOT and len(grid) > 1 and grid[-1] == top:
             # Just above the target (the serving loop rounds contexts to 1/64 of their size): the line through
