@@ -360,10 +360,10 @@ def test_the_flat_stretch_search_starts_where_the_nearest_row_count_ended(fresh_
     monkeypatch.setattr(sm, "step_summary", summary)
     assert sm._grid_for("prefill", 1, 256, 20_000) == (0, 1024, 16384, 32768, 65536, 100_000)
     first = {c for n, c in asked if n == 256}
-    assert first == {1024, 65536, 16384, 32768}  # no hint yet: the top, then bisection
+    assert first == {1024, 65536, 16384, 32768}  # no hint yet: from the top down
     assert sm._grid_for("prefill", 1, 128, 20_000) == (0, 1024, 16384, 32768, 65536, 100_000)
     assert {c for n, c in asked if n == 128} == {1024, 16384, 32768}  # the hint and the bucket beyond it
-    assert sm._grid_for("prefill", 1, 64, 20_000) == sm._grid  # ends earlier: found by bisection below the hint
+    assert sm._grid_for("prefill", 1, 64, 20_000) == sm._grid  # ends earlier: found below the hint
     assert sm._flat_end[("prefill", 1, 64)] == 4096
 
 
@@ -438,3 +438,22 @@ def test_a_decode_near_a_compiled_context_is_priced_there(fresh_cache) -> None:
     far = top - top // 8
     sm.decode_step(DecodeBatch.uniform(2, far))
     assert (1024, 1024) in {k[1] for k in sm._summaries if k[0] == "decode"}  # bracketed: its bottom compiled
+
+
+def test_the_flat_stretch_search_compiles_no_bucket_inside_the_stretch(fresh_cache, monkeypatch) -> None:
+    """From the top down, the search probes only buckets the grid keeps (above the stretch's end) and the end
+    itself: a stretch ending at 32K is settled by 64K and 32K, without the 16K bucket it skips."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    sm = LpxStepModel(m, chips=8, weights="bf16", context=100_000, chip_sram_bytes=8_000_000)
+    asked: list[int] = []
+
+    def summary(phase: Phase) -> dict:
+        asked.append(phase.contexts[0])
+        t = 1.0 if phase.contexts[0] <= 32768 else 1.2
+        return {"timing": {"latency_s": t, "interval_s": t}}
+
+    sm.max_batch()  # from the real target compile, before the synthetic costs
+    monkeypatch.setattr(sm, "step_summary", summary)
+    grid = sm._grid_for("prefill", 1, 256, 20_000)
+    assert grid == (0, 1024, 32768, 65536, 100_000)
+    assert set(asked) == {1024, 65536, 32768} and set(asked) <= set(grid)

@@ -402,8 +402,11 @@ class LpxStepModel:
     def _flat_grid(self, kind: str, b: int, new: int) -> tuple[int, ...]:
         """The generic buckets without those strictly inside the stretch from SPARSE_LO (1K) to the furthest
         bucket below the target whose compiled cost is within LINEAR_TOL of the 1K one (latency and interval;
-        found by bisection over the buckets, from the top one down). A step's cost does not fall as its
-        context grows (more keys to read), so inside that stretch the cost lies between the two compiles and
+        found by probing the buckets from the top one down: every bucket probed above the stretch's end stays
+        in the grid, so only the end itself is a compile a workload spanning the buckets would not make
+        anyway; a bisection also compiled buckets inside the stretch, which the grid then drops). A step's
+        cost does not fall as its context grows (more keys to read), so inside that stretch the cost lies
+        between the two compiles and
         the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
         equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment. The search
         starts where the nearest row count's stretch ended (`_flat_hint`), when one has been found."""
@@ -441,12 +444,11 @@ class LpxStepModel:
                 hi = hint
         if lo < hi == len(pts) - 1 and flat(pts[hi]):
             lo = hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if flat(pts[mid]):
-                lo = mid
+        while hi - lo > 1:  # down from the top: a bucket probed above the stretch's end stays a grid point
+            if flat(pts[hi - 1]):
+                lo = hi - 1
             else:
-                hi = mid
+                hi -= 1
         self._flat_end[(kind, b, new)] = pts[lo]
         return tuple(g for g in self._grid if not pts[0] < g < pts[lo])
 
@@ -454,7 +456,7 @@ class LpxStepModel:
         """The index in `pts` where the flat stretch of the same kind and batch with the nearest row count
         (by ratio) ended, if one was found and lies strictly inside `pts`; else None. Under the rule's own
         premise (cost never falls with context, so "flat" holds on a prefix of the buckets) starting the
-        search there finds the same end as the bisection: it only changes which buckets are compiled to
+        search there finds the same end as the search from the top: it only changes which buckets are compiled to
         find it: when the stretch ends at the same bucket, the search compiles that bucket and the next
         (Gemma 4 31B on the 131K AA deployment: 8- to 256-row prefills all end at 32K; two compiles each
         besides the 1K base instead of three)."""
