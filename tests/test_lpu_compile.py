@@ -167,10 +167,13 @@ def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit
     if moe:
         cfg |= {"num_local_experts": 4, "num_experts_per_tok": 2}
     m = ModelSpec.from_config(cfg, name="random")
-    r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
-                        layout=f"tp={tp},stages={stages},kvsplit={kvsplit},kvspread={spread}",
-                        chip_sram_bytes=8_000_000,
-                        weights="bf16", variant=variant)
+    try:
+        r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
+                            layout=f"tp={tp},stages={stages},kvsplit={kvsplit},kvspread={spread}",
+                            chip_sram_bytes=8_000_000,
+                            weights="bf16", variant=variant)
+    except DoesNotFit:  # e.g. 4 bf16 experts x 3 layers on one 8 MB chip (tp=1): nothing to verify
+        assume(False)
     assert r.report.ok, r.report.errors[:3]
     assert not verify(_corrupt(r.program, "missing_input")).ok
 
@@ -428,10 +431,16 @@ def test_first_fit_equals_a_plain_scan(spec) -> None:
     """Placement's first fit (with its shortcut while the live buffers are packed) gives the offsets and region
     size of the plain rule, also where buffers die out of order and leave holes."""
     from lpxsim.lpu.place import _first_fit
+    from lpxsim.lpu.program import Buffer
 
-    items = [(start, f"b{i:02d}", 320 * size, start + life, None) for i, (size, start, life) in enumerate(spec)]
+    items = [(start, f"b{i:02d}", 320 * size, start + life, Buffer(f"b{i:02d}", 0, "x"))
+             for i, (size, start, life) in enumerate(spec)]
     want = _first_fit_by_scan(items)
-    assert _first_fit(items) == want
+    placed: dict = {}
+    top = _first_fit(items, "act@0", placed)
+    assert ([b.offset_bytes for b in placed.values()], top) == want  # placed in (start, id) order
+    assert list(placed) == [x[1] for x in sorted(items, key=lambda x: (x[0], x[1]))]
+    assert {b.region for b in placed.values()} == {"act@0"}
 
 
 @settings(max_examples=60, deadline=None)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from lpxsim.graph import Op
 from lpxsim.lpu.layout import balanced
 from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
+from lpxsim.lpu.program import Buffer
 
 HEAD_Q = ("q_proj", "q_b_proj")
 HEAD_KV = ("k_proj", "v_proj")
@@ -212,6 +211,9 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
     ph = lw.g.phase
     window = op.attrs.get("window")
     attrs_of = _AttrsOf(op)
+    ends = [ctx + ph.new_tokens for ctx in ph.contexts]
+    first = [0 if window is None else max(0, ctx - window) for ctx in ph.contexts]  # oldest key kept
+    counted: dict[KvStripe, tuple[int, int]] = {}  # share -> (positions written, positions stored)
     for c in st.chips:
         ins = []
         for src in op.inputs:
@@ -220,10 +222,11 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
         k0, k1 = sp.kv_heads[c]
         per_tok = kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
         for holder, share in sp.parts[c]:
-            ends = [ctx + ph.new_tokens for ctx in ph.contexts]
-            written = sum(share.owned(ctx, end) for ctx, end in zip(ph.contexts, ends, strict=True))
-            first = [0 if window is None else max(0, ctx - window) for ctx in ph.contexts]  # oldest key kept
-            stored = sum(share.owned(lo, end) for lo, end in zip(first, ends, strict=True))
+            ws = counted.get(share)
+            if ws is None:
+                ws = counted[share] = (sum(share.owned(ctx, end) for ctx, end in zip(ph.contexts, ends, strict=True)),
+                                       sum(share.owned(lo, end) for lo, end in zip(first, ends, strict=True)))
+            written, stored = ws
             slc, attrs = share.slices()
             hins = tuple(ins)
             if holder != c:
@@ -245,8 +248,9 @@ def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
     """Copy a buffer to another chip (helper KV holders), once."""
     key = f"{buf}>{dst}"
     if key not in lw.s.buffers:
-        b = lw.s.buffers[buf]
-        lw.s.buffers[key] = dataclasses.replace(b, id=key, chip=dst)
+        b = lw.s.buffers[buf]  # `dataclasses.replace(b, id=key, chip=dst)`, without its per-call field walk
+        lw.s.buffers[key] = Buffer(key, dst, b.op, b.cols, b.partial, b.bytes, b.region, b.heads, b.lse_shape,
+                                   b.offset_bytes)
         lw.s.send(src, dst, buf, key, b.bytes)
     return key
 
