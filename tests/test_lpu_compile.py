@@ -436,11 +436,10 @@ def test_first_fit_equals_a_plain_scan(spec) -> None:
     items = [(start, f"b{i:02d}", 320 * size, start + life, Buffer(f"b{i:02d}", 0, "x"))
              for i, (size, start, life) in enumerate(spec)]
     want = _first_fit_by_scan(items)
-    placed: dict = {}
-    top = _first_fit(items, "act@0", placed)
-    assert ([b.offset_bytes for b in placed.values()], top) == want  # placed in (start, id) order
-    assert list(placed) == [x[1] for x in sorted(items, key=lambda x: (x[0], x[1]))]
-    assert {b.region for b in placed.values()} == {"act@0"}
+    top = _first_fit(items, "act@0")
+    assert ([x[4].offset_bytes for x in items], top) == want  # items are sorted by (start, id) in place
+    assert [x[1] for x in items] == [x[1] for x in sorted(items, key=lambda x: (x[0], x[1]))]
+    assert {x[4].region for x in items} == {"act@0"}
 
 
 @settings(max_examples=60, deadline=None)

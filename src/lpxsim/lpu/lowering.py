@@ -20,6 +20,7 @@ each holder's share is balanced to within a block at any context.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -349,8 +350,11 @@ class Lowerer:
         return sp
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def attended_in_share(context: int, new: int, window: int | None, share: KvStripe) -> tuple[float, int]:
-    """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`."""
+    """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`. Memoised (a
+    pure function of integers): every layer of a kind asks the same shares the same question, and a prefill
+    chunk's answer costs a few numpy calls."""
     i, n, b = share.index, share.count, share.block
     if new == 1:  # a decode row: the same sums on scalars, without numpy's per-call cost
         end = context + 1
