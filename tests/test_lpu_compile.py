@@ -222,6 +222,39 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     assert any(len(t.links) > 1 for t in many.transfers) and any(t.send_cycle > 0 for t in many.transfers)
 
 
+def test_instruction_attrs_shared_by_content_and_identity() -> None:
+    """Instructions with equal attrs and equal work share one attrs dict, whether the caller passes one attrs
+    object for all of them (found by identity) or equal copies; a different work, value type or content gives
+    its own dict, and an unhashable value is kept unshared."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    s = Scheduler(arch_for(system), chip_graph(system, 1))
+    s.input_ready("x")
+    n = [0]
+
+    def instr(attrs, work=100.0):  # noqa: ANN001, ANN202
+        n[0] += 1
+        s.note_work(nbytes=work)
+        out = s.buffer(f"o{n[0]}", n[0] % 16, "op", 64)
+        return s.instr(n[0] % 16, "VXM", "op", "norm", ("x",), out, 10.0, None, attrs).attrs
+
+    a = {"weight": "w", "k": 1}
+    first, same_obj, other_work = instr(a), instr(a), instr(a, 200.0)
+    copy, float_k, again = instr(dict(a)), instr({"weight": "w", "k": 1.0}), instr(a)
+    assert first is same_obj is copy is again and first == {**a, "busy_cycles": 10, "work_bytes": 100.0,
+                                                              "work_flops": 0.0, "work_ops": 0.0}
+    assert other_work is not first and other_work["work_bytes"] == 200.0
+    assert float_k is not first and type(float_k["k"]) is float
+    assert instr(None) is instr({}) is instr(None) and "weight" not in instr(None)
+    listy = {"weight": "w", "ks": [1]}
+    assert instr(listy) is not instr(listy) and instr(listy)["ks"] == [1]
+    assert a == {"weight": "w", "k": 1}  # the caller's dict is never changed
+
+
 @pytest.mark.parametrize("context", [0, 1, 15, 16, 1000, 4097])
 @pytest.mark.parametrize("window", [None, 1, 16, 700])
 @pytest.mark.parametrize("share", [(0, 1, 1), (1, 4, 1), (3, 4, 16), (2, 3, 5)])
