@@ -167,10 +167,13 @@ def test_random_models_verify(hidden, layers, heads_kv, moe, tp, stages, kvsplit
     if moe:
         cfg |= {"num_local_experts": 4, "num_experts_per_tok": 2}
     m = ModelSpec.from_config(cfg, name="random")
-    r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
-                        layout=f"tp={tp},stages={stages},kvsplit={kvsplit},kvspread={spread}",
-                        chip_sram_bytes=8_000_000,
-                        weights="bf16", variant=variant)
+    try:
+        r = compile_program(m, "lpx", chips=16, context=context, concurrency=batch,
+                            layout=f"tp={tp},stages={stages},kvsplit={kvsplit},kvspread={spread}",
+                            chip_sram_bytes=8_000_000,
+                            weights="bf16", variant=variant)
+    except DoesNotFit:  # e.g. 4 bf16 experts x 3 layers on one 8 MB chip (tp=1): nothing to verify
+        assume(False)
     assert r.report.ok, r.report.errors[:3]
     assert not verify(_corrupt(r.program, "missing_input")).ok
 
@@ -217,6 +220,39 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     assert loop._link_free == many._link_free
     assert (loop.last_end, loop.prov.breakdown(loop.last_node)) == (many.last_end, many.prov.breakdown(many.last_node))
     assert any(len(t.links) > 1 for t in many.transfers) and any(t.send_cycle > 0 for t in many.transfers)
+
+
+def test_instruction_attrs_shared_by_content_and_identity() -> None:
+    """Instructions with equal attrs and equal work share one attrs dict, whether the caller passes one attrs
+    object for all of them (found by identity) or equal copies; a different work, value type or content gives
+    its own dict, and an unhashable value is kept unshared."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    s = Scheduler(arch_for(system), chip_graph(system, 1))
+    s.input_ready("x")
+    n = [0]
+
+    def instr(attrs, work=100.0):  # noqa: ANN001, ANN202
+        n[0] += 1
+        s.note_work(nbytes=work)
+        out = s.buffer(f"o{n[0]}", n[0] % 16, "op", 64)
+        return s.instr(n[0] % 16, "VXM", "op", "norm", ("x",), out, 10.0, None, attrs).attrs
+
+    a = {"weight": "w", "k": 1}
+    first, same_obj, other_work = instr(a), instr(a), instr(a, 200.0)
+    copy, float_k, again = instr(dict(a)), instr({"weight": "w", "k": 1.0}), instr(a)
+    assert first is same_obj is copy is again and first == {**a, "busy_cycles": 10, "work_bytes": 100.0,
+                                                              "work_flops": 0.0, "work_ops": 0.0}
+    assert other_work is not first and other_work["work_bytes"] == 200.0
+    assert float_k is not first and type(float_k["k"]) is float
+    assert instr(None) is instr({}) is instr(None) and "weight" not in instr(None)
+    listy = {"weight": "w", "ks": [1]}
+    assert instr(listy) is not instr(listy) and instr(listy)["ks"] == [1]
+    assert a == {"weight": "w", "k": 1}  # the caller's dict is never changed
 
 
 @pytest.mark.parametrize("context", [0, 1, 15, 16, 1000, 4097])
@@ -428,10 +464,15 @@ def test_first_fit_equals_a_plain_scan(spec) -> None:
     """Placement's first fit (with its shortcut while the live buffers are packed) gives the offsets and region
     size of the plain rule, also where buffers die out of order and leave holes."""
     from lpxsim.lpu.place import _first_fit
+    from lpxsim.lpu.program import Buffer
 
-    items = [(start, f"b{i:02d}", 320 * size, start + life, None) for i, (size, start, life) in enumerate(spec)]
+    items = [(start, f"b{i:02d}", 320 * size, start + life, Buffer(f"b{i:02d}", 0, "x"))
+             for i, (size, start, life) in enumerate(spec)]
     want = _first_fit_by_scan(items)
-    assert _first_fit(items) == want
+    top = _first_fit(items, "act@0")
+    assert ([x[4].offset_bytes for x in items], top) == want  # items are sorted by (start, id) in place
+    assert [x[1] for x in items] == [x[1] for x in sorted(items, key=lambda x: (x[0], x[1]))]
+    assert {x[4].region for x in items} == {"act@0"}
 
 
 @settings(max_examples=60, deadline=None)

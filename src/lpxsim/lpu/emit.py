@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from lpxsim.graph import Op
 from lpxsim.lpu.layout import balanced
 from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
+from lpxsim.lpu.program import Buffer
 
 HEAD_Q = ("q_proj", "q_b_proj")
 HEAD_KV = ("k_proj", "v_proj")
@@ -21,6 +20,21 @@ def emit_all(lw: Lowerer) -> None:
             raise AssertionError(f"no LPU lowering for op kind {op.kind}")
         handler(lw, op)
     _return_token(lw)
+
+
+class _AttrsOf:
+    """An op's attrs with a KV share's (`KvStripe.slices`) merged in: one dict object per content, so that
+    the scheduler's `_shared_attrs` finds consecutive instructions' attrs by identity."""
+
+    def __init__(self, op: Op) -> None:
+        self.base, self.made = dict(op.attrs), {}
+
+    def __call__(self, extra: dict) -> dict:
+        key = tuple(extra.items())
+        at = self.made.get(key)
+        if at is None:
+            at = self.made[key] = {**self.base, **extra}
+        return at
 
 
 def _suffix(op: Op) -> str:
@@ -38,6 +52,7 @@ def _emit_embed(lw: Lowerer, op: Op) -> None:
     st = lw.stage_of(-1)
     V, h = lw.m.vocab_size, lw.m.hidden_size
     bufs, n = {}, len(st.chips)
+    attrs = {"weight": op.weight, **dict(op.attrs)}  # one object for every chip (`Scheduler._shared_attrs`)
     for i, c in enumerate(st.chips):
         lo, hi = balanced(V, n, i)
         tok = lw.s.buffer(f"tokens@{c}", c, "tokens", 4 * lw.M)
@@ -47,7 +62,7 @@ def _emit_embed(lw: Lowerer, op: Op) -> None:
         if lw.m.tie_embeddings is False or not st.head:
             lw.add_weight(c, op, (hi - lo) * h * lw.wb)
         lw.s.instr(c, "MEM", op.name, "embed", (tok,), out, lw.mem_cycles(lw.M * h * lw.wb),
-                   {"vocab": (lo, hi)}, {"weight": op.weight, **dict(op.attrs)})
+                   {"vocab": (lo, hi)}, attrs)
         bufs[c] = out
     lw.dist[op.name] = Dist(SUM if n > 1 else REP, bufs, width=h)
 
@@ -58,6 +73,7 @@ def _emit_norm(lw: Lowerer, op: Op) -> None:
     width = op.shape[1]
     per_head = op.attrs.get("per_head")
     d = lw.dist[src]
+    attrs = {"weight": op.weight, **dict(op.attrs)}  # one object for every chip (`Scheduler._shared_attrs`)
     if per_head and d.kind == COLS:
         bufs, cols = {}, {}
         for c, b in d.bufs.items():
@@ -66,7 +82,7 @@ def _emit_norm(lw: Lowerer, op: Op) -> None:
             if op.weight:
                 lw.add_weight(c, op, per_head * lw.wb)
             lw.s.instr(c, "VXM", op.name, "norm", (b,), out, lw.vxm_cycles(4 * lw.M * (hi - lo), lw.M * (hi - lo) * lw.ab),
-                       {"cols": (lo, hi)}, {"weight": op.weight, **dict(op.attrs)})
+                       {"cols": (lo, hi)}, attrs)
             bufs[c], cols[c] = out, (lo, hi)
         lw.dist[op.name] = Dist(COLS, bufs, cols, width)
         return
@@ -77,13 +93,16 @@ def _emit_norm(lw: Lowerer, op: Op) -> None:
         if op.weight:
             lw.add_weight(c, op, op.weight_bytes)
         lw.s.instr(c, "VXM", op.name, "norm", (ins[c],), out, lw.vxm_cycles(4 * lw.M * width, 2 * lw.M * width * lw.ab),
-                   {}, {"weight": op.weight, **dict(op.attrs)})
+                   {}, attrs)
         bufs[c] = out
     lw.dist[op.name] = Dist(REP, bufs, width=width)
 
 
 def _matmul_instr(lw: Lowerer, op: Op, c: int, src: str, rows: tuple[int, int], cols: tuple[int, int],
-                  out_bytes: float, partial: bool, extra: dict | None = None, per_head: int = 1) -> str:
+                  out_bytes: float, partial: bool, extra: dict | None = None, per_head: int = 1,
+                  attrs: dict | None = None) -> str:
+    """One matmul instruction; `attrs`: the op's attrs with its weight (built here when not given: callers
+    pass one object for every chip of the op, `Scheduler._shared_attrs`), plus `extra`."""
     M = op.shape[0]
     k, n = rows[1] - rows[0], cols[1] - cols[0]
     wbytes = k * n * lw.wb * per_head
@@ -93,7 +112,9 @@ def _matmul_instr(lw: Lowerer, op: Op, c: int, src: str, rows: tuple[int, int], 
     lw.add_weight(c, op, wbytes)
     dur = max(lw.mem_cycles(wbytes + M * k * per_head * lw.ab), lw.mxm_cycles(flops))
     slc = {"rows": rows, "cols": cols}
-    lw.s.instr(c, "MXM", op.name, "matmul", (src,), out, dur, slc, {"weight": op.weight, **dict(op.attrs), **(extra or {})})
+    if attrs is None or extra:
+        attrs = {"weight": op.weight, **dict(op.attrs), **(extra or {})}
+    lw.s.instr(c, "MXM", op.name, "matmul", (src,), out, dur, slc, attrs)
     return out
 
 
@@ -105,12 +126,13 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
     if op.attrs.get("per_head"):
         return _emit_per_head(lw, op)
     d_in = lw.dist[op.inputs[0]]
+    attrs = {"weight": op.weight, **dict(op.attrs)}  # one object for every chip (`Scheduler._shared_attrs`)
     if d_in.kind in (COLS, SUM) and op.name.endswith(("o_proj", "down")):
         bufs = {}
         for c in chips:
             rows = d_in.cols[c] if d_in.kind == COLS or c in d_in.cols else (0, K)
             partial = rows != (0, K) or d_in.kind == SUM
-            bufs[c] = _matmul_instr(lw, op, c, d_in.bufs[c], rows, (0, N), M * N * lw.ab, partial)
+            bufs[c] = _matmul_instr(lw, op, c, d_in.bufs[c], rows, (0, N), M * N * lw.ab, partial, attrs=attrs)
         full = all(lw.s.buffers[b].partial is None for b in bufs.values())
         lw.dist[op.name] = Dist(REP if full else SUM, bufs, width=N)
         return
@@ -120,7 +142,7 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
         # whole op on each chip; fused gate_up columns index the intermediate width (program.py)
         width = N // 2 if fused else N
         bufs = {c: _matmul_instr(lw, op, c, ins[c], (0, K), (0, width), M * N * lw.ab, False,
-                                 per_head=2 if fused else 1) for c in chips}
+                                 per_head=2 if fused else 1, attrs=attrs) for c in chips}
         lw.dist[op.name] = Dist(REP, bufs, {c: (0, width) for c in chips}, width)
         return
     cols: dict[int, tuple[int, int]] = {}
@@ -138,7 +160,7 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
         lo, hi = cols[c]
         width = 2 * (hi - lo) if fused else hi - lo
         bufs[c] = _matmul_instr(lw, op, c, ins[c], (0, K), (lo, hi), M * width * lw.ab, False,
-                                per_head=2 if fused else 1)
+                                per_head=2 if fused else 1, attrs=attrs)
     lw.dist[op.name] = Dist(COLS, bufs, cols, N // 2 if fused else N)
 
 
@@ -164,6 +186,7 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
     sp = lw.attn_split(op.layer)
     dq, dk = lw.dist[op.inputs[0]], lw.dist[op.inputs[1]]
     bufs, cols = {}, {}
+    base, by_cols = dict(op.attrs), {}  # one attrs object per (q, k) columns (`Scheduler._shared_attrs`)
     for c in st.chips:
         q = dq.bufs[c] if c in dq.bufs else lw.rep_on(op.inputs[0], (c,))[c]
         k = dk.bufs[c] if c in dk.bufs else lw.rep_on(op.inputs[1], (c,))[c]
@@ -171,8 +194,11 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
         kc = dk.cols.get(c, (0, dk.width))
         width = (qc[1] - qc[0]) + (kc[1] - kc[0])
         out = lw.s.buffer(f"{op.name}@{c}", c, op.name, lw.M * width * lw.ab, cols=qc, heads=sp.heads[c])
+        attrs = by_cols.get((qc, kc))
+        if attrs is None:
+            attrs = by_cols[(qc, kc)] = {**base, "q_cols": qc, "k_cols": kc}
         lw.s.instr(c, "VXM", op.name, "rope", (q, k), out, lw.vxm_cycles(3 * lw.M * width, 2 * lw.M * width * lw.ab),
-                   {"heads": sp.heads[c], "kv_heads": sp.kv_heads[c]}, {**dict(op.attrs), "q_cols": qc, "k_cols": kc})
+                   {"heads": sp.heads[c], "kv_heads": sp.kv_heads[c]}, attrs)
         bufs[c], cols[c] = out, qc
     lw.dist[op.name] = Dist(COLS, bufs, cols, dq.width)
 
@@ -184,6 +210,10 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
     bufs = {}
     ph = lw.g.phase
     window = op.attrs.get("window")
+    attrs_of = _AttrsOf(op)
+    ends = [ctx + ph.new_tokens for ctx in ph.contexts]
+    first = [0 if window is None else max(0, ctx - window) for ctx in ph.contexts]  # oldest key kept
+    counted: dict[KvStripe, tuple[int, int]] = {}  # share -> (positions written, positions stored)
     for c in st.chips:
         ins = []
         for src in op.inputs:
@@ -192,10 +222,11 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
         k0, k1 = sp.kv_heads[c]
         per_tok = kv_token_bytes(op, lw.g, k1 - k0, lw.kvb)
         for holder, share in sp.parts[c]:
-            ends = [ctx + ph.new_tokens for ctx in ph.contexts]
-            written = sum(share.owned(ctx, end) for ctx, end in zip(ph.contexts, ends, strict=True))
-            first = [0 if window is None else max(0, ctx - window) for ctx in ph.contexts]  # oldest key kept
-            stored = sum(share.owned(lo, end) for lo, end in zip(first, ends, strict=True))
+            ws = counted.get(share)
+            if ws is None:
+                ws = counted[share] = (sum(share.owned(ctx, end) for ctx, end in zip(ph.contexts, ends, strict=True)),
+                                       sum(share.owned(lo, end) for lo, end in zip(first, ends, strict=True)))
+            written, stored = ws
             slc, attrs = share.slices()
             hins = tuple(ins)
             if holder != c:
@@ -205,7 +236,7 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,
                               op.name, 0)
             lw.s.instr(holder, "MEM", op.name, "kv_write", hins, out, lw.mem_cycles(written * per_tok),
-                       {"kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs})
+                       {"kv_heads": (k0, k1), **slc}, attrs_of(attrs))
             if holder == c:
                 bufs[c] = out
             else:
@@ -217,13 +248,15 @@ def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
     """Copy a buffer to another chip (helper KV holders), once."""
     key = f"{buf}>{dst}"
     if key not in lw.s.buffers:
-        b = lw.s.buffers[buf]
-        lw.s.buffers[key] = dataclasses.replace(b, id=key, chip=dst)
+        b = lw.s.buffers[buf]  # `dataclasses.replace(b, id=key, chip=dst)`, without its per-call field walk
+        lw.s.buffers[key] = Buffer(key, dst, b.op, b.cols, b.partial, b.bytes, b.region, b.heads, b.lse_shape,
+                                   b.offset_bytes)
         lw.s.send(src, dst, buf, key, b.bytes)
     return key
 
 
-def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share: KvStripe, partial: bool):
+def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share: KvStripe, partial: bool,
+            attrs_of: _AttrsOf):
     """One attention instruction on `chip` over its KV share `share` for `owner`'s heads."""
     sp = lw.attn_split(op.layer)
     a = lw.m.layers[op.layer].attention
@@ -248,7 +281,7 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
                       heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if partial else ())
     slc, attrs = share.slices()
     ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
-                     {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, {**dict(op.attrs), **attrs},
+                     {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, attrs_of(attrs),
                      extra_latency=lw.arch.vxm_latency, needs_all=True)
     return out, ins, dur
 
@@ -261,17 +294,19 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
     v_dim = a.kv_lora_rank if a.kind == "mla" else a.v_head_dim
     split = sp.seq_shards > 1
     outs, cols, stats_ready = {}, {}, {}
+    attrs_of, merge = _AttrsOf(op), {"mode": "merge"}  # one attrs object per content (`Scheduler._shared_attrs`)
     for c in st.chips:
         h0, h1 = sp.heads[c]
         cols[c] = (h0 * v_dim, h1 * v_dim)
         helpers = sp.parts[c][1:]
-        own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers))
+        own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers),
+                                attrs_of)
         stats_ready[c] = ins.first_out_cycle  # the log-sum-exp is final with the output (needs_all)
         if helpers:
             parts = [own]
             for holder, keys in helpers:
                 wrote, q_remote = lw.remote_kv[(op.layer, c, holder)]
-                rem, _, _ = _attend(lw, op, holder, c, q_remote, wrote, keys, True)
+                rem, _, _ = _attend(lw, op, holder, c, q_remote, wrote, keys, True, attrs_of)
                 back = lw.s.buffer(f"{op.name}#lse@{c}<{holder}", c, op.name, lw.s.buffers[rem].bytes,
                                    cols=cols[c], partial="lse", heads=(h0, h1), lse_shape=(lw.M, h1 - h0))
                 lw.s.send(holder, c, rem, back, lw.s.buffers[rem].bytes + 4 * lw.M * (h1 - h0))
@@ -281,7 +316,7 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
                                  heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if split else ())
             mi = lw.s.instr(c, "VXM", op.name, "combine", tuple(parts), merged,
                             lw.vxm_cycles(lw.M * (h1 - h0) * (v_dim + 4) * len(parts), 0),
-                            {"heads": (h0, h1)}, {"mode": "merge"})
+                            {"heads": (h0, h1)}, merge)
             own = merged
             stats_ready[c] = mi.first_out_cycle
         outs[c] = own
@@ -323,6 +358,7 @@ def _emit_pointwise(lw: Lowerer, op: Op) -> None:
     st = lw.stage_of(op.layer)
     ds = [lw.dist[i] for i in op.inputs]
     width = op.shape[1]
+    attrs = dict(op.attrs)  # one object for every chip (`Scheduler._shared_attrs`)
     if all(d.kind == SUM for d in ds) or (len(ds) == 1 and ds[0].kind == COLS):
         kind = ds[0].kind
         bufs, cols = {}, {}
@@ -336,7 +372,7 @@ def _emit_pointwise(lw: Lowerer, op: Op) -> None:
                               lw.M * w * lw.ab, cols=cc if kind == COLS else None,
                               partial="sum" if kind == SUM else None)
             lw.s.instr(c, "VXM", op.name, op.kind, ins, out, lw.vxm_cycles(2 * lw.M * w, 3 * lw.M * w * lw.ab),
-                       {"cols": cc} if kind == COLS else {}, dict(op.attrs))
+                       {"cols": cc} if kind == COLS else {}, attrs)
             bufs[c], cols[c] = out, cc
         lw.dist[op.name] = Dist(kind, bufs, cols if kind == COLS else {}, width)
         return
@@ -345,7 +381,7 @@ def _emit_pointwise(lw: Lowerer, op: Op) -> None:
     for c in st.chips:
         out = lw.s.buffer(f"{op.name}@{c}", c, op.name, lw.M * width * lw.ab)
         lw.s.instr(c, "VXM", op.name, op.kind, tuple(i[c] for i in ins), out,
-                   lw.vxm_cycles(2 * lw.M * width, 3 * lw.M * width * lw.ab), {}, dict(op.attrs))
+                   lw.vxm_cycles(2 * lw.M * width, 3 * lw.M * width * lw.ab), {}, attrs)
         bufs[c] = out
     lw.dist[op.name] = Dist(REP, bufs, width=width)
 
@@ -354,11 +390,12 @@ def _emit_router(lw: Lowerer, op: Op) -> None:
     st = lw.stage_of(op.layer)
     ins = lw.rep_on(op.inputs[0], st.chips)
     bufs = {}
+    attrs = {"weight": op.weight, **dict(op.attrs)}  # one object for every chip (`Scheduler._shared_attrs`)
     for c in st.chips:
         out = lw.s.buffer(f"{op.name}@{c}", c, op.name, op.act_out_bytes)
         lw.add_weight(c, op, op.weight_bytes)
         dur = max(lw.mem_cycles(op.weight_bytes), lw.mxm_cycles(op.flops))
-        lw.s.instr(c, "MXM", op.name, "router", (ins[c],), out, dur, {}, {"weight": op.weight, **dict(op.attrs)},
+        lw.s.instr(c, "MXM", op.name, "router", (ins[c],), out, dur, {}, attrs,
                    extra_latency=lw.arch.vxm_latency)
         bufs[c] = out
     lw.dist[op.name] = Dist(REP, bufs)
@@ -373,6 +410,7 @@ def _emit_experts(lw: Lowerer, op: Op) -> None:
     ebytes, eparams = op.attrs["expert_bytes"], op.attrs["expert_params"]
     n, h = len(st.chips), lw.m.hidden_size
     bufs = {}
+    attrs = {"weight": op.weight, **dict(op.attrs)}  # one object for every chip (`Scheduler._shared_attrs`)
     for i, c in enumerate(st.chips):
         lo, hi = balanced(E, n, i)
         lw.add_weight(c, op, (hi - lo) * ebytes)
@@ -383,7 +421,7 @@ def _emit_experts(lw: Lowerer, op: Op) -> None:
         out = lw.s.buffer(f"{op.name}#p@{c}" if partial else f"{op.name}@{c}", c, op.name, lw.M * h * lw.ab,
                           partial="sum" if partial else None)
         lw.s.instr(c, "MXM", op.name, "experts", (x[c], r[c]), out, dur, {"experts": (lo, hi)},
-                   {"weight": op.weight, **dict(op.attrs)}, extra_latency=lw.arch.mxm_latency)
+                   attrs, extra_latency=lw.arch.mxm_latency)
         bufs[c] = out
     lw.dist[op.name] = Dist(SUM if n > 1 else REP, bufs, width=h)
 
@@ -394,11 +432,12 @@ def _emit_sample(lw: Lowerer, op: Op) -> None:
     rows = op.shape[0]
     root = st.chips[0]
     parts = []
+    attrs = dict(op.attrs)  # one object for every chip (`Scheduler._shared_attrs`)
     for c in st.chips:
         lo, hi = d.cols.get(c, (0, lw.m.vocab_size))
         out = lw.s.buffer(f"{op.name}#p@{c}", c, op.name, 8 * rows, cols=(lo, hi), partial="argmax")
         lw.s.instr(c, "VXM", op.name, "sample", (d.bufs[c],), out, lw.vxm_cycles(rows * (hi - lo), rows * (hi - lo) * 4),
-                   {"vocab": (lo, hi)}, dict(op.attrs))
+                   {"vocab": (lo, hi)}, attrs)
         if c != root:
             bid = lw.s.buffer(f"{op.name}#p{c}@{root}", root, op.name, 8 * rows, cols=(lo, hi), partial="argmax")
             lw.s.send(c, root, out, bid, 8 * rows)

@@ -20,6 +20,7 @@ each holder's share is balanced to within a block at any context.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -129,19 +130,22 @@ class Lowerer:
 
     def mxm_cycles(self, flops: float, rate: float | None = None) -> float:
         """Cycles of `flops` on the MXM at `rate` FLOP/cycle (the weights' compute format by default);
-        the work is recorded for the next instruction (`Scheduler.take_work`)."""
+        the work is recorded for the next instruction (`Scheduler.note_work`, inline: the hot path)."""
         rate = rate or self.mxm_rate
-        self.s.note_work(flops=flops, flop_rate=rate)
+        w = self.s._work
+        w[1] += flops
+        if rate:
+            w[2] = rate
         return flops / rate
 
     def mem_cycles(self, nbytes: float) -> float:
         """Cycles to stream `nbytes` between SRAM and a unit: whole 320-byte vectors at the feed rate."""
         vb = self._vb
-        self.s.note_work(nbytes=nbytes)
+        self.s._work[0] += nbytes  # `Scheduler.note_work(nbytes=...)`, inline
         return math.ceil(nbytes / vb) * vb / self._feed
 
     def vxm_cycles(self, elems: float, nbytes: float) -> float:
-        self.s.note_work(ops=elems)
+        self.s._work[3] += elems  # `Scheduler.note_work(ops=...)`, inline
         return max(elems / self.arch.vxm_ops_per_cycle, self.mem_cycles(nbytes))
 
     def rep_on(self, name: str, chips: tuple[int, ...]) -> dict[int, str]:
@@ -278,8 +282,9 @@ class Lowerer:
         out: dict[int, str] = {}
         s = self.s
         declared = s.buffers
+        attrs = {"parts": tuple(d.cols[src] for src in chips)}  # every chip's concat: one object
         for c in chips:
-            ins, parts = [], []
+            ins = []
             run: list[tuple[int, int, str, str]] = []  # consecutive sends of equal size: one send_many batch
             run_bytes = -1
             for src in chips:
@@ -296,13 +301,11 @@ class Lowerer:
                     run_bytes = nbytes
                     run.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
-                parts.append((lo, hi))
             if run:
                 s.send_many(run, run_bytes)
             total = sum(self.s.buffers[b].bytes for b in ins)
             bid = self.s.buffer(f"{name}@{c}", c, name, total)
-            self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total),
-                         attrs={"parts": tuple(parts)})
+            self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total), attrs=attrs)
             out[c] = bid
         return Dist(REP, out, width=d.width)
 
@@ -347,8 +350,11 @@ class Lowerer:
         return sp
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def attended_in_share(context: int, new: int, window: int | None, share: KvStripe) -> tuple[float, int]:
-    """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`."""
+    """(query-key pairs, distinct keys) of `share` for `new` causal positions after `context`. Memoised (a
+    pure function of integers): every layer of a kind asks the same shares the same question, and a prefill
+    chunk's answer costs a few numpy calls."""
     i, n, b = share.index, share.count, share.block
     if new == 1:  # a decode row: the same sums on scalars, without numpy's per-call cost
         end = context + 1

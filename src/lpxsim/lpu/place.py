@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from itertools import chain
+from operator import itemgetter
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
@@ -44,22 +46,20 @@ def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> di
     return last
 
 
-def _first_fit(items: list[tuple[int, str, int, int, Buffer]]) -> tuple[list[int], int]:
-    """items (start, id, size, end, buffer), sorted here by (start, id) -> each one's offset in that order,
-    and the region size; live intervals never share bytes.
+def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> int:
+    """items (start, id, size, end, buffer), sorted here by (start, id): each buffer gets `region` and the
+    lowest offset no live buffer overlaps, in that order; returns the region size. Live intervals never share
+    bytes.
 
-    Buffers are taken in start order; each goes to the lowest offset that no live buffer overlaps. The live
-    set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
+    The live set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
     earliest end among it has passed."""
     items.sort()  # (start, id): ids are unique, so the buffers themselves are never compared
-    offs: list[int] = []
-    put = offs.append
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
     packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
-    for start, _, size, end, _ in items:
+    for start, _, size, end, b in items:
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
@@ -80,12 +80,13 @@ def _first_fit(items: list[tuple[int, str, int, int, Buffer]]) -> tuple[list[int
             else:
                 insort(active, item)
             packed = _packed(active)
-        put(off)
+        b.region = region
+        b.offset_bytes = off
         if end < min_end:
             min_end = end
         if off + size > top:
             top = off + size
-    return offs, top
+    return top
 
 
 def _packed(active: list[tuple[int, int, int]]) -> bool:
@@ -125,7 +126,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
         to[b.chip].append((s, bid, -(-nb // ALIGN) * ALIGN, e, b))
     del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
-    new_bufs: dict[str, Buffer] = {}
+    placed: list[list[tuple[int, str, int, int, Buffer]]] = []  # item lists in placement order
     summary: dict[int, dict] = {}
     chips = sorted(set(use) | set(per_chip) | set(recv_chip))
     for c in chips:
@@ -143,20 +144,14 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
                 regions.append(Region(c, name, "kv", off, size))
                 off += size
                 totals["kv"] += size
-        for kind, items in (("act", per_chip[c]), ("buffer", recv_chip[c])):
-            offs, size = _first_fit(items)
-            size = _align(size)
-            if size:
+        for kind, items in (("act", per_chip.get(c)), ("buffer", recv_chip.get(c))):
+            if items:  # each item's size is at least one vector: a region exactly when there are buffers
                 rname = f"{kind}@{c}"
+                size = _align(_first_fit(items, rname))
+                placed.append(items)
                 regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                for (_, bid, _, _, b), boff in zip(items, offs, strict=True):
-                    b.region, b.offset_bytes = rname, boff
-                    new_bufs[bid] = b
                 off += size
                 totals[kind] = size
-            else:
-                for _, bid, _, _, b in items:
-                    new_bufs.setdefault(bid, b)
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
@@ -164,6 +159,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
+    ids, bufs = map(itemgetter(1), chain.from_iterable(placed)), map(itemgetter(4), chain.from_iterable(placed))
+    new_bufs = dict(zip(ids, bufs, strict=True))  # built in C: a Python loop of ~10^5 inserts costs more
     if len(new_bufs) != len(buffers):  # its keys are buffers' keys: equal sizes mean every buffer is there
         for bid, b in buffers.items():
             new_bufs.setdefault(bid, b)

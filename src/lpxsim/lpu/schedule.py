@@ -22,6 +22,7 @@ from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
 VC1 = (("vector_count", 1),)
+_UNSET = object()  # `Scheduler._last_attrs` before any instruction (None is a valid attrs argument)
 _EMPTY: dict = {}  # the slice of instructions without one (shared: instruction slices are read-only values)
 
 
@@ -70,13 +71,14 @@ class Provenance:
     (cycles each) that separate the two. Walking back from the step's last event gives the critical
     path, and summing its mechanisms gives a breakdown that adds up to the makespan exactly."""
 
-    __slots__ = ("time", "parent", "comp", "_one")
+    __slots__ = ("time", "parent", "comp", "_one", "_vc")
 
     def __init__(self) -> None:
         self.time: list[int] = []
         self.parent: list[int] = []
         self.comp: list[tuple[tuple[str, int], ...]] = []
         self._one: dict[tuple[str, int], tuple[tuple[str, int]]] = {}  # shared ((mech, cycles),) tuples
+        self._vc: dict[int, tuple[tuple[str, int]]] = {}  # cycles -> the shared (("vector_count", cycles),)
 
     def one(self, mech: str, cycles: int) -> tuple[tuple[str, int]]:
         """The mechanism tuple ``((mech, cycles),)``, shared between nodes (a large step has ~10^6)."""
@@ -127,9 +129,8 @@ class Scheduler:
     links: dict[int, Link] = field(default_factory=dict)
     _link_ids: dict[tuple[int, int], int] = field(default_factory=dict)
     _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
-    _unit_free: dict[tuple[int, str], int] = field(default_factory=dict)
+    _unit: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)  # (chip, unit) -> (free, its node)
     _routes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
-    _unit_node: dict[tuple[int, str], int] = field(default_factory=dict)
     _link_node: dict[tuple[int, int], int] = field(default_factory=dict)
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
@@ -139,7 +140,9 @@ class Scheduler:
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
     _exchange_info: dict = field(default_factory=dict)  # bytes -> src -> dst -> route, serialisation, mechanisms
     _comps: dict = field(default_factory=dict)  # shared provenance mechanism tuples (memory: ~10^6 nodes)
-    _attrs: dict = field(default_factory=dict)  # shared instruction attrs (`_shared_attrs`)
+    _attrs: dict = field(default_factory=dict)  # attrs content -> work and busy key -> shared attrs (`_shared_attrs`)
+    _last_attrs: Any = _UNSET  # the last attrs object `_shared_attrs` was given, and its entry in `_attrs`
+    _last_shared: Any = None
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
     _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
     _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
@@ -196,11 +199,17 @@ class Scheduler:
         right after it."""
         pv = self.prov
         key = (chip, unit)
-        start = self._unit_free.get(key, 0)
-        snode = self._unit_node.get(key, -1)
+        uf = self._unit.get(key)
+        start, snode = (0, -1) if uf is None else uf
         drain_in, dnode = -1, -1
         ready = self.ready
-        rds = [ready[b] for b in inputs]
+        n_in = len(inputs)
+        if n_in == 1:  # most instructions: no list built
+            rds: tuple | list = (ready[inputs[0]],)
+        elif n_in == 2:
+            rds = (ready[inputs[0]], ready[inputs[1]])
+        else:
+            rds = [ready[b] for b in inputs]
         for rd in rds:
             if rd.first > start or snode < 0 and rd.first >= start:
                 start, snode = rd.first, rd.first_node
@@ -219,10 +228,12 @@ class Scheduler:
         if dur < 1:
             dur = 1
         first_out = start + lat
-        drain_end = drain_in + drain_cycles if inputs else -1
+        drain_end = drain_in + drain_cycles if n_in else -1
         # provenance nodes, appended inline (the scheduler's hottest path); equal mechanism tuples are shared
         pt, pp, pc = pv.time, pv.parent, pv.comp
-        vc = pv.one("vector_count", dur)
+        vc = pv._vc.get(dur)
+        if vc is None:
+            vc = pv._vc[dur] = pv.one("vector_count", dur)
         if needs_all:
             first_out = start + lat + dur
             fnode = len(pt)
@@ -245,12 +256,9 @@ class Scheduler:
         for rd in rds:  # the inputs' last reads
             if end > rd.last:
                 rd.last = end
-        self._unit_free[key] = start + dur
-        self._unit_node[key] = len(pt)
+        self._unit[key] = (start + dur, len(pt))
         pt.append(start + dur), pp.append(snode), pc.append(vc)
-        w = self._work
-        at = self._shared_attrs(attrs, dur, w)
-        self._work = [0.0, 0.0, 0.0, 0.0]
+        at = self._shared_attrs(attrs, dur)
         sl = _EMPTY
         if slc:
             skey = tuple(slc.items())
@@ -265,28 +273,36 @@ class Scheduler:
             self.last_end, self.last_node = end, enode
         return ins
 
-    def _shared_attrs(self, attrs: dict[str, Any] | None, dur: int, w: list) -> dict[str, Any]:
-        """The instruction's attrs (with its busy cycles and work), one dict shared by every instruction
-        with equal attrs: the TP peers of a layer's op, and its repeats over layers (memory: ~10^5
-        instructions). Keyed with the values' types too, so that e.g. 1 and 1.0 stay distinct."""
-        key = None
-        if attrs:
-            items = tuple(attrs.items())
-            key = (items, tuple(map(type, attrs.values())), dur, w[0], w[1], w[2], type(w[2]), w[3])
+    def _shared_attrs(self, attrs: dict[str, Any] | None, dur: int) -> dict[str, Any]:
+        """The instruction's attrs (with its busy cycles and the work noted since the last instruction, which
+        starts afresh), one dict shared by every instruction with equal attrs: the TP peers of a layer's op,
+        and its repeats over layers (memory: ~10^5 instructions). Keyed with the values' types too, so that
+        e.g. 1 and 1.0 stay distinct. The attrs' key is remembered for the last attrs object passed (a caller
+        passes one object to an op's instructions on every chip); it holds that object, so the identity test
+        cannot be fooled by a new dict at a freed one's address (callers never mutate a dict once passed)."""
+        if attrs is self._last_attrs:
+            shared = self._last_shared
         else:
-            key = ((), (), dur, w[0], w[1], w[2], type(w[2]), w[3])
-        try:
-            at = self._attrs.get(key)
-        except TypeError:  # an unhashable attribute value: not shared
-            key, at = None, None
+            content = (tuple(attrs.items()), tuple(map(type, attrs.values()))) if attrs else ()
+            try:
+                shared = self._attrs.get(content)
+                if shared is None:
+                    shared = self._attrs[content] = {}
+            except TypeError:  # an unhashable attribute value: not shared
+                shared = None
+            self._last_attrs, self._last_shared = attrs, shared
+        w = self._work
+        self._work = [0.0, 0.0, 0.0, 0.0]
+        key = (dur, w[0], w[1], w[2], type(w[2]), w[3])
+        at = None if shared is None else shared.get(key)
         if at is None:
             at = dict(attrs) if attrs else {}
             at["busy_cycles"] = dur
             at["work_bytes"], at["work_flops"], at["work_ops"] = w[0], w[1], w[3]
             if w[2]:
                 at["work_flop_rate"] = w[2]
-            if key is not None:
-                self._attrs[key] = at
+            if shared is not None:
+                shared[key] = at
         return at
 
     # --- links and transfers ----------------------------------------------------------
