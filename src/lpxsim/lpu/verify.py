@@ -78,6 +78,24 @@ def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> n
     return g[1:][bad]
 
 
+def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | None:
+    """Position in `keys` of each of the `count` names, matched by object identity; None if a name is not
+    one of the key objects (an equal but distinct str, or an undeclared name)."""
+    kid = np.fromiter(map(id, keys), np.int64, len(keys))
+    q = np.fromiter(map(id, names), np.int64, count)
+    if not len(q):
+        return q
+    if not len(kid):
+        return None
+    order = np.argsort(kid, kind="stable")  # allocation order: nearly sorted already
+    sk = kid[order]
+    pos = np.searchsorted(sk, q)
+    np.minimum(pos, len(sk) - 1, out=pos)
+    if not np.array_equal(sk[pos], q):
+        return None
+    return order[pos]
+
+
 class Columns:
     """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
 
@@ -90,22 +108,18 @@ class Columns:
         dsts = list(map(attrgetter("dst_buffer"), trs))
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
-        # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen
-        self.bid = bid = dict(zip(p.buffers, range(len(p.buffers)), strict=True))
-        get = bid.get
-        self.i_out = np.fromiter(map(get, outputs, repeat(-1)), np.int64, n)
-        self.r_buf = np.fromiter(map(get, chain.from_iterable(inputs), repeat(-1)), np.int64, nin)
-        self.t_sbuf = np.fromiter(map(get, srcs, repeat(-1)), np.int64, m)
-        self.t_dbuf = np.fromiter(map(get, dsts, repeat(-1)), np.int64, m)
-        if (self.i_out.min(initial=0) < 0 or self.r_buf.min(initial=0) < 0 or self.t_sbuf.min(initial=0) < 0
-                or self.t_dbuf.min(initial=0) < 0):  # names no buffer declares (an error verify reports)
-            for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
-                if b not in bid:
-                    bid[b] = len(bid)
-            self.i_out = np.fromiter(map(bid.__getitem__, outputs), np.int64, n)
-            self.r_buf = np.fromiter(map(bid.__getitem__, chain.from_iterable(inputs)), np.int64, nin)
-            self.t_sbuf = np.fromiter(map(bid.__getitem__, srcs), np.int64, m)
-            self.t_dbuf = np.fromiter(map(bid.__getitem__, dsts), np.int64, m)
+        # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
+        # The compiler uses one str object per buffer id, so names are matched by object identity on sorted
+        # addresses (no string hashing, no dict of every buffer); any name that is not the declared key
+        # object itself sends the whole mapping through the dict (`_by_name`).
+        self._bid: dict[str, int] | None = None
+        self._declared = p.buffers
+        nd, nout, nq = len(p.buffers), n + nin, n + nin + 2 * m
+        idx = _identity_index(p.buffers, chain(outputs, chain.from_iterable(inputs), srcs, dsts), nq)
+        if idx is None:
+            idx = self._by_name(outputs, inputs, srcs, dsts)
+        self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
+        self.nbuf = len(self._bid) if self._bid is not None else nd
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
         def ints(seq, fields: tuple[str, ...], k: int) -> np.ndarray:
@@ -128,11 +142,31 @@ class Columns:
                            2 * int(self.t_nhops.sum())).reshape(-1, 2)
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
-        self.nbuf = len(bid)
-        self.names = list(bid)
+        self.names = list(self._bid) if self._bid is not None else list(p.buffers)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
         self.b_bytes[:len(p.buffers)] = np.fromiter(map(attrgetter("bytes"), p.buffers.values()), np.int64,
                                                     len(p.buffers))
+
+    def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
+                 dsts: list[str]) -> np.ndarray:
+        """Buffer indices of every name through the dict, adding undeclared names where first seen."""
+        bid = self.bid
+        for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
+            if b not in bid:
+                bid[b] = len(bid)
+        return np.fromiter(map(bid.__getitem__, chain(outputs, chain.from_iterable(inputs), srcs, dsts)),
+                           np.int64)
+
+    @property
+    def bid(self) -> dict[str, int]:
+        """Buffer id -> index (built on first use: the identity match needs no dict)."""
+        if self._bid is None:
+            self._bid = dict(zip(self._declared, range(len(self._declared)), strict=True))
+        return self._bid
+
+    def index(self, key: str, b_id: str, k: int) -> int:
+        """Index of the buffer declared as `key` (position `k`) under its own id `b_id`."""
+        return k if b_id is key or b_id == key else self.bid[b_id]
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
@@ -169,9 +203,9 @@ def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> No
     writes, pchip, pfirst, pend = prod
     names = col.names
     step_input = np.zeros(col.nbuf, bool)
-    for b in p.buffers.values():
+    for k, (key, b) in enumerate(p.buffers.items()):
         if b.op in STEP_INPUTS:
-            step_input[col.bid[b.id]] = True
+            step_input[col.index(key, b.id, k)] = True
     for k in np.flatnonzero(writes > 1):
         rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
     bad = 0

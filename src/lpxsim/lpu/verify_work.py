@@ -549,8 +549,8 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
         return
     writes = prod[0]
     have: set[int] = set()
-    for b in p.buffers.values():
-        if b.op == "sample" and b.partial is None and writes[col.bid[b.id]]:
+    for k, (key, b) in enumerate(p.buffers.items()):
+        if b.op == "sample" and b.partial is None and writes[col.index(key, b.id, k)]:
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
