@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 STEP_INPUTS = ("tokens",)
 MAX_PER_CLASS = 20  # messages kept per error class (the counts are exact)
+IDENTITY_MIN_BUFFERS = 150_000  # buffers from which names are matched by identity (measured crossover ~1e5)
 
 
 @dataclass
@@ -102,22 +103,25 @@ class Columns:
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
         n, m = len(ins), len(trs)
-        outputs = list(map(attrgetter("output"), ins))
         inputs = list(map(attrgetter("inputs"), ins))
-        srcs = list(map(attrgetter("src_buffer"), trs))
-        dsts = list(map(attrgetter("dst_buffer"), trs))
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
         # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
         # The compiler uses one str object per buffer id, so names are matched by object identity on sorted
         # addresses (no string hashing, no dict of every buffer); any name that is not the declared key
-        # object itself sends the whole mapping through the dict (`_by_name`).
+        # object itself sends the whole mapping through the dict (`_by_name`). Below IDENTITY_MIN_BUFFERS
+        # the dict is the faster of the two (it fits in cache); both give the same indices.
         self._bid: dict[str, int] | None = None
         self._declared = p.buffers
         nd, nout, nq = len(p.buffers), n + nin, n + nin + 2 * m
-        idx = _identity_index(p.buffers, chain(outputs, chain.from_iterable(inputs), srcs, dsts), nq)
+        idx = None
+        if nd >= IDENTITY_MIN_BUFFERS:
+            idx = _identity_index(p.buffers, chain(map(attrgetter("output"), ins), chain.from_iterable(inputs),
+                                                   map(attrgetter("src_buffer"), trs),
+                                                   map(attrgetter("dst_buffer"), trs)), nq)
         if idx is None:
-            idx = self._by_name(outputs, inputs, srcs, dsts)
+            idx = self._by_name(list(map(attrgetter("output"), ins)), inputs, list(map(attrgetter("src_buffer"), trs)),
+                                list(map(attrgetter("dst_buffer"), trs)))
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
         self.nbuf = len(self._bid) if self._bid is not None else nd
         units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
@@ -267,10 +271,9 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     for k in np.unique(tr[(frm != want_from) & ~unknown]):
         rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
     last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
-    for k in np.flatnonzero(last_hop):
-        if to[k] != col.t_dst[tr[k]] and not unknown[k]:
-            t = p.transfers[tr[k]]
-            rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
+    for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
+        t = p.transfers[tr[k]]
+        rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
     no_path = np.flatnonzero((col.t_nhops == 0) & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")

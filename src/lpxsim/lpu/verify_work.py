@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import repeat
+from itertools import count, repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -163,7 +163,7 @@ _SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write") 
 
 
 def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
-                ops: dict[str, Op]) -> None:
+                ops: dict[str, Op], ic: _InsCodes) -> None:
     mem = arch.mem_bytes_per_cycle
     mxm = max(arch.mxm_flops_per_cycle.values())
     keys = _Keys(tuple(p.phase["contexts"]), int(p.phase["new_tokens"]))
@@ -171,20 +171,19 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     nbytes = np.zeros(n)  # vector and collective kinds: their largest input streams through
     np.maximum.at(nbytes, col.r_ins, col.b_bytes[col.r_buf].astype(np.float64))
     flops = np.zeros(n)
-    memo: dict[tuple, tuple[float, float]] = {}  # equal work for equal (op, kind, slice, attrs) objects
-    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)).tolist():  # MXM and MEM: weights, KV, FLOPs
-        ins = p.instructions[k]
-        op = ops.get(ins.op)
-        if op is None or ins.kind in COLLECTIVE_KINDS:
-            continue  # an op outside the graph is reported by the graph check
-        if ins.kind in _SLICE_WORK:  # the work depends on the slice and attrs alone (shared dicts: by identity)
-            key = (ins.op, ins.kind, id(ins.slice), id(ins.attrs))
-            w = memo.get(key)
-            if w is None:
-                w = memo[key] = instruction_work(ins, op, graph, keys, p)
-            nbytes[k], flops[k] = w
-        else:
-            nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
+    ins_list = p.instructions
+    # MXM and MEM (weights, KV, FLOPs) of an op in the graph (an op outside it is the graph check's error)
+    base = ((col.i_unit == 0) | (col.i_unit == 3)) & (ic.op >= 0) & ~ic.collective
+    slice_work = ic.kind_in(_SLICE_WORK)
+    sel = np.flatnonzero(base & slice_work)
+    if len(sel):  # the work depends on the slice and attrs alone: once per (op, kind, slice, attrs) object
+        reps, inv = _group(sel, ic.op, ic.kind, ic.slice, ic.attrs)
+        work = np.array([instruction_work(ins_list[k], ops[ins_list[k].op], graph, keys, p) for k in reps.tolist()],
+                        dtype=np.float64).reshape(-1, 2)
+        nbytes[sel], flops[sel] = work[inv, 0], work[inv, 1]
+    for k in np.flatnonzero(base & ~slice_work).tolist():
+        ins = ins_list[k]
+        nbytes[k], flops[k] = instruction_work(ins, ops[ins.op], graph, keys, p)
     bound = np.maximum(nbytes / mem, flops / mxm)
     for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
         ins = p.instructions[k]
@@ -581,38 +580,111 @@ def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
     return op.weight_bytes
 
 
-def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
+def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op], ic: _InsCodes,
+                   chips: np.ndarray) -> None:
     held: dict[tuple[int, str], float] = defaultdict(float)
+    holds: dict[str, str | None] = {}  # region name -> the weight it holds (names repeat on every chip)
     for r in p.regions:
         if r.kind != "weights":
             continue
-        name = r.name[2:] if r.name.startswith("w:") else r.name
-        op = ops.get(name) or ops.get(name.split("#", 1)[0])
-        if op is not None and op.weight:
-            held[(r.chip, op.weight)] += r.size_bytes
+        w = holds.get(r.name, "")
+        if w == "":
+            name = r.name[2:] if r.name.startswith("w:") else r.name
+            op = ops.get(name) or ops.get(name.split("#", 1)[0])
+            w = holds[r.name] = op.weight if op is not None and op.weight else None
+        if w:
+            held[(r.chip, w)] += r.size_bytes
+    ins_list = p.instructions
+    cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
+    if not len(cand):
+        return
+    # the weight and the bytes needed depend on (op, slice, attrs) alone: once per group of equal ones
+    reps, inv = _group(cand, ic.op, ic.slice, ic.attrs)
     memo: dict[tuple[str, int], float] = {}  # equal needs for equal (op, slice object)
-    for ins in p.instructions:
+    weight: list[str | None] = []
+    needs: list[float] = []
+    for k in reps.tolist():
+        ins = ins_list[k]
         w = ins.attrs.get("weight")
-        op = ops.get(ins.op)
-        if not w or op is None or ins.kind in COLLECTIVE_KINDS:
-            continue
-        key = (ins.op, id(ins.slice))
-        need = memo.get(key)
-        if need is None:
-            need = memo[key] = weight_need(ins, op, graph)
-        have = held.get((ins.chip, w), 0.0)
-        if need > 0 and have <= 0:
+        need = 0.0
+        if w:
+            key = (ins.op, id(ins.slice))
+            need = memo.get(key)
+            if need is None:
+                need = memo[key] = weight_need(ins, ops[ins.op], graph)
+        weight.append(w or None)
+        needs.append(need)
+    wcode = dict(zip(dict.fromkeys(w for w in weight if w is not None), count()))
+    nw = max(len(wcode), 1)
+    gw = np.fromiter(map(wcode.get, weight, repeat(-1)), np.int64, len(weight))
+    # bytes each chip holds of each weight, looked up per instruction on the (chip, weight) code
+    pairs = [(c * nw + wcode[w], v) for (c, w), v in held.items() if w in wcode]
+    hk = np.array([x[0] for x in pairs], np.int64)
+    hv = np.array([x[1] for x in pairs], np.float64)
+    order = np.argsort(hk)
+    hk, hv = hk[order], hv[order]
+    gi = gw[inv]
+    has_w = gi >= 0
+    q = chips[cand] * nw + gi
+    pos = np.minimum(np.searchsorted(hk, q), max(len(hk) - 1, 0))
+    have = np.where(has_w & (hk[pos] == q), hv[pos], 0.0) if len(hk) else np.zeros(len(q))
+    need = np.array(needs, np.float64)[inv]
+    missing = has_w & (need > 0) & (have <= 0)
+    short = has_w & ~missing & (have + 1 < need)
+    for j in np.flatnonzero(missing | short).tolist():  # in instruction order; the figures as Python floats
+        ins = ins_list[cand[j]]
+        w, need_b = weight[inv[j]], needs[inv[j]]
+        have_b = held.get((ins.chip, w), 0.0)
+        if missing[j]:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
-        elif have + 1 < need:
-            rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need:,.0f} B of weight {w}; its chip holds "
-                               f"{have:,.0f} B")
+        else:
+            rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need_b:,.0f} B of weight {w}; its chip holds "
+                               f"{have_b:,.0f} B")
+
+
+class _InsCodes:
+    """Per instruction, integer codes to group equal work: op (index in the graph's ops, -1 if not there),
+    kind, and the identities of its slice and attrs dicts (the compiler shares equal ones)."""
+
+    def __init__(self, p: Program, ops: dict[str, Op]) -> None:
+        ins = p.instructions
+        n = len(ins)
+        code = dict(zip(ops, count()))
+        self.op = np.fromiter(map(code.get, map(attrgetter("op"), ins), repeat(-1)), np.int64, n)
+        kinds = list(map(attrgetter("kind"), ins))
+        self.kinds = dict(zip(dict.fromkeys(kinds), count()))
+        self.kind = np.fromiter(map(self.kinds.__getitem__, kinds), np.int64, n)
+        self.slice = np.fromiter(map(id, map(attrgetter("slice"), ins)), np.int64, n)
+        self.attrs = np.fromiter(map(id, map(attrgetter("attrs"), ins)), np.int64, n)
+        self.collective = self.kind_in(COLLECTIVE_KINDS)
+
+    def kind_in(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """Mask of the instructions whose kind is one of `kinds`."""
+        return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
+
+
+def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions `idx` grouped on equal values in every column: (first position of each group, the group of
+    each position)."""
+    code = np.zeros(len(idx), np.int64)
+    size = 1
+    for c in cols:
+        u, inv = np.unique(c[idx], return_inverse=True)
+        if size * len(u) >= 1 << 62:  # keep the combined code in int64
+            size_u, code = np.unique(code, return_inverse=True)
+            size = len(size_u)
+        code = code * len(u) + inv.reshape(-1)
+        size *= len(u)
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    return idx[first], inv.reshape(-1)
 
 
 def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
-    _check_cost(p, graph, arch, rep, col, ops)
+    ic = _InsCodes(p, ops)
+    _check_cost(p, graph, arch, rep, col, ops, ic)
     _check_graph(p, graph, rep, ops)
     _check_partials(p, rep, col, prod)
     _check_token(p, graph, rep, col, prod)
-    _check_weights(p, graph, rep, ops)
+    _check_weights(p, graph, rep, ops, ic, col.i_chip)
