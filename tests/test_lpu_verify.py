@@ -281,10 +281,12 @@ def test_identity_and_name_matching_agree(gemma, monkeypatch) -> None:
 
     vmod = importlib.import_module("lpxsim.lpu.verify")
     p = gemma[0]
-    by_dict = vmod.Columns(p)
-    monkeypatch.setattr(vmod, "IDENTITY_MIN_BUFFERS", 0)
     by_id = vmod.Columns(p)
     assert by_id._bid is None  # matched by identity, no dict built
+    with monkeypatch.context() as m:
+        m.setattr(vmod, "IDENTITY_MIN_BUFFERS", 10**12)
+        by_dict = vmod.Columns(p)
+    assert by_dict._bid is not None
     for f in ("i_out", "r_buf", "t_sbuf", "t_dbuf"):
         assert np.array_equal(getattr(by_dict, f), getattr(by_id, f))
     assert by_id.names == by_dict.names

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from itertools import count, repeat
 from operator import attrgetter
@@ -176,6 +177,11 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     base = ((col.i_unit == 0) | (col.i_unit == 3)) & (ic.op >= 0) & ~ic.collective
     slice_work = ic.kind_in(_SLICE_WORK)
     sel = np.flatnonzero(base & slice_work)
+    mm = sel[ic.kind[sel] == ic.kinds.get("matmul", -1)]
+    if len(mm):  # matmuls: their slice's share of the op's weights and FLOPs, all at once
+        f = _matmul_fracs(ins_list, ic, mm)
+        nbytes[mm], flops[mm] = f * ic.attr_of("weight_bytes")[ic.op[mm]], f * ic.attr_of("flops")[ic.op[mm]]
+        sel = np.setdiff1d(sel, mm, assume_unique=True)
     if len(sel):  # the work depends on the slice and attrs alone: once per (op, kind, slice, attrs) object
         reps, inv = _group(sel, ic.op, ic.kind, ic.slice, ic.attrs)
         work = np.array([instruction_work(ins_list[k], ops[ins_list[k].op], graph, keys, p) for k in reps.tolist()],
@@ -548,8 +554,13 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
         return
     writes = prod[0]
     have: set[int] = set()
-    for k, (key, b) in enumerate(p.buffers.items()):
-        if b.op == "sample" and b.partial is None and writes[col.index(key, b.id, k)]:
+    bufs = list(p.buffers.values())
+    nd = len(bufs)
+    final_sample = (np.fromiter(map(operator.eq, map(attrgetter("op"), bufs), repeat("sample")), bool, nd)
+                    & np.fromiter(map(operator.is_, map(attrgetter("partial"), bufs), repeat(None)), bool, nd))
+    for k in np.flatnonzero(final_sample).tolist():
+        b = bufs[k]
+        if writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
@@ -598,42 +609,45 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
     cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
     if not len(cand):
         return
-    # the weight and the bytes needed depend on (op, slice, attrs) alone: once per group of equal ones
-    reps, inv = _group(cand, ic.op, ic.slice, ic.attrs)
-    memo: dict[tuple[str, int], float] = {}  # equal needs for equal (op, slice object)
-    weight: list[str | None] = []
-    needs: list[float] = []
-    for k in reps.tolist():
-        ins = ins_list[k]
-        w = ins.attrs.get("weight")
-        need = 0.0
-        if w:
-            key = (ins.op, id(ins.slice))
-            need = memo.get(key)
-            if need is None:
-                need = memo[key] = weight_need(ins, ops[ins.op], graph)
-        weight.append(w or None)
-        needs.append(need)
-    wcode = dict(zip(dict.fromkeys(w for w in weight if w is not None), count()))
+    # the weight read: once per attrs object (the compiler shares equal ones)
+    _, first, ainv = np.unique(ic.attrs[cand], return_index=True, return_inverse=True)
+    w_of = [ins_list[k].attrs.get("weight") or None for k in cand[first].tolist()]
+    wcode = dict(zip(dict.fromkeys(w for w in w_of if w is not None), count()))
+    gw = np.fromiter(map(wcode.get, w_of, repeat(-1)), np.int64, len(w_of))[ainv.reshape(-1)]
+    cand, gw = cand[gw >= 0], gw[gw >= 0]
+    if not len(cand):
+        return
+    weight = list(wcode)
+    # the bytes needed: matmuls at once from their slices; other ops once per (op, slice object)
+    need = np.zeros(len(cand))
+    needs: list[float | None] = [None] * len(cand)  # the Python figure where one was computed (messages)
+    is_mm = ic.op_kind_is("matmul")[ic.op[cand]]
+    mm = cand[is_mm]
+    if len(mm):
+        need[is_mm] = _matmul_fracs(ins_list, ic, mm) * ic.attr_of("weight_bytes")[ic.op[mm]]
+    rest = np.flatnonzero(~is_mm)
+    if len(rest):
+        reps, inv = _group(cand[rest], ic.op, ic.slice)
+        got = [weight_need(ins_list[k], ic.ops[ic.op[k]], graph) for k in reps.tolist()]
+        need[rest] = np.array(got, np.float64)[inv]
+        for j, g in zip(rest.tolist(), inv.tolist(), strict=True):
+            needs[j] = got[g]
     nw = max(len(wcode), 1)
-    gw = np.fromiter(map(wcode.get, weight, repeat(-1)), np.int64, len(weight))
     # bytes each chip holds of each weight, looked up per instruction on the (chip, weight) code
     pairs = [(c * nw + wcode[w], v) for (c, w), v in held.items() if w in wcode]
     hk = np.array([x[0] for x in pairs], np.int64)
     hv = np.array([x[1] for x in pairs], np.float64)
     order = np.argsort(hk)
     hk, hv = hk[order], hv[order]
-    gi = gw[inv]
-    has_w = gi >= 0
-    q = chips[cand] * nw + gi
+    q = chips[cand] * nw + gw
     pos = np.minimum(np.searchsorted(hk, q), max(len(hk) - 1, 0))
-    have = np.where(has_w & (hk[pos] == q), hv[pos], 0.0) if len(hk) else np.zeros(len(q))
-    need = np.array(needs, np.float64)[inv]
-    missing = has_w & (need > 0) & (have <= 0)
-    short = has_w & ~missing & (have + 1 < need)
-    for j in np.flatnonzero(missing | short).tolist():  # in instruction order; the figures as Python floats
+    have = np.where(hk[pos] == q, hv[pos], 0.0) if len(hk) else np.zeros(len(q))
+    missing = (need > 0) & (have <= 0)
+    short = ~missing & (have + 1 < need)
+    for j in np.flatnonzero(missing | short).tolist():  # in instruction order; the figures as Python numbers
         ins = ins_list[cand[j]]
-        w, need_b = weight[inv[j]], needs[inv[j]]
+        w = weight[gw[j]]
+        need_b = needs[j] if needs[j] is not None else float(need[j])
         have_b = held.get((ins.chip, w), 0.0)
         if missing[j]:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
@@ -649,7 +663,7 @@ class _InsCodes:
     def __init__(self, p: Program, ops: dict[str, Op]) -> None:
         ins = p.instructions
         n = len(ins)
-        code = dict(zip(ops, count()))
+        self.codes = code = dict(zip(ops, count()))  # op name -> its code
         self.op = np.fromiter(map(code.get, map(attrgetter("op"), ins), repeat(-1)), np.int64, n)
         kinds = list(map(attrgetter("kind"), ins))
         self.kinds = dict(zip(dict.fromkeys(kinds), count()))
@@ -657,10 +671,41 @@ class _InsCodes:
         self.slice = np.fromiter(map(id, map(attrgetter("slice"), ins)), np.int64, n)
         self.attrs = np.fromiter(map(id, map(attrgetter("attrs"), ins)), np.int64, n)
         self.collective = self.kind_in(COLLECTIVE_KINDS)
+        self.ops = list(ops.values())  # by code
+        self._attr: dict[str, np.ndarray] = {}
+
+    def attr_of(self, name: str) -> np.ndarray:
+        """An op attribute (`weight_bytes`, `flops`) by op code, as float64."""
+        if name not in self._attr:
+            self._attr[name] = np.array([getattr(op, name) for op in self.ops], np.float64)
+        return self._attr[name]
+
+    def op_kind_is(self, kind: str) -> np.ndarray:
+        """Per op code: is the op of this kind."""
+        return np.array([op.kind == kind for op in self.ops], bool)
 
     def kind_in(self, kinds: tuple[str, ...]) -> np.ndarray:
         """Mask of the instructions whose kind is one of `kinds`."""
         return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
+
+
+def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+    """`_matmul_frac` of the instructions `idx` (their ops matmuls), once per op and per slice object: the same
+    float operations in the same order."""
+    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
+    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    k_full, n_full = ext[:, 0], ext[:, 1]
+    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    sinv = sinv.reshape(-1)
+    dims = []  # per slice object: (has rows, rows width, has cols, cols width)
+    for k in idx[first].tolist():
+        sl = ins_list[k].slice
+        has_r, has_c = "rows" in sl, "cols" in sl
+        dims.append((has_r, _width(sl["rows"]) if has_r else 0, has_c, _width(sl["cols"]) if has_c else 0))
+    d = np.array(dims, np.int64).reshape(-1, 4)[sinv]
+    rows = np.where(d[:, 0] > 0, d[:, 1], k_full)
+    cols = np.where(d[:, 2] > 0, d[:, 3], n_full)
+    return rows / np.maximum(k_full, 1) * cols / np.maximum(n_full, 1)
 
 
 def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
