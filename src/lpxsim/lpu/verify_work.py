@@ -270,32 +270,45 @@ def _gap_1d(lo: list[int], hi: list[int], full: int) -> tuple[int, int] | None:
     return None if cur >= full else (cur, full)
 
 
-def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
-    by_op: dict[str, list[Instruction]] = defaultdict(list)
-    for ins in p.instructions:
-        if ins.kind in COLLECTIVE_KINDS:
-            continue
-        if ins.op not in ops:
-            rep.add("graph", f"instruction {ins.id} on chip {ins.chip} computes {ins.op}, which is not in the op graph")
-            continue
-        by_op[ins.op].append(ins)
+def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, chips: np.ndarray) -> None:
+    ins_list = p.instructions
+    computed = ~ic.collective
+    for k in np.flatnonzero(computed & (ic.op < 0)).tolist():
+        ins = ins_list[k]
+        rep.add("graph", f"instruction {ins.id} on chip {ins.chip} computes {ins.op}, which is not in the op graph")
+    sel = np.flatnonzero(computed & (ic.op >= 0))
+    sel = sel[np.argsort(ic.op[sel], kind="stable")]  # by op, each op's instructions in program order
+    bounds = np.searchsorted(ic.op[sel], np.arange(len(ic.ops) + 1)).tolist()
+    is_mm = ic.op_kind_is("matmul")[ic.op[sel]]
+    mm_box = np.zeros((len(sel), 4), np.int64)  # matmuls: (rows, cols) boxes from their slices, all at once
+    if is_mm.any():
+        mm_box[is_mm] = _matmul_boxes(ins_list, ic, sel[is_mm])
     for op in graph.ops:
-        lst = by_op.get(op.name)
-        if not lst and op.attrs.get("hidden_in"):  # the FFN side's input: received from the attention side
+        c = ic.codes[op.name]
+        a, z = bounds[c], bounds[c + 1]
+        members = sel[a:z].tolist()
+        if not members and op.attrs.get("hidden_in"):  # the FFN side's input: received from the attention side
             continue
-        if not lst:
+        if not members:
             rep.add("graph", f"op {op.name} ({op.kind}) of the op graph is never computed")
             continue
-        memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
-        got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph)) for i in lst]
-        full, axes = got[0][1], got[0][2]
+        if op.kind == "matmul" and is_mm[a]:  # `_boxes` of a matmul, from the arrays
+            boxes = list(map(tuple, mm_box[a:z].tolist()))
+            full, axes = _matmul_extent(op), "rows x cols"
+        else:
+            memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
+            got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph))
+                   for i in map(ins_list.__getitem__, members)]
+            full, axes = got[0][1], got[0][2]
+            boxes = [g[0] for g in got]
+        lst = members  # instruction indices
         X, Y = full
-        boxes = [g[0] for g in got]
         bad = next((k for k, (x0, x1, y0, y1) in enumerate(boxes)
                     if x0 < 0 or y0 < 0 or x1 > X or y1 > Y or x1 < x0), None)
         if bad is not None:
             x0, x1, y0, y1 = boxes[bad]
-            rep.add("graph", f"op {op.name}: instruction {lst[bad].id} on chip {lst[bad].chip} computes {axes} "
+            ins = ins_list[lst[bad]]
+            rep.add("graph", f"op {op.name}: instruction {ins.id} on chip {ins.chip} computes {axes} "
                              f"{x0}:{x1} x {y0}:{y1}, outside its output {full}")
             continue
         if len(boxes) == 1 and boxes[0] == (0, X, 0, Y):
@@ -321,20 +334,20 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
             if op.kind == "attention" and cnt.max() > 1:
                 rep.add("graph", f"op {op.name} computes some (head, key share) {int(cnt.max())} times")
                 continue
-        chip_list = [i.chip for i in lst]
+        chip_list = chips[lst].tolist()
         if len(set(chip_list)) == len(chip_list):
             continue
         b = np.array(boxes, dtype=np.int64).reshape(-1, 4)
-        chips = np.array(chip_list)
-        uniq, counts = np.unique(chips, return_counts=True)
+        on = np.array(chip_list)
+        uniq, counts = np.unique(on, return_counts=True)
         for c in uniq[counts > 1]:
-            cc, _, _ = _multiplicity(b[chips == c], full)
+            cc, _, _ = _multiplicity(b[on == c], full)
             if cc.max() > 1:
                 rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
 
 
 # --- partial sums ------------------------------------------------------------------------------
-def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsCodes) -> None:
     """Every partial is read; every final reduction reaches each leaf partial sum of its op exactly once.
 
     The leaves a reduction reaches are found for all reductions at once on arrays (walking back through
@@ -351,7 +364,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
     passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
-    passes[:-1] = np.fromiter(map(LEAF_EXCLUDED.__contains__, map(attrgetter("kind"), ins_list)), bool, n)
+    passes[:-1] = ic.kind_in(LEAF_EXCLUDED)
     declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
     nd = len(declared)
     pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
@@ -369,21 +382,31 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
     has_leaves = {o for o, _ in groups}
     # the final reductions (rows) and their (op, kind) group
-    rows, row_group = [], []
     i_out = col.i_out
-    for m in np.flatnonzero(passes[:-1]).tolist():  # reduce/concat/copy instructions
-        ins = ins_list[m]
-        if ins.kind != "reduce" or ins.op not in has_leaves:
-            continue
-        o = int(i_out[m])
-        if o >= nd or pcode[o] != 0:  # undeclared (a dependency error) or itself a partial
-            continue
-        kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        rows.append(m)
-        row_group.append(groups.get((ins.op, kind), -1))
+    red = np.flatnonzero(ic.kind == ic.kinds.get("reduce", -1))
+    o = i_out[red]
+    red = red[(o < nd) & (pcode[np.minimum(o, nb - 1)] == 0)]  # not undeclared (a dependency error) nor a partial
+    # the op's name and whether the reduction is an argmax: per op code and per attrs object
+    names = list(ic.codes)
+    leafy_op = np.array([name in has_leaves for name in names] + [False], bool)
+    _, first, ainv = np.unique(ic.attrs[red], return_index=True, return_inverse=True)
+    argmax = np.array([ins_list[k].attrs.get("fn") == "argmax" for k in red[first].tolist()], bool)
+    argmax = argmax.reshape(-1)[ainv.reshape(-1)] if len(red) else np.zeros(0, bool)
+    code = ic.op[red]
+    keep = leafy_op[code] | (code < 0)  # an op outside the graph: by name below
+    red, code, argmax = red[keep], code[keep], argmax[keep]
+    inside = code >= 0
+    rg = np.full(len(red), -1, np.int64)  # each reduction's (op, kind) group of leaves
+    pair, pinv = np.unique(code[inside] * 2 + argmax[inside], return_inverse=True)
+    rg[inside] = np.array([groups.get((names[q // 2], "argmax" if q % 2 else "sum"), -1) for q in pair.tolist()],
+                          np.int64)[pinv.reshape(-1)]
+    for j in np.flatnonzero(~inside).tolist():
+        name = ins_list[red[j]].op
+        inside[j] = name in has_leaves
+        rg[j] = groups.get((name, "argmax" if argmax[j] else "sum"), -1)
+    rows, rg = red[inside].tolist(), rg[inside]
     if not rows:
         return
-    rg = np.array(row_group, np.int64)
     ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=n))]
     r_buf = col.r_buf
     start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
@@ -556,11 +579,10 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
     have: set[int] = set()
     bufs = list(p.buffers.values())
     nd = len(bufs)
-    final_sample = (np.fromiter(map(operator.eq, map(attrgetter("op"), bufs), repeat("sample")), bool, nd)
-                    & np.fromiter(map(operator.is_, map(attrgetter("partial"), bufs), repeat(None)), bool, nd))
-    for k in np.flatnonzero(final_sample).tolist():
+    sample = np.fromiter(map(operator.eq, map(attrgetter("op"), bufs), repeat("sample")), bool, nd)
+    for k in np.flatnonzero(sample).tolist():
         b = bufs[k]
-        if writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
+        if b.partial is None and writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
@@ -708,6 +730,25 @@ def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -
     return rows / np.maximum(k_full, 1) * cols / np.maximum(n_full, 1)
 
 
+def _matmul_boxes(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+    """`_boxes` (rows x cols) of the matmul instructions `idx`, once per op and per slice object."""
+    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
+    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    dims = []  # per slice object: has rows, rows, has cols, cols
+    for k in idx[first].tolist():
+        sl = ins_list[k].slice
+        r, c = sl.get("rows", (0, 0)), sl.get("cols", (0, 0))
+        dims.append(("rows" in sl, r[0], r[1], "cols" in sl, c[0], c[1]))
+    d = np.array(dims, np.int64).reshape(-1, 6)[sinv.reshape(-1)]
+    out = np.empty((len(idx), 4), np.int64)
+    out[:, 0] = np.where(d[:, 0] > 0, d[:, 1], 0)
+    out[:, 1] = np.where(d[:, 0] > 0, d[:, 2], ext[:, 0])
+    out[:, 2] = np.where(d[:, 3] > 0, d[:, 4], 0)
+    out[:, 3] = np.where(d[:, 3] > 0, d[:, 5], ext[:, 1])
+    return out
+
+
 def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions `idx` grouped on equal values in every column: (first position of each group, the group of
     each position)."""
@@ -729,7 +770,7 @@ def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: C
     ops = {op.name: op for op in graph.ops}
     ic = _InsCodes(p, ops)
     _check_cost(p, graph, arch, rep, col, ops, ic)
-    _check_graph(p, graph, rep, ops)
-    _check_partials(p, rep, col, prod)
+    _check_graph(p, graph, rep, ic, col.i_chip)
+    _check_partials(p, rep, col, prod, ic)
     _check_token(p, graph, rep, col, prod)
     _check_weights(p, graph, rep, ops, ic, col.i_chip)
