@@ -152,9 +152,11 @@ class Columns:
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
         self.names = list(self._bid) if self._bid is not None else list(p.buffers)
+        # declared buffers' chip, offset and bytes, read in one pass (the buffer check uses all three)
+        self.b_place = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"),
+                                                           p.buffers.values())), np.int64, 3 * nd).reshape(nd, 3).T
         self.b_bytes = np.zeros(self.nbuf, np.int64)
-        self.b_bytes[:len(p.buffers)] = np.fromiter(map(attrgetter("bytes"), p.buffers.values()), np.int64,
-                                                    len(p.buffers))
+        self.b_bytes[:nd] = self.b_place[2]
 
     def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
                  dsts: list[str]) -> np.ndarray:
@@ -320,8 +322,7 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
     names_r = list(map(attrgetter("region"), bufs))
-    bchip, off, size = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"), bufs)),
-                                   np.int64, 3 * nb).reshape(nb, 3).T
+    bchip, off, size = col.b_place
     # region index by name where the name is on one chip only (activation and buffer regions), else by
     # (chip, name); -1: no such region on the buffer's chip
     by_name: dict[str, int] = {}
