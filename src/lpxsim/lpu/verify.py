@@ -97,13 +97,28 @@ def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | 
     return order[pos]
 
 
+def _fields(records, names: tuple[str, ...]) -> tuple[tuple, ...]:
+    """Per field, its values over `records` (each record read once)."""
+    rows = list(map(attrgetter(*names), records))
+    return tuple(zip(*rows, strict=True)) if rows else tuple(() for _ in names)
+
+
 class Columns:
     """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
-        n, m = len(ins), len(trs)
-        inputs = list(map(attrgetter("inputs"), ins))
+        n, m, nd = len(ins), len(trs), len(p.buffers)
+        # Each record is read once, all its fields together, then split: a fresh compile's records lie
+        # scattered in memory and a pass over them costs its cache misses whatever it reads.
+        (outputs, inputs, i_chip, i_start, i_first, i_end, self.i_attrs, units, self.i_ops, self.i_kinds,
+         self.i_slices) = _fields(ins, ("output", "inputs", "chip", "cycle_start", "first_out_cycle", "cycle_end",
+                                        "attrs", "unit", "op", "kind", "slice"))
+        (srcs, dsts, t_src, t_dst, t_send, t_ser, t_arrive, t_end, t_bytes, links) = _fields(
+            trs, ("src_buffer", "dst_buffer", "src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle",
+                  "end_cycle", "bytes", "links"))
+        b_chip, b_off, b_bytes, self.b_region, self.b_op, self.b_partial = _fields(
+            p.buffers.values(), ("chip", "offset_bytes", "bytes", "region", "op", "partial"))
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
         # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
@@ -113,48 +128,38 @@ class Columns:
         # below IDENTITY_MIN_BUFFERS: a test compares them).
         self._bid: dict[str, int] | None = None
         self._declared = p.buffers
-        nd, nout, nq = len(p.buffers), n + nin, n + nin + 2 * m
+        nout, nq = n + nin, n + nin + 2 * m
         idx = None
         if nd >= IDENTITY_MIN_BUFFERS:
-            idx = _identity_index(p.buffers, chain(map(attrgetter("output"), ins), chain.from_iterable(inputs),
-                                                   map(attrgetter("src_buffer"), trs),
-                                                   map(attrgetter("dst_buffer"), trs)), nq)
+            idx = _identity_index(p.buffers, chain(outputs, chain.from_iterable(inputs), srcs, dsts), nq)
         if idx is None:
-            names = (list(map(attrgetter("output"), ins)), inputs, list(map(attrgetter("src_buffer"), trs)),
-                     list(map(attrgetter("dst_buffer"), trs)))
             get = self.bid.get
-            idx = np.fromiter(map(get, chain(names[0], chain.from_iterable(inputs), names[2], names[3]), repeat(-1)),
+            idx = np.fromiter(map(get, chain(outputs, chain.from_iterable(inputs), srcs, dsts), repeat(-1)),
                               np.int64, nq)
             if idx.min(initial=0) < 0:  # names no buffer declares (an error verify reports)
-                idx = self._by_name(*names)
+                idx = self._by_name(outputs, inputs, srcs, dsts)
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
         self.nbuf = len(self._bid) if self._bid is not None else nd
-        units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
+        unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
-        def ints(seq, fields: tuple[str, ...], k: int) -> np.ndarray:
-            """Integer fields of `k` records, one column each (read in one pass over the records)."""
-            flat = np.fromiter(chain.from_iterable(map(attrgetter(*fields), seq)), np.int64, k * len(fields))
-            return flat.reshape(k, len(fields)).T.copy()  # rows contiguous
+        def ints(col: tuple, k: int) -> np.ndarray:
+            return np.fromiter(col, np.int64, k)
 
-        self.i_chip, self.i_start, self.i_first, self.i_end = ints(
-            ins, ("chip", "cycle_start", "first_out_cycle", "cycle_end"), n)
-        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), map(attrgetter("attrs"), ins)),
-                                  np.int64, n)
-        self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
+        self.i_chip, self.i_start, self.i_first, self.i_end = (ints(c, n) for c in (i_chip, i_start, i_first, i_end))
+        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
+        self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        (self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, t_bytes) = ints(
-            trs, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle", "bytes"), m)
-        self.t_bytes = t_bytes.astype(np.float64)
-        links = list(map(attrgetter("links"), trs))
+        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = (
+            ints(c, m) for c in (t_src, t_dst, t_send, t_ser, t_arrive, t_end))
+        self.t_bytes = ints(t_bytes, m).astype(np.float64)
         self.t_nhops = np.fromiter(map(len, links), np.int64, m)
         hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
                            2 * int(self.t_nhops.sum())).reshape(-1, 2)
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
         self.names = list(self._bid) if self._bid is not None else list(p.buffers)
-        # declared buffers' chip, offset and bytes, read in one pass (the buffer check uses all three)
-        self.b_place = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"),
-                                                           p.buffers.values())), np.int64, 3 * nd).reshape(nd, 3).T
+        # declared buffers' chip, offset and bytes (the buffer check), bytes of every buffer (undeclared: 0)
+        self.b_place = np.array([ints(b_chip, nd), ints(b_off, nd), ints(b_bytes, nd)], np.int64).reshape(3, nd)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
         self.b_bytes[:nd] = self.b_place[2]
 
@@ -215,8 +220,7 @@ def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> No
     names = col.names
     step_input = np.zeros(col.nbuf, bool)
     bufs = list(p.buffers.values())
-    for k in np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, map(attrgetter("op"), bufs)), bool,
-                                        len(bufs))).tolist():
+    for k in np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(bufs))).tolist():
         step_input[col.index(col.names[k], bufs[k].id, k)] = True  # names[k]: the k-th declared key
     for k in np.flatnonzero(writes > 1):
         rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
@@ -321,7 +325,7 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
     rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
-    names_r = list(map(attrgetter("region"), bufs))
+    names_r = col.b_region
     bchip, off, size = col.b_place
     # region index by name where the name is on one chip only (activation and buffer regions), else by
     # (chip, name); -1: no such region on the buffer's chip

@@ -21,7 +21,6 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from itertools import count, repeat
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -368,7 +367,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
     nd = len(declared)
     pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
-    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, map(attrgetter("partial"), declared), repeat(3)), np.int8, nd)
+    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, col.b_partial, repeat(3)), np.int8, nd)
     unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
     for k in np.flatnonzero(unread):
         b = declared[k]
@@ -378,7 +377,8 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     leaf_idx = np.flatnonzero(is_leaf)
     groups: dict[tuple[str, str], int] = {}
     gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
-    gid[leaf_idx] = [groups.setdefault((declared[k].op, declared[k].partial), len(groups)) for k in leaf_idx]
+    b_op, b_partial = col.b_op, col.b_partial
+    gid[leaf_idx] = [groups.setdefault((b_op[k], b_partial[k]), len(groups)) for k in leaf_idx.tolist()]
     want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
     has_leaves = {o for o, _ in groups}
     # the final reductions (rows) and their (op, kind) group
@@ -579,7 +579,7 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
     have: set[int] = set()
     bufs = list(p.buffers.values())
     nd = len(bufs)
-    sample = np.fromiter(map(operator.eq, map(attrgetter("op"), bufs), repeat("sample")), bool, nd)
+    sample = np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)
     for k in np.flatnonzero(sample).tolist():
         b = bufs[k]
         if b.partial is None and writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
@@ -682,16 +682,15 @@ class _InsCodes:
     """Per instruction, integer codes to group equal work: op (index in the graph's ops, -1 if not there),
     kind, and the identities of its slice and attrs dicts (the compiler shares equal ones)."""
 
-    def __init__(self, p: Program, ops: dict[str, Op]) -> None:
-        ins = p.instructions
-        n = len(ins)
+    def __init__(self, col: Columns, ops: dict[str, Op]) -> None:
+        n = len(col.i_ops)
         self.codes = code = dict(zip(ops, count()))  # op name -> its code
-        self.op = np.fromiter(map(code.get, map(attrgetter("op"), ins), repeat(-1)), np.int64, n)
-        kinds = list(map(attrgetter("kind"), ins))
+        self.op = np.fromiter(map(code.get, col.i_ops, repeat(-1)), np.int64, n)
+        kinds = col.i_kinds
         self.kinds = dict(zip(dict.fromkeys(kinds), count()))
         self.kind = np.fromiter(map(self.kinds.__getitem__, kinds), np.int64, n)
-        self.slice = np.fromiter(map(id, map(attrgetter("slice"), ins)), np.int64, n)
-        self.attrs = np.fromiter(map(id, map(attrgetter("attrs"), ins)), np.int64, n)
+        self.slice = np.fromiter(map(id, col.i_slices), np.int64, n)
+        self.attrs = np.fromiter(map(id, col.i_attrs), np.int64, n)
         self.collective = self.kind_in(COLLECTIVE_KINDS)
         self.ops = list(ops.values())  # by code
         self._attr: dict[str, np.ndarray] = {}
@@ -768,7 +767,7 @@ def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
-    ic = _InsCodes(p, ops)
+    ic = _InsCodes(col, ops)
     _check_cost(p, graph, arch, rep, col, ops, ic)
     _check_graph(p, graph, rep, ic, col.i_chip)
     _check_partials(p, rep, col, prod, ic)
