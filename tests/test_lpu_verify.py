@@ -270,3 +270,35 @@ def test_live_buffers_sharing_bytes_fail_as_buffer(gemma) -> None:
     assert not rep.ok
     assert rep.kinds() == {"buffer"}
     assert any("live buffers share bytes" in e and first.region in e for e in rep.errors)
+
+
+def test_identity_and_name_matching_agree(gemma, monkeypatch) -> None:
+    """Buffer names matched by object identity (large programs) give the columns the dict gives; a name that
+    is an equal but distinct str, or undeclared, sends the mapping through the dict with the same report."""
+    import importlib
+
+    import numpy as np
+
+    vmod = importlib.import_module("lpxsim.lpu.verify")
+    p = gemma[0]
+    by_id = vmod.Columns(p)
+    assert by_id._bid is None  # matched by identity, no dict built
+    with monkeypatch.context() as m:
+        m.setattr(vmod, "IDENTITY_MIN_BUFFERS", 10**12)
+        by_dict = vmod.Columns(p)
+    assert by_dict._bid is not None
+    for f in ("i_out", "r_buf", "t_sbuf", "t_dbuf"):
+        assert np.array_equal(getattr(by_dict, f), getattr(by_id, f))
+    assert by_id.names == by_dict.names
+    lst = list(p.instructions)
+    ins = lst[-1]
+    copies = tuple("".join(list(b)) for b in ins.inputs)  # equal, not the declared key objects
+    assert all(c == b and c is not b for c, b in zip(copies, ins.inputs, strict=True))
+    lst[-1] = dataclasses.replace(ins, inputs=(*copies, "nothing@0"))
+    q = dataclasses.replace(p, instructions=lst)
+    col = vmod.Columns(q)
+    assert col._bid is not None and col.names[-1] == "nothing@0"
+    assert np.array_equal(col.r_buf[:-1], by_dict.r_buf)
+    rep = _check(gemma, q)
+    assert rep.kinds() == {"dependency"}, rep.errors[:5]
+    assert rep.errors == [f"dependency: {ins.op} on chip {ins.chip} reads nothing@0, which nothing writes"]

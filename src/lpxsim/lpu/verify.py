@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 STEP_INPUTS = ("tokens",)
 MAX_PER_CLASS = 20  # messages kept per error class (the counts are exact)
+IDENTITY_MIN_BUFFERS = 0  # buffers from which names are matched by identity (faster from Gemma's 55K up)
 
 
 @dataclass
@@ -78,61 +79,110 @@ def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> n
     return g[1:][bad]
 
 
+def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | None:
+    """Position in `keys` of each of the `count` names, matched by object identity; None if a name is not
+    one of the key objects (an equal but distinct str, or an undeclared name)."""
+    kid = np.fromiter(map(id, keys), np.int64, len(keys))
+    q = np.fromiter(map(id, names), np.int64, count)
+    if not len(q):
+        return q
+    if not len(kid):
+        return None
+    order = np.argsort(kid, kind="stable")  # allocation order: nearly sorted already
+    sk = kid[order]
+    pos = np.searchsorted(sk, q)
+    np.minimum(pos, len(sk) - 1, out=pos)
+    if not np.array_equal(sk[pos], q):
+        return None
+    return order[pos]
+
+
+def _fields(records, names: tuple[str, ...]) -> tuple[tuple, ...]:
+    """Per field, its values over `records` (each record read once)."""
+    rows = list(map(attrgetter(*names), records))
+    return tuple(zip(*rows, strict=True)) if rows else tuple(() for _ in names)
+
+
 class Columns:
     """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
-        n, m = len(ins), len(trs)
-        outputs = list(map(attrgetter("output"), ins))
-        inputs = list(map(attrgetter("inputs"), ins))
-        srcs = list(map(attrgetter("src_buffer"), trs))
-        dsts = list(map(attrgetter("dst_buffer"), trs))
+        n, m, nd = len(ins), len(trs), len(p.buffers)
+        # Each record is read once, all its fields together, then split: a fresh compile's records lie
+        # scattered in memory and a pass over them costs its cache misses whatever it reads.
+        (outputs, inputs, i_chip, i_start, i_first, i_end, self.i_attrs, units, self.i_ops, self.i_kinds,
+         self.i_slices) = _fields(ins, ("output", "inputs", "chip", "cycle_start", "first_out_cycle", "cycle_end",
+                                        "attrs", "unit", "op", "kind", "slice"))
+        (srcs, dsts, t_src, t_dst, t_send, t_ser, t_arrive, t_end, t_bytes, links) = _fields(
+            trs, ("src_buffer", "dst_buffer", "src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle",
+                  "end_cycle", "bytes", "links"))
+        b_chip, b_off, b_bytes, self.b_region, self.b_op, self.b_partial = _fields(
+            p.buffers.values(), ("chip", "offset_bytes", "bytes", "region", "op", "partial"))
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
-        # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen
-        self.bid = bid = dict(zip(p.buffers, range(len(p.buffers)), strict=True))
-        get = bid.get
-        self.i_out = np.fromiter(map(get, outputs, repeat(-1)), np.int64, n)
-        self.r_buf = np.fromiter(map(get, chain.from_iterable(inputs), repeat(-1)), np.int64, nin)
-        self.t_sbuf = np.fromiter(map(get, srcs, repeat(-1)), np.int64, m)
-        self.t_dbuf = np.fromiter(map(get, dsts, repeat(-1)), np.int64, m)
-        if (self.i_out.min(initial=0) < 0 or self.r_buf.min(initial=0) < 0 or self.t_sbuf.min(initial=0) < 0
-                or self.t_dbuf.min(initial=0) < 0):  # names no buffer declares (an error verify reports)
-            for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
-                if b not in bid:
-                    bid[b] = len(bid)
-            self.i_out = np.fromiter(map(bid.__getitem__, outputs), np.int64, n)
-            self.r_buf = np.fromiter(map(bid.__getitem__, chain.from_iterable(inputs)), np.int64, nin)
-            self.t_sbuf = np.fromiter(map(bid.__getitem__, srcs), np.int64, m)
-            self.t_dbuf = np.fromiter(map(bid.__getitem__, dsts), np.int64, m)
-        units = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
+        # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
+        # The compiler uses one str object per buffer id, so names are matched by object identity on sorted
+        # addresses (no string hashing, no dict of every buffer); any name that is not the declared key
+        # object itself sends the whole mapping through the dict. Both give the same indices (the dict alone
+        # below IDENTITY_MIN_BUFFERS: a test compares them).
+        self._bid: dict[str, int] | None = None
+        self._declared = p.buffers
+        nout, nq = n + nin, n + nin + 2 * m
+        idx = None
+        if nd >= IDENTITY_MIN_BUFFERS:
+            idx = _identity_index(p.buffers, chain(outputs, chain.from_iterable(inputs), srcs, dsts), nq)
+        if idx is None:
+            get = self.bid.get
+            idx = np.fromiter(map(get, chain(outputs, chain.from_iterable(inputs), srcs, dsts), repeat(-1)),
+                              np.int64, nq)
+            if idx.min(initial=0) < 0:  # names no buffer declares (an error verify reports)
+                idx = self._by_name(outputs, inputs, srcs, dsts)
+        self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
+        self.nbuf = len(self._bid) if self._bid is not None else nd
+        unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
-        def ints(seq, fields: tuple[str, ...], k: int) -> np.ndarray:
-            """Integer fields of `k` records, one column each (read in one pass over the records)."""
-            flat = np.fromiter(chain.from_iterable(map(attrgetter(*fields), seq)), np.int64, k * len(fields))
-            return flat.reshape(k, len(fields)).T.copy()  # rows contiguous
+        def ints(col: tuple, k: int) -> np.ndarray:
+            return np.fromiter(col, np.int64, k)
 
-        self.i_chip, self.i_start, self.i_first, self.i_end = ints(
-            ins, ("chip", "cycle_start", "first_out_cycle", "cycle_end"), n)
-        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), map(attrgetter("attrs"), ins)),
-                                  np.int64, n)
-        self.i_unit = np.fromiter(map(units.get, map(attrgetter("unit"), ins), repeat(4)), np.int64, n)
+        self.i_chip, self.i_start, self.i_first, self.i_end = (ints(c, n) for c in (i_chip, i_start, i_first, i_end))
+        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
+        self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        (self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end, t_bytes) = ints(
-            trs, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle", "bytes"), m)
-        self.t_bytes = t_bytes.astype(np.float64)
-        links = list(map(attrgetter("links"), trs))
+        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = (
+            ints(c, m) for c in (t_src, t_dst, t_send, t_ser, t_arrive, t_end))
+        self.t_bytes = ints(t_bytes, m).astype(np.float64)
         self.t_nhops = np.fromiter(map(len, links), np.int64, m)
         hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
                            2 * int(self.t_nhops.sum())).reshape(-1, 2)
         self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
         self.h_tr = np.repeat(np.arange(m), self.t_nhops)
-        self.nbuf = len(bid)
-        self.names = list(bid)
+        self.names = list(self._bid) if self._bid is not None else list(p.buffers)
+        # declared buffers' chip, offset and bytes (the buffer check), bytes of every buffer (undeclared: 0)
+        self.b_place = np.array([ints(b_chip, nd), ints(b_off, nd), ints(b_bytes, nd)], np.int64).reshape(3, nd)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
-        self.b_bytes[:len(p.buffers)] = np.fromiter(map(attrgetter("bytes"), p.buffers.values()), np.int64,
-                                                    len(p.buffers))
+        self.b_bytes[:nd] = self.b_place[2]
+
+    def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
+                 dsts: list[str]) -> np.ndarray:
+        """Buffer indices of every name through the dict, adding undeclared names where first seen."""
+        bid = self.bid
+        for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
+            if b not in bid:
+                bid[b] = len(bid)
+        return np.fromiter(map(bid.__getitem__, chain(outputs, chain.from_iterable(inputs), srcs, dsts)),
+                           np.int64)
+
+    @property
+    def bid(self) -> dict[str, int]:
+        """Buffer id -> index (built on first use: the identity match needs no dict)."""
+        if self._bid is None:
+            self._bid = dict(zip(self._declared, range(len(self._declared)), strict=True))
+        return self._bid
+
+    def index(self, key: str, b_id: str, k: int) -> int:
+        """Index of the buffer declared as `key` (position `k`) under its own id `b_id`."""
+        return k if b_id is key or b_id == key else self.bid[b_id]
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
@@ -169,9 +219,9 @@ def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> No
     writes, pchip, pfirst, pend = prod
     names = col.names
     step_input = np.zeros(col.nbuf, bool)
-    for b in p.buffers.values():
-        if b.op in STEP_INPUTS:
-            step_input[col.bid[b.id]] = True
+    bufs = list(p.buffers.values())
+    for k in np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(bufs))).tolist():
+        step_input[col.index(col.names[k], bufs[k].id, k)] = True  # names[k]: the k-th declared key
     for k in np.flatnonzero(writes > 1):
         rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
     bad = 0
@@ -233,10 +283,9 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     for k in np.unique(tr[(frm != want_from) & ~unknown]):
         rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
     last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
-    for k in np.flatnonzero(last_hop):
-        if to[k] != col.t_dst[tr[k]] and not unknown[k]:
-            t = p.transfers[tr[k]]
-            rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
+    for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
+        t = p.transfers[tr[k]]
+        rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
     no_path = np.flatnonzero((col.t_nhops == 0) & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
@@ -276,9 +325,8 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
     rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
-    names_r = list(map(attrgetter("region"), bufs))
-    bchip, off, size = np.fromiter(chain.from_iterable(map(attrgetter("chip", "offset_bytes", "bytes"), bufs)),
-                                   np.int64, 3 * nb).reshape(nb, 3).T
+    names_r = col.b_region
+    bchip, off, size = col.b_place
     # region index by name where the name is on one chip only (activation and buffer regions), else by
     # (chip, name); -1: no such region on the buffer's chip
     by_name: dict[str, int] = {}

@@ -18,9 +18,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from itertools import repeat
-from operator import attrgetter
+from itertools import count, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -163,7 +163,7 @@ _SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write") 
 
 
 def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
-                ops: dict[str, Op]) -> None:
+                ops: dict[str, Op], ic: _InsCodes) -> None:
     mem = arch.mem_bytes_per_cycle
     mxm = max(arch.mxm_flops_per_cycle.values())
     keys = _Keys(tuple(p.phase["contexts"]), int(p.phase["new_tokens"]))
@@ -171,20 +171,24 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     nbytes = np.zeros(n)  # vector and collective kinds: their largest input streams through
     np.maximum.at(nbytes, col.r_ins, col.b_bytes[col.r_buf].astype(np.float64))
     flops = np.zeros(n)
-    memo: dict[tuple, tuple[float, float]] = {}  # equal work for equal (op, kind, slice, attrs) objects
-    for k in np.flatnonzero((col.i_unit == 0) | (col.i_unit == 3)).tolist():  # MXM and MEM: weights, KV, FLOPs
-        ins = p.instructions[k]
-        op = ops.get(ins.op)
-        if op is None or ins.kind in COLLECTIVE_KINDS:
-            continue  # an op outside the graph is reported by the graph check
-        if ins.kind in _SLICE_WORK:  # the work depends on the slice and attrs alone (shared dicts: by identity)
-            key = (ins.op, ins.kind, id(ins.slice), id(ins.attrs))
-            w = memo.get(key)
-            if w is None:
-                w = memo[key] = instruction_work(ins, op, graph, keys, p)
-            nbytes[k], flops[k] = w
-        else:
-            nbytes[k], flops[k] = instruction_work(ins, op, graph, keys, p)
+    ins_list = p.instructions
+    # MXM and MEM (weights, KV, FLOPs) of an op in the graph (an op outside it is the graph check's error)
+    base = ((col.i_unit == 0) | (col.i_unit == 3)) & (ic.op >= 0) & ~ic.collective
+    slice_work = ic.kind_in(_SLICE_WORK)
+    sel = np.flatnonzero(base & slice_work)
+    mm = sel[ic.kind[sel] == ic.kinds.get("matmul", -1)]
+    if len(mm):  # matmuls: their slice's share of the op's weights and FLOPs, all at once
+        f = _matmul_fracs(ins_list, ic, mm)
+        nbytes[mm], flops[mm] = f * ic.attr_of("weight_bytes")[ic.op[mm]], f * ic.attr_of("flops")[ic.op[mm]]
+        sel = np.setdiff1d(sel, mm, assume_unique=True)
+    if len(sel):  # the work depends on the slice and attrs alone: once per (op, kind, slice, attrs) object
+        reps, inv = _group(sel, ic.op, ic.kind, ic.slice, ic.attrs)
+        work = np.array([instruction_work(ins_list[k], ops[ins_list[k].op], graph, keys, p) for k in reps.tolist()],
+                        dtype=np.float64).reshape(-1, 2)
+        nbytes[sel], flops[sel] = work[inv, 0], work[inv, 1]
+    for k in np.flatnonzero(base & ~slice_work).tolist():
+        ins = ins_list[k]
+        nbytes[k], flops[k] = instruction_work(ins, ops[ins.op], graph, keys, p)
     bound = np.maximum(nbytes / mem, flops / mxm)
     for k in np.flatnonzero(col.i_busy + SLACK_CYCLES < bound):
         ins = p.instructions[k]
@@ -265,32 +269,45 @@ def _gap_1d(lo: list[int], hi: list[int], full: int) -> tuple[int, int] | None:
     return None if cur >= full else (cur, full)
 
 
-def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
-    by_op: dict[str, list[Instruction]] = defaultdict(list)
-    for ins in p.instructions:
-        if ins.kind in COLLECTIVE_KINDS:
-            continue
-        if ins.op not in ops:
-            rep.add("graph", f"instruction {ins.id} on chip {ins.chip} computes {ins.op}, which is not in the op graph")
-            continue
-        by_op[ins.op].append(ins)
+def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, chips: np.ndarray) -> None:
+    ins_list = p.instructions
+    computed = ~ic.collective
+    for k in np.flatnonzero(computed & (ic.op < 0)).tolist():
+        ins = ins_list[k]
+        rep.add("graph", f"instruction {ins.id} on chip {ins.chip} computes {ins.op}, which is not in the op graph")
+    sel = np.flatnonzero(computed & (ic.op >= 0))
+    sel = sel[np.argsort(ic.op[sel], kind="stable")]  # by op, each op's instructions in program order
+    bounds = np.searchsorted(ic.op[sel], np.arange(len(ic.ops) + 1)).tolist()
+    is_mm = ic.op_kind_is("matmul")[ic.op[sel]]
+    mm_box = np.zeros((len(sel), 4), np.int64)  # matmuls: (rows, cols) boxes from their slices, all at once
+    if is_mm.any():
+        mm_box[is_mm] = _matmul_boxes(ins_list, ic, sel[is_mm])
     for op in graph.ops:
-        lst = by_op.get(op.name)
-        if not lst and op.attrs.get("hidden_in"):  # the FFN side's input: received from the attention side
+        c = ic.codes[op.name]
+        a, z = bounds[c], bounds[c + 1]
+        members = sel[a:z].tolist()
+        if not members and op.attrs.get("hidden_in"):  # the FFN side's input: received from the attention side
             continue
-        if not lst:
+        if not members:
             rep.add("graph", f"op {op.name} ({op.kind}) of the op graph is never computed")
             continue
-        memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
-        got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph)) for i in lst]
-        full, axes = got[0][1], got[0][2]
+        if op.kind == "matmul" and is_mm[a]:  # `_boxes` of a matmul, from the arrays
+            boxes = list(map(tuple, mm_box[a:z].tolist()))
+            full, axes = _matmul_extent(op), "rows x cols"
+        else:
+            memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
+            got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph))
+                   for i in map(ins_list.__getitem__, members)]
+            full, axes = got[0][1], got[0][2]
+            boxes = [g[0] for g in got]
+        lst = members  # instruction indices
         X, Y = full
-        boxes = [g[0] for g in got]
         bad = next((k for k, (x0, x1, y0, y1) in enumerate(boxes)
                     if x0 < 0 or y0 < 0 or x1 > X or y1 > Y or x1 < x0), None)
         if bad is not None:
             x0, x1, y0, y1 = boxes[bad]
-            rep.add("graph", f"op {op.name}: instruction {lst[bad].id} on chip {lst[bad].chip} computes {axes} "
+            ins = ins_list[lst[bad]]
+            rep.add("graph", f"op {op.name}: instruction {ins.id} on chip {ins.chip} computes {axes} "
                              f"{x0}:{x1} x {y0}:{y1}, outside its output {full}")
             continue
         if len(boxes) == 1 and boxes[0] == (0, X, 0, Y):
@@ -316,20 +333,20 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, O
             if op.kind == "attention" and cnt.max() > 1:
                 rep.add("graph", f"op {op.name} computes some (head, key share) {int(cnt.max())} times")
                 continue
-        chip_list = [i.chip for i in lst]
+        chip_list = chips[lst].tolist()
         if len(set(chip_list)) == len(chip_list):
             continue
         b = np.array(boxes, dtype=np.int64).reshape(-1, 4)
-        chips = np.array(chip_list)
-        uniq, counts = np.unique(chips, return_counts=True)
+        on = np.array(chip_list)
+        uniq, counts = np.unique(on, return_counts=True)
         for c in uniq[counts > 1]:
-            cc, _, _ = _multiplicity(b[chips == c], full)
+            cc, _, _ = _multiplicity(b[on == c], full)
             if cc.max() > 1:
                 rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
 
 
 # --- partial sums ------------------------------------------------------------------------------
-def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
+def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsCodes) -> None:
     """Every partial is read; every final reduction reaches each leaf partial sum of its op exactly once.
 
     The leaves a reduction reaches are found for all reductions at once on arrays (walking back through
@@ -346,11 +363,11 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
     passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
-    passes[:-1] = np.fromiter(map(LEAF_EXCLUDED.__contains__, map(attrgetter("kind"), ins_list)), bool, n)
+    passes[:-1] = ic.kind_in(LEAF_EXCLUDED)
     declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
     nd = len(declared)
     pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
-    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, map(attrgetter("partial"), declared), repeat(3)), np.int8, nd)
+    pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, col.b_partial, repeat(3)), np.int8, nd)
     unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
     for k in np.flatnonzero(unread):
         b = declared[k]
@@ -360,25 +377,36 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     leaf_idx = np.flatnonzero(is_leaf)
     groups: dict[tuple[str, str], int] = {}
     gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
-    gid[leaf_idx] = [groups.setdefault((declared[k].op, declared[k].partial), len(groups)) for k in leaf_idx]
+    b_op, b_partial = col.b_op, col.b_partial
+    gid[leaf_idx] = [groups.setdefault((b_op[k], b_partial[k]), len(groups)) for k in leaf_idx.tolist()]
     want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
     has_leaves = {o for o, _ in groups}
     # the final reductions (rows) and their (op, kind) group
-    rows, row_group = [], []
     i_out = col.i_out
-    for m in np.flatnonzero(passes[:-1]).tolist():  # reduce/concat/copy instructions
-        ins = ins_list[m]
-        if ins.kind != "reduce" or ins.op not in has_leaves:
-            continue
-        o = int(i_out[m])
-        if o >= nd or pcode[o] != 0:  # undeclared (a dependency error) or itself a partial
-            continue
-        kind = "argmax" if ins.attrs.get("fn") == "argmax" else "sum"
-        rows.append(m)
-        row_group.append(groups.get((ins.op, kind), -1))
+    red = np.flatnonzero(ic.kind == ic.kinds.get("reduce", -1))
+    o = i_out[red]
+    red = red[(o < nd) & (pcode[np.minimum(o, nb - 1)] == 0)]  # not undeclared (a dependency error) nor a partial
+    # the op's name and whether the reduction is an argmax: per op code and per attrs object
+    names = list(ic.codes)
+    leafy_op = np.array([name in has_leaves for name in names] + [False], bool)
+    _, first, ainv = np.unique(ic.attrs[red], return_index=True, return_inverse=True)
+    argmax = np.array([ins_list[k].attrs.get("fn") == "argmax" for k in red[first].tolist()], bool)
+    argmax = argmax.reshape(-1)[ainv.reshape(-1)] if len(red) else np.zeros(0, bool)
+    code = ic.op[red]
+    keep = leafy_op[code] | (code < 0)  # an op outside the graph: by name below
+    red, code, argmax = red[keep], code[keep], argmax[keep]
+    inside = code >= 0
+    rg = np.full(len(red), -1, np.int64)  # each reduction's (op, kind) group of leaves
+    pair, pinv = np.unique(code[inside] * 2 + argmax[inside], return_inverse=True)
+    rg[inside] = np.array([groups.get((names[q // 2], "argmax" if q % 2 else "sum"), -1) for q in pair.tolist()],
+                          np.int64)[pinv.reshape(-1)]
+    for j in np.flatnonzero(~inside).tolist():
+        name = ins_list[red[j]].op
+        inside[j] = name in has_leaves
+        rg[j] = groups.get((name, "argmax" if argmax[j] else "sum"), -1)
+    rows, rg = red[inside].tolist(), rg[inside]
     if not rows:
         return
-    rg = np.array(row_group, np.int64)
     ptr = np.r_[0, np.cumsum(np.bincount(col.r_ins, minlength=n))]
     r_buf = col.r_buf
     start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
@@ -549,8 +577,12 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
         return
     writes = prod[0]
     have: set[int] = set()
-    for b in p.buffers.values():
-        if b.op == "sample" and b.partial is None and writes[col.bid[b.id]]:
+    bufs = list(p.buffers.values())
+    nd = len(bufs)
+    sample = np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)
+    for k in np.flatnonzero(sample).tolist():
+        b = bufs[k]
+        if b.partial is None and writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
@@ -581,38 +613,163 @@ def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
     return op.weight_bytes
 
 
-def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op]) -> None:
+def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op], ic: _InsCodes,
+                   chips: np.ndarray) -> None:
     held: dict[tuple[int, str], float] = defaultdict(float)
+    holds: dict[str, str | None] = {}  # region name -> the weight it holds (names repeat on every chip)
     for r in p.regions:
         if r.kind != "weights":
             continue
-        name = r.name[2:] if r.name.startswith("w:") else r.name
-        op = ops.get(name) or ops.get(name.split("#", 1)[0])
-        if op is not None and op.weight:
-            held[(r.chip, op.weight)] += r.size_bytes
-    memo: dict[tuple[str, int], float] = {}  # equal needs for equal (op, slice object)
-    for ins in p.instructions:
-        w = ins.attrs.get("weight")
-        op = ops.get(ins.op)
-        if not w or op is None or ins.kind in COLLECTIVE_KINDS:
-            continue
-        key = (ins.op, id(ins.slice))
-        need = memo.get(key)
-        if need is None:
-            need = memo[key] = weight_need(ins, op, graph)
-        have = held.get((ins.chip, w), 0.0)
-        if need > 0 and have <= 0:
+        w = holds.get(r.name, "")
+        if w == "":
+            name = r.name[2:] if r.name.startswith("w:") else r.name
+            op = ops.get(name) or ops.get(name.split("#", 1)[0])
+            w = holds[r.name] = op.weight if op is not None and op.weight else None
+        if w:
+            held[(r.chip, w)] += r.size_bytes
+    ins_list = p.instructions
+    cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
+    if not len(cand):
+        return
+    # the weight read: once per attrs object (the compiler shares equal ones)
+    _, first, ainv = np.unique(ic.attrs[cand], return_index=True, return_inverse=True)
+    w_of = [ins_list[k].attrs.get("weight") or None for k in cand[first].tolist()]
+    wcode = dict(zip(dict.fromkeys(w for w in w_of if w is not None), count()))
+    gw = np.fromiter(map(wcode.get, w_of, repeat(-1)), np.int64, len(w_of))[ainv.reshape(-1)]
+    cand, gw = cand[gw >= 0], gw[gw >= 0]
+    if not len(cand):
+        return
+    weight = list(wcode)
+    # the bytes needed: matmuls at once from their slices; other ops once per (op, slice object)
+    need = np.zeros(len(cand))
+    needs: list[float | None] = [None] * len(cand)  # the Python figure where one was computed (messages)
+    is_mm = ic.op_kind_is("matmul")[ic.op[cand]]
+    mm = cand[is_mm]
+    if len(mm):
+        need[is_mm] = _matmul_fracs(ins_list, ic, mm) * ic.attr_of("weight_bytes")[ic.op[mm]]
+    rest = np.flatnonzero(~is_mm)
+    if len(rest):
+        reps, inv = _group(cand[rest], ic.op, ic.slice)
+        got = [weight_need(ins_list[k], ic.ops[ic.op[k]], graph) for k in reps.tolist()]
+        need[rest] = np.array(got, np.float64)[inv]
+        for j, g in zip(rest.tolist(), inv.tolist(), strict=True):
+            needs[j] = got[g]
+    nw = max(len(wcode), 1)
+    # bytes each chip holds of each weight, looked up per instruction on the (chip, weight) code
+    pairs = [(c * nw + wcode[w], v) for (c, w), v in held.items() if w in wcode]
+    hk = np.array([x[0] for x in pairs], np.int64)
+    hv = np.array([x[1] for x in pairs], np.float64)
+    order = np.argsort(hk)
+    hk, hv = hk[order], hv[order]
+    q = chips[cand] * nw + gw
+    pos = np.minimum(np.searchsorted(hk, q), max(len(hk) - 1, 0))
+    have = np.where(hk[pos] == q, hv[pos], 0.0) if len(hk) else np.zeros(len(q))
+    missing = (need > 0) & (have <= 0)
+    short = ~missing & (have + 1 < need)
+    for j in np.flatnonzero(missing | short).tolist():  # in instruction order; the figures as Python numbers
+        ins = ins_list[cand[j]]
+        w = weight[gw[j]]
+        need_b = needs[j] if needs[j] is not None else float(need[j])
+        have_b = held.get((ins.chip, w), 0.0)
+        if missing[j]:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
-        elif have + 1 < need:
-            rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need:,.0f} B of weight {w}; its chip holds "
-                               f"{have:,.0f} B")
+        else:
+            rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need_b:,.0f} B of weight {w}; its chip holds "
+                               f"{have_b:,.0f} B")
+
+
+class _InsCodes:
+    """Per instruction, integer codes to group equal work: op (index in the graph's ops, -1 if not there),
+    kind, and the identities of its slice and attrs dicts (the compiler shares equal ones)."""
+
+    def __init__(self, col: Columns, ops: dict[str, Op]) -> None:
+        n = len(col.i_ops)
+        self.codes = code = dict(zip(ops, count()))  # op name -> its code
+        self.op = np.fromiter(map(code.get, col.i_ops, repeat(-1)), np.int64, n)
+        kinds = col.i_kinds
+        self.kinds = dict(zip(dict.fromkeys(kinds), count()))
+        self.kind = np.fromiter(map(self.kinds.__getitem__, kinds), np.int64, n)
+        self.slice = np.fromiter(map(id, col.i_slices), np.int64, n)
+        self.attrs = np.fromiter(map(id, col.i_attrs), np.int64, n)
+        self.collective = self.kind_in(COLLECTIVE_KINDS)
+        self.ops = list(ops.values())  # by code
+        self._attr: dict[str, np.ndarray] = {}
+
+    def attr_of(self, name: str) -> np.ndarray:
+        """An op attribute (`weight_bytes`, `flops`) by op code, as float64."""
+        if name not in self._attr:
+            self._attr[name] = np.array([getattr(op, name) for op in self.ops], np.float64)
+        return self._attr[name]
+
+    def op_kind_is(self, kind: str) -> np.ndarray:
+        """Per op code: is the op of this kind."""
+        return np.array([op.kind == kind for op in self.ops], bool)
+
+    def kind_in(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """Mask of the instructions whose kind is one of `kinds`."""
+        return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
+
+
+def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+    """`_matmul_frac` of the instructions `idx` (their ops matmuls), once per op and per slice object: the same
+    float operations in the same order."""
+    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
+    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    k_full, n_full = ext[:, 0], ext[:, 1]
+    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    sinv = sinv.reshape(-1)
+    dims = []  # per slice object: (has rows, rows width, has cols, cols width)
+    for k in idx[first].tolist():
+        sl = ins_list[k].slice
+        has_r, has_c = "rows" in sl, "cols" in sl
+        dims.append((has_r, _width(sl["rows"]) if has_r else 0, has_c, _width(sl["cols"]) if has_c else 0))
+    d = np.array(dims, np.int64).reshape(-1, 4)[sinv]
+    rows = np.where(d[:, 0] > 0, d[:, 1], k_full)
+    cols = np.where(d[:, 2] > 0, d[:, 3], n_full)
+    return rows / np.maximum(k_full, 1) * cols / np.maximum(n_full, 1)
+
+
+def _matmul_boxes(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+    """`_boxes` (rows x cols) of the matmul instructions `idx`, once per op and per slice object."""
+    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
+    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    dims = []  # per slice object: has rows, rows, has cols, cols
+    for k in idx[first].tolist():
+        sl = ins_list[k].slice
+        r, c = sl.get("rows", (0, 0)), sl.get("cols", (0, 0))
+        dims.append(("rows" in sl, r[0], r[1], "cols" in sl, c[0], c[1]))
+    d = np.array(dims, np.int64).reshape(-1, 6)[sinv.reshape(-1)]
+    out = np.empty((len(idx), 4), np.int64)
+    out[:, 0] = np.where(d[:, 0] > 0, d[:, 1], 0)
+    out[:, 1] = np.where(d[:, 0] > 0, d[:, 2], ext[:, 0])
+    out[:, 2] = np.where(d[:, 3] > 0, d[:, 4], 0)
+    out[:, 3] = np.where(d[:, 3] > 0, d[:, 5], ext[:, 1])
+    return out
+
+
+def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions `idx` grouped on equal values in every column: (first position of each group, the group of
+    each position)."""
+    code = np.zeros(len(idx), np.int64)
+    size = 1
+    for c in cols:
+        u, inv = np.unique(c[idx], return_inverse=True)
+        if size * len(u) >= 1 << 62:  # keep the combined code in int64
+            size_u, code = np.unique(code, return_inverse=True)
+            size = len(size_u)
+        code = code * len(u) + inv.reshape(-1)
+        size *= len(u)
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    return idx[first], inv.reshape(-1)
 
 
 def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
-    _check_cost(p, graph, arch, rep, col, ops)
-    _check_graph(p, graph, rep, ops)
-    _check_partials(p, rep, col, prod)
+    ic = _InsCodes(col, ops)
+    _check_cost(p, graph, arch, rep, col, ops, ic)
+    _check_graph(p, graph, rep, ic, col.i_chip)
+    _check_partials(p, rep, col, prod, ic)
     _check_token(p, graph, rep, col, prod)
-    _check_weights(p, graph, rep, ops)
+    _check_weights(p, graph, rep, ops, ic, col.i_chip)
