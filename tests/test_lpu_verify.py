@@ -300,5 +300,19 @@ def test_identity_and_name_matching_agree(gemma, monkeypatch) -> None:
     assert col._bid is not None and col.names[-1] == "nothing@0"
     assert np.array_equal(col.r_buf[:-1], by_dict.r_buf)
     rep = _check(gemma, q)
-    assert rep.kinds() == {"dependency"}, rep.errors[:5]
-    assert rep.errors == [f"dependency: {ins.op} on chip {ins.chip} reads nothing@0, which nothing writes"]
+    assert rep.kinds() == {"dependency", "buffer"}, rep.errors[:5]  # read, never written, never declared
+    assert f"dependency: {ins.op} on chip {ins.chip} reads nothing@0, which nothing writes" in rep.errors
+    assert "buffer: 1 buffer(s) used but not declared, e.g. nothing@0" in rep.errors
+
+
+def test_a_buffer_used_but_not_declared_is_a_buffer_error(gemma) -> None:
+    """A buffer an instruction writes and others read, missing from the program's buffers (so no region,
+    offset or bytes: no memory check can see it), fails as a buffer error naming it."""
+    p = gemma[0]
+    ins = next(i for i in p.instructions if i.unit == "MXM")
+    bufs = dict(p.buffers)
+    del bufs[ins.output]
+    rep = _check(gemma, dataclasses.replace(p, buffers=bufs))
+    assert not rep.ok
+    assert "buffer" in rep.kinds(), rep.errors[:5]
+    assert any(f"used but not declared, e.g. {ins.output}" in e for e in rep.errors), rep.errors[:5]

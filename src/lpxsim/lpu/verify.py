@@ -322,6 +322,8 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
                    regions: dict[tuple[int, str], tuple[int, int]]) -> None:
     t0, t1 = lifetimes(col, prod)
     bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
+    if col.nbuf > len(bufs):  # read or written, never declared: no bytes, no region, so no memory check covers it
+        rep.add("buffer", f"{col.nbuf - len(bufs)} buffer(s) used but not declared, e.g. {col.names[len(bufs)]}")
     rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
     rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
     nb = len(bufs)
