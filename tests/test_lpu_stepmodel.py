@@ -399,6 +399,9 @@ def test_a_bucket_whose_kv_cannot_fit_is_not_compiled(fresh_cache) -> None:
         sm.decode_step(DecodeBatch.uniform(batch, ctx))
     decoded = {len(k[1]) for k in sm._summaries if k[0] == "decode"}
     assert bucket not in decoded and batch in decoded
+    # refused at the top of its bracket, which is tried first: the bottom (1K) is never compiled for it
+    assert ("decode", (sm.target.context,) * batch, 1) in sm._summaries
+    assert ("decode", (1024,) * batch, 1) not in sm._summaries
 
 
 def test_the_construction_searches_each_target_once(fresh_cache, monkeypatch) -> None:

@@ -365,10 +365,10 @@ class LpxStepModel:
                 d = b * (hi - context)
                 return t["latency_s"] - d * shared[0], t["interval_s"] - d * shared[1]
         costs = []
-        for ctx in sorted({lo, hi}):
+        for ctx in sorted({lo, hi}, reverse=True):  # the top first: where a batch does not fit, it fails there
             ph = Phase(kind, tuple([ctx] * b), new)  # type: ignore[arg-type]
             t = self.step_summary(ph)["timing"]
-            costs.append((ctx, t["latency_s"], t["interval_s"]))
+            costs.insert(0, (ctx, t["latency_s"], t["interval_s"]))
         if len(costs) == 1:
             return costs[0][1], costs[0][2]
         (c0, l0, i0), (c1, l1, i1) = costs
@@ -501,7 +501,7 @@ class LpxStepModel:
             try:
                 one = [self.step_summary(Phase(kind, (c,), new))["timing"] for c in (lo, hi)]  # type: ignore[arg-type]
                 big = [self.step_summary(Phase(kind, (c,) * top, new))["timing"]  # type: ignore[arg-type]
-                       for c in (lo, hi)]
+                       for c in (hi, lo)][::-1]  # the top first: a ceiling that does not fit fails there
             except DoesNotFit:
                 big = None
             if big is not None:
@@ -519,7 +519,8 @@ class LpxStepModel:
         one of them is not."""
         lo, mid, hi = self._sparse[1:]  # type: ignore[index]
         try:
-            t = [self.step_summary(Phase(kind, (c,) * b, new))["timing"] for c in (lo, mid, hi)]  # type: ignore[arg-type]
+            t = [self.step_summary(Phase(kind, (c,) * b, new))["timing"]  # type: ignore[arg-type]
+                 for c in (hi, mid, lo)][::-1]  # the top first: a shape that does not fit fails there
         except DoesNotFit:
             return False
         f = (mid - lo) / (hi - lo)
