@@ -49,6 +49,10 @@ def corrupt_all(case: str) -> None:
     def go(name, **kw):
         rec(f"{case}:{name}", R(p, **kw), graph, arch)
 
+    def go_buffer(name, key, **changes):
+        """The program with buffer `key` replaced by a copy with `changes`."""
+        go(name, buffers={**B, key: R(B[key], **changes)})
+
     rec(f"{case}:clean", p, graph, arch)
     rec(f"{case}:noctx", p, None, None)
     INS, T, B, G = list(p.instructions), list(p.transfers), dict(p.buffers), list(p.regions)
@@ -200,29 +204,13 @@ def corrupt_all(case: str) -> None:
     go("negregion", regions=GG)
     # buffers
     keys = list(B)
-    BB = dict(B)
-    b = B[keys[10]]
-    BB[keys[10]] = R(b, region="nowhere")
-    go("badregion", buffers=BB)
-    BB = dict(B)
-    b = B[keys[20]]
-    BB[keys[20]] = R(b, offset_bytes=10**12)
-    go("bufoutside", buffers=BB)
-    BB = dict(B)
-    b = B[keys[30]]
-    BB[keys[30]] = R(b, region="")
-    go("noregion", buffers=BB)
-    BB = dict(B)
-    b = B[keys[40]]
-    BB[keys[40]] = R(b, id="other-id")
-    go("idmismatch", buffers=BB)
+    go_buffer("badregion", keys[10], region="nowhere")
+    go_buffer("bufoutside", keys[20], offset_bytes=10**12)
+    go_buffer("noregion", keys[30], region="")
+    go_buffer("idmismatch", keys[40], id="other-id")
     acts = [b for b in B.values() if b.region.startswith("act@")]
-    BB = dict(B)
-    BB[acts[5].id] = R(acts[5], offset_bytes=acts[4].offset_bytes)
-    go("share", buffers=BB)
-    BB = dict(B)
-    BB[acts[50].id] = R(acts[50], offset_bytes=acts[51].offset_bytes)
-    go("share2", buffers=BB)
+    go_buffer("share", acts[5].id, offset_bytes=acts[4].offset_bytes)
+    go_buffer("share2", acts[50].id, offset_bytes=acts[51].offset_bytes)
     # equal-but-not-identical keys: the name path
     BB = {("" + k + "x")[:-1]: v for k, v in B.items()}
     go("copiedkeys", buffers=BB)
@@ -233,14 +221,10 @@ def corrupt_all(case: str) -> None:
     go("delbuffer", buffers=BB)
     tok = [k for k, b in B.items() if b.op == "tokens"]
     if tok:
-        BB = dict(B)
-        BB[tok[0]] = R(B[tok[0]], op="notokens")
-        go("tokop", buffers=BB)
+        go_buffer("tokop", tok[0], op="notokens")
     samp = [k for k, b in B.items() if b.op == "sample" and b.partial is None]
     if samp:
-        BB = dict(B)
-        BB[samp[-1]] = R(B[samp[-1]], partial="sum")
-        go("samppart", buffers=BB)
+        go_buffer("samppart", samp[-1], partial="sum")
     q = Program.from_dict(p.to_dict())
     rec(f"{case}:roundtrip", q, graph, arch)
 

@@ -406,8 +406,7 @@ class LpxStepModel:
         in the grid, so only the end itself is a compile a workload spanning the buckets would not make
         anyway; a bisection also compiled buckets inside the stretch, which the grid then drops). A step's
         cost does not fall as its context grows (more keys to read), so inside that stretch the cost lies
-        between the two compiles and
-        the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
+        between the two compiles and the linear answer is within LINEAR_TOL of a direct compile. Measured (Gemma 4 31B, 256-row prefill):
         equal to the cycle from 1K to 64K on the 100K modes deployment, to 32K on the AA deployment. The search
         starts where the nearest row count's stretch ended (`_flat_hint`), when one has been found."""
         top = self.target.context

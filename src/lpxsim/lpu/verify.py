@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 STEP_INPUTS = ("tokens",)
 MAX_PER_CLASS = 20  # messages kept per error class (the counts are exact)
-IDENTITY_MIN_BUFFERS = 0  # buffers from which names are matched by identity (faster from Gemma's 55K up)
+IDENTITY_MIN_BUFFERS = 0  # programs with at least this many buffers match names by identity (0: all; a test raises it)
 
 
 @dataclass
@@ -97,6 +97,11 @@ def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | 
     return order[pos]
 
 
+def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], dsts: list[str]):
+    """Every buffer name the records use, in the order of the columns i_out, r_buf, t_sbuf, t_dbuf."""
+    return chain(outputs, chain.from_iterable(inputs), srcs, dsts)
+
+
 def _fields(records, names: tuple[str, ...]) -> tuple[tuple, ...]:
     """Per field, its values over `records` (each record read once)."""
     rows = list(map(attrgetter(*names), records))
@@ -131,11 +136,9 @@ class Columns:
         nout, nq = n + nin, n + nin + 2 * m
         idx = None
         if nd >= IDENTITY_MIN_BUFFERS:
-            idx = _identity_index(p.buffers, chain(outputs, chain.from_iterable(inputs), srcs, dsts), nq)
+            idx = _identity_index(p.buffers, _names(outputs, inputs, srcs, dsts), nq)
         if idx is None:
-            get = self.bid.get
-            idx = np.fromiter(map(get, chain(outputs, chain.from_iterable(inputs), srcs, dsts), repeat(-1)),
-                              np.int64, nq)
+            idx = np.fromiter(map(self.bid.get, _names(outputs, inputs, srcs, dsts), repeat(-1)), np.int64, nq)
             if idx.min(initial=0) < 0:  # names no buffer declares (an error verify reports)
                 idx = self._by_name(outputs, inputs, srcs, dsts)
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
@@ -167,11 +170,10 @@ class Columns:
                  dsts: list[str]) -> np.ndarray:
         """Buffer indices of every name through the dict, adding undeclared names where first seen."""
         bid = self.bid
-        for b in chain(outputs, chain.from_iterable(inputs), srcs, dsts):
+        for b in _names(outputs, inputs, srcs, dsts):
             if b not in bid:
                 bid[b] = len(bid)
-        return np.fromiter(map(bid.__getitem__, chain(outputs, chain.from_iterable(inputs), srcs, dsts)),
-                           np.int64)
+        return np.fromiter(map(bid.__getitem__, _names(outputs, inputs, srcs, dsts)), np.int64)
 
     @property
     def bid(self) -> dict[str, int]:

@@ -710,17 +710,23 @@ class _InsCodes:
         return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
 
 
+def _matmul_extents_and_slices(ins_list: list[Instruction], ic: _InsCodes,
+                               idx: np.ndarray) -> tuple[np.ndarray, list[dict], np.ndarray]:
+    """For the matmul instructions `idx`: each one's op (K, N) extent (computed once per op), the distinct
+    slice objects among them, and each instruction's position in that list."""
+    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
+    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    return ext, [ins_list[k].slice for k in idx[first].tolist()], sinv.reshape(-1)
+
+
 def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_matmul_frac` of the instructions `idx` (their ops matmuls), once per op and per slice object: the same
     float operations in the same order."""
-    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
-    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
+    ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
     k_full, n_full = ext[:, 0], ext[:, 1]
-    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
-    sinv = sinv.reshape(-1)
     dims = []  # per slice object: (has rows, rows width, has cols, cols width)
-    for k in idx[first].tolist():
-        sl = ins_list[k].slice
+    for sl in slices:
         has_r, has_c = "rows" in sl, "cols" in sl
         dims.append((has_r, _width(sl["rows"]) if has_r else 0, has_c, _width(sl["cols"]) if has_c else 0))
     d = np.array(dims, np.int64).reshape(-1, 4)[sinv]
@@ -731,15 +737,12 @@ def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -
 
 def _matmul_boxes(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_boxes` (rows x cols) of the matmul instructions `idx`, once per op and per slice object."""
-    uo, oinv = np.unique(ic.op[idx], return_inverse=True)
-    ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
-    _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
+    ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
     dims = []  # per slice object: has rows, rows, has cols, cols
-    for k in idx[first].tolist():
-        sl = ins_list[k].slice
+    for sl in slices:
         r, c = sl.get("rows", (0, 0)), sl.get("cols", (0, 0))
         dims.append(("rows" in sl, r[0], r[1], "cols" in sl, c[0], c[1]))
-    d = np.array(dims, np.int64).reshape(-1, 6)[sinv.reshape(-1)]
+    d = np.array(dims, np.int64).reshape(-1, 6)[sinv]
     out = np.empty((len(idx), 4), np.int64)
     out[:, 0] = np.where(d[:, 0] > 0, d[:, 1], 0)
     out[:, 1] = np.where(d[:, 0] > 0, d[:, 2], ext[:, 0])
