@@ -314,6 +314,19 @@ def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
     assert ffn.ffn_step(4).latency_s > 0 and ffn.compiles >= 1
 
 
+def test_the_ffn_side_prices_batch_one_from_its_layout_check(fresh_cache) -> None:
+    """An FFN-only program does not depend on the context: the layout is checked at context 0, the context
+    `ffn_step` prices at, so batch 1 costs no compile beyond that check (it was compiled at the target too)."""
+    from lpxsim.afd_backends import _lpx_ffn_class
+
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
+    assert ffn.compiles == 1
+    one = ffn.ffn_step(1)
+    assert ffn.compiles == 1 and one.latency_s > 0
+    assert ffn.timing(Phase.decode([4096])).latency_s == pytest.approx(one.latency_s, rel=1e-12)
+
+
 def test_a_shape_linear_in_context_compiles_three_contexts(fresh_cache) -> None:
     """With a long target, a shape checked linear in context is priced from 1K, 16K and the target alone,
     within 1 % of its direct compile anywhere between (measured here: < 0.01 %)."""

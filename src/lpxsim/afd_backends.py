@@ -28,6 +28,7 @@ from lpxsim.stepmodel import DecodeBatch, StepCost, StepModel
 def _lpx_ffn_class():
     """`LpxFfnStepModel`, defined lazily so importing this module does not import the compiler."""
     from lpxsim.lpu import LpxStepModel
+    from lpxsim.lpu.compiler import Target
 
     class LpxFfnStepModel(LpxStepModel):
         """The FFN/MoE half of `model`, compiled onto LPUs (one replica; context plays no part). The part is
@@ -46,6 +47,9 @@ def _lpx_ffn_class():
         @property
         def activation_bytes_per_token(self) -> float:
             return 2.0 * self.model.hidden_size
+
+        def _choice_context(self, target: Target) -> int:
+            return 0  # the context ffn_step prices at: the layout check's compile is its batch-1 step
 
         def ffn_step(self, tokens: int) -> StepCost:
             """FFN/MoE of all layers for `tokens` tokens, from the compiled FFN-only program."""

@@ -216,7 +216,7 @@ class LpxStepModel:
         for target in targets[targets.index(self.target):]:
             self._targets, self.target = [target], target
             cands = self._candidates(self.system, self.arch, self.n_chips, layout)
-            phase = Phase.decode([target.context] * target.concurrency)
+            phase = Phase.decode([self._choice_context(target)] * target.concurrency)
             for lay in cands:
                 try:
                     res = self._build(lay, phase)
@@ -231,6 +231,11 @@ class LpxStepModel:
         asked = self.target  # name the context the user asked for, not the long default
         raise DoesNotFit("layout", f"no layout of {self.model.name} fits {self.n_chips} x {self.system.chip.name} "
                                    f"at context {asked.context:,}, concurrency {asked.concurrency}")
+
+    def _choice_context(self, target: Target) -> int:
+        """The context of the decode step a layout is checked on: the target's (the FFN side's override
+        checks at context 0, where its steps are priced: an FFN-only program does not depend on it)."""
+        return target.context
 
     @gc_paused  # a step-model compile builds ~10^5 long-lived records: the collector only rescans them
     def _build(self, lay: Layout, phase: Phase) -> CompileResult:
