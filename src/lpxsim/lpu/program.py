@@ -105,6 +105,17 @@ bytes). ``arrive_cycle`` is when its first 320-byte vector is in the
 destination SRAM, ``end_cycle`` when the last one is; a consumer may start at
 ``arrive_cycle`` (vector streaming) but not finish before ``end_cycle``.
 
+``Program.transfers`` is a `TransferTable`: the same records held as columns
+(an ``array("q")`` per integer field, the buffer ids as lists of the
+compiler's str objects, and a route index per transfer into the table's
+distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers) keeps no
+object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
+build `Transfer` values on demand, ``append`` and item assignment take them,
+and a list of transfers given to a `Program` becomes a table. The Scheduler
+writes the columns directly; verify and the timing summary read them as
+zero-copy numpy views (`TransferTable.column`, `TransferTable.hops`). The JSON
+form is unchanged (a list of transfer objects).
+
 Cycles are of one global clock at ``Program.clock_hz``.
 """
 
