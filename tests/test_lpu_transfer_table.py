@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from itertools import chain
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def test_sequence_behaviour() -> None:
     t.append(recs[0])
     assert len(t) == 8 and t[7] == recs[0]
     assert TransferTable() == [] and list(TransferTable()) == []
+    back = pickle.loads(pickle.dumps(t))  # sweep and Dask workers ship results between processes
+    assert back == t and back is not t
 
 
 def test_columns_are_views_and_writes_after_them_work() -> None:
