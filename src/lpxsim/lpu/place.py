@@ -12,12 +12,13 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from itertools import chain
 from operator import itemgetter
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
-from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer
+from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer, as_table
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
@@ -30,7 +31,7 @@ def _align(n: float) -> int:
     return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
 
 
-def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> dict[str, int]:
+def last_reads(instructions: list[Instruction], transfers: Iterable[Transfer]) -> dict[str, int]:
     """Per buffer read by an instruction or a transfer: the cycle its last reader finishes."""
     last: dict[str, int] = {}
     get = last.get
@@ -39,8 +40,8 @@ def last_reads(instructions: list[Instruction], transfers: list[Transfer]) -> di
         for b in ins.inputs:
             if e > get(b, -1):
                 last[b] = e
-    for tr in transfers:
-        b, e = tr.src_buffer, tr.end_cycle
+    trs = as_table(transfers)
+    for b, e in zip(trs.src_buffer, trs.end_cycle, strict=True):
         if e > get(b, -1):
             last[b] = e
     return last

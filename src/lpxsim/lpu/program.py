@@ -105,14 +105,29 @@ bytes). ``arrive_cycle`` is when its first 320-byte vector is in the
 destination SRAM, ``end_cycle`` when the last one is; a consumer may start at
 ``arrive_cycle`` (vector streaming) but not finish before ``end_cycle``.
 
+``Program.transfers`` is a `TransferTable`: the same records held as columns
+(an ``array("q")`` per integer field, the buffer ids as lists of the
+compiler's str objects, and a route index per transfer into the table's
+distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers) keeps no
+object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
+build `Transfer` values on demand, ``append`` and item assignment take them,
+and a list of transfers given to a `Program` becomes a table. The Scheduler
+writes the columns directly; verify and the timing summary read them as
+zero-copy numpy views (`TransferTable.column`, `TransferTable.hops`). The JSON
+form is unchanged (a list of transfer objects).
+
 Cycles are of one global clock at ``Program.clock_hz``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Mapping
+import operator
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from typing import Any, Literal
 
 import numpy as np
@@ -220,6 +235,182 @@ class Transfer:
         return out
 
 
+_INT_COLUMNS = ("id", "src_chip", "dst_chip", "bytes", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle")
+
+
+class TransferTable(Sequence[Transfer]):
+    """The transfers of a Program as columns: one typed column per `Transfer` field, no object per record.
+
+    Integer fields are `array("q")` columns (`column(name)` is a zero-copy int64 numpy view), the buffer ids
+    are lists of the str objects the compiler made (so verify can match them by identity), and ``links`` is
+    a route index into `routes`, the distinct link paths (a large program has ~10^5 transfers over a few
+    thousand routes). It behaves as a ``Sequence[Transfer]``: ``len``, index -> a `Transfer` value built on
+    demand, iteration, slicing (a table), ``append`` / ``extend`` of `Transfer` values, item assignment, and
+    equality with any sequence of transfers. The Scheduler writes it through `add_many` without records."""
+
+    __slots__ = (*_INT_COLUMNS, "src_buffer", "dst_buffer", "route", "routes", "_route_ids", "_exported")
+
+    def __init__(self, records: Iterable[Transfer] = ()) -> None:
+        for name in _INT_COLUMNS:
+            setattr(self, name, array("q"))
+        self.route = array("q")
+        self.src_buffer: list[str] = []
+        self.dst_buffer: list[str] = []
+        self.routes: list[tuple[tuple[int, int], ...]] = []
+        self._route_ids: dict[tuple[tuple[int, int], ...], int] = {}
+        self._exported = False  # numpy views of the integer columns may be alive (`column`)
+        self.extend(records)
+
+    def _own(self) -> None:
+        """Fresh integer columns before a write: an array numpy views export cannot grow, and the views keep
+        what they saw."""
+        for name in (*_INT_COLUMNS, "route"):
+            setattr(self, name, array("q", getattr(self, name)))
+        self._exported = False
+
+    # --- writing ----------------------------------------------------------------------
+    def route_id(self, links: tuple[tuple[int, int], ...]) -> int:
+        """The index of route `links` in `routes` (added if new)."""
+        rid = self._route_ids.get(links)
+        if rid is None:
+            rid = self._route_ids[links] = len(self.routes)
+            self.routes.append(links)
+        return rid
+
+    def _route_of(self, links: Iterable[Iterable[int]]) -> int:
+        """`route_id` of any sequence of (link, direction) pairs; a new route is stored as int tuples."""
+        try:
+            rid = self._route_ids.get(links)  # type: ignore[call-overload]
+        except TypeError:  # lists (e.g. from JSON): not hashable
+            rid = None
+        return self.route_id(tuple((int(a), int(b)) for a, b in links)) if rid is None else rid
+
+    def add_many(self, ids: Iterable[int], src_chip: Iterable[int], dst_chip: Iterable[int],
+                 src_buffer: Iterable[str], dst_buffer: Iterable[str], nbytes: Iterable[int], route: Iterable[int],
+                 send_cycle: Iterable[int], ser_cycles: Iterable[int], arrive_cycle: Iterable[int],
+                 end_cycle: Iterable[int]) -> None:
+        """Append records given column by column (equal lengths); `route`: indices from `route_id`."""
+        if self._exported:
+            self._own()
+        self.id.extend(ids)
+        self.src_chip.extend(src_chip)
+        self.dst_chip.extend(dst_chip)
+        self.src_buffer.extend(src_buffer)
+        self.dst_buffer.extend(dst_buffer)
+        self.bytes.extend(nbytes)
+        self.route.extend(route)
+        self.send_cycle.extend(send_cycle)
+        self.ser_cycles.extend(ser_cycles)
+        self.arrive_cycle.extend(arrive_cycle)
+        self.end_cycle.extend(end_cycle)
+
+    def add(self, tid: int, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: int,
+            route: int, send_cycle: int, ser_cycles: int, arrive_cycle: int, end_cycle: int) -> None:
+        """Append one record given by its fields (`route`: an index from `route_id`)."""
+        if self._exported:
+            self._own()
+        self.id.append(tid)
+        self.src_chip.append(src_chip)
+        self.dst_chip.append(dst_chip)
+        self.src_buffer.append(src_buffer)
+        self.dst_buffer.append(dst_buffer)
+        self.bytes.append(nbytes)
+        self.route.append(route)
+        self.send_cycle.append(send_cycle)
+        self.ser_cycles.append(ser_cycles)
+        self.arrive_cycle.append(arrive_cycle)
+        self.end_cycle.append(end_cycle)
+
+    def append(self, t: Transfer) -> None:
+        """Append one transfer value."""
+        self.extend((t,))
+
+    def extend(self, records: Iterable[Transfer]) -> None:
+        """Append transfer values in order."""
+        rows = [(t.id, t.src_chip, t.dst_chip, t.src_buffer, t.dst_buffer, t.bytes, self._route_of(t.links),
+                 t.send_cycle, t.ser_cycles, t.arrive_cycle, t.end_cycle) for t in records]
+        if rows:
+            self.add_many(*zip(*rows, strict=True))
+
+    def __setitem__(self, k: int, t: Transfer) -> None:
+        if isinstance(k, slice):
+            raise TypeError("TransferTable item assignment takes one index")
+        k = range(len(self))[k]  # negative indices; IndexError past the end
+        if self._exported:
+            self._own()
+        for name in _INT_COLUMNS:
+            getattr(self, name)[k] = getattr(t, name)
+        self.src_buffer[k], self.dst_buffer[k] = t.src_buffer, t.dst_buffer
+        self.route[k] = self._route_of(t.links)
+
+    # --- reading ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def __getitem__(self, k):  # noqa: ANN001, ANN204 (int -> Transfer, slice -> TransferTable)
+        if isinstance(k, slice):
+            return TransferTable(self[i] for i in range(len(self))[k])
+        return Transfer(self.id[k], self.src_chip[k], self.dst_chip[k], self.src_buffer[k], self.dst_buffer[k],
+                        self.bytes[k], self.routes[self.route[k]], self.send_cycle[k], self.ser_cycles[k],
+                        self.arrive_cycle[k], self.end_cycle[k])
+
+    def __iter__(self) -> Iterator[Transfer]:
+        return map(Transfer, self.id, self.src_chip, self.dst_chip, self.src_buffer, self.dst_buffer, self.bytes,
+                   map(self.routes.__getitem__, self.route), self.send_cycle, self.ser_cycles, self.arrive_cycle,
+                   self.end_cycle)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TransferTable):
+            return (all(getattr(self, n) == getattr(other, n) for n in _INT_COLUMNS)
+                    and self.src_buffer == other.src_buffer and self.dst_buffer == other.dst_buffer
+                    and self.links() == other.links())
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and all(map(operator.eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"TransferTable({len(self)} transfers over {len(self.routes)} routes)"
+
+    def column(self, name: str) -> np.ndarray:
+        """Integer column `name` (a `Transfer` field, or ``route``) as a zero-copy int64 numpy view."""
+        if name not in _INT_COLUMNS and name != "route":
+            raise KeyError(name)
+        self._exported = True
+        return np.frombuffer(getattr(self, name), np.int64)
+
+    def links(self) -> list[tuple[tuple[int, int], ...]]:
+        """Each transfer's route (the shared tuples of `routes`)."""
+        return list(map(self.routes.__getitem__, self.route))
+
+    def hops(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of every transfer in order: (link id, direction, transfer index) per hop, and the number
+        of hops per transfer; expanded from the distinct routes without a pass over the records."""
+        m = len(self)
+        nr = len(self.routes)
+        r_len = np.fromiter(map(len, self.routes), np.int64, nr)
+        r_hops = np.fromiter(chain.from_iterable(chain.from_iterable(self.routes)), np.int64,
+                             2 * int(r_len.sum())).reshape(-1, 2)
+        rid = self.column("route")
+        nhops = r_len[rid] if m else np.zeros(0, np.int64)
+        total = int(nhops.sum())
+        tr = np.repeat(np.arange(m), nhops)
+        r_first = np.cumsum(r_len) - r_len  # first hop of each route in r_hops
+        within = np.arange(total) - np.repeat(np.cumsum(nhops) - nhops, nhops)
+        h = r_hops[r_first[rid][tr] + within] if total else np.zeros((0, 2), np.int64)
+        return h[:, 0], h[:, 1], tr, nhops
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Each transfer as `dataclasses.asdict` gives it."""
+        return [asdict(t) for t in self]
+
+
+def as_table(transfers: Iterable[Transfer]) -> TransferTable:
+    """`transfers` as a TransferTable (itself when it is one)."""
+    return transfers if isinstance(transfers, TransferTable) else TransferTable(transfers)
+
+
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A pipeline stage of one replica: layers ``layers[0]..layers[1]-1`` on ``chips``.
@@ -284,9 +475,12 @@ class Program:
     regions: list[Region]
     buffers: dict[str, Buffer]
     instructions: list[Instruction]  # sorted by (chip, cycle_start, id)
-    transfers: list[Transfer]
+    transfers: TransferTable  # a list of `Transfer` values given here is made a table
     links: dict[int, Link]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.transfers = as_table(self.transfers)
 
     # --- views ------------------------------------------------------------------------
     @property
@@ -301,12 +495,18 @@ class Program:
 
     @property
     def makespan_cycles(self) -> int:
-        ends = [i.cycle_end for i in self.instructions] + [t.end_cycle for t in self.transfers]
+        trs = as_table(self.transfers)
+        ends = [i.cycle_end for i in self.instructions]
+        if len(trs):
+            ends.append(int(trs.column("end_cycle").max()))
         return max(ends) if ends else 0
 
     # --- serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        shallow = copy.copy(self)
+        shallow.transfers = []  # asdict would deep-copy the table: its records are written below
+        d = asdict(shallow)
+        d["transfers"] = as_table(self.transfers).to_dicts()
         d["links"] = [asdict(v) for v in self.links.values()]
         d["buffers"] = [asdict(v) for v in self.buffers.values()]
         return d
@@ -333,7 +533,8 @@ class Program:
                            "slice": {k: rng(v) for k, v in i["slice"].items()}})
             for i in d["instructions"]
         ]
-        trs = [Transfer(**{**t, "links": tuple((int(a), int(b)) for a, b in t["links"])}) for t in d["transfers"]]
+        trs = TransferTable(Transfer(**{**t, "links": tuple((int(a), int(b)) for a, b in t["links"])})
+                            for t in d["transfers"])
         return cls(
             system=d["system"], model=d["model"], phase=d["phase"], weights=d["weights"], kv=d["kv"],
             kv_layout=d["kv_layout"], clock_hz=d["clock_hz"], chip_sram_bytes=d["chip_sram_bytes"],

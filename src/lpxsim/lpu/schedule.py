@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import islice, repeat
 from typing import Any
 
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, Transfer, Unit
+from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, TransferTable, Unit
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
@@ -123,7 +124,7 @@ class Scheduler:
     arch: Arch
     graph: ChipGraph
     instructions: list[Instruction] = field(default_factory=list)
-    transfers: list[Transfer] = field(default_factory=list)
+    transfers: TransferTable = field(default_factory=TransferTable)  # written column by column (no records)
     buffers: dict[str, Buffer] = field(default_factory=dict)
     ready: dict[str, Ready] = field(default_factory=dict)
     links: dict[int, Link] = field(default_factory=dict)
@@ -135,7 +136,8 @@ class Scheduler:
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
     last_end: int = 0
-    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link*2+dir, hop)))
+    _send_info: dict = field(default_factory=dict)  # (src, dst) -> (hops, slowest bytes/cycle, ((link*2+dir, hop)),
+    #                                                  route index in `transfers`)
     _work: list = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])  # bytes, flops, flop rate, VXM ops
     _lat: dict = field(default_factory=dict)  # (unit, extra) -> (parts, latency, drain parts, drain cycles)
     _exchange_info: dict = field(default_factory=dict)  # bytes -> src -> dst -> route, serialisation, mechanisms
@@ -343,25 +345,27 @@ class Scheduler:
         return out
 
     def _path(self, src: int, dst: int) -> tuple:
-        """(hops, slowest link's bytes/cycle, (link id * 2 + direction, hop cycles) per hop) of a route, cached
-        (the integer is the link direction's key in `_link_free`: cheaper to hash than a pair)."""
+        """(hops, slowest link's bytes/cycle, (link id * 2 + direction, hop cycles) per hop, the route's index in
+        the transfer table) of a route, cached (the integer is the link direction's key in `_link_free`: cheaper
+        to hash than a pair)."""
         info = self._send_info.get((src, dst))
         if info is None:
             hops = self.route(src, dst)
             info = self._send_info[(src, dst)] = (
                 hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                tuple((2 * lid + d, self.links[lid].hop_cycles) for lid, d in hops))
+                tuple((2 * lid + d, self.links[lid].hop_cycles) for lid, d in hops), self.transfers.route_id(hops))
         return info
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
-             not_before: int | None = None, complete_at: int | None = None) -> Transfer:
-        """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller).
+             not_before: int | None = None, complete_at: int | None = None) -> int:
+        """Reserve links for copying `src_buffer` to a new buffer on `dst_chip` (declared by the caller); returns
+        the transfer's index in `transfers`.
 
         `complete_at`: the cycle the bytes sent are all present, when they are only part of the source
         (e.g. the log-sum-exp statistics, final after the K half of an attention).
         """
         info = self._send_info.get((src_chip, dst_chip)) or self._path(src_chip, dst_chip)
-        hops, bpc, keyed = info
+        hops, bpc, keyed, rid = info
         pv = self.prov
         rd = self.ready[src_buffer]
         first, fnode, rend = rd.first, rd.first_node, rd.end
@@ -406,15 +410,15 @@ class Scheduler:
         pt.append(arrive), pp.append(snode), pc.append(comps[0])
         enode = anode + 1
         pt.append(end), pp.append(snode), pc.append(comps[1])
-        tr = Transfer(len(self.transfers), src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), hops,
-                      send, occupy, arrive, end)
-        self.transfers.append(tr)
+        k = len(self.transfers)
+        self.transfers.add(k, src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), rid, send, occupy, arrive,
+                           end)
         if end > rd.last:
             rd.last = end
         self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
-        return tr
+        return k
 
     def send_many(self, sends: list[tuple[int, int, str, str]], nbytes: float,
                   complete_at: dict[int, int] | None = None) -> None:
@@ -430,8 +434,14 @@ class Scheduler:
         pv = self.prov
         pt, pp, pc = pv.time, pv.parent, pv.comp
         pta, ppa, pca = pt.append, pp.append, pc.append
-        lf, ready, transfers = self._link_free, self.ready, self.transfers
-        tra = transfers.append
+        lf, ready, table = self._link_free, self.ready, self.transfers
+        # the columns that vary per send, added to the table (with the others, from `sends`) after the loop
+        c_route: list[int] = []
+        c_send: list[int] = []
+        c_ser: list[int] = []
+        c_arrive: list[int] = []
+        c_end: list[int] = []
+        cra, csa, cza, caa, cea = c_route.append, c_send.append, c_ser.append, c_arrive.append, c_end.append
         last_end, last_node = self.last_end, self.last_node
         by_src = self._exchange_info.get(nbytes)
         if by_src is None:
@@ -440,79 +450,84 @@ class Scheduler:
         prev_buf, prev_src = None, None
         per_dst: dict = {}
         waits: dict = {}
-        ntr = len(transfers)
-        for src_chip, dst_chip, src_buffer, dst_buffer in sends:
-            if src_chip != prev_src:
-                per_dst = by_src.get(src_chip)
-                if per_dst is None:
-                    per_dst = by_src[src_chip] = {}
-                prev_src = src_chip
-            if src_buffer is not prev_buf:
-                rd = ready[src_buffer]
-                rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
-                if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
-                    ca = complete_at[src_chip]
-                    if ca > rfirst:
-                        rfirst = ca
-                    rfnode = pv.after(rfnode, rfirst, "vector_count")
-                    rend = rfirst
-                waits = {}
-                prev_buf = src_buffer
-            info = per_dst.get(dst_chip)
-            if info is None:
-                hops, bpc, keyed = self._path(src_chip, dst_chip)
-                ser = max(1, math.ceil(nbytes / bpc))
-                vec = max(1, math.ceil(min(nbytes, vb) / bpc))
-                hop = sum(hc for _, hc in keyed)
-                info = per_dst[dst_chip] = (hops, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
-                                            keyed[0][0] if len(keyed) == 1 else None, ser - vec)
-            hops, keyed, ser, vec, comps, path_lat, k1, lag = info
-            want, wnode = rfirst, rfnode
-            if rend - lag > want:  # the producer streams slower than the link: wait for its last vectors
-                w = waits.get(lag)
-                if w is None:
-                    want = rend - lag
-                    if wnode < 0:  # Provenance.after, inline
-                        wnode = len(pt)
-                        pta(want), ppa(-1), pca(one("vector_count", want) if want else ())
+        ntr = len(table)
+        try:
+            for src_chip, dst_chip, src_buffer, dst_buffer in sends:
+                if src_chip != prev_src:
+                    per_dst = by_src.get(src_chip)
+                    if per_dst is None:
+                        per_dst = by_src[src_chip] = {}
+                    prev_src = src_chip
+                if src_buffer is not prev_buf:
+                    rd = ready[src_buffer]
+                    rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
+                    if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
+                        ca = complete_at[src_chip]
+                        if ca > rfirst:
+                            rfirst = ca
+                        rfnode = pv.after(rfnode, rfirst, "vector_count")
+                        rend = rfirst
+                    waits = {}
+                    prev_buf = src_buffer
+                info = per_dst.get(dst_chip)
+                if info is None:
+                    _, bpc, keyed, rid = self._path(src_chip, dst_chip)
+                    ser = max(1, math.ceil(nbytes / bpc))
+                    vec = max(1, math.ceil(min(nbytes, vb) / bpc))
+                    hop = sum(hc for _, hc in keyed)
+                    info = per_dst[dst_chip] = (rid, keyed, ser, vec, self._link_comps(hop, setup, vec, ser), hop + setup,
+                                                keyed[0][0] if len(keyed) == 1 else None, ser - vec)
+                rid, keyed, ser, vec, comps, path_lat, k1, lag = info
+                want, wnode = rfirst, rfnode
+                if rend - lag > want:  # the producer streams slower than the link: wait for its last vectors
+                    w = waits.get(lag)
+                    if w is None:
+                        want = rend - lag
+                        if wnode < 0:  # Provenance.after, inline
+                            wnode = len(pt)
+                            pta(want), ppa(-1), pca(one("vector_count", want) if want else ())
+                        else:
+                            d = want - pt[wnode]
+                            if d:
+                                pta(want), ppa(wnode), pca(one("vector_count", d))
+                                wnode = len(pt) - 1
+                        waits[lag] = (want, wnode)
                     else:
-                        d = want - pt[wnode]
-                        if d:
-                            pta(want), ppa(wnode), pca(one("vector_count", d))
-                            wnode = len(pt) - 1
-                    waits[lag] = (want, wnode)
-                else:
-                    want, wnode = w
-            send, snode = want, wnode
-            if k1 is not None:  # one hop (a node's all-to-all)
-                free = lf.get(k1, 0)
-                if free > send:
-                    send = free
-                lf[k1] = send + ser
-            else:
-                offset = 0
-                for k, hc in keyed:
-                    free = lf.get(k, 0) - offset
+                        want, wnode = w
+                send, snode = want, wnode
+                if k1 is not None:  # one hop (a node's all-to-all)
+                    free = lf.get(k1, 0)
                     if free > send:
                         send = free
-                    offset += hc
-                t = send
-                for k, hc in keyed:
-                    lf[k] = t + ser
-                    t += hc
-            if send > want:
-                snode = len(pt)
-                pta(send), ppa(wnode), pca(one("c2c_wait", send - want))
-            arrive = send + path_lat + vec
-            end = send + path_lat + ser
-            anode = len(pt)
-            pta(arrive), ppa(snode), pca(comps[0])
-            pta(end), ppa(snode), pca(comps[1])
-            tra(Transfer(ntr, src_chip, dst_chip, src_buffer, dst_buffer, nb_int, hops, send, ser, arrive, end))
-            ntr += 1
-            if end > rd.last:
-                rd.last = end
-            ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
-            if end > last_end or last_node < 0:
-                last_end, last_node = end, anode + 1
+                    lf[k1] = send + ser
+                else:
+                    offset = 0
+                    for k, hc in keyed:
+                        free = lf.get(k, 0) - offset
+                        if free > send:
+                            send = free
+                        offset += hc
+                    t = send
+                    for k, hc in keyed:
+                        lf[k] = t + ser
+                        t += hc
+                if send > want:
+                    snode = len(pt)
+                    pta(send), ppa(wnode), pca(one("c2c_wait", send - want))
+                arrive = send + path_lat + vec
+                end = send + path_lat + ser
+                anode = len(pt)
+                pta(arrive), ppa(snode), pca(comps[0])
+                pta(end), ppa(snode), pca(comps[1])
+                cra(rid), csa(send), cza(ser), caa(arrive), cea(end)
+                if end > rd.last:
+                    rd.last = end
+                ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
+                if end > last_end or last_node < 0:
+                    last_end, last_node = end, anode + 1
+        finally:  # the records of the sends scheduled (all of them unless one failed)
+            n = len(c_send)
+            src_c, dst_c, sbuf_c, dbuf_c = zip(*islice(sends, n), strict=True) if n else ((), (), (), ())
+            table.add_many(range(ntr, ntr + n), src_c, dst_c, sbuf_c, dbuf_c, repeat(nb_int, n), c_route, c_send,
+                           c_ser, c_arrive, c_end)
         self.last_end, self.last_node = last_end, last_node

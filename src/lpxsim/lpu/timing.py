@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import asdict, dataclass, field
 from itertools import chain
 from operator import attrgetter
@@ -11,7 +10,7 @@ import numpy as np
 
 from lpxsim.graph import OpGraph
 from lpxsim.lpu.arch import FITTED_MECHANISM, Arch
-from lpxsim.lpu.program import Program
+from lpxsim.lpu.program import Program, as_table
 
 
 @dataclass(frozen=True)
@@ -43,12 +42,12 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
         if st.replica == 0:
             for c in st.chips:
                 chip_stage[c] = st.index
-    ins, trs = p.instructions, p.transfers
+    ins, trs = p.instructions, as_table(p.transfers)
     n, m = len(ins), len(trs)
     # per record: (stage of its chip, start, end); a transfer counts on its source chip's stage
     a = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start", "cycle_end"), ins)), np.int64, 3 * n)
-    b = np.fromiter(chain.from_iterable(map(attrgetter("src_chip", "send_cycle", "end_cycle"), trs)), np.int64, 3 * m)
-    chip, start, end = np.concatenate([a.reshape(n, 3), b.reshape(m, 3)]).T  # one pass over each record list
+    b = np.stack([trs.column("src_chip"), trs.column("send_cycle"), trs.column("end_cycle")], axis=1)
+    chip, start, end = np.concatenate([a.reshape(n, 3), b.reshape(m, 3)]).T  # one pass over the instructions
     span = max(1, int(end.max(initial=0)))  # `Program.makespan_cycles`, on the columns read here
     lut = np.zeros(int(chip.max(initial=0)) + 1, np.int64)  # chips of no replica-0 stage count as stage 0
     for c, si in chip_stage.items():
@@ -63,7 +62,8 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
     sram = bytes_read / (n_chips * arch.mem_bytes_per_cycle * span)
     peak = max(arch.mxm_flops_per_cycle.values())
     mxm = graph.total("flops") / (n_chips * peak * span)
-    link_busy = sum(map(operator.mul, map(attrgetter("ser_cycles"), trs), map(len, map(attrgetter("links"), trs))))
+    route_hops = np.fromiter(map(len, trs.routes), np.int64, len(trs.routes))
+    link_busy = int(trs.column("ser_cycles") @ route_hops[trs.column("route")]) if m else 0
     link_util = link_busy / (max(1, 2 * len(p.links)) * span)
     bd = {k: arch.seconds(v) * 1e6 for k, v in p.meta.get("breakdown_cycles", {}).items()}
     B = graph.phase.sequences

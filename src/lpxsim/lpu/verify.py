@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
-from lpxsim.lpu.program import Program
+from lpxsim.lpu.program import Program, as_table
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -112,16 +112,15 @@ class Columns:
     """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
 
     def __init__(self, p: Program) -> None:
-        ins, trs = p.instructions, p.transfers
+        ins, trs = p.instructions, as_table(p.transfers)
         n, m, nd = len(ins), len(trs), len(p.buffers)
-        # Each record is read once, all its fields together, then split: a fresh compile's records lie
-        # scattered in memory and a pass over them costs its cache misses whatever it reads.
+        # Each instruction is read once, all its fields together, then split: a fresh compile's records lie
+        # scattered in memory and a pass over them costs its cache misses whatever it reads. The transfers
+        # are columns already (zero-copy views; their hops expanded from the distinct routes).
         (outputs, inputs, i_chip, i_start, i_first, i_end, self.i_attrs, units, self.i_ops, self.i_kinds,
          self.i_slices) = _fields(ins, ("output", "inputs", "chip", "cycle_start", "first_out_cycle", "cycle_end",
                                         "attrs", "unit", "op", "kind", "slice"))
-        (srcs, dsts, t_src, t_dst, t_send, t_ser, t_arrive, t_end, t_bytes, links) = _fields(
-            trs, ("src_buffer", "dst_buffer", "src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle",
-                  "end_cycle", "bytes", "links"))
+        srcs, dsts = trs.src_buffer, trs.dst_buffer
         b_chip, b_off, b_bytes, self.b_region, self.b_op, self.b_partial = _fields(
             p.buffers.values(), ("chip", "offset_bytes", "bytes", "region", "op", "partial"))
         counts = np.fromiter(map(len, inputs), np.int64, n)
@@ -152,14 +151,10 @@ class Columns:
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
         self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
-        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = (
-            ints(c, m) for c in (t_src, t_dst, t_send, t_ser, t_arrive, t_end))
-        self.t_bytes = ints(t_bytes, m).astype(np.float64)
-        self.t_nhops = np.fromiter(map(len, links), np.int64, m)
-        hops = np.fromiter(chain.from_iterable(chain.from_iterable(links)), np.int64,
-                           2 * int(self.t_nhops.sum())).reshape(-1, 2)
-        self.h_link, self.h_dir = hops[:, 0], hops[:, 1]
-        self.h_tr = np.repeat(np.arange(m), self.t_nhops)
+        self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = map(
+            trs.column, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle"))
+        self.t_bytes = trs.column("bytes").astype(np.float64)
+        self.h_link, self.h_dir, self.h_tr, self.t_nhops = trs.hops()
         self.names = list(self._bid) if self._bid is not None else list(p.buffers)
         # declared buffers' chip, offset and bytes (the buffer check), bytes of every buffer (undeclared: 0)
         self.b_place = np.array([ints(b_chip, nd), ints(b_off, nd), ints(b_bytes, nd)], np.int64).reshape(3, nd)

@@ -1,0 +1,89 @@
+"""`TransferTable`: the Program's transfers as columns behave as the list of `Transfer` values they replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lpxsim.lpu import Program, compile_program
+from lpxsim.lpu.program import Transfer, TransferTable
+from lpxsim.specs.model import ModelSpec
+
+DATA = Path(__file__).parent / "data" / "emulate"
+
+
+@pytest.fixture(scope="module")
+def prog() -> Program:
+    r = compile_program(ModelSpec.from_path(DATA / "llama_tiny.json"), "lpx", chips=8, context=12, concurrency=2,
+                        layout="tp=4,stages=2", chip_sram_bytes=400_000, weights="bf16")
+    assert r.report.ok
+    return r.program
+
+
+def _records() -> list[Transfer]:
+    r1, r2 = ((0, 0), (3, 1)), ((5, 1),)
+    return [Transfer(k, k % 3, 7 - k % 3, f"s{k}", f"d{k}", 100 * k + 1, r1 if k % 2 else r2, 10 * k, 4, 10 * k + 9,
+                     10 * k + 12) for k in range(7)]
+
+
+def test_sequence_behaviour() -> None:
+    recs = _records()
+    t = TransferTable(recs)
+    assert len(t) == 7 and list(t) == recs and t == recs and t == TransferTable(recs)
+    assert t[3] == recs[3] and t[-1] == recs[-1] and repr(t[2]) == repr(recs[2])
+    assert type(t[0].send_cycle) is int and t[0].links is t[2].links  # Python ints; one shared tuple per route
+    assert len(t.routes) == 2
+    assert isinstance(t[1:5], TransferTable) and list(t[1:5]) == recs[1:5] and list(t[::-2]) == recs[::-2]
+    assert recs[4] in t and t.index(recs[4]) == 4
+    with pytest.raises(IndexError):
+        t[7]  # noqa: B018
+    t[2] = dataclasses.replace(recs[2], send_cycle=-5, links=[[9, 0]])  # lists (e.g. JSON) become int tuples
+    assert t[2].send_cycle == -5 and t[2].links == ((9, 0),) and t != recs
+    t.append(recs[0])
+    assert len(t) == 8 and t[7] == recs[0]
+    assert TransferTable() == [] and list(TransferTable()) == []
+    back = pickle.loads(pickle.dumps(t))  # sweep and Dask workers ship results between processes
+    assert back == t and back is not t
+
+
+def test_columns_are_views_and_writes_after_them_work() -> None:
+    t = TransferTable(_records())
+    end = t.column("end_cycle")
+    assert end.dtype == np.int64 and end.tolist() == [r.end_cycle for r in _records()]
+    assert np.shares_memory(end, t.column("end_cycle"))  # zero-copy: both view the table's storage
+    t.append(_records()[1])  # an array with live views cannot grow: the table copies, the view keeps its values
+    t[0] = dataclasses.replace(t[0], end_cycle=99)
+    assert len(end) == 7 and end[0] == 12 and t.column("end_cycle")[0] == 99 and len(t.column("end_cycle")) == 8
+    with pytest.raises(KeyError):
+        t.column("src_buffer")
+
+
+def test_hops_expand_routes_like_the_records() -> None:
+    t = TransferTable(_records())
+    t.append(dataclasses.replace(_records()[0], links=()))
+    link, d, tr, nhops = t.hops()
+    want = [(lid, dd, k) for k, r in enumerate(t) for lid, dd in r.links]
+    assert list(zip(link.tolist(), d.tolist(), tr.tolist(), strict=True)) == want
+    assert nhops.tolist() == [len(r.links) for r in t]
+
+
+def test_compiled_program_holds_a_table(prog: Program) -> None:
+    trs = prog.transfers
+    assert isinstance(trs, TransferTable) and len(trs) > 10
+    assert len(trs.routes) < len(trs) and trs.column("id").tolist() == list(range(len(trs)))
+    link, _, _, nhops = trs.hops()
+    assert link.tolist() == [lid for r in trs for lid, _ in r.links] and nhops.sum() == len(link)
+    # JSON: the same records as `asdict` of each value, back to an equal table
+    d = prog.to_dict()
+    assert d["transfers"] == [dataclasses.asdict(r) for r in trs]
+    back = Program.from_dict(d)
+    assert back.transfers == trs and back.to_json() == prog.to_json()
+    # a list given to a Program (corrupted copies in tests) becomes a table
+    q = dataclasses.replace(prog, transfers=list(trs)[:-1])
+    assert isinstance(q.transfers, TransferTable) and list(q.transfers) == list(trs)[:-1]
+    assert prog.makespan_cycles == max(chain((i.cycle_end for i in prog.instructions), (r.end_cycle for r in trs)))
