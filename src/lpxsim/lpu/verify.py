@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING
 
@@ -102,10 +102,17 @@ def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], d
     return chain(outputs, chain.from_iterable(inputs), srcs, dsts)
 
 
-def _fields(records, names: tuple[str, ...]) -> tuple[tuple, ...]:
-    """Per field, its values over `records` (each record read once)."""
-    rows = list(map(attrgetter(*names), records))
-    return tuple(zip(*rows, strict=True)) if rows else tuple(() for _ in names)
+def _fields(records, names: tuple[str, ...], n: int) -> list:
+    """The values of `names` over the `n` records, flat: field k of record r at ``r * len(names) + k`` (each
+    record read once; a flat list holds no tuple per record: memory)."""
+    flat = list(chain.from_iterable(map(attrgetter(*names), records)))
+    assert len(flat) == n * len(names)
+    return flat
+
+
+def _ints(flat: list, k: int, width: int, n: int, dtype=np.int64) -> np.ndarray:  # noqa: ANN001
+    """Field `k` of a flat `_fields` list as an integer array."""
+    return np.fromiter(islice(flat, k, None, width), dtype, n)
 
 
 class Columns:
@@ -117,12 +124,23 @@ class Columns:
         # Each instruction is read once, all its fields together, then split: a fresh compile's records lie
         # scattered in memory and a pass over them costs its cache misses whatever it reads. The transfers
         # are columns already (zero-copy views; their hops expanded from the distinct routes).
-        (outputs, inputs, i_chip, i_start, i_first, i_end, self.i_attrs, units, self.i_ops, self.i_kinds,
-         self.i_slices) = _fields(ins, ("output", "inputs", "chip", "cycle_start", "first_out_cycle", "cycle_end",
-                                        "attrs", "unit", "op", "kind", "slice"))
+        i_names = ("output", "inputs", "attrs", "unit", "op", "kind", "slice", "chip", "cycle_start",
+                   "first_out_cycle", "cycle_end")
+        w = len(i_names)
+        flat = _fields(ins, i_names, n)
+        outputs, inputs, self.i_attrs, units, self.i_ops, self.i_kinds, self.i_slices = (flat[k::w] for k in range(7))
+        self.i_chip, self.i_start, self.i_first, self.i_end = (_ints(flat, k, w, n) for k in range(7, 11))
+        del flat
         srcs, dsts = trs.src_buffer, trs.dst_buffer
-        b_chip, b_off, b_bytes, self.b_region, self.b_op, self.b_partial = _fields(
-            p.buffers.values(), ("chip", "offset_bytes", "bytes", "region", "op", "partial"))
+        b_names = ("region", "op", "partial", "chip", "offset_bytes", "bytes")
+        w = len(b_names)
+        flat = _fields(p.buffers.values(), b_names, nd)
+        self.b_region, self.b_op, self.b_partial = (flat[k::w] for k in range(3))
+        # declared buffers' chip, offset and bytes (the buffer check)
+        self.b_place = np.empty((3, nd), np.int64)
+        for k in range(3):
+            self.b_place[k] = _ints(flat, 3 + k, w, nd)
+        del flat
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
         # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
@@ -144,10 +162,6 @@ class Columns:
         self.nbuf = len(self._bid) if self._bid is not None else nd
         unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
-        def ints(col: tuple, k: int) -> np.ndarray:
-            return np.fromiter(col, np.int64, k)
-
-        self.i_chip, self.i_start, self.i_first, self.i_end = (ints(c, n) for c in (i_chip, i_start, i_first, i_end))
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
         self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
         self.r_ins = np.repeat(np.arange(n), counts)
@@ -156,8 +170,7 @@ class Columns:
         self.t_bytes = trs.column("bytes").astype(np.float64)
         self.h_link, self.h_dir, self.h_tr, self.t_nhops = trs.hops()
         self.names = list(self._bid) if self._bid is not None else list(p.buffers)
-        # declared buffers' chip, offset and bytes (the buffer check), bytes of every buffer (undeclared: 0)
-        self.b_place = np.array([ints(b_chip, nd), ints(b_off, nd), ints(b_bytes, nd)], np.int64).reshape(3, nd)
+        # bytes of every buffer (undeclared: 0)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
         self.b_bytes[:nd] = self.b_place[2]
 
@@ -349,17 +362,20 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     n = len(bufs)
     live = placed & (t0[:n] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
     idx = np.flatnonzero(live)
+    del live, placed, outside
     if len(idx) < 2:
         return
     names = list(regions)
-    lo, hi = off, off + np.maximum(size, 1)
-    for k in _clashing_regions(g[idx], lo[idx], hi[idx], t0[idx], t1[idx]):
+    lo, hi = off[idx], off[idx] + np.maximum(size[idx], 1)
+    t0, t1, g = t0[idx], t1[idx], g[idx]  # the full columns are freed as they are replaced (peak memory)
+    del idx
+    for k in _clashing_regions(g, lo, hi, t0, t1):
         chip, region = names[k]
         rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
 def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray,
-                      chunk: int = 1 << 18) -> list[int]:
+                      chunk: int = 1 << 16) -> list[int]:
     """Regions (ascending) holding two buffers that overlap both in bytes and in lifetime.
 
     Sorted by (region, start), a buffer can only clash with the ones after it that start before it ends:
@@ -367,12 +383,14 @@ def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndar
     pairs at a time (memory)."""
     order = np.lexsort((t0, g))
     g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
+    del order
     base = int(min(int(t0.min()), int(t1.min())))
     span = int(max(int(t1.max()), int(t0.max()))) - base + 2
     gk = (g - g.min()) * span
     # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1
     stop = np.searchsorted(gk + (t0 - base), gk + (np.maximum(t1, t0) - base), side="left")
     count = np.maximum(stop - np.arange(len(g)) - 1, 0)
+    del gk, stop
     ends = np.cumsum(count)
     bad_regions: set[int] = set()
     r0 = 0
