@@ -48,7 +48,7 @@ def last_reads(instructions: list[Instruction], transfers: Iterable[Transfer]) -
 
 
 def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> int:
-    """items (start, id, size, end, buffer), sorted here by (start, id): each buffer gets `region` and the
+    """items (start, id, size, last live cycle, buffer), sorted here by (start, id): each buffer gets `region` and the
     lowest offset no live buffer overlaps, in that order; returns the region size. Live intervals never share
     bytes.
 
@@ -60,7 +60,8 @@ def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> i
     top = 0
     packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
-    for start, _, size, end, b in items:
+    for start, _, size, last, b in items:
+        end = last + 1
         if min_end <= start:
             active = [a for a in active if a[2] > start]
             min_end = min([a[2] for a in active], default=_NEVER)
@@ -102,7 +103,8 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int] | None,
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
-    """Regions for every chip, the buffers in placement order, and a per-chip byte summary.
+    """Regions for every chip, the buffers in placement order, and a per-chip byte summary. `ready` is
+    consumed (emptied).
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
     last reader (`last`, from `last_reads`; None: the `Ready.last` the scheduler kept, valid when no buffer is
@@ -110,22 +112,30 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
     (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)  # (start, id, size, end, buffer)
+    per_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)  # (start, id, size, last, buffer)
     recv_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)
-    rget = ready.get
+    # Peak memory (the compile's highest point is here): each ready entry is popped as it is read, so the
+    # entries are freed as the items grow; an item holds its buffer's last live cycle (end - 1: an int the
+    # entry already had) and one shared int per distinct aligned size.
+    rpop = ready.pop
     lget = last.get if last is not None else None
+    sizes: dict[int, int] = {}
     for bid, b in buffers.items():
-        rd = rget(bid)
+        rd = rpop(bid, None)
         if rd is None:
-            s, e, to = 0, 1, recv_chip
+            s, e, to = 0, 0, recv_chip
         else:
             s, e = rd.first, rd.end
             r = rd.last if lget is None else lget(bid, e)
-            e = (r if r > e else e) + 1
+            if r > e:
+                e = r
             to = per_chip if type(rd) is Ready else recv_chip
-        nb = b.bytes if b.bytes > 1 else 1
-        to[b.chip].append((s, bid, -(-nb // ALIGN) * ALIGN, e, b))
-    del ready, last, rget, lget  # read into the items: freed here when the caller passed them without a name
+        nb = b.bytes
+        size = sizes.get(nb)
+        if size is None:
+            size = sizes[nb] = -(-max(nb, 1) // ALIGN) * ALIGN
+        to[b.chip].append((s, bid, size, e, b))
+    del ready, last, rpop, lget  # read into the items: freed here when the caller passed them without a name
     regions: list[Region] = []
     placed: list[list[tuple[int, str, int, int, Buffer]]] = []  # item lists in placement order
     summary: dict[int, dict] = {}

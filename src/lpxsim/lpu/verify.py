@@ -168,7 +168,7 @@ class Columns:
         self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = map(
             trs.column, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle"))
         self.t_bytes = trs.column("bytes").astype(np.float64)
-        self.h_link, self.h_dir, self.h_tr, self.t_nhops = trs.hops()
+        self.trs = trs  # its hops are expanded where checked (`_check_transfers`), then freed (peak memory)
         self.names = list(self._bid) if self._bid is not None else list(p.buffers)
         # bytes of every buffer (undeclared: 0)
         self.b_bytes = np.zeros(self.nbuf, np.int64)
@@ -279,7 +279,7 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     la, lb, hop = np.full(nl, -1), np.full(nl, -1), np.zeros(nl, np.int64)
     for lid, lk in p.links.items():
         la[lid], lb[lid], hop[lid] = lk.a, lk.b, lk.hop_cycles
-    lid, d, tr = col.h_link, col.h_dir, col.h_tr
+    lid, d, tr, nhops = col.trs.hops()
     unknown = (lid < 0) | (lid >= nl)
     unknown[~unknown] = la[lid[~unknown]] < 0
     for k in np.unique(tr[unknown]):
@@ -296,7 +296,7 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
         t = p.transfers[tr[k]]
         rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
-    no_path = np.flatnonzero((col.t_nhops == 0) & (col.t_src != col.t_dst))
+    no_path = np.flatnonzero((nhops == 0) & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
     h = hop[ok_l]
@@ -306,7 +306,7 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
         rep.add("transfer", f"transfer {p.transfers[k].id} arrives faster than its links allow")
     # link windows: hop i of a transfer starts at send + the hop latencies before it
     cum = np.cumsum(h) - h
-    start_of_tr = np.r_[0, np.cumsum(col.t_nhops)[:-1]] if len(col.t_nhops) else np.zeros(0, np.int64)
+    start_of_tr = np.r_[0, np.cumsum(nhops)[:-1]] if len(nhops) else np.zeros(0, np.int64)
     offset = cum - cum[start_of_tr][tr] if len(tr) else cum
     s = col.t_send[tr] + offset
     e = s + col.t_ser[tr]

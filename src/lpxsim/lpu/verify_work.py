@@ -201,9 +201,14 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     bpc = np.full(nl, np.inf)
     for lid, lk in p.links.items():
         bpc[lid] = lk.bytes_per_cycle
-    slowest = np.full(len(p.transfers), np.inf)
-    ok = (col.h_link >= 0) & (col.h_link < nl)
-    np.minimum.at(slowest, col.h_tr[ok], bpc[col.h_link[ok]])
+    # the slowest known link of each distinct route, then of each transfer by its route (no per-hop arrays)
+    trs = col.trs
+    r_slow = np.full(len(trs.routes), np.inf)
+    for r, route in enumerate(trs.routes):
+        for lid, _ in route:
+            if 0 <= lid < nl and bpc[lid] < r_slow[r]:
+                r_slow[r] = bpc[lid]
+    slowest = r_slow[trs.column("route")] if len(r_slow) else np.full(len(p.transfers), np.inf)
     need = np.where(np.isfinite(slowest), col.t_bytes / slowest, 0.0)
     for k in np.flatnonzero(col.t_ser + SLACK_CYCLES < need):
         t = p.transfers[k]
