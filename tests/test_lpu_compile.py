@@ -445,7 +445,8 @@ def test_scheduler_last_reads_equal_a_pass_over_the_program(layout: str, phase: 
 
 def _first_fit_by_scan(items):  # the first-fit rule written plainly: every earlier live buffer, lowest offset
     offs, live, top = [], [], 0
-    for start, _, size, end, _ in sorted(items, key=lambda x: (x[0], x[1])):
+    for start, _, size, last, _ in sorted(items, key=lambda x: (x[0], x[1])):
+        end = last + 1  # an item holds its last live cycle
         live = [x for x in live if x[2] > start]
         off = 0
         for a_off, a_top, _ in sorted(live):
@@ -506,3 +507,25 @@ def test_chip_paths_are_shared_by_equal_chip_graphs_and_equal_routes() -> None:
     assert chip_paths(again)[(0, far)] == tuple(g2.route(0, far)) and len(g2.route(0, far)) > 2
     assert chip_paths(again)[(5, 3)] == tuple(g2.route(5, 3))
     assert (0, far) not in chip_paths(g1)
+
+
+def test_place_consumes_ready_and_keeps_lifetimes() -> None:
+    """Placement pops every ready entry it reads (peak memory) and still gives each buffer the lifetime
+    [first vector, last read] + 1: a transfer buffer and an activation buffer live at once get disjoint
+    bytes, and one never written lives [0, 1) in the transfer buffer region."""
+    from lpxsim.lpu.lowering import ChipUse
+    from lpxsim.lpu.place import ALIGN, place
+    from lpxsim.lpu.program import Buffer
+    from lpxsim.lpu.schedule import Arrived, Ready
+
+    bufs = {k: Buffer(k, 0, "x", bytes=ALIGN) for k in ("a", "b", "c", "d", "never")}
+    ready = {"a": Ready(0, 5, last=9), "b": Ready(9, 12), "c": Arrived(3, 4, last=7), "d": Arrived(8, 8)}
+    regions, out, _ = place({0: ChipUse()}, bufs, ready, None, 10**6)
+    assert ready == {}  # consumed
+    assert set(out) == set(bufs)
+    assert {r.name for r in regions} == {"act@0", "buffer@0"}
+    assert (out["a"].region, out["b"].region, out["c"].region, out["never"].region) == (
+        "act@0", "act@0", "buffer@0", "buffer@0")
+    assert out["b"].offset_bytes == ALIGN  # a lives through cycle 9, when b starts
+    assert out["d"].offset_bytes == 0  # c's last read (7) is before d arrives (8)
+    assert out["never"].offset_bytes == 0  # [0, 1): gone before c arrives
