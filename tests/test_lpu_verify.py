@@ -247,6 +247,8 @@ def test_clashing_regions_equals_pairwise() -> None:
         seen += bool(want)
         for chunk in (1, 5, 1 << 18):
             assert _clashing_regions(g, lo, hi, t0, t1, chunk=chunk) == want
+        o = np.lexsort((t0, g))  # sorted by the caller (as `_check_buffers` does)
+        assert _clashing_regions(g[o], lo[o], hi[o], t0[o], t1[o], chunk=5, is_sorted=True) == want
     assert 50 < seen < 400  # both outcomes exercised
 
 

@@ -368,22 +368,26 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
     names = list(regions)
     lo, hi = off[idx], off[idx] + np.maximum(size[idx], 1)
     t0, t1, g = t0[idx], t1[idx], g[idx]  # the full columns are freed as they are replaced (peak memory)
+    order = np.lexsort((t0, g))  # sorted here, each column replaced by its sorted copy (peak memory)
     del idx
-    for k in _clashing_regions(g, lo, hi, t0, t1):
+    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
+    del order
+    for k in _clashing_regions(g, lo, hi, t0, t1, is_sorted=True):
         chip, region = names[k]
         rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
 def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndarray, t1: np.ndarray,
-                      chunk: int = 1 << 16) -> list[int]:
+                      chunk: int = 1 << 16, is_sorted: bool = False) -> list[int]:
     """Regions (ascending) holding two buffers that overlap both in bytes and in lifetime.
 
     Sorted by (region, start), a buffer can only clash with the ones after it that start before it ends:
     those pairs (a few per buffer: the live set is short) are generated and tested exactly, about `chunk`
     pairs at a time (memory)."""
-    order = np.lexsort((t0, g))
-    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
-    del order
+    if not is_sorted:  # `is_sorted`: the caller sorted them by (region, start) already
+        order = np.lexsort((t0, g))
+        g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
+        del order
     base = int(min(int(t0.min()), int(t1.min())))
     span = int(max(int(t1.max()), int(t0.max()))) - base + 2
     gk = (g - g.min()) * span
