@@ -292,10 +292,12 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     want_from = np.where(first_hop, col.t_src[tr], prev_to)
     for k in np.unique(tr[(frm != want_from) & ~unknown]):
         rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
+    del frm, want_from, prev_to, first_hop  # per-hop temporaries freed as soon as read (peak memory)
     last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
     for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
         t = p.transfers[tr[k]]
         rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
+    del to, last_hop
     no_path = np.flatnonzero((nhops == 0) & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
@@ -310,7 +312,9 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     offset = cum - cum[start_of_tr][tr] if len(tr) else cum
     s = col.t_send[tr] + offset
     e = s + col.t_ser[tr]
+    del cum, offset, h, tr, unknown
     key = ok_l * 2 + d
+    del ok_l, lid, d
     bad = sweep_overlaps(key, s, e)
     conflicts = 0
     for kk, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
