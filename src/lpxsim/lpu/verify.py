@@ -123,7 +123,7 @@ class Columns:
         n, m, nd = len(ins), len(trs), len(p.buffers)
         # Each instruction is read once, all its fields together, then split: a fresh compile's records lie
         # scattered in memory and a pass over them costs its cache misses whatever it reads. The transfers
-        # are columns already (zero-copy views; their hops expanded from the distinct routes).
+        # are columns already (zero-copy views; their hops are expanded from the distinct routes where checked).
         i_names = ("output", "inputs", "attrs", "unit", "op", "kind", "slice", "chip", "cycle_start",
                    "first_out_cycle", "cycle_end")
         w = len(i_names)
