@@ -318,3 +318,23 @@ def test_a_buffer_used_but_not_declared_is_a_buffer_error(gemma) -> None:
     assert not rep.ok
     assert "buffer" in rep.kinds(), rep.errors[:5]
     assert any(f"used but not declared, e.g. {ins.output}" in e for e in rep.errors), rep.errors[:5]
+
+
+def test_slowest_link_per_route_equals_per_hop(gemma) -> None:
+    """The cost check's slowest link per transfer, taken per distinct route, equals the minimum over every
+    hop of the transfer (the per-hop expansion), also where a route holds a link the table of rates lacks."""
+    import numpy as np
+
+    from lpxsim.lpu.verify_work import slowest_link
+
+    trs = gemma[0].transfers
+    link, _, tr, _ = trs.hops()
+    nl = int(link.max()) + 1
+    bpc = np.random.default_rng(3).uniform(1.0, 9.0, nl)
+    for rates in (bpc, bpc[: nl // 2]):  # the second knows only half the links
+        want = np.full(len(trs), np.inf)
+        ok = link < len(rates)
+        np.minimum.at(want, tr[ok], rates[link[ok]])
+        got = slowest_link(trs, rates)
+        assert np.array_equal(got, want)
+        assert np.isinf(got).any() == (rates is not bpc)

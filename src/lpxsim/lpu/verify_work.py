@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.errors import UserError
-from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, stripe_count
+from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -162,6 +162,19 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
 _SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write")  # not the inputs' bytes
 
 
+def slowest_link(trs: TransferTable, bpc: np.ndarray) -> np.ndarray:
+    """Per transfer, the bytes per cycle of the slowest link on its route among the links `bpc` knows (ids
+    0..len-1; inf: none): taken per distinct route (a few thousand), then indexed by each transfer's route,
+    with no per-hop arrays (peak memory)."""
+    nl = len(bpc)
+    r_slow = np.full(len(trs.routes), np.inf)
+    for r, route in enumerate(trs.routes):
+        for lid, _ in route:
+            if 0 <= lid < nl and bpc[lid] < r_slow[r]:
+                r_slow[r] = bpc[lid]
+    return r_slow[trs.column("route")] if len(r_slow) else np.full(len(trs), np.inf)
+
+
 def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns,
                 ops: dict[str, Op], ic: _InsCodes) -> None:
     mem = arch.mem_bytes_per_cycle
@@ -201,14 +214,7 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     bpc = np.full(nl, np.inf)
     for lid, lk in p.links.items():
         bpc[lid] = lk.bytes_per_cycle
-    # the slowest known link of each distinct route, then of each transfer by its route (no per-hop arrays)
-    trs = col.trs
-    r_slow = np.full(len(trs.routes), np.inf)
-    for r, route in enumerate(trs.routes):
-        for lid, _ in route:
-            if 0 <= lid < nl and bpc[lid] < r_slow[r]:
-                r_slow[r] = bpc[lid]
-    slowest = r_slow[trs.column("route")] if len(r_slow) else np.full(len(p.transfers), np.inf)
+    slowest = slowest_link(col.trs, bpc)
     need = np.where(np.isfinite(slowest), col.t_bytes / slowest, 0.0)
     for k in np.flatnonzero(col.t_ser + SLACK_CYCLES < need):
         t = p.transfers[k]
