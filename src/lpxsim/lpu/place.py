@@ -12,13 +12,12 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Iterable
 from itertools import chain
 from operator import itemgetter
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
-from lpxsim.lpu.program import Buffer, Instruction, Region, Transfer, as_table
+from lpxsim.lpu.program import Buffer, Instruction, Region, TransferTable
 from lpxsim.lpu.schedule import Ready
 
 ALIGN = 320  # one vector
@@ -31,7 +30,7 @@ def _align(n: float) -> int:
     return int(math.ceil(max(0.0, n) / ALIGN) * ALIGN)
 
 
-def last_reads(instructions: list[Instruction], transfers: Iterable[Transfer]) -> dict[str, int]:
+def last_reads(instructions: list[Instruction], transfers: TransferTable) -> dict[str, int]:
     """Per buffer read by an instruction or a transfer: the cycle its last reader finishes."""
     last: dict[str, int] = {}
     get = last.get
@@ -40,8 +39,7 @@ def last_reads(instructions: list[Instruction], transfers: Iterable[Transfer]) -
         for b in ins.inputs:
             if e > get(b, -1):
                 last[b] = e
-    trs = as_table(transfers)
-    for b, e in zip(trs.src_buffer, trs.end_cycle, strict=True):
+    for b, e in zip(transfers.src_buffer, transfers.end_cycle, strict=True):
         if e > get(b, -1):
             last[b] = e
     return last

@@ -406,11 +406,6 @@ class TransferTable(Sequence[Transfer]):
         return [asdict(t) for t in self]
 
 
-def as_table(transfers: Iterable[Transfer]) -> TransferTable:
-    """`transfers` as a TransferTable (itself when it is one)."""
-    return transfers if isinstance(transfers, TransferTable) else TransferTable(transfers)
-
-
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A pipeline stage of one replica: layers ``layers[0]..layers[1]-1`` on ``chips``.
@@ -480,7 +475,8 @@ class Program:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.transfers = as_table(self.transfers)
+        if not isinstance(self.transfers, TransferTable):  # every other method relies on the table
+            self.transfers = TransferTable(self.transfers)
 
     # --- views ------------------------------------------------------------------------
     @property
@@ -495,10 +491,9 @@ class Program:
 
     @property
     def makespan_cycles(self) -> int:
-        trs = as_table(self.transfers)
         ends = [i.cycle_end for i in self.instructions]
-        if len(trs):
-            ends.append(int(trs.column("end_cycle").max()))
+        if len(self.transfers):
+            ends.append(int(self.transfers.column("end_cycle").max()))
         return max(ends) if ends else 0
 
     # --- serialisation ----------------------------------------------------------------
@@ -506,7 +501,7 @@ class Program:
         shallow = copy.copy(self)
         shallow.transfers = []  # asdict would deep-copy the table: its records are written below
         d = asdict(shallow)
-        d["transfers"] = as_table(self.transfers).to_dicts()
+        d["transfers"] = self.transfers.to_dicts()
         d["links"] = [asdict(v) for v in self.links.values()]
         d["buffers"] = [asdict(v) for v in self.buffers.values()]
         return d

@@ -10,7 +10,7 @@ import numpy as np
 
 from lpxsim.graph import OpGraph
 from lpxsim.lpu.arch import FITTED_MECHANISM, Arch
-from lpxsim.lpu.program import Program, as_table
+from lpxsim.lpu.program import Program
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,12 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
         if st.replica == 0:
             for c in st.chips:
                 chip_stage[c] = st.index
-    ins, trs = p.instructions, as_table(p.transfers)
+    ins, trs = p.instructions, p.transfers
     n, m = len(ins), len(trs)
     # per record: (stage of its chip, start, end); a transfer counts on its source chip's stage
     a = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start", "cycle_end"), ins)), np.int64, 3 * n)
     b = np.stack([trs.column("src_chip"), trs.column("send_cycle"), trs.column("end_cycle")], axis=1)
-    chip, start, end = np.concatenate([a.reshape(n, 3), b.reshape(m, 3)]).T  # one pass over the instructions
+    chip, start, end = np.concatenate([a.reshape(n, 3), b]).T  # one pass over the instructions
     span = max(1, int(end.max(initial=0)))  # `Program.makespan_cycles`, on the columns read here
     lut = np.zeros(int(chip.max(initial=0)) + 1, np.int64)  # chips of no replica-0 stage count as stage 0
     for c, si in chip_stage.items():

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
-from lpxsim.lpu.program import Program, as_table
+from lpxsim.lpu.program import Program
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -119,7 +119,7 @@ class Columns:
     """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
 
     def __init__(self, p: Program) -> None:
-        ins, trs = p.instructions, as_table(p.transfers)
+        ins, trs = p.instructions, p.transfers
         n, m, nd = len(ins), len(trs), len(p.buffers)
         # Each instruction is read once, all its fields together, then split: a fresh compile's records lie
         # scattered in memory and a pass over them costs its cache misses whatever it reads. The transfers
