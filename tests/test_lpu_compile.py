@@ -196,7 +196,7 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     (split-K statistics)."""
     from lpxsim.catalog import get_system
     from lpxsim.lpu.arch import arch_for
-    from lpxsim.lpu.schedule import Ready, Scheduler
+    from lpxsim.lpu.schedule import Scheduler
     from lpxsim.specs.topology import chip_graph
 
     system = get_system("lpx")
@@ -206,7 +206,7 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     for s in scheds:  # sources ready at different times; some stream slower than the links (a late start)
         for i, c in enumerate(chips):
             n0 = s.prov.node(100 * i)
-            s.ready[f"x@{c}"] = Ready(100 * i, 100 * i + 7_000 * (i % 3), n0, s.prov.node(100 * i + 7_000 * (i % 3), n0))
+            s.ready.add(f"x@{c}", 100 * i, 100 * i + 7_000 * (i % 3), n0, s.prov.node(100 * i + 7_000 * (i % 3), n0))
         s.send(chips[0], chips[1], "x@0", "pre", 5_000)  # a link already busy before the exchange
     sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
     sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
@@ -216,7 +216,9 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     scheds[1].send_many(sends, 20_000, complete_at=done)
     loop, many = scheds
     assert loop.transfers == many.transfers
-    assert {k: (r.first, r.end) for k, r in loop.ready.items()} == {k: (r.first, r.end) for k, r in many.ready.items()}
+    assert loop.ready.times() == many.ready.times()
+    assert loop.ready.last_reads() == many.ready.last_reads()
+    assert (loop.ready.arrived, loop.ready.end_node) == (many.ready.arrived, many.ready.end_node)
     assert loop._link_free == many._link_free
     assert (loop.last_end, loop.prov.breakdown(loop.last_node)) == (many.last_end, many.prov.breakdown(many.last_node))
     assert any(len(t.links) > 1 for t in many.transfers) and any(t.send_cycle > 0 for t in many.transfers)
@@ -437,7 +439,7 @@ def test_scheduler_last_reads_equal_a_pass_over_the_program(layout: str, phase: 
     emit_all(Lowerer(graph, sched.arch, sched, lay, realise(graph.model, lay, graph.weights)))
     assert sched.written_once()
     want = last_reads(sched.instructions, sched.transfers)
-    kept = {b: rd.last for b, rd in sched.ready.items() if rd.last >= 0}
+    kept = sched.ready.last_reads()
     assert kept == want and len(want) > 10
     sched.input_ready(sched.transfers[0].dst_buffer)  # written twice: placement must take the pass instead
     assert not sched.written_once()
@@ -510,18 +512,21 @@ def test_chip_paths_are_shared_by_equal_chip_graphs_and_equal_routes() -> None:
 
 
 def test_place_consumes_ready_and_keeps_lifetimes() -> None:
-    """Placement pops every ready entry it reads (peak memory) and still gives each buffer the lifetime
+    """Placement pops every ready slot it reads (peak memory) and still gives each buffer the lifetime
     [first vector, last read] + 1: a transfer buffer and an activation buffer live at once get disjoint
     bytes, and one never written lives [0, 1) in the transfer buffer region."""
     from lpxsim.lpu.lowering import ChipUse
     from lpxsim.lpu.place import ALIGN, place
     from lpxsim.lpu.program import Buffer
-    from lpxsim.lpu.schedule import Arrived, Ready
+    from lpxsim.lpu.schedule import ReadyTable
 
     bufs = {k: Buffer(k, 0, "x", bytes=ALIGN) for k in ("a", "b", "c", "d", "never")}
-    ready = {"a": Ready(0, 5, last=9), "b": Ready(9, 12), "c": Arrived(3, 4, last=7), "d": Arrived(8, 8)}
+    ready = ReadyTable()
+    for bid, first, end, last, arrived in (("a", 0, 5, 9, False), ("b", 9, 12, -1, False), ("c", 3, 4, 7, True),
+                                           ("d", 8, 8, -1, True)):
+        ready.last[ready.add(bid, first, end, arrived=arrived)] = last
     regions, out, _ = place({0: ChipUse()}, bufs, ready, None, 10**6)
-    assert ready == {}  # consumed
+    assert len(ready) == 0  # consumed
     assert set(out) == set(bufs)
     assert {r.name for r in regions} == {"act@0", "buffer@0"}
     assert (out["a"].region, out["b"].region, out["c"].region, out["never"].region) == (
@@ -529,3 +534,19 @@ def test_place_consumes_ready_and_keeps_lifetimes() -> None:
     assert out["b"].offset_bytes == ALIGN  # a lives through cycle 9, when b starts
     assert out["d"].offset_bytes == 0  # c's last read (7) is before d arrives (8)
     assert out["never"].offset_bytes == 0  # [0, 1): gone before c arrives
+
+
+def test_ready_table_keeps_each_buffer_latest_row() -> None:
+    """A buffer written twice has two rows and its slot names the later one, unread (what `written_once`
+    and placement rely on); `times` and `last_reads` read the latest rows."""
+    from lpxsim.lpu.schedule import ReadyTable
+
+    rt = ReadyTable()
+    a = rt.add("a", 0, 5, arrived=True)
+    rt.last[a] = 9
+    b = rt.add("b", 2, 3)
+    again = rt.add("a", 10, 12)
+    assert (len(rt), rt.rows()) == (2, 3) and rt.slot == {"a": again, "b": b}
+    assert rt.times() == {"a": (10, 12), "b": (2, 3)}
+    assert rt.last_reads() == {}  # the latest row of "a" is not read yet
+    assert list(rt.arrived) == [1, 0, 0]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import defaultdict
-from itertools import chain
-from operator import itemgetter
+from array import array
+from itertools import repeat
+from operator import attrgetter, itemgetter
+
+import numpy as np
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
 from lpxsim.lpu.program import Buffer, Instruction, Region, TransferTable
-from lpxsim.lpu.schedule import Ready
+from lpxsim.lpu.schedule import ReadyTable
 
 ALIGN = 320  # one vector
 _NEVER = float("inf")
@@ -43,6 +45,11 @@ def last_reads(instructions: list[Instruction], transfers: TransferTable) -> dic
         if e > get(b, -1):
             last[b] = e
     return last
+
+
+def _column(a: array) -> np.ndarray:
+    """A zero-copy int64 view of a ready column."""
+    return np.frombuffer(a, np.int64)
 
 
 def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> int:
@@ -99,68 +106,76 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
     return True
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, Ready], last: dict[str, int] | None,
+def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable, last: dict[str, int] | None,
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary. `ready` is
-    consumed (emptied).
+    consumed (its `slot` emptied).
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
-    last reader (`last`, from `last_reads`; None: the `Ready.last` the scheduler kept, valid when no buffer is
-    written twice, `Scheduler.written_once`); one never written lives [0, 1). A buffer an instruction writes
-    (`Ready`) goes to the chip's activation region, one that arrives (`Arrived`) or is never written to its
+    last reader (`last`, from `last_reads`; None: the `ReadyTable.last` the scheduler kept, valid when no buffer
+    is written twice, `Scheduler.written_once`); one never written lives [0, 1). A buffer an instruction writes
+    goes to the chip's activation region, one that arrives (`ReadyTable.arrived`) or is never written to its
     transfer buffer region.
     Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
-    per_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)  # (start, id, size, last, buffer)
-    recv_chip: dict[int, list[tuple[int, str, int, int, Buffer]]] = defaultdict(list)
-    # Peak memory (the compile's highest point is here): each ready entry is popped as it is read, so the
-    # entries are freed as the items grow; an item holds its buffer's last live cycle (end - 1: an int the
-    # entry already had) and one shared int per distinct aligned size.
-    rpop = ready.pop
-    lget = last.get if last is not None else None
-    sizes: dict[int, int] = {}
-    for bid, b in buffers.items():
-        rd = rpop(bid, None)
-        if rd is None:
-            s, e, to = 0, 0, recv_chip
-        else:
-            s, e = rd.first, rd.end
-            r = rd.last if lget is None else lget(bid, e)
-            if r > e:
-                e = r
-            to = per_chip if type(rd) is Ready else recv_chip
-        nb = b.bytes
-        size = sizes.get(nb)
-        if size is None:
-            size = sizes[nb] = -(-max(nb, 1) // ALIGN) * ALIGN
-        to[b.chip].append((s, bid, size, e, b))
-    del ready, last, rpop, lget  # read into the items: freed here when the caller passed them without a name
+    n = len(buffers)
+    ids, bufs = list(buffers), list(buffers.values())
+    # Per buffer as columns (peak memory: a large program has ~5 x 10^5 buffers; only one group's items, the
+    # tuples first fit sorts, exist at a time): each slot is popped as it is read.
+    rows = np.fromiter(map(ready.slot.pop, ids, repeat(-1, n)), np.int64, n)
+    known = rows >= 0
+    if ready.rows():
+        r = np.where(known, rows, 0)
+        start = np.where(known, _column(ready.first)[r], 0)
+        end = np.where(known, _column(ready.end)[r], 0)
+        recv = ~known | (np.frombuffer(ready.arrived, np.uint8)[r] != 0)
+        read = _column(ready.last)[r] if last is None else np.fromiter(map(last.get, ids, end.tolist()), np.int64, n)
+        end = np.where(known, np.maximum(end, read), 0)  # the last live cycle: last vector or last read
+    else:
+        start = end = np.zeros(n, np.int64)
+        recv = np.ones(n, bool)
+    del ready, last, rows, known
+    nbytes = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, n)
+    size = -(-np.maximum(nbytes, 1) // ALIGN) * ALIGN
+    chip = np.fromiter(map(attrgetter("chip"), bufs), np.int64, n)
+    # groups (chip, activation before transfer buffers), in placement order; stable: buffer order within each
+    order = np.argsort(chip * 2 + recv, kind="stable")
+    key = (chip * 2 + recv)[order]
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    bounds = dict(zip(key[np.r_[0, cuts]].tolist(), zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist(), strict=True),
+                      strict=True)) if n else {}
+    del nbytes, key
     regions: list[Region] = []
-    placed: list[list[tuple[int, str, int, int, Buffer]]] = []  # item lists in placement order
+    placed_ids: list[str] = []  # buffer ids and buffers in placement order
+    placed_bufs: list[Buffer] = []
     summary: dict[int, dict] = {}
-    chips = sorted(set(use) | set(per_chip) | set(recv_chip))
+    chips = sorted(set(use).union(np.unique(chip).tolist()))
     for c in chips:
         cu = use.get(c, ChipUse())
         off = 0
         totals = {"weights": 0, "kv": 0, "act": 0, "buffer": 0}
         for name, nbytes in sorted(cu.weights.items()):
-            size = _align(nbytes)
-            regions.append(Region(c, name, "weights", off, size))
-            off += size
-            totals["weights"] += size
+            size_w = _align(nbytes)
+            regions.append(Region(c, name, "weights", off, size_w))
+            off += size_w
+            totals["weights"] += size_w
         for name, nbytes in sorted(cu.kv.items()):
-            size = _align(nbytes)
-            if size:
-                regions.append(Region(c, name, "kv", off, size))
-                off += size
-                totals["kv"] += size
-        for kind, items in (("act", per_chip.get(c)), ("buffer", recv_chip.get(c))):
-            if items:  # each item's size is at least one vector: a region exactly when there are buffers
+            size_w = _align(nbytes)
+            if size_w:
+                regions.append(Region(c, name, "kv", off, size_w))
+                off += size_w
+                totals["kv"] += size_w
+        for kind, grp in (("act", bounds.get(2 * c)), ("buffer", bounds.get(2 * c + 1))):
+            if grp:  # each item's size is at least one vector: a region exactly when there are buffers
+                pos = order[grp[0]:grp[1]].tolist()
+                items = list(zip(start[pos].tolist(), map(ids.__getitem__, pos), size[pos].tolist(),
+                                 end[pos].tolist(), map(bufs.__getitem__, pos), strict=True))
                 rname = f"{kind}@{c}"
-                size = _align(_first_fit(items, rname))
-                placed.append(items)
-                regions.append(Region(c, rname, kind, off, size))  # type: ignore[arg-type]
-                off += size
-                totals[kind] = size
+                region_size = _align(_first_fit(items, rname))
+                placed_ids.extend(map(itemgetter(1), items))
+                placed_bufs.extend(map(itemgetter(4), items))
+                regions.append(Region(c, rname, kind, off, region_size))  # type: ignore[arg-type]
+                off += region_size
+                totals[kind] = region_size
         if off > sram_bytes:
             raise DoesNotFit(
                 "layout",
@@ -168,10 +183,6 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: dict[str, 
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
-    ids, bufs = map(itemgetter(1), chain.from_iterable(placed)), map(itemgetter(4), chain.from_iterable(placed))
-    new_bufs = dict(zip(ids, bufs, strict=True))  # built in C: a Python loop of ~10^5 inserts costs more
-    if len(new_bufs) != len(buffers):  # its keys are buffers' keys: equal sizes mean every buffer is there
-        for bid, b in buffers.items():
-            new_bufs.setdefault(bid, b)
+    new_bufs = dict(zip(placed_ids, placed_bufs, strict=True))  # built in C: a Python loop of ~10^5 inserts costs more
     return regions, new_bufs, summary
 

@@ -13,6 +13,7 @@ the earliest cycle at which all its links are free (no run-time arbitration).
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any
@@ -47,24 +48,58 @@ def chip_paths(graph: ChipGraph) -> dict[tuple[int, int], tuple[int, ...]]:
     return paths
 
 
-@dataclass(slots=True)
-class Ready:
-    """When a buffer's first and last vectors are available on its chip (and the provenance nodes of
-    those two times, for the critical-path breakdown); `last`: the latest end of an instruction or transfer
-    that has read it so far (-1: none), kept as the reads are scheduled so that placement needs no pass
-    over the program for the buffers' lifetimes."""
+class ReadyTable:
+    """When each buffer's first and last vectors are available on its chip, as columns: a row per write (an
+    instruction's output, a transfer's arrival, a step input), and `slot` naming each buffer's latest row.
 
-    first: int
-    end: int
-    first_node: int = -1
-    end_node: int = -1
-    last: int = -1
+    A row holds the two times, the provenance nodes of those times (for the critical-path breakdown), `last`:
+    the latest end of an instruction or transfer that has read the buffer so far (-1: none; kept as the reads
+    are scheduled, so placement needs no pass over the program for the buffers' lifetimes), and `arrived`: 1
+    when the buffer arrived by a transfer or is a step input (placement puts it in the chip's transfer buffer
+    region), 0 when an instruction of its chip wrote it. Columns, not an object per buffer: a large program
+    has ~5 x 10^5 buffers, and typed arrays hold no Python int per time (peak memory)."""
 
+    __slots__ = ("slot", "first", "end", "first_node", "end_node", "last", "arrived")
 
-@dataclass(slots=True)
-class Arrived(Ready):
-    """The ready times of a buffer that arrived by a transfer or is a step input (not written by an
-    instruction of its chip): placement puts it in the chip's transfer buffer region."""
+    def __init__(self) -> None:
+        self.slot: dict[str, int] = {}
+        self.first = array("q")
+        self.end = array("q")
+        self.first_node = array("q")
+        self.end_node = array("q")
+        self.last = array("q")
+        self.arrived = bytearray()
+
+    def add(self, bid: str, first: int, end: int, first_node: int = -1, end_node: int = -1,
+            arrived: bool = False) -> int:
+        """A new row for `bid` (it replaces any earlier one as the buffer's), not yet read; returns its index."""
+        k = len(self.first)
+        self.slot[bid] = k
+        self.first.append(first)
+        self.end.append(end)
+        self.first_node.append(first_node)
+        self.end_node.append(end_node)
+        self.last.append(-1)
+        self.arrived.append(1 if arrived else 0)
+        return k
+
+    def __len__(self) -> int:
+        """Buffers with a row (a buffer written twice counts once)."""
+        return len(self.slot)
+
+    def rows(self) -> int:
+        """Rows written (every write, also a second one of the same buffer)."""
+        return len(self.first)
+
+    def times(self) -> dict[str, tuple[int, int]]:
+        """(first, end) of each buffer's latest row."""
+        f, e = self.first, self.end
+        return {b: (f[k], e[k]) for b, k in self.slot.items()}
+
+    def last_reads(self) -> dict[str, int]:
+        """The end of the last read of each buffer read so far (what `place.last_reads` finds by a pass)."""
+        la = self.last
+        return {b: la[k] for b, k in self.slot.items() if la[k] >= 0}
 
 
 class Provenance:
@@ -75,8 +110,8 @@ class Provenance:
     __slots__ = ("time", "parent", "comp", "_one", "_vc")
 
     def __init__(self) -> None:
-        self.time: list[int] = []
-        self.parent: list[int] = []
+        self.time = array("q")  # typed: a large step has ~10^6 nodes, and no Python int each
+        self.parent = array("q")
         self.comp: list[tuple[tuple[str, int], ...]] = []
         self._one: dict[tuple[str, int], tuple[tuple[str, int]]] = {}  # shared ((mech, cycles),) tuples
         self._vc: dict[int, tuple[tuple[str, int]]] = {}  # cycles -> the shared (("vector_count", cycles),)
@@ -126,7 +161,7 @@ class Scheduler:
     instructions: list[Instruction] = field(default_factory=list)
     transfers: TransferTable = field(default_factory=TransferTable)  # written column by column (no records)
     buffers: dict[str, Buffer] = field(default_factory=dict)
-    ready: dict[str, Ready] = field(default_factory=dict)
+    ready: ReadyTable = field(default_factory=ReadyTable)
     links: dict[int, Link] = field(default_factory=dict)
     _link_ids: dict[tuple[int, int], int] = field(default_factory=dict)
     _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
@@ -155,21 +190,21 @@ class Scheduler:
         self.buffers[bid] = Buffer(bid, chip, op, cols, partial, int(math.ceil(nbytes)), "", heads, lse_shape)
         return bid
 
-    def take_ready(self) -> dict[str, Ready]:
+    def take_ready(self) -> ReadyTable:
         """The ready times (and last reads) of every buffer, handed over: the scheduler forgets them
-        (placement reads them once; a large program has ~10^6)."""
-        out, self.ready = self.ready, {}
+        (placement reads them once; a large program has ~5 x 10^5)."""
+        out, self.ready = self.ready, ReadyTable()
         return out
 
     def written_once(self) -> bool:
-        """Whether no buffer was written twice (each ready entry is then the only one of its buffer, and its
+        """Whether no buffer was written twice (each ready row is then the only one of its buffer, and its
         `last` covers every read of the buffer); a program that writes one twice fails `verify`."""
         return len(self.ready) == self._writes + len(self.transfers) + len(self.instructions)
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
-        self.ready[bid] = Arrived(first, first, n, n)
+        self.ready.add(bid, first, first, n, n, arrived=True)
         self._writes += 1
 
     # --- work -------------------------------------------------------------------------
@@ -204,19 +239,22 @@ class Scheduler:
         uf = self._unit.get(key)
         start, snode = (0, -1) if uf is None else uf
         drain_in, dnode = -1, -1
-        ready = self.ready
+        rt = self.ready
+        slot, r_first, r_end = rt.slot, rt.first, rt.end
         n_in = len(inputs)
         if n_in == 1:  # most instructions: no list built
-            rds: tuple | list = (ready[inputs[0]],)
+            rows: tuple | list = (slot[inputs[0]],)
         elif n_in == 2:
-            rds = (ready[inputs[0]], ready[inputs[1]])
+            rows = (slot[inputs[0]], slot[inputs[1]])
         else:
-            rds = [ready[b] for b in inputs]
-        for rd in rds:
-            if rd.first > start or snode < 0 and rd.first >= start:
-                start, snode = rd.first, rd.first_node
-            if rd.end > drain_in:
-                drain_in, dnode = rd.end, rd.end_node
+            rows = [slot[b] for b in inputs]
+        for k in rows:
+            t = r_first[k]
+            if t > start or snode < 0 and t >= start:
+                start, snode = t, rt.first_node[k]
+            t = r_end[k]
+            if t > drain_in:
+                drain_in, dnode = t, rt.end_node[k]
         lk = (unit, extra_latency)
         cached = self._lat.get(lk)
         if cached is None:
@@ -255,9 +293,10 @@ class Scheduler:
                 pt.append(drain_end), pp.append(dnode), pc.append(drain)
             else:
                 pt.append(end), pp.append(fnode), pc.append(vc)
-        for rd in rds:  # the inputs' last reads
-            if end > rd.last:
-                rd.last = end
+        r_last = rt.last
+        for k in rows:  # the inputs' last reads
+            if end > r_last[k]:
+                r_last[k] = end
         self._unit[key] = (start + dur, len(pt))
         pt.append(start + dur), pp.append(snode), pc.append(vc)
         at = self._shared_attrs(attrs, dur)
@@ -270,7 +309,9 @@ class Scheduler:
         ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
                           sl, at)
         self.instructions.append(ins)
-        ready[output] = Ready(first_out, end, fnode, enode)
+        slot[output] = len(r_first)  # ReadyTable.add, inline (the hot path)
+        r_first.append(first_out), r_end.append(end), rt.first_node.append(fnode), rt.end_node.append(enode)
+        r_last.append(-1), rt.arrived.append(0)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return ins
@@ -367,8 +408,9 @@ class Scheduler:
         info = self._send_info.get((src_chip, dst_chip)) or self._path(src_chip, dst_chip)
         hops, bpc, keyed, rid = info
         pv = self.prov
-        rd = self.ready[src_buffer]
-        first, fnode, rend = rd.first, rd.first_node, rd.end
+        rt = self.ready
+        src_row = rt.slot[src_buffer]
+        first, fnode, rend = rt.first[src_row], rt.first_node[src_row], rt.end[src_row]
         if complete_at is not None:
             first = max(first, complete_at)
             fnode = pv.after(fnode, first, "vector_count")
@@ -413,9 +455,9 @@ class Scheduler:
         k = len(self.transfers)
         self.transfers.add(k, src_chip, dst_chip, src_buffer, dst_buffer, math.ceil(nbytes), rid, send, occupy, arrive,
                            end)
-        if end > rd.last:
-            rd.last = end
-        self.ready[dst_buffer] = Arrived(arrive, end, anode, enode)
+        if end > rt.last[src_row]:
+            rt.last[src_row] = end
+        rt.add(dst_buffer, arrive, end, anode, enode, arrived=True)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return k
@@ -434,7 +476,11 @@ class Scheduler:
         pv = self.prov
         pt, pp, pc = pv.time, pv.parent, pv.comp
         pta, ppa, pca = pt.append, pp.append, pc.append
-        lf, ready, table = self._link_free, self.ready, self.transfers
+        lf, rt, table = self._link_free, self.ready, self.transfers
+        slot, r_first, r_end, r_fnode, r_last = rt.slot, rt.first, rt.end, rt.first_node, rt.last
+        row = len(r_first)  # the ready row of the next send's destination (the rows are added after the loop)
+        c_anode: list[int] = []
+        cna = c_anode.append
         # the columns that vary per send, added to the table (with the others, from `sends`) after the loop
         c_route: list[int] = []
         c_send: list[int] = []
@@ -459,8 +505,8 @@ class Scheduler:
                         per_dst = by_src[src_chip] = {}
                     prev_src = src_chip
                 if src_buffer is not prev_buf:
-                    rd = ready[src_buffer]
-                    rfirst, rfnode, rend = rd.first, rd.first_node, rd.end
+                    src_row = slot[src_buffer]
+                    rfirst, rfnode, rend = r_first[src_row], r_fnode[src_row], r_end[src_row]
                     if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
                         ca = complete_at[src_chip]
                         if ca > rfirst:
@@ -520,9 +566,11 @@ class Scheduler:
                 pta(arrive), ppa(snode), pca(comps[0])
                 pta(end), ppa(snode), pca(comps[1])
                 cra(rid), csa(send), cza(ser), caa(arrive), cea(end)
-                if end > rd.last:
-                    rd.last = end
-                ready[dst_buffer] = Arrived(arrive, end, anode, anode + 1)
+                if end > r_last[src_row]:
+                    r_last[src_row] = end
+                cna(anode)
+                slot[dst_buffer] = row
+                row += 1
                 if end > last_end or last_node < 0:
                     last_end, last_node = end, anode + 1
         finally:  # the records of the sends scheduled (all of them unless one failed)
@@ -530,4 +578,7 @@ class Scheduler:
             src_c, dst_c, sbuf_c, dbuf_c = zip(*islice(sends, n), strict=True) if n else ((), (), (), ())
             table.add_many(range(ntr, ntr + n), src_c, dst_c, sbuf_c, dbuf_c, repeat(nb_int, n), c_route, c_send,
                            c_ser, c_arrive, c_end)
+            # the destinations' ready rows (ReadyTable.add for each, in order): arrived at `arrive`, whole at `end`
+            r_first.extend(c_arrive), r_end.extend(c_end), r_fnode.extend(c_anode)
+            rt.end_node.extend([a + 1 for a in c_anode]), r_last.extend(repeat(-1, n)), rt.arrived.extend(repeat(1, n))
         self.last_end, self.last_node = last_end, last_node
