@@ -93,11 +93,12 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     emit_all(lw)
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
-    # Peak memory: the ready times are handed over (freed once read) and any last reads passed without a name
-    # here, so `place` frees them once its items are built. The scheduler keeps each buffer's last read on its
-    # ready entry; only a program that writes some buffer twice (which fails `verify`) needs the pass over it.
+    sched.drop_caches()
+    # Peak memory: the ready times and the declared buffers are handed over, and any last reads passed without a
+    # name, so `place` frees each once it has read it. The scheduler keeps each buffer's last read on its ready
+    # row; only a program that writes some buffer twice (which fails `verify`) needs the pass over it.
     once = sched.written_once()
-    regions, buffers, summary = place(lw.use, sched.buffers, sched.take_ready(),
+    regions, buffers, summary = place(lw.use, sched.take_buffers(), sched.take_ready(),
                                       None if once else last_reads(sched.instructions, sched.transfers),
                                       arch.sram_bytes)
     instrs = _by_chip_and_cycle(sched.instructions)

@@ -109,7 +109,7 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable, last: dict[str, int] | None,
           sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary. `ready` is
-    consumed (its `slot` emptied).
+    consumed (its `slot` emptied); `buffers` is not changed, but its values are (their region and offset).
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
     last reader (`last`, from `last_reads`; None: the `ReadyTable.last` the scheduler kept, valid when no buffer
@@ -183,6 +183,8 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
+    # peak memory: the columns, and `buffers` when the caller handed it over unnamed, are freed before the new dict
+    del ids, bufs, start, end, size, chip, order, recv, buffers
     new_bufs = dict(zip(placed_ids, placed_bufs, strict=True))  # built in C: a Python loop of ~10^5 inserts costs more
     return regions, new_bufs, summary
 
