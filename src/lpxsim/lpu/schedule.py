@@ -185,6 +185,7 @@ class Scheduler:
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
     _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
     _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
+    _role_rates: dict = field(default_factory=dict)  # link role -> (bytes per cycle, hop cycles)
 
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
@@ -369,12 +370,14 @@ class Scheduler:
             role = self.graph.link_role(a, b)
             if role is None:
                 raise AssertionError(f"route uses a missing link {a}-{b}")
-            cls = self.graph.topology.links[role]
+            rates = self._role_rates.get(role)
+            if rates is None:
+                cls = self.graph.topology.links[role]
+                rates = self._role_rates[role] = (cls.bandwidth_Bps / self.arch.clock_hz,
+                                                  self.arch.cycles(float(cls.latency_s)))
             lid = len(self._link_ids)
             self._link_ids[key] = lid
-            self.links[lid] = Link(id=lid, a=key[0], b=key[1], cls=role,
-                                   bytes_per_cycle=cls.bandwidth_Bps / self.arch.clock_hz,
-                                   hop_cycles=self.arch.cycles(float(cls.latency_s)))
+            self.links[lid] = Link(lid, key[0], key[1], role, rates[0], rates[1])
         return lid, 0 if a == key[0] else 1
 
     def route(self, src: int, dst: int) -> tuple[tuple[int, int], ...]:
@@ -386,7 +389,11 @@ class Scheduler:
             path = paths.get(key)
             if path is None:
                 path = paths[key] = tuple(self.graph.route(src, dst))
-            self._routes[key] = tuple(self._link(a, b) for a, b in zip(path, path[1:], strict=False))
+            ids, hops = self._link_ids, []
+            for a, b in zip(path, path[1:], strict=False):  # `_link`, with the known links looked up inline
+                lid = ids.get((a, b) if a < b else (b, a))
+                hops.append(self._link(a, b) if lid is None else (lid, 0 if a < b else 1))
+            self._routes[key] = tuple(hops)
         return self._routes[key]
 
     def _link_comps(self, hop: int, setup: int, vec: int, occupy: int) -> tuple[tuple, tuple]:
@@ -405,9 +412,11 @@ class Scheduler:
         info = self._send_info.get((src, dst))
         if info is None:
             hops = self.route(src, dst)
+            links = [self.links[lid] for lid, _ in hops]
             info = self._send_info[(src, dst)] = (
-                hops, min(self.links[lid].bytes_per_cycle for lid, _ in hops),
-                tuple((2 * lid + d, self.links[lid].hop_cycles) for lid, d in hops), self.transfers.route_id(hops))
+                hops, min([ln.bytes_per_cycle for ln in links]),
+                tuple([(2 * lid + d, ln.hop_cycles) for (lid, d), ln in zip(hops, links, strict=True)]),
+                self.transfers.route_id(hops))
         return info
 
     def send(self, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: float,
