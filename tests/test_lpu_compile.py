@@ -550,3 +550,25 @@ def test_ready_table_keeps_each_buffer_latest_row() -> None:
     assert rt.times() == {"a": (10, 12), "b": (2, 3)}
     assert rt.last_reads() == {}  # the latest row of "a" is not read yet
     assert list(rt.arrived) == [1, 0, 0]
+
+
+def test_place_reads_rows_in_declaration_order_or_by_lookup_alike() -> None:
+    """Placement reads the ready rows in order when the buffers were written in declaration order, and looks
+    each one up otherwise: both give every buffer the same region and offset."""
+    from lpxsim.lpu.lowering import ChipUse
+    from lpxsim.lpu.place import ALIGN, place
+    from lpxsim.lpu.program import Buffer
+    from lpxsim.lpu.schedule import ReadyTable
+
+    times = {f"b{i}": (3 * i % 7, 3 * i % 7 + 4, i % 3 == 0) for i in range(12)}
+    placed = []
+    for order in (sorted(times), sorted(times, reverse=True)):  # declaration order, then the reverse
+        bufs = {k: Buffer(k, int(k[1:]) % 2, "x", bytes=ALIGN * (1 + int(k[1:]) % 3)) for k in sorted(times)}
+        ready = ReadyTable()
+        for k in order:
+            ready.add(k, times[k][0], times[k][1], arrived=times[k][2])
+        regions, out, _ = place({0: ChipUse(), 1: ChipUse()}, bufs, ready, None, 10**6)
+        assert len(ready) == 0
+        placed.append(([(k, b.region, b.offset_bytes) for k, b in out.items()], regions))
+    assert placed[0] == placed[1]
+    assert len({r for _, r, _ in placed[0][0]}) == 4  # act and buffer regions on both chips
