@@ -21,6 +21,7 @@ from lpxsim.lpu.emit import emit_all
 from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.layout import Layout, check_shape, parse_layout, realise
 from lpxsim.lpu.lowering import Lowerer
+from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.place import last_reads, place
 from lpxsim.lpu.program import LayoutInfo, Program
 from lpxsim.lpu.schedule import Provenance, Scheduler
@@ -94,6 +95,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     sched.drop_caches()
+    release_free_memory()
     # Peak memory: the ready times and the declared buffers are handed over, and any last reads passed without a
     # name, so `place` frees each once it has read it. The scheduler keeps each buffer's last read on its ready
     # row; only a program that writes some buffer twice (which fails `verify`) needs the pass over it.
@@ -101,6 +103,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     regions, buffers, summary = place(lw.use, sched.take_buffers(), sched.take_ready(),
                                       None if once else last_reads(sched.instructions, sched.transfers),
                                       arch.sram_bytes)
+    release_free_memory()  # placement's columns and the scheduler's ready table: before `verify` builds its own
     instrs = _by_chip_and_cycle(sched.instructions)
     info = LayoutInfo(tp=layout.tp, stages=layout.stages, replicas=layout.replicas,
                       kv_seq_split=layout.kv_seq_split, micro_batches=1, stage_list=tuple(stages),

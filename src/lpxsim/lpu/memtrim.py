@@ -1,0 +1,38 @@
+"""Hand the C heap's free pages back to the operating system between compile phases (peak memory).
+
+A large compile frees ~10^2 MB of C-heap memory between its phases (the scheduler's ready and provenance
+columns, placement's columns, dict tables, lists). glibc keeps freed heap memory for reuse rather than
+returning it, so the resident set stays at the earlier phase's high-water mark while the next phase
+(placement, then `verify`) allocates on top of it. `malloc_trim(0)` gives the free pages back: measured on
+DeepSeek-V3 on 8 racks, the resident set after the build goes from ~500 to ~380 MB in ~10 ms (the same call
+Dask's workers use to release memory; docs/sources.md). Python's own small-object arenas are untouched:
+pymalloc returns an arena when it empties.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+_UNSET: object = object()
+_trim: Callable[[int], int] | None | object = _UNSET
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, or None where the C library has none (macOS, Windows, musl)."""
+    global _trim
+    if _trim is _UNSET:
+        try:
+            _trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+        except (OSError, TypeError):  # no C library handle for the process (Windows)
+            _trim = None
+    return _trim  # type: ignore[return-value]
+
+
+def release_free_memory() -> bool:
+    """Return the C heap's free pages to the operating system; whether the platform could (glibc)."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
