@@ -4,8 +4,8 @@ A large compile frees ~10^2 MB of C-heap memory between its phases (the schedule
 columns, placement's columns, dict tables, lists). glibc keeps freed heap memory for reuse rather than
 returning it, so the resident set stays at the earlier phase's high-water mark while the next phase
 (placement, then `verify`) allocates on top of it. `malloc_trim(0)` gives the free pages back: measured on
-DeepSeek-V3 on 8 racks, the resident set after the build goes from ~500 to ~380 MB in ~10 ms (the same call
-Dask's workers use to release memory; docs/sources.md). Python's own small-object arenas are untouched:
+DeepSeek-V3 on 8 racks, the resident set after the build goes from ~500 to ~410 MB in ~6 ms (long-running
+Python services call it for the same reason; docs/sources.md). Python's own small-object arenas are untouched:
 pymalloc returns an arena when it empties.
 """
 
