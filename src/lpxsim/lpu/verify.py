@@ -23,16 +23,16 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 
 from __future__ import annotations
 
-import operator
+from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain, islice, repeat
+from itertools import chain, count, islice, repeat
 from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
-from lpxsim.lpu.program import Program
+from lpxsim.lpu.program import Buffer, Program
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -79,22 +79,27 @@ def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> n
     return g[1:][bad]
 
 
+def index_dtype(count: int) -> type:
+    """The integer type of buffer and record indices below `count`: int32 where it holds them (memory)."""
+    return np.int32 if count < 1 << 31 else np.int64
+
+
 def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | None:
     """Position in `keys` of each of the `count` names, matched by object identity; None if a name is not
     one of the key objects (an equal but distinct str, or an undeclared name)."""
     kid = np.fromiter(map(id, keys), np.int64, len(keys))
     q = np.fromiter(map(id, names), np.int64, count)
     if not len(q):
-        return q
+        return q.astype(index_dtype(len(keys)))
     if not len(kid):
         return None
-    order = np.argsort(kid, kind="stable")  # allocation order: nearly sorted already
-    sk = kid[order]
-    pos = np.searchsorted(sk, q)
-    np.minimum(pos, len(sk) - 1, out=pos)
-    if not np.array_equal(sk[pos], q):
-        return None
-    return order[pos]
+    order = np.argsort(kid, kind="stable").astype(index_dtype(len(keys)))  # allocation order: nearly sorted
+    kid = kid[order]
+    pos = np.searchsorted(kid, q)
+    np.minimum(pos, len(kid) - 1, out=pos)
+    same = np.array_equal(kid[pos], q)
+    del kid, q
+    return order[pos] if same else None
 
 
 def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], dsts: list[str]):
@@ -116,7 +121,10 @@ def _ints(flat: list, k: int, width: int, n: int, dtype=np.int64) -> np.ndarray:
 
 
 class Columns:
-    """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
+    """The Program as numpy columns, with buffer ids mapped to integers (built once per verify).
+
+    Buffer indices (`i_out`, `r_buf`, `t_sbuf`, `t_dbuf`) and `r_ins` are int32 where they fit (`index_dtype`);
+    the names of the buffers (`names`) are listed only when a message needs them (memory)."""
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
@@ -149,30 +157,54 @@ class Columns:
         # object itself sends the whole mapping through the dict. Both give the same indices (the dict alone
         # below IDENTITY_MIN_BUFFERS: a test compares them).
         self._bid: dict[str, int] | None = None
+        self._names: list[str] | None = None
         self._declared = p.buffers
         nout, nq = n + nin, n + nin + 2 * m
+        self.idx_dtype = index_dtype(nd + nq)  # every buffer index (undeclared names included) is below nd + nq
         idx = None
         if nd >= IDENTITY_MIN_BUFFERS:
             idx = _identity_index(p.buffers, _names(outputs, inputs, srcs, dsts), nq)
         if idx is None:
-            idx = np.fromiter(map(self.bid.get, _names(outputs, inputs, srcs, dsts), repeat(-1)), np.int64, nq)
+            idx = np.fromiter(map(self.bid.get, _names(outputs, inputs, srcs, dsts), repeat(-1)), self.idx_dtype, nq)
             if idx.min(initial=0) < 0:  # names no buffer declares (an error verify reports)
                 idx = self._by_name(outputs, inputs, srcs, dsts)
+        del outputs, inputs
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
         self.nbuf = len(self._bid) if self._bid is not None else nd
         unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
         self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
-        self.r_ins = np.repeat(np.arange(n), counts)
+        self.r_ins = np.repeat(np.arange(n, dtype=index_dtype(n)), counts)
         self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = map(
             trs.column, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle"))
         self.t_bytes = trs.column("bytes").astype(np.float64)
         self.trs = trs  # its hops are expanded where checked (`_check_transfers`), then freed (peak memory)
-        self.names = list(self._bid) if self._bid is not None else list(p.buffers)
-        # bytes of every buffer (undeclared: 0)
-        self.b_bytes = np.zeros(self.nbuf, np.int64)
-        self.b_bytes[:nd] = self.b_place[2]
+        # bytes of every buffer (undeclared: 0): the declared column itself when every buffer is declared
+        if self.nbuf == nd:
+            self.b_bytes = self.b_place[2]
+        else:
+            self.b_bytes = np.zeros(self.nbuf, np.int64)
+            self.b_bytes[:nd] = self.b_place[2]
+
+    @property
+    def names(self) -> list[str]:
+        """Every buffer's name by index (declared keys, then undeclared names): listed on first use (messages)."""
+        if self._names is None:
+            self._names = list(self._bid) if self._bid is not None else list(self._declared)
+        return self._names
+
+    def declared_at(self, ks: list[int]) -> list[tuple[str, Buffer]]:
+        """(key, Buffer) of the declared buffers at positions `ks` (ascending), without a list of them all."""
+        out, it, at = [], iter(self._declared.items()), 0
+        for k in ks:
+            out.append(next(islice(it, k - at, None)))
+            at = k + 1
+        return out
+
+    def declared_indices(self, ks: list[int]) -> list[int]:
+        """Buffer index of each declared buffer at positions `ks` (ascending), under its own id."""
+        return [self.index(key, b.id, k) for k, (key, b) in zip(ks, self.declared_at(ks), strict=True)]
 
     def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
                  dsts: list[str]) -> np.ndarray:
@@ -181,7 +213,7 @@ class Columns:
         for b in _names(outputs, inputs, srcs, dsts):
             if b not in bid:
                 bid[b] = len(bid)
-        return np.fromiter(map(bid.__getitem__, _names(outputs, inputs, srcs, dsts)), np.int64)
+        return np.fromiter(map(bid.__getitem__, _names(outputs, inputs, srcs, dsts)), self.idx_dtype)
 
     @property
     def bid(self) -> dict[str, int]:
@@ -206,14 +238,63 @@ class Columns:
         return writes, chip, first, end
 
 
-def _check_regions(p: Program, rep: VerifyReport) -> dict[tuple[int, str], tuple[int, int]]:
-    index = {}
-    n = len(p.regions)
-    chip = np.fromiter((r.chip for r in p.regions), np.int64, n)
-    off = np.fromiter((r.offset_bytes for r in p.regions), np.int64, n)
-    size = np.fromiter((r.size_bytes for r in p.regions), np.int64, n)
-    for r in p.regions:
-        index[(r.chip, r.name)] = (r.offset_bytes, r.size_bytes)
+class Regions:
+    """The Program's regions as columns, and the lookup of a buffer's region by (chip, name).
+
+    A (chip, name) declared twice (an overlap `_check_regions` reports) is one entry, numbered where first
+    declared and sized as last declared. Entries are numbered in order of first declaration."""
+
+    def __init__(self, p: Program) -> None:
+        n = len(p.regions)
+        flat = _fields(p.regions, ("chip", "name", "offset_bytes", "size_bytes"), n)
+        self.chip, self.off, self.size = (_ints(flat, k, 4, n) for k in (0, 2, 3))
+        self.names: list[str] = flat[1::4]
+        del flat
+        code = defaultdict(count().__next__)  # region name -> a code, in order of first appearance
+        rcode = np.fromiter(map(code.__getitem__, self.names), np.int64, n)
+        self.codes = dict(code)
+        self.c0 = int(self.chip.min(initial=0))
+        self.nc = max(len(self.codes), 1)
+        key = (self.chip - self.c0) * self.nc + rcode
+        self.keys, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        last = np.zeros(len(self.keys), np.int64)
+        np.maximum.at(last, inv, np.arange(n))
+        rank = np.empty(len(self.keys), np.int64)  # sorted key -> entry number (order of first declaration)
+        order = np.argsort(first, kind="stable")
+        rank[order] = np.arange(len(order))
+        self.rank = rank
+        self.first = first[order]  # per entry: its first declaration (names in messages)
+        self.entry_size = self.size[last[order]]  # per entry: the size last declared
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def key(self, k: int) -> tuple[int, str]:
+        """(chip, name) of entry `k`."""
+        j = int(self.first[k])
+        return int(self.chip[j]), self.names[j]
+
+    def find(self, chip: np.ndarray, names: list) -> np.ndarray:
+        """Per buffer (its chip and region name): the entry of that name on that chip; -1 if there is none,
+        -2 if the buffer names no region."""
+        nb = len(names)
+        lookup = {**self.codes, "": -2, None: -2}
+        code = np.fromiter(map(lookup.get, names, repeat(-1)), np.int64, nb)
+        g = np.where(code == -2, -2, -1)
+        c = chip - self.c0
+        ok = np.flatnonzero((code >= 0) & (c >= 0) & (c <= (int(self.chip.max(initial=0)) - self.c0)))
+        if len(ok) and len(self.keys):
+            q = c[ok] * self.nc + code[ok]
+            pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
+            hit = self.keys[pos] == q
+            g[ok[hit]] = self.rank[pos[hit]]
+        return g
+
+
+def _check_regions(p: Program, rep: VerifyReport) -> Regions:
+    reg = Regions(p)
+    chip, off, size = reg.chip, reg.off, reg.size
     for k in np.flatnonzero((off < 0) | (size < 0) | (off + size > p.chip_sram_bytes)):
         r = p.regions[k]
         rep.add("region", f"{r.name} on chip {r.chip} spans bytes {r.offset_bytes:,}..{r.end_bytes:,}, "
@@ -222,18 +303,16 @@ def _check_regions(p: Program, rep: VerifyReport) -> dict[tuple[int, str], tuple
     for c, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
         rep.region_overlaps += int(cnt)
         rep.add("region", f"{int(cnt)} overlapping regions on chip {int(c)}")
-    return index
+    return reg
 
 
 def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     writes, pchip, pfirst, pend = prod
-    names = col.names
     step_input = np.zeros(col.nbuf, bool)
-    bufs = list(p.buffers.values())
-    for k in np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(bufs))).tolist():
-        step_input[col.index(col.names[k], bufs[k].id, k)] = True  # names[k]: the k-th declared key
+    fed = np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(col.b_op))).tolist()
+    step_input[col.declared_indices(fed)] = True  # the step's inputs (nothing in the program writes them)
     for k in np.flatnonzero(writes > 1):
-        rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
+        rep.add("dependency", f"buffer {col.names[k]} written {int(writes[k])} times")
     bad = 0
     incons = np.flatnonzero((col.i_start > col.i_first) | (col.i_first > col.i_end))
     for k in incons:
@@ -249,7 +328,7 @@ def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> No
         for k in np.flatnonzero(mask):
             ins = p.instructions[ri[k]]
             extra = f" ({int(pchip[rb[k]])})" if what == "held by another chip" else ""
-            rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {names[rb[k]]}, {what}{extra}")
+            rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {col.names[rb[k]]}, {what}{extra}")
         bad += int(mask.sum())
     sb = col.t_sbuf
     src_given = step_input[sb] & (writes[sb] == 0)
@@ -332,52 +411,37 @@ def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
     return np.where(writes > 0, first, -1), np.maximum(end, last) + 1
 
 
-def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
-                   regions: dict[tuple[int, str], tuple[int, int]]) -> None:
+def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod, regions: Regions) -> None:
     t0, t1 = lifetimes(col, prod)
-    bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
-    if col.nbuf > len(bufs):  # read or written, never declared: no bytes, no region, so no memory check covers it
-        rep.add("buffer", f"{col.nbuf - len(bufs)} buffer(s) used but not declared, e.g. {col.names[len(bufs)]}")
-    rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
-    rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
-    nb = len(bufs)
-    names_r = col.b_region
+    nd = len(col.b_region)  # declared buffers: their ids are 0..nd-1 in `col.bid`
+    if col.nbuf > nd:  # read or written, never declared: no bytes, no region, so no memory check covers it
+        rep.add("buffer", f"{col.nbuf - nd} buffer(s) used but not declared, e.g. {col.names[nd]}")
     bchip, off, size = col.b_place
-    # region index by name where the name is on one chip only (activation and buffer regions), else by
-    # (chip, name); -1: no such region on the buffer's chip
-    by_name: dict[str, int] = {}
-    for k, (_, name) in enumerate(regions):
-        by_name[name] = -5 if name in by_name else k
-    g = np.fromiter(map(by_name.get, names_r, repeat(-1)), np.int64, nb)
-    fix = np.flatnonzero((g == -5) | ((g >= 0) & (rchip[g] != bchip)))
-    if len(fix):
-        rid = {key: k for k, key in enumerate(regions)}
-        g[fix] = [rid.get((int(bchip[k]), names_r[k]), -1) for k in fix]
-    g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
-    for k in np.flatnonzero(g == -1):
-        b = bufs[k]
+    g = regions.find(bchip, col.b_region)  # each buffer's region entry (-1: none there; -2: none named)
+    bad = np.flatnonzero(g == -1).tolist()
+    for _, b in col.declared_at(bad):
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
     placed = g >= 0
+    rsize = np.r_[regions.entry_size, 0]
     outside = placed & ((off < 0) | (off + size > rsize[np.where(placed, g, len(rsize) - 1)]))
-    for k in np.flatnonzero(outside):
-        b = bufs[k]
+    bad = np.flatnonzero(outside).tolist()
+    for k, (_, b) in zip(bad, col.declared_at(bad), strict=True):
         rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
-                          f"region {b.region} ({regions[(b.chip, b.region)][1]:,} bytes) on chip {b.chip}")
-    n = len(bufs)
-    live = placed & (t0[:n] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
-    idx = np.flatnonzero(live)
-    del live, placed, outside
+                          f"region {b.region} ({int(regions.entry_size[g[k]]):,} bytes) on chip {b.chip}")
+    live = placed & (t0[:nd] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
+    del placed, outside
+    idx = np.flatnonzero(live).astype(index_dtype(nd))
+    del live
     if len(idx) < 2:
         return
-    names = list(regions)
-    lo, hi = off[idx], off[idx] + np.maximum(size[idx], 1)
-    t0, t1, g = t0[idx], t1[idx], g[idx]  # the full columns are freed as they are replaced (peak memory)
-    order = np.lexsort((t0, g))  # sorted here, each column replaced by its sorted copy (peak memory)
+    # the live buffers sorted by (region, start); each column taken in that order one at a time (peak memory)
+    idx = idx[np.lexsort((t0[idx], g[idx]))]
+    g, t0, t1 = g[idx], t0[idx], t1[idx]
+    lo = off[idx]
+    hi = lo + np.maximum(size[idx], 1)
     del idx
-    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
-    del order
     for k in _clashing_regions(g, lo, hi, t0, t1, is_sorted=True):
-        chip, region = names[k]
+        chip, region = regions.key(k)
         rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
@@ -441,4 +505,4 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
     return rep
 
 
-__all__ = ["Columns", "VerifyReport", "lifetimes", "sweep_overlaps", "verify"]
+__all__ = ["Columns", "Regions", "VerifyReport", "lifetimes", "sweep_overlaps", "verify"]

@@ -588,12 +588,10 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
         return
     writes = prod[0]
     have: set[int] = set()
-    bufs = list(p.buffers.values())
-    nd = len(bufs)
-    sample = np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)
-    for k in np.flatnonzero(sample).tolist():
-        b = bufs[k]
-        if b.partial is None and writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
+    nd = len(col.b_op)
+    sample = np.flatnonzero(np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)).tolist()
+    for k, (key, b) in zip(sample, col.declared_at(sample), strict=True):
+        if b.partial is None and writes[col.index(key, b.id, k)]:
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
