@@ -27,6 +27,7 @@ import numpy as np
 
 from lpxsim.errors import UserError
 from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
+from lpxsim.lpu.verify import _fields, _ints, index_dtype
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -369,25 +370,24 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     read = np.zeros(nb, bool)
     read[col.r_buf] = True
     read[col.t_sbuf] = True
-    made_by = np.full(nb, -1, np.int64)  # instruction index writing each buffer
+    made_by = np.full(nb, -1, index_dtype(n))  # instruction index writing each buffer
     made_by[col.i_out] = np.arange(n)
-    sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
+    sent_from = np.full(nb, -1, col.idx_dtype)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
     passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
     passes[:-1] = ic.kind_in(LEAF_EXCLUDED)
-    declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
-    nd = len(declared)
+    nd = len(col.b_partial)  # declared buffers: buffer k of the Program has id k in `col.bid`
     pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
     pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, col.b_partial, repeat(3)), np.int8, nd)
     unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
-    for k in np.flatnonzero(unread):
-        b = declared[k]
+    unread = np.flatnonzero(unread).tolist()
+    for _, b in col.declared_at(unread):
         rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
     is_leaf = np.zeros(nb, bool)
     is_leaf[:nd] = ((pcode[:nd] == 1) | (pcode[:nd] == 2)) & (made_by[:nd] >= 0) & ~passes[made_by[:nd]]
     leaf_idx = np.flatnonzero(is_leaf)
     groups: dict[tuple[str, str], int] = {}
-    gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
+    gid = np.full(nb, -1, col.idx_dtype)  # leaf buffer -> its (op, partial) group
     b_op, b_partial = col.b_op, col.b_partial
     gid[leaf_idx] = [groups.setdefault((b_op[k], b_partial[k]), len(groups)) for k in leaf_idx.tolist()]
     want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
@@ -422,7 +422,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     r_buf = col.r_buf
     start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
     width = int(want_size.max(initial=0))
-    pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
+    pos = np.zeros(nb, col.idx_dtype)  # a leaf's rank within its group
     order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
     pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
     graph = (sent_from, made_by, passes, r_buf, ptr)
@@ -435,7 +435,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
         return
     leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
     for k in leaf_idx.tolist():
-        leaves[(declared[k].op, declared[k].partial)].add(k)
+        leaves[(b_op[k], b_partial[k])].add(k)
     walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
     for row in np.flatnonzero(bad).tolist():
         _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
@@ -624,18 +624,20 @@ def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
 
 def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op], ic: _InsCodes,
                    chips: np.ndarray) -> None:
-    held: dict[tuple[int, str], float] = defaultdict(float)
-    holds: dict[str, str | None] = {}  # region name -> the weight it holds (names repeat on every chip)
-    for r in p.regions:
-        if r.kind != "weights":
-            continue
-        w = holds.get(r.name, "")
-        if w == "":
-            name = r.name[2:] if r.name.startswith("w:") else r.name
-            op = ops.get(name) or ops.get(name.split("#", 1)[0])
-            w = holds[r.name] = op.weight if op is not None and op.weight else None
-        if w:
-            held[(r.chip, w)] += r.size_bytes
+    # the weight regions: the weight each holds, found once per region name (names repeat on every chip)
+    nr = len(p.regions)
+    flat = _fields(p.regions, ("kind", "name", "chip", "size_bytes"), nr)
+    is_w = np.flatnonzero(np.fromiter(map("weights".__eq__, flat[0::4]), bool, nr))
+    r_w = [flat[4 * k + 1] for k in is_w.tolist()]  # each weight region's name, then the weight it holds
+    holds: dict[str, str | None] = {}  # region name -> the weight it holds (None: none)
+    for name in set(r_w):
+        nm = name[2:] if name.startswith("w:") else name
+        op = ops.get(nm) or ops.get(nm.split("#", 1)[0])
+        holds[name] = op.weight if op is not None and op.weight else None
+    r_w = list(map(holds.__getitem__, r_w))
+    r_chip = _ints(flat, 2, 4, nr)[is_w]
+    r_size = _ints(flat, 3, 4, nr)[is_w]
+    del flat
     ins_list = p.instructions
     cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
     if not len(cand):
@@ -664,12 +666,12 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         for j, g in zip(rest.tolist(), inv.tolist(), strict=True):
             needs[j] = got[g]
     nw = max(len(wcode), 1)
-    # bytes each chip holds of each weight, looked up per instruction on the (chip, weight) code
-    pairs = [(c * nw + wcode[w], v) for (c, w), v in held.items() if w in wcode]
-    hk = np.array([x[0] for x in pairs], np.int64)
-    hv = np.array([x[1] for x in pairs], np.float64)
-    order = np.argsort(hk)
-    hk, hv = hk[order], hv[order]
+    # bytes each chip holds of each weight read (summed in region order), looked up per instruction on the
+    # (chip, weight) code
+    rw = np.fromiter(map(wcode.get, r_w, repeat(-1)), np.int64, len(r_w))
+    keep = rw >= 0
+    hk, hinv = np.unique(r_chip[keep] * nw + rw[keep], return_inverse=True)
+    hv = np.bincount(hinv.reshape(-1), weights=r_size[keep].astype(np.float64), minlength=len(hk))
     q = chips[cand] * nw + gw
     pos = np.minimum(np.searchsorted(hk, q), max(len(hk) - 1, 0))
     have = np.where(hk[pos] == q, hv[pos], 0.0) if len(hk) else np.zeros(len(q))
@@ -679,12 +681,11 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         ins = ins_list[cand[j]]
         w = weight[gw[j]]
         need_b = needs[j] if needs[j] is not None else float(need[j])
-        have_b = held.get((ins.chip, w), 0.0)
         if missing[j]:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
         else:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need_b:,.0f} B of weight {w}; its chip holds "
-                               f"{have_b:,.0f} B")
+                               f"{float(have[j]):,.0f} B")
 
 
 class _InsCodes:
