@@ -338,3 +338,94 @@ def test_slowest_link_per_route_equals_per_hop(gemma) -> None:
         got = slowest_link(trs, rates)
         assert np.array_equal(got, want)
         assert np.isinf(got).any() == (rates is not bpc)
+
+
+def _transfer_errors_by_hand(p: Program) -> tuple[list[str], list[str], int]:
+    """The transfer and link messages of a program whose routes use only known links, transfer by transfer
+    and hop by hop (the definitions `_check_transfers` computes per distinct route), and the link conflicts."""
+    from collections import defaultdict
+
+    groups: dict[str, list[str]] = defaultdict(list)
+    windows: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    hop = {lid: lk.hop_cycles for lid, lk in p.links.items()}
+    for t in p.transfers:
+        at, connected, path = t.src_chip, True, 0
+        for lid, d in t.links:
+            lk = p.links[lid]
+            frm, to = (lk.a, lk.b) if d == 0 else (lk.b, lk.a)
+            connected &= frm == at
+            at, path = to, path + lk.hop_cycles
+        if not connected:
+            groups["connected"].append(f"transfer: transfer {t.id} path is not connected")
+        if t.links and at != t.dst_chip:
+            groups["ends"].append(f"transfer: transfer {t.id} ends at chip {at}, not {t.dst_chip}")
+        if not t.links and t.src_chip != t.dst_chip:
+            groups["nolinks"].append(f"transfer: transfer {t.id} has no links between chips")
+        if t.arrive_cycle < t.send_cycle + path or t.end_cycle < t.arrive_cycle:
+            groups["slow"].append(f"transfer: transfer {t.id} arrives faster than its links allow")
+        for n, (lid, d, s, e) in enumerate(t.link_windows(hop)):
+            windows[(lid, d)].append((s, len(windows[(lid, d)]), e, n))
+    links, total = [], 0
+    for lid, d in sorted(windows):
+        ends, clashes = -(10**18), 0
+        for s, _, e, _ in sorted(windows[(lid, d)]):  # by start, then in program order
+            clashes += s < ends
+            ends = max(ends, e)
+        if clashes:
+            total += clashes
+            links.append(f"link: link {lid} direction {d} carries two transfers at once ({clashes}x)")
+    transfer = [m for k in ("connected", "ends", "nolinks", "slow") for m in groups[k]]
+    return transfer, links, total
+
+
+def test_transfer_checks_per_route_equal_the_per_hop_definitions(gemma) -> None:
+    """Paths, destinations, latencies and link windows checked per distinct route give the messages, counts and
+    link conflicts of the transfer-by-transfer, hop-by-hop definitions, on a program with every kind of
+    transfer error at once (broken and over-long paths, a wrong destination, no links, too fast, clashes)."""
+    from dataclasses import replace as rep_
+
+    from lpxsim.lpu.verify import MAX_PER_CLASS
+
+    p = gemma[0]
+    T = list(p.transfers)
+    leaving: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (link, direction, chip it reaches)
+    for lid, lk in p.links.items():
+        leaving.setdefault(lk.a, []).append((lid, 0, lk.b))
+        leaving.setdefault(lk.b, []).append((lid, 1, lk.a))
+
+    def longer(t, hops: int):  # a connected path of `hops` more hops from t's destination
+        links, at = list(t.links), t.dst_chip
+        for _ in range(hops):
+            lid, d, at = next(x for x in leaving[at] if x[2] != t.src_chip)
+            links.append((lid, d))
+        return rep_(t, links=tuple(links), dst_chip=at)
+
+    one = [k for k, t in enumerate(T) if len(t.links) == 1]
+    a, b, c, e = one[10], one[20], one[30], one[40]
+    T[a] = longer(T[a], 2)  # a three-hop route, connected
+    T[e] = longer(T[e], 1)
+    T[b] = longer(T[b], 1)
+    lid, d = T[b].links[1]
+    T[b] = rep_(T[b], links=(T[b].links[0], (lid, 1 - d)))  # its second hop reversed: not connected
+    T[c] = rep_(T[c], dst_chip=T[c].src_chip)  # ends elsewhere
+    T[3] = rep_(T[3], links=()) if T[3].src_chip != T[3].dst_chip else T[3]
+    T[4] = rep_(T[4], arrive_cycle=T[4].send_cycle)
+    by_link: dict[tuple[int, int], list[int]] = {}
+    for k, t in enumerate(T):
+        if t.links and k > 4:
+            by_link.setdefault(t.links[0], []).append(k)
+    shared = [ks for ks in by_link.values() if len(ks) >= 3][:3]
+    assert shared
+    for ks in shared:  # two later transfers over the same first link sent with the first: clashes
+        for k in ks[1:3]:
+            dt = T[ks[0]].send_cycle - T[k].send_cycle
+            T[k] = rep_(T[k], send_cycle=T[k].send_cycle + dt, arrive_cycle=T[k].arrive_cycle + dt,
+                        end_cycle=T[k].end_cycle + dt)
+    q = dataclasses.replace(p, transfers=T)
+    transfer, links, total = _transfer_errors_by_hand(q)
+    assert transfer and links
+    r = _check(gemma, q)
+    assert r.counts["transfer"] < MAX_PER_CLASS and r.counts["link"] < MAX_PER_CLASS  # every message kept
+    assert [e for e in r.errors if e.startswith("transfer:") and "before it exists" not in e] == transfer
+    assert [e for e in r.errors if e.startswith("link:")] == links
+    assert r.link_conflicts == total

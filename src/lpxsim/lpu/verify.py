@@ -67,15 +67,26 @@ class VerifyReport:
 
 def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per group id, the number of half-open intervals that start before an earlier one (same group) ends."""
-    n = len(starts)
-    if n < 2:
+    if len(starts) < 2:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((starts, group))
-    g, s, e = group[order], starts[order], ends[order]
+    return _sweep_sorted(group[order], starts[order], ends[order])
+
+
+def _sweep_sorted(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """`sweep_overlaps` of intervals sorted by (group, start) already; `s` and `e` (int64) are overwritten."""
+    if len(s) < 2:
+        return np.zeros(0, dtype=np.int64)
+    s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
     big = int(max(int(e.max(initial=0)), int(s.max(initial=0)))) + 2
-    base = (g - g.min()).astype(np.int64) * big
-    running = np.maximum.accumulate(e + base)[:-1]
-    bad = ((s[1:] + base[1:]) < running) & (g[1:] == g[:-1])
+    base = (g - g.min()).astype(np.int64)
+    base *= big
+    e += base  # each group's intervals shifted past the previous group's (one running maximum for all)
+    s += base
+    del base
+    running = np.maximum.accumulate(e, out=e)
+    bad = s[1:] < running[:-1]
+    bad &= g[1:] == g[:-1]
     return g[1:][bad]
 
 
@@ -353,48 +364,88 @@ def _check_units(p: Program, rep: VerifyReport, col: Columns) -> None:
         rep.add("unit", f"{names[int(g) % 8]} on chip {int(g) // 8} runs two instructions at once ({int(cnt)}x)")
 
 
-def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
+def _route_hops(p: Program) -> dict[str, np.ndarray]:
+    """The hops of the distinct routes (a few thousand; not of every transfer), each route's hops in order:
+    per hop its link (``lid``; 0 where ``unknown``: not one of the Program's links), direction ``d``, the
+    chips it goes ``frm`` and ``to``, its latency ``h`` and its offset ``off`` (the latencies before it on
+    the route); per route its hop count ``n`` and first hop ``first``."""
+    routes = p.transfers.routes
+    nr = len(routes)
     nl = max(p.links, default=-1) + 1
-    la, lb, hop = np.full(nl, -1), np.full(nl, -1), np.zeros(nl, np.int64)
+    la, lb, hop = np.full(max(nl, 1), -1), np.full(max(nl, 1), -1), np.zeros(max(nl, 1), np.int64)
     for lid, lk in p.links.items():
         la[lid], lb[lid], hop[lid] = lk.a, lk.b, lk.hop_cycles
-    lid, d, tr, nhops = col.trs.hops()
+    n = np.fromiter(map(len, routes), np.int64, nr)
+    rh = np.fromiter(chain.from_iterable(chain.from_iterable(routes)), np.int64, 2 * int(n.sum())).reshape(-1, 2)
+    lid, d = rh[:, 0], rh[:, 1]
     unknown = (lid < 0) | (lid >= nl)
     unknown[~unknown] = la[lid[~unknown]] < 0
-    for k in np.unique(tr[unknown]):
-        rep.add("transfer", f"transfer {p.transfers[k].id} uses an unknown link")
     ok_l = np.where(unknown, 0, lid)
-    frm = np.where(d == 0, la[ok_l], lb[ok_l])
-    to = np.where(d == 0, lb[ok_l], la[ok_l])
-    first_hop = np.r_[True, tr[1:] != tr[:-1]] if len(tr) else np.zeros(0, bool)
-    prev_to = np.r_[-1, to[:-1]] if len(tr) else to
-    want_from = np.where(first_hop, col.t_src[tr], prev_to)
-    for k in np.unique(tr[(frm != want_from) & ~unknown]):
+    h = hop[ok_l]
+    first = np.cumsum(n) - n
+    cum = np.cumsum(h) - h
+    off = cum - np.repeat(cum[first[n > 0]], n[n > 0]) if len(h) else cum
+    return {"lid": ok_l, "d": d, "unknown": unknown, "frm": np.where(d == 0, la[ok_l], lb[ok_l]),
+            "to": np.where(d == 0, lb[ok_l], la[ok_l]), "h": h, "off": off, "n": n, "first": first}
+
+
+def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
+    """Paths and latencies per distinct route, then per transfer through its route index; the link windows
+    expanded per hop for the sweep alone (peak memory)."""
+    r = _route_hops(p)
+    n, first, unknown, frm, to = r["n"], r["first"], r["unknown"], r["frm"], r["to"]
+    nr, nh_all = len(n), len(frm)
+    ne = np.flatnonzero(n > 0)
+    rr = np.repeat(np.arange(nr), n)  # the route of each hop
+    later = np.ones(nh_all, bool)  # hops after the first of their route
+    later[first[ne]] = False
+    broken = np.zeros(nh_all, bool)  # a hop leaving from somewhere else than where the previous one arrived
+    broken[1:] = later[1:] & (frm[1:] != to[:-1]) & ~unknown[1:]
+    r_broken = np.bincount(rr[broken], minlength=nr) > 0
+    r_unknown = np.bincount(rr[unknown], minlength=nr) > 0
+    r_from, r_to = np.full(nr, -1, np.int64), np.full(nr, -1, np.int64)
+    r_from_ok, r_to_ok = np.zeros(nr, bool), np.zeros(nr, bool)  # first / last hop on a known link
+    last = first[ne] + n[ne] - 1
+    r_from[ne], r_from_ok[ne] = frm[first[ne]], ~unknown[first[ne]]
+    r_to[ne], r_to_ok[ne] = to[last], ~unknown[last]
+    r_path = np.bincount(rr, weights=r["h"], minlength=nr).astype(np.int64)
+    del rr, later, broken, frm, to, unknown
+    rid = col.trs.column("route")
+    nhops = n[rid]
+    for k in np.flatnonzero(r_unknown[rid]):
+        rep.add("transfer", f"transfer {p.transfers[k].id} uses an unknown link")
+    has = nhops > 0
+    for k in np.flatnonzero(has & (r_broken[rid] | (r_from_ok[rid] & (r_from[rid] != col.t_src)))):
         rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
-    del frm, want_from, prev_to, first_hop  # per-hop temporaries freed as soon as read (peak memory)
-    last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
-    for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
-        t = p.transfers[tr[k]]
-        rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
-    del to, last_hop
-    no_path = np.flatnonzero((nhops == 0) & (col.t_src != col.t_dst))
+    for k in np.flatnonzero(has & r_to_ok[rid] & (r_to[rid] != col.t_dst)).tolist():
+        t = p.transfers[k]
+        rep.add("transfer", f"transfer {t.id} ends at chip {int(r_to[rid[k]])}, not {t.dst_chip}")
+    no_path = np.flatnonzero(~has & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
-    h = hop[ok_l]
-    path = np.bincount(tr, weights=h, minlength=len(p.transfers)).astype(np.int64)
-    slow = (col.t_arrive < col.t_send + path) | (col.t_end < col.t_arrive)
+    slow = (col.t_arrive < col.t_send + r_path[rid]) | (col.t_end < col.t_arrive)
     for k in np.flatnonzero(slow):
         rep.add("transfer", f"transfer {p.transfers[k].id} arrives faster than its links allow")
-    # link windows: hop i of a transfer starts at send + the hop latencies before it
-    cum = np.cumsum(h) - h
-    start_of_tr = np.r_[0, np.cumsum(nhops)[:-1]] if len(nhops) else np.zeros(0, np.int64)
-    offset = cum - cum[start_of_tr][tr] if len(tr) else cum
-    s = col.t_send[tr] + offset
-    e = s + col.t_ser[tr]
-    del cum, offset, h, tr, unknown
-    key = ok_l * 2 + d
-    del ok_l, lid, d
-    bad = sweep_overlaps(key, s, e)
+    del has, slow
+    # link windows: hop i of a transfer holds its link direction from send + the hop latencies before it, for
+    # ser_cycles; sorted by (link direction, start) for the sweep, each column made in that order at once
+    r_key = r["lid"] * 2 + r["d"]
+    total = int(nhops.sum())
+    tr = np.repeat(np.arange(len(rid), dtype=index_dtype(len(rid))), nhops)
+    hop = np.repeat(first[rid] - (np.cumsum(nhops) - nhops), nhops)  # the route's hop of each transfer hop
+    hop += np.arange(total)
+    del nhops
+    s = col.t_send[tr]
+    s += r["off"][hop]
+    key = r_key[hop]
+    del hop
+    order = np.lexsort((s, key))
+    key, s, tr = key[order], s[order], tr[order]
+    del order
+    e = col.t_ser[tr]
+    e += s
+    del tr
+    bad = _sweep_sorted(key, s, e)
     conflicts = 0
     for kk, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
         conflicts += int(cnt)
