@@ -95,22 +95,29 @@ def index_dtype(count: int) -> type:
     return np.int32 if count < 1 << 31 else np.int64
 
 
-def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | None:
+def _identity_index(keys: dict[str, object], names, count: int, chunk: int = 1 << 18) -> np.ndarray | None:
     """Position in `keys` of each of the `count` names, matched by object identity; None if a name is not
-    one of the key objects (an equal but distinct str, or an undeclared name)."""
+    one of the key objects (an equal but distinct str, or an undeclared name). The names are looked up
+    `chunk` at a time: only the positions (int32 where they fit) are kept whole (peak memory)."""
     kid = np.fromiter(map(id, keys), np.int64, len(keys))
-    q = np.fromiter(map(id, names), np.int64, count)
-    if not len(q):
-        return q.astype(index_dtype(len(keys)))
+    dtype = index_dtype(len(keys))
+    if not count:
+        return np.zeros(0, dtype)
     if not len(kid):
         return None
-    order = np.argsort(kid, kind="stable").astype(index_dtype(len(keys)))  # allocation order: nearly sorted
+    order = np.argsort(kid, kind="stable").astype(dtype)  # allocation order: nearly sorted already
     kid = kid[order]
-    pos = np.searchsorted(kid, q)
-    np.minimum(pos, len(kid) - 1, out=pos)
-    same = np.array_equal(kid[pos], q)
-    del kid, q
-    return order[pos] if same else None
+    out = np.empty(count, dtype)
+    names = iter(names)
+    for lo in range(0, count, chunk):
+        hi = min(lo + chunk, count)
+        q = np.fromiter(map(id, islice(names, hi - lo)), np.int64, hi - lo)
+        pos = np.searchsorted(kid, q)
+        np.minimum(pos, len(kid) - 1, out=pos)
+        if not np.array_equal(kid[pos], q):
+            return None
+        out[lo:hi] = order[pos]
+    return out
 
 
 def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], dsts: list[str]):
@@ -286,20 +293,25 @@ class Regions:
         j = int(self.first[k])
         return int(self.chip[j]), self.names[j]
 
-    def find(self, chip: np.ndarray, names: list) -> np.ndarray:
+    def find(self, chip: np.ndarray, names: list, chunk: int = 1 << 16) -> np.ndarray:
         """Per buffer (its chip and region name): the entry of that name on that chip; -1 if there is none,
-        -2 if the buffer names no region."""
+        -2 if the buffer names no region. Looked up `chunk` buffers at a time (peak memory)."""
         nb = len(names)
+        g = np.empty(nb, np.int64)
         lookup = {**self.codes, "": -2, None: -2}
-        code = np.fromiter(map(lookup.get, names, repeat(-1)), np.int64, nb)
-        g = np.where(code == -2, -2, -1)
-        c = chip - self.c0
-        ok = np.flatnonzero((code >= 0) & (c >= 0) & (c <= (int(self.chip.max(initial=0)) - self.c0)))
-        if len(ok) and len(self.keys):
-            q = c[ok] * self.nc + code[ok]
-            pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
-            hit = self.keys[pos] == q
-            g[ok[hit]] = self.rank[pos[hit]]
+        span = int(self.chip.max(initial=0)) - self.c0
+        for lo in range(0, nb, chunk):
+            hi = min(lo + chunk, nb)
+            code = np.fromiter(map(lookup.get, names[lo:hi], repeat(-1)), np.int64, hi - lo)
+            c = chip[lo:hi] - self.c0
+            ok = np.flatnonzero((code >= 0) & (c >= 0) & (c <= span))
+            out = np.where(code == -2, -2, -1)
+            if len(ok) and len(self.keys):
+                q = c[ok] * self.nc + code[ok]
+                pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
+                hit = self.keys[pos] == q
+                out[ok[hit]] = self.rank[pos[hit]]
+            g[lo:hi] = out
         return g
 
 
@@ -453,17 +465,24 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     rep.link_conflicts = conflicts
 
 
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """`a` as int32 where every value fits, else as it is (memory)."""
+    i32 = np.iinfo(np.int32)
+    return a.astype(np.int32) if len(a) and i32.min <= int(a.min()) and int(a.max()) <= i32.max else a
+
+
 def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
     """Per buffer: (cycle it starts being written, cycle after its last read); -1 where nothing writes it."""
     writes, _, first, end = prod
     last = np.full(col.nbuf, -1, np.int64)
     np.maximum.at(last, col.r_buf, col.i_end[col.r_ins])
     np.maximum.at(last, col.t_sbuf, col.t_end)
-    return np.where(writes > 0, first, -1), np.maximum(end, last) + 1
+    np.maximum(end, last, out=last)
+    last += 1
+    return np.where(writes > 0, first, -1), last
 
 
 def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod, regions: Regions) -> None:
-    t0, t1 = lifetimes(col, prod)
     nd = len(col.b_region)  # declared buffers: their ids are 0..nd-1 in `col.bid`
     if col.nbuf > nd:  # read or written, never declared: no bytes, no region, so no memory check covers it
         rep.add("buffer", f"{col.nbuf - nd} buffer(s) used but not declared, e.g. {col.names[nd]}")
@@ -479,17 +498,20 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod, regions: R
     for k, (_, b) in zip(bad, col.declared_at(bad), strict=True):
         rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
                           f"region {b.region} ({int(regions.entry_size[g[k]]):,} bytes) on chip {b.chip}")
-    live = placed & (t0[:nd] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
-    del placed, outside
-    idx = np.flatnonzero(live).astype(index_dtype(nd))
-    del live
+    del outside
+    t0, t1 = lifetimes(col, prod)  # after the region lookup: their temporaries never meet (peak memory)
+    placed &= t0[:nd] >= 0  # a buffer nothing writes is a dependency or completeness error, not a clash
+    idx = np.flatnonzero(placed).astype(index_dtype(nd))
+    del placed
     if len(idx) < 2:
         return
-    # the live buffers sorted by (region, start); each column taken in that order one at a time (peak memory)
+    # the live buffers sorted by (region, start); each column replaced by its sorted part in turn (peak memory)
     idx = idx[np.lexsort((t0[idx], g[idx]))]
-    g, t0, t1 = g[idx], t0[idx], t1[idx]
-    lo = off[idx]
-    hi = lo + np.maximum(size[idx], 1)
+    g = _narrow(g[idx])
+    t0 = _narrow(t0[idx])
+    t1 = _narrow(t1[idx])
+    hi = _narrow(off[idx] + np.maximum(size[idx], 1))
+    lo = _narrow(off[idx])
     del idx
     for k in _clashing_regions(g, lo, hi, t0, t1, is_sorted=True):
         chip, region = regions.key(k)
@@ -509,11 +531,21 @@ def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndar
         del order
     base = int(min(int(t0.min()), int(t1.min())))
     span = int(max(int(t1.max()), int(t0.max()))) - base + 2
-    gk = (g - g.min()) * span
-    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1
-    stop = np.searchsorted(gk + (t0 - base), gk + (np.maximum(t1, t0) - base), side="left")
-    count = np.maximum(stop - np.arange(len(g)) - 1, 0)
-    del gk, stop
+    n = len(g)
+    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1, found on a key
+    # sorted like the buffers, `chunk` buffers at a time; only their count is kept (peak memory)
+    key = (g - g.min()).astype(np.int64)
+    key *= span
+    key -= base
+    key += t0
+    count = np.empty(n, np.int64)
+    for a in range(0, n, chunk):
+        b = min(a + chunk, n)
+        q = key[a:b] - t0[a:b] + np.maximum(t1[a:b], t0[a:b])
+        stop = np.searchsorted(key, q, side="left")
+        stop -= np.arange(a + 1, b + 1)
+        count[a:b] = np.maximum(stop, 0)
+    del key
     ends = np.cumsum(count)
     bad_regions: set[int] = set()
     r0 = 0
