@@ -163,9 +163,7 @@ class Columns:
         flat = _fields(p.buffers.values(), b_names, nd)
         self.b_region, self.b_op, self.b_partial = (flat[k::w] for k in range(3))
         # declared buffers' chip, offset and bytes (the buffer check)
-        self.b_place = np.empty((3, nd), np.int64)
-        for k in range(3):
-            self.b_place[k] = _ints(flat, 3 + k, w, nd)
+        self.b_chip, self.b_off, b_size = (_ints(flat, 3 + k, w, nd) for k in range(3))
         del flat
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
@@ -200,10 +198,17 @@ class Columns:
         self.trs = trs  # its hops are expanded where checked (`_check_transfers`), then freed (peak memory)
         # bytes of every buffer (undeclared: 0): the declared column itself when every buffer is declared
         if self.nbuf == nd:
-            self.b_bytes = self.b_place[2]
+            self.b_bytes = b_size
         else:
             self.b_bytes = np.zeros(self.nbuf, np.int64)
-            self.b_bytes[:nd] = self.b_place[2]
+            self.b_bytes[:nd] = b_size
+
+    STRUCTURAL = ("b_region", "b_chip", "b_off", "i_start", "i_first", "i_end", "t_send", "t_arrive", "t_end")
+
+    def release(self, *names: str) -> None:
+        """Drop the columns `names`, which no later check reads (peak memory); reading one afterwards fails."""
+        for name in names:
+            delattr(self, name)
 
     @property
     def names(self) -> list[str]:
@@ -486,7 +491,7 @@ def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod, regions: R
     nd = len(col.b_region)  # declared buffers: their ids are 0..nd-1 in `col.bid`
     if col.nbuf > nd:  # read or written, never declared: no bytes, no region, so no memory check covers it
         rep.add("buffer", f"{col.nbuf - nd} buffer(s) used but not declared, e.g. {col.names[nd]}")
-    bchip, off, size = col.b_place
+    bchip, off, size = col.b_chip, col.b_off, col.b_bytes[:nd]
     g = regions.find(bchip, col.b_region)  # each buffer's region entry (-1: none there; -2: none named)
     bad = np.flatnonzero(g == -1).tolist()
     for _, b in col.declared_at(bad):
@@ -578,6 +583,10 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
     _check_units(p, rep, col)
     _check_transfers(p, rep, col)
     _check_buffers(p, rep, col, prod, regions)
+    # the cost and completeness checks read the buffers' write counts alone, and fewer columns (peak memory)
+    del regions
+    prod = (prod[0], None, None, None)
+    col.release(*col.STRUCTURAL)
     from lpxsim.lpu.verify_work import check_work, context_for
 
     graph, arch, why = context_for(p, graph, arch)

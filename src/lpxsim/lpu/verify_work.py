@@ -781,6 +781,7 @@ def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: C
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
     ic = _InsCodes(col, ops)
+    col.release("i_ops", "i_kinds", "i_slices", "i_attrs")  # coded in `ic` (peak memory)
     _check_cost(p, graph, arch, rep, col, ops, ic)
     _check_graph(p, graph, rep, ic, col.i_chip)
     _check_partials(p, rep, col, prod, ic)
