@@ -250,15 +250,24 @@ class Columns:
         return k if b_id is key or b_id == key else self.bid[b_id]
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
+        """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none); int32
+        where the values fit (memory)."""
         nb = self.nbuf
-        writes = np.bincount(np.concatenate([self.i_out, self.t_dbuf]), minlength=nb)
-        chip = np.full(nb, -1, np.int64)
-        first = np.full(nb, -1, np.int64)
-        end = np.full(nb, -1, np.int64)
-        chip[self.i_out], first[self.i_out], end[self.i_out] = self.i_chip, self.i_first, self.i_end
-        chip[self.t_dbuf], first[self.t_dbuf], end[self.t_dbuf] = self.t_dst, self.t_arrive, self.t_end
-        return writes, chip, first, end
+        writes = np.bincount(np.concatenate([self.i_out, self.t_dbuf]), minlength=nb).astype(index_dtype(nb + 1))
+        out = [writes]
+        for ins, tr in ((self.i_chip, self.t_dst), (self.i_first, self.t_arrive), (self.i_end, self.t_end)):
+            col = np.full(nb, -1, _fit_dtype(ins, tr))
+            col[self.i_out] = ins
+            col[self.t_dbuf] = tr
+            out.append(col)
+        return tuple(out)
+
+
+def _fit_dtype(*arrays: np.ndarray) -> type:
+    """int32 if every value of `arrays` fits it, else int64."""
+    i32 = np.iinfo(np.int32)
+    ok = all(not len(a) or (i32.min <= int(a.min()) and int(a.max()) <= i32.max) for a in arrays)
+    return np.int32 if ok else np.int64
 
 
 class Regions:
@@ -472,8 +481,7 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
 
 def _narrow(a: np.ndarray) -> np.ndarray:
     """`a` as int32 where every value fits, else as it is (memory)."""
-    i32 = np.iinfo(np.int32)
-    return a.astype(np.int32) if len(a) and i32.min <= int(a.min()) and int(a.max()) <= i32.max else a
+    return a.astype(np.int32) if len(a) and _fit_dtype(a) is np.int32 else a
 
 
 def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
