@@ -134,8 +134,8 @@ def _fields(records, names: tuple[str, ...], n: int) -> list:
 
 
 def _ints(flat: list, k: int, width: int, n: int, dtype=np.int64) -> np.ndarray:  # noqa: ANN001
-    """Field `k` of a flat `_fields` list as an integer array."""
-    return np.fromiter(islice(flat, k, None, width), dtype, n)
+    """Field `k` of a flat `_fields` list as an integer array (through a list slice: C speed, unlike islice)."""
+    return np.fromiter(flat[k::width], dtype, n)
 
 
 class Columns:
@@ -219,9 +219,10 @@ class Columns:
 
     def declared_at(self, ks: list[int]) -> list[tuple[str, Buffer]]:
         """(key, Buffer) of the declared buffers at positions `ks` (ascending), without a list of them all."""
-        out, it, at = [], iter(self._declared.items()), 0
+        out, it, at, d = [], iter(self._declared), 0, self._declared
         for k in ks:
-            out.append(next(islice(it, k - at, None)))
+            key = next(islice(it, k - at, None))
+            out.append((key, d[key]))
             at = k + 1
         return out
 
