@@ -429,3 +429,94 @@ def test_transfer_checks_per_route_equal_the_per_hop_definitions(gemma) -> None:
     assert [e for e in r.errors if e.startswith("transfer:") and "before it exists" not in e] == transfer
     assert [e for e in r.errors if e.startswith("link:")] == links
     assert r.link_conflicts == total
+
+
+def test_regions_find_a_buffers_region_by_chip_and_name() -> None:
+    """`Regions.find` gives the region a dict keyed by (chip, name) gives: entries numbered in order of first
+    declaration, a (chip, name) declared twice sized as last declared; -1 for a name not on the buffer's chip
+    (or no such name, or a chip outside every region's), -2 for a buffer naming no region."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from lpxsim.lpu.program import Region
+    from lpxsim.lpu.verify import Regions
+
+    regs = [Region(0, "act", "act", 0, 100), Region(1, "act", "act", 0, 200), Region(1, "w:q", "weights", 200, 50),
+            Region(3, "kv", "kv", 0, 10), Region(1, "act", "act", 0, 300), Region(0, "w:q", "weights", 100, 7)]
+    reg = Regions(SimpleNamespace(regions=regs))
+    entries: dict[tuple[int, str], int] = {}
+    size: dict[tuple[int, str], int] = {}
+    for r in regs:
+        entries.setdefault((r.chip, r.name), len(entries))
+        size[(r.chip, r.name)] = r.size_bytes
+    assert len(reg) == len(entries)
+    assert [reg.key(k) for k in range(len(reg))] == list(entries)
+    assert reg.entry_size.tolist() == [size[k] for k in entries]
+    chips = [0, 1, 1, 3, 0, 2, 3, 9, -4, 1, 0]
+    names = ["act", "act", "w:q", "kv", "kv", "act", "nope", "act", "act", "", None]
+    want = [-2 if not n else entries.get((c, n), -1) for c, n in zip(chips, names, strict=True)]
+    for chunk in (1 << 16, 3):
+        assert reg.find(np.array(chips), names, chunk=chunk).tolist() == want
+
+
+def test_identity_index_in_chunks_equals_the_dict(gemma) -> None:
+    """Buffer names matched by object identity a few at a time give the dict's positions; a name equal to a
+    key but not the key object itself gives None (the dict path then decides)."""
+    import numpy as np
+
+    from lpxsim.lpu.verify import _identity_index
+
+    bufs = gemma[0].buffers
+    keys = list(bufs)
+    pick = np.random.default_rng(5).integers(0, len(keys), 5000).tolist()
+    names = [keys[k] for k in pick]
+    for chunk in (1 << 18, 7, 1):
+        got = _identity_index(bufs, iter(names), len(names), chunk=chunk)
+        assert got is not None and got.tolist() == pick
+    twin = "".join(list(names[100]))  # equal, another object
+    assert twin == names[100] and twin is not names[100]
+    assert _identity_index(bufs, iter([*names[:100], twin]), 101, chunk=7) is None
+
+
+def test_released_columns_cannot_be_read(gemma) -> None:
+    """The columns verify drops before the work checks are gone: a check reading one would fail, not read stale
+    data."""
+    from lpxsim.lpu.verify import Columns
+
+    col = Columns(gemma[0])
+    assert len(col.b_region) == len(gemma[0].buffers)
+    col.release(*col.STRUCTURAL)
+    for name in col.STRUCTURAL:
+        with pytest.raises(AttributeError):
+            getattr(col, name)
+    assert len(col.b_bytes) == col.nbuf  # kept: the cost check reads it
+
+
+def test_cycles_past_int32_verify_as_they_do_below(gemma) -> None:
+    """Columns narrowed to int32 where their values fit fall back to int64 where they do not: the program with
+    every cycle moved past 2**31 passes, and a corruption of it gives the messages it gives unmoved."""
+    p = gemma[0]
+    dt = 1 << 31
+
+    def moved(q: Program) -> Program:
+        ins = [dataclasses.replace(i, cycle_start=i.cycle_start + dt, first_out_cycle=i.first_out_cycle + dt,
+                                   cycle_end=i.cycle_end + dt) for i in q.instructions]
+        trs = [dataclasses.replace(t, send_cycle=t.send_cycle + dt, arrive_cycle=t.arrive_cycle + dt,
+                                   end_cycle=t.end_cycle + dt) for t in q.transfers]
+        return dataclasses.replace(q, instructions=ins, transfers=trs)
+
+    rep = _check(gemma, moved(p))
+    assert rep.ok, rep.errors[:5]
+    # corruptions: a buffer moved onto the bytes of one it is live with, a transfer arriving too early
+    first = next(b for b in p.buffers.values() if b.region.startswith("act@"))
+    reader = next(i for i in p.instructions if first.id in i.inputs and i.chip == first.chip)
+    bufs = dict(p.buffers)
+    bufs[reader.output] = dataclasses.replace(bufs[reader.output], offset_bytes=first.offset_bytes)
+    T = list(p.transfers)
+    T[7] = dataclasses.replace(T[7], arrive_cycle=T[7].send_cycle)
+    bad = dataclasses.replace(p, transfers=T, buffers=bufs)
+    want = _check(gemma, bad)
+    assert {"buffer", "transfer"} <= want.kinds(), want.errors[:5]
+    got = _check(gemma, moved(bad))
+    assert (got.errors, got.counts, got.link_conflicts) == (want.errors, want.counts, want.link_conflicts)
