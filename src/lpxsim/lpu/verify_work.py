@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from itertools import count, repeat
+from itertools import compress, count, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -701,16 +701,16 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
     # the weight regions: the weight each holds, found once per region name (names repeat on every chip)
     nr = len(p.regions)
     flat = _fields(p.regions, ("kind", "name", "chip", "size_bytes"), nr)
-    is_w = np.flatnonzero(np.fromiter(map("weights".__eq__, flat[0::4]), bool, nr))
-    r_w = [flat[4 * k + 1] for k in is_w.tolist()]  # each weight region's name, then the weight it holds
+    w_mask = np.fromiter(map("weights".__eq__, flat[0::4]), bool, nr)
+    r_w = list(compress(flat[1::4], w_mask.tolist()))  # each weight region's name, then the weight it holds
     holds: dict[str, str | None] = {}  # region name -> the weight it holds (None: none)
     for name in set(r_w):
         nm = name[2:] if name.startswith("w:") else name
         op = ops.get(nm) or ops.get(nm.split("#", 1)[0])
         holds[name] = op.weight if op is not None and op.weight else None
     r_w = list(map(holds.__getitem__, r_w))
-    r_chip = _ints(flat, 2, 4, nr)[is_w]
-    r_size = _ints(flat, 3, 4, nr)[is_w]
+    r_chip = _ints(flat, 2, 4, nr)[w_mask]
+    r_size = _ints(flat, 3, 4, nr)[w_mask]
     del flat
     ins_list = p.instructions
     cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
