@@ -294,6 +294,7 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
     mm_box = np.zeros((len(sel), 4), np.int64)  # matmuls: (rows, cols) boxes from their slices, all at once
     if is_mm.any():
         mm_box[is_mm] = _matmul_boxes(ins_list, ic, sel[is_mm])
+    # (the other rows of mm_box get the other ops' boxes: only matmul rows are read below)
     clean = _clean_ops(ins_list, graph, ic, sel, is_mm, mm_box, chips)
     for op in graph.ops:
         c = ic.codes[op.name]
@@ -367,10 +368,9 @@ def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: 
     found clean here (attention, 2-D splits, any error) is checked one by one.
 
     `sel`: the computing instructions sorted by op code (program order within an op); `box`: the matmuls'
-    boxes (rows of `is_mm`), filled here for the others from `_boxes`, once per (op, slice object)."""
+    boxes (rows of `is_mm`); its other rows are filled here from `_boxes`, once per (op, slice object)."""
     nops = len(ic.ops)
     sg = ic.op[sel]
-    box = box.copy()
     full = np.zeros((len(sel), 2), np.int64)  # each member's (X, Y): its op's, as its first member's `_boxes`
     ext = {}
     for c in np.unique(sg[is_mm]).tolist():
