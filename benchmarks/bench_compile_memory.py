@@ -5,8 +5,10 @@ printing after each phase of the build (`emit_all`: lowering + scheduling; `plac
 each verify check: the Python allocations live after it and their peak during it (tracemalloc, reset per
 phase), and the process's resident and peak resident memory (VmRSS, VmHWM). With `--rss` tracemalloc is off
 (its own bookkeeping inflates RSS and CPU): the RSS columns are then the figures `bench_compile.py` gives.
+With `--verify` tracemalloc starts after the build: the Python figures are verify's own allocations (live after
+each check and peak during it, over the built program).
 
-Usage: python benchmarks/bench_compile_memory.py [deepseek|gemma|gpt-oss] [--rss]
+Usage: python benchmarks/bench_compile_memory.py [deepseek|gemma|gpt-oss] [--rss | --verify]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ CASES = {
 }
 BUILD = ("emit_all", "place", "_by_chip_and_cycle")
 VERIFY = ("Columns", "_check_regions", "_check_dependencies", "_check_units", "_check_transfers", "_check_buffers")
-WORK = ("_check_cost", "_check_graph", "_check_partials", "_check_token", "_check_weights")
+WORK = ("_InsCodes", "_check_cost", "_check_graph", "_check_partials", "_check_token", "_check_weights")
 
 
 def _rss_mb() -> tuple[float, float]:
@@ -57,6 +59,7 @@ def _wrap(mod, name: str, trace: bool) -> None:  # noqa: ANN001
 def main(argv: list[str]) -> None:
     name = next((a for a in argv if not a.startswith("-")), "deepseek")
     trace = "--rss" not in argv
+    verify_only = "--verify" in argv  # tracemalloc from the end of the build: verify's own allocations
     from lpxsim.catalog import get_model, get_system
     from lpxsim.graph import Phase, lower
     from lpxsim.lpu import compile_program
@@ -65,14 +68,14 @@ def main(argv: list[str]) -> None:
     compiler = importlib.import_module("lpxsim.lpu.compiler")
     vmod = importlib.import_module("lpxsim.lpu.verify")
     work = importlib.import_module("lpxsim.lpu.verify_work")
-    for f in BUILD:
+    for f in () if verify_only else BUILD:
         _wrap(compiler, f, trace)
     for f in VERIFY:
         _wrap(vmod, f, trace)
     for f in WORK:
         _wrap(work, f, trace)
     c = CASES[name]
-    if trace:
+    if trace and not verify_only:
         tracemalloc.start()
     r = compile_program(c["model"], "lpx", racks=c["racks"], context=c["context"], run_verify=False)
     p = r.program
@@ -80,6 +83,8 @@ def main(argv: list[str]) -> None:
     graph = lower(get_model(c["model"]), ph, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
     arch = arch_for(get_system("lpx")).with_sram(p.chip_sram_bytes)
     print(f"{'built':22s} RSS {_rss_mb()[0]:6.0f} MB, peak RSS {_rss_mb()[1]:6.0f} MB", flush=True)
+    if verify_only:
+        tracemalloc.start()
     rep = vmod.verify(p, graph, arch)
     rss, hwm = _rss_mb()
     print(f"{'verified':22s} ok={rep.ok}; RSS {rss:6.0f} MB, peak RSS {hwm:6.0f} MB")

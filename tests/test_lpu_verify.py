@@ -338,3 +338,226 @@ def test_slowest_link_per_route_equals_per_hop(gemma) -> None:
         got = slowest_link(trs, rates)
         assert np.array_equal(got, want)
         assert np.isinf(got).any() == (rates is not bpc)
+
+
+def _transfer_errors_by_hand(p: Program) -> tuple[list[str], list[str], int]:
+    """The transfer and link messages of a program whose routes use only known links, transfer by transfer
+    and hop by hop (the definitions `_check_transfers` computes per distinct route), and the link conflicts."""
+    from collections import defaultdict
+
+    groups: dict[str, list[str]] = defaultdict(list)
+    windows: dict[tuple[int, int], list[tuple[int, int, int]]] = defaultdict(list)
+    hop = {lid: lk.hop_cycles for lid, lk in p.links.items()}
+    for t in p.transfers:
+        at, connected, path = t.src_chip, True, 0
+        for lid, d in t.links:
+            lk = p.links[lid]
+            frm, to = (lk.a, lk.b) if d == 0 else (lk.b, lk.a)
+            connected &= frm == at
+            at, path = to, path + lk.hop_cycles
+        if not connected:
+            groups["connected"].append(f"transfer: transfer {t.id} path is not connected")
+        if t.links and at != t.dst_chip:
+            groups["ends"].append(f"transfer: transfer {t.id} ends at chip {at}, not {t.dst_chip}")
+        if not t.links and t.src_chip != t.dst_chip:
+            groups["nolinks"].append(f"transfer: transfer {t.id} has no links between chips")
+        if t.arrive_cycle < t.send_cycle + path or t.end_cycle < t.arrive_cycle:
+            groups["slow"].append(f"transfer: transfer {t.id} arrives faster than its links allow")
+        for n, (lid, d, s, e) in enumerate(t.link_windows(hop)):
+            windows[(lid, d)].append((s, len(windows[(lid, d)]), e, n))
+    links, total = [], 0
+    for lid, d in sorted(windows):
+        ends, clashes = -(10**18), 0
+        for s, _, e, _ in sorted(windows[(lid, d)]):  # by start, then in program order
+            clashes += s < ends
+            ends = max(ends, e)
+        if clashes:
+            total += clashes
+            links.append(f"link: link {lid} direction {d} carries two transfers at once ({clashes}x)")
+    transfer = [m for k in ("connected", "ends", "nolinks", "slow") for m in groups[k]]
+    return transfer, links, total
+
+
+def test_transfer_checks_per_route_equal_the_per_hop_definitions(gemma) -> None:
+    """Paths, destinations, latencies and link windows checked per distinct route give the messages, counts and
+    link conflicts of the transfer-by-transfer, hop-by-hop definitions, on a program with every kind of
+    transfer error at once (broken and over-long paths, a wrong destination, no links, too fast, clashes)."""
+    from dataclasses import replace as rep_
+
+    from lpxsim.lpu.verify import MAX_PER_CLASS
+
+    p = gemma[0]
+    T = list(p.transfers)
+    leaving: dict[int, list[tuple[int, int, int]]] = {}  # chip -> (link, direction, chip it reaches)
+    for lid, lk in p.links.items():
+        leaving.setdefault(lk.a, []).append((lid, 0, lk.b))
+        leaving.setdefault(lk.b, []).append((lid, 1, lk.a))
+
+    def longer(t, hops: int):  # a connected path of `hops` more hops from t's destination
+        links, at = list(t.links), t.dst_chip
+        for _ in range(hops):
+            lid, d, at = next(x for x in leaving[at] if x[2] != t.src_chip)
+            links.append((lid, d))
+        return rep_(t, links=tuple(links), dst_chip=at)
+
+    one = [k for k, t in enumerate(T) if len(t.links) == 1]
+    a, b, c, e = one[10], one[20], one[30], one[40]
+    T[a] = longer(T[a], 2)  # a three-hop route, connected
+    T[e] = longer(T[e], 1)
+    T[b] = longer(T[b], 1)
+    lid, d = T[b].links[1]
+    T[b] = rep_(T[b], links=(T[b].links[0], (lid, 1 - d)))  # its second hop reversed: not connected
+    T[c] = rep_(T[c], dst_chip=T[c].src_chip)  # ends elsewhere
+    T[3] = rep_(T[3], links=()) if T[3].src_chip != T[3].dst_chip else T[3]
+    T[4] = rep_(T[4], arrive_cycle=T[4].send_cycle)
+    by_link: dict[tuple[int, int], list[int]] = {}
+    for k, t in enumerate(T):
+        if t.links and k > 4:
+            by_link.setdefault(t.links[0], []).append(k)
+    shared = [ks for ks in by_link.values() if len(ks) >= 3][:3]
+    assert shared
+    for ks in shared:  # two later transfers over the same first link sent with the first: clashes
+        for k in ks[1:3]:
+            dt = T[ks[0]].send_cycle - T[k].send_cycle
+            T[k] = rep_(T[k], send_cycle=T[k].send_cycle + dt, arrive_cycle=T[k].arrive_cycle + dt,
+                        end_cycle=T[k].end_cycle + dt)
+    q = dataclasses.replace(p, transfers=T)
+    transfer, links, total = _transfer_errors_by_hand(q)
+    assert transfer and links
+    r = _check(gemma, q)
+    assert r.counts["transfer"] < MAX_PER_CLASS and r.counts["link"] < MAX_PER_CLASS  # every message kept
+    assert [e for e in r.errors if e.startswith("transfer:") and "before it exists" not in e] == transfer
+    assert [e for e in r.errors if e.startswith("link:")] == links
+    assert r.link_conflicts == total
+
+
+def test_regions_find_a_buffers_region_by_chip_and_name() -> None:
+    """`Regions.find` gives the region a dict keyed by (chip, name) gives: entries numbered in order of first
+    declaration, a (chip, name) declared twice sized as last declared; -1 for a name not on the buffer's chip
+    (or no such name, or a chip outside every region's), -2 for a buffer naming no region."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from lpxsim.lpu.program import Region
+    from lpxsim.lpu.verify import Regions
+
+    regs = [Region(0, "act", "act", 0, 100), Region(1, "act", "act", 0, 200), Region(1, "w:q", "weights", 200, 50),
+            Region(3, "kv", "kv", 0, 10), Region(1, "act", "act", 0, 300), Region(0, "w:q", "weights", 100, 7)]
+    reg = Regions(SimpleNamespace(regions=regs))
+    entries: dict[tuple[int, str], int] = {}
+    size: dict[tuple[int, str], int] = {}
+    for r in regs:
+        entries.setdefault((r.chip, r.name), len(entries))
+        size[(r.chip, r.name)] = r.size_bytes
+    assert len(reg) == len(entries)
+    assert [reg.key(k) for k in range(len(reg))] == list(entries)
+    assert reg.entry_size.tolist() == [size[k] for k in entries]
+    chips = [0, 1, 1, 3, 0, 2, 3, 9, -4, 1, 0]
+    names = ["act", "act", "w:q", "kv", "kv", "act", "nope", "act", "act", "", None]
+    want = [-2 if not n else entries.get((c, n), -1) for c, n in zip(chips, names, strict=True)]
+    for chunk in (1 << 16, 3):
+        assert reg.find(np.array(chips), names, chunk=chunk).tolist() == want
+
+
+def test_identity_index_in_chunks_equals_the_dict(gemma) -> None:
+    """Buffer names matched by object identity a few at a time give the dict's positions; a name equal to a
+    key but not the key object itself gives None (the dict path then decides)."""
+    import numpy as np
+
+    from lpxsim.lpu.verify import _identity_index
+
+    bufs = gemma[0].buffers
+    keys = list(bufs)
+    pick = np.random.default_rng(5).integers(0, len(keys), 5000).tolist()
+    names = [keys[k] for k in pick]
+    for chunk in (1 << 18, 7, 1):
+        got = _identity_index(bufs, iter(names), len(names), chunk=chunk)
+        assert got is not None and got.tolist() == pick
+    twin = "".join(list(names[100]))  # equal, another object
+    assert twin == names[100] and twin is not names[100]
+    assert _identity_index(bufs, iter([*names[:100], twin]), 101, chunk=7) is None
+
+
+def test_released_columns_cannot_be_read(gemma) -> None:
+    """The columns verify drops before the work checks are gone: a check reading one would fail, not read stale
+    data."""
+    from lpxsim.lpu.verify import Columns
+
+    col = Columns(gemma[0])
+    assert len(col.b_region) == len(gemma[0].buffers)
+    col.release(*col.STRUCTURAL)
+    for name in col.STRUCTURAL:
+        with pytest.raises(AttributeError):
+            getattr(col, name)
+    assert len(col.b_bytes) == col.nbuf  # kept: the cost check reads it
+
+
+def test_cycles_past_int32_verify_as_they_do_below(gemma) -> None:
+    """Columns narrowed to int32 where their values fit fall back to int64 where they do not: the program with
+    every cycle moved past 2**31 passes, and a corruption of it gives the messages it gives unmoved."""
+    p = gemma[0]
+    dt = 1 << 31
+
+    def moved(q: Program) -> Program:
+        ins = [dataclasses.replace(i, cycle_start=i.cycle_start + dt, first_out_cycle=i.first_out_cycle + dt,
+                                   cycle_end=i.cycle_end + dt) for i in q.instructions]
+        trs = [dataclasses.replace(t, send_cycle=t.send_cycle + dt, arrive_cycle=t.arrive_cycle + dt,
+                                   end_cycle=t.end_cycle + dt) for t in q.transfers]
+        return dataclasses.replace(q, instructions=ins, transfers=trs)
+
+    rep = _check(gemma, moved(p))
+    assert rep.ok, rep.errors[:5]
+    # corruptions: a buffer moved onto the bytes of one it is live with, a transfer arriving too early
+    first = next(b for b in p.buffers.values() if b.region.startswith("act@"))
+    reader = next(i for i in p.instructions if first.id in i.inputs and i.chip == first.chip)
+    bufs = dict(p.buffers)
+    bufs[reader.output] = dataclasses.replace(bufs[reader.output], offset_bytes=first.offset_bytes)
+    T = list(p.transfers)
+    T[7] = dataclasses.replace(T[7], arrive_cycle=T[7].send_cycle)
+    bad = dataclasses.replace(p, transfers=T, buffers=bufs)
+    want = _check(gemma, bad)
+    assert {"buffer", "transfer"} <= want.kinds(), want.errors[:5]
+    got = _check(gemma, moved(bad))
+    assert (got.errors, got.counts, got.link_conflicts) == (want.errors, want.counts, want.link_conflicts)
+
+
+def test_ops_found_clean_on_arrays_pass_the_graph_check_one_by_one(gemma, monkeypatch) -> None:
+    """The graph check skips the ops `_clean_ops` finds clean on arrays: with none skipped (every op through the
+    one-by-one tests) the reports are the same, on the program and on graph corruptions (a gap, a piece
+    computed twice on a chip, a box outside the output, an op never computed); most ops are found clean."""
+    import numpy as np
+
+    from lpxsim.lpu import verify_work as vw
+
+    p = gemma[0]
+    mm = [k for k, i in enumerate(p.instructions) if i.kind == "matmul" and "cols" in i.slice]
+    vec = [k for k, i in enumerate(p.instructions) if i.kind not in ("matmul", "attention") and "cols" in i.slice
+           and i.slice["cols"][1] - i.slice["cols"][0] > 1]
+    progs = [p]
+    for k, change in ((mm[3], lambda s: {**s, "cols": (s["cols"][0] + 1, s["cols"][1])}),  # a gap
+                      (mm[5], lambda s: {**s, "cols": (s["cols"][0], s["cols"][1] + 10**7)}),  # outside
+                      (vec[2], lambda s: {**s, "cols": (s["cols"][0], s["cols"][1] - 1)})):  # a gap
+        ins = list(p.instructions)
+        ins[k] = dataclasses.replace(ins[k], slice=change(dict(ins[k].slice)))
+        progs.append(dataclasses.replace(p, instructions=ins))
+    twice = list(p.instructions)  # one instruction's piece computed again by its chip
+    twice.append(dataclasses.replace(twice[mm[7]], id=10**9))
+    progs.append(dataclasses.replace(p, instructions=twice))
+    progs.append(dataclasses.replace(p, instructions=[i for i in p.instructions if i.op != p.instructions[mm[9]].op]))
+    seen = []
+    real = vw._clean_ops
+
+    def spy(*a):
+        out = real(*a)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(vw, "_clean_ops", spy)
+    fast = [_check(gemma, q) for q in progs]
+    assert np.mean(seen[0]) > 0.5, np.mean(seen[0])  # most ops skip the one-by-one tests
+    monkeypatch.setattr(vw, "_clean_ops", lambda *a: np.zeros(len(a[2].ops), bool))
+    slow = [_check(gemma, q) for q in progs]
+    for f, s in zip(fast, slow, strict=True):
+        assert (f.errors, f.counts) == (s.errors, s.counts)
+    assert all("graph" in r.kinds() for r in fast[1:]), [sorted(r.kinds()) for r in fast]

@@ -23,16 +23,16 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 
 from __future__ import annotations
 
-import operator
+from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain, islice, repeat
+from itertools import chain, count, islice, repeat
 from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
-from lpxsim.lpu.program import Program
+from lpxsim.lpu.program import Buffer, Program
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -67,34 +67,57 @@ class VerifyReport:
 
 def sweep_overlaps(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Per group id, the number of half-open intervals that start before an earlier one (same group) ends."""
-    n = len(starts)
-    if n < 2:
+    if len(starts) < 2:
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((starts, group))
-    g, s, e = group[order], starts[order], ends[order]
+    return _sweep_sorted(group[order], starts[order], ends[order])
+
+
+def _sweep_sorted(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """`sweep_overlaps` of intervals sorted by (group, start) already; `s` and `e` (int64) are overwritten."""
+    if len(s) < 2:
+        return np.zeros(0, dtype=np.int64)
+    s, e = s.astype(np.int64, copy=False), e.astype(np.int64, copy=False)
     big = int(max(int(e.max(initial=0)), int(s.max(initial=0)))) + 2
-    base = (g - g.min()).astype(np.int64) * big
-    running = np.maximum.accumulate(e + base)[:-1]
-    bad = ((s[1:] + base[1:]) < running) & (g[1:] == g[:-1])
+    base = (g - g.min()).astype(np.int64)
+    base *= big
+    e += base  # each group's intervals shifted past the previous group's (one running maximum for all)
+    s += base
+    del base
+    running = np.maximum.accumulate(e, out=e)
+    bad = s[1:] < running[:-1]
+    bad &= g[1:] == g[:-1]
     return g[1:][bad]
 
 
-def _identity_index(keys: dict[str, object], names, count: int) -> np.ndarray | None:
+def index_dtype(count: int) -> type:
+    """The integer type of buffer and record indices below `count`: int32 where it holds them (memory)."""
+    return np.int32 if count < 1 << 31 else np.int64
+
+
+def _identity_index(keys: dict[str, object], names, count: int, chunk: int = 1 << 18) -> np.ndarray | None:
     """Position in `keys` of each of the `count` names, matched by object identity; None if a name is not
-    one of the key objects (an equal but distinct str, or an undeclared name)."""
+    one of the key objects (an equal but distinct str, or an undeclared name). The names are looked up
+    `chunk` at a time: only the positions (int32 where they fit) are kept whole (peak memory)."""
     kid = np.fromiter(map(id, keys), np.int64, len(keys))
-    q = np.fromiter(map(id, names), np.int64, count)
-    if not len(q):
-        return q
+    dtype = index_dtype(len(keys))
+    if not count:
+        return np.zeros(0, dtype)
     if not len(kid):
         return None
-    order = np.argsort(kid, kind="stable")  # allocation order: nearly sorted already
-    sk = kid[order]
-    pos = np.searchsorted(sk, q)
-    np.minimum(pos, len(sk) - 1, out=pos)
-    if not np.array_equal(sk[pos], q):
-        return None
-    return order[pos]
+    order = np.argsort(kid, kind="stable").astype(dtype)  # allocation order: nearly sorted already
+    kid = kid[order]
+    out = np.empty(count, dtype)
+    names = iter(names)
+    for lo in range(0, count, chunk):
+        hi = min(lo + chunk, count)
+        q = np.fromiter(map(id, islice(names, hi - lo)), np.int64, hi - lo)
+        pos = np.searchsorted(kid, q)
+        np.minimum(pos, len(kid) - 1, out=pos)
+        if not np.array_equal(kid[pos], q):
+            return None
+        out[lo:hi] = order[pos]
+    return out
 
 
 def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], dsts: list[str]):
@@ -111,12 +134,15 @@ def _fields(records, names: tuple[str, ...], n: int) -> list:
 
 
 def _ints(flat: list, k: int, width: int, n: int, dtype=np.int64) -> np.ndarray:  # noqa: ANN001
-    """Field `k` of a flat `_fields` list as an integer array."""
-    return np.fromiter(islice(flat, k, None, width), dtype, n)
+    """Field `k` of a flat `_fields` list as an integer array (through a list slice: C speed, unlike islice)."""
+    return np.fromiter(flat[k::width], dtype, n)
 
 
 class Columns:
-    """The Program as numpy columns, with buffer ids mapped to integers (built once per verify)."""
+    """The Program as numpy columns, with buffer ids mapped to integers (built once per verify).
+
+    Buffer indices (`i_out`, `r_buf`, `t_sbuf`, `t_dbuf`) and `r_ins` are int32 where they fit (`index_dtype`);
+    the names of the buffers (`names`) are listed only when a message needs them (memory)."""
 
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
@@ -137,9 +163,7 @@ class Columns:
         flat = _fields(p.buffers.values(), b_names, nd)
         self.b_region, self.b_op, self.b_partial = (flat[k::w] for k in range(3))
         # declared buffers' chip, offset and bytes (the buffer check)
-        self.b_place = np.empty((3, nd), np.int64)
-        for k in range(3):
-            self.b_place[k] = _ints(flat, 3 + k, w, nd)
+        self.b_chip, self.b_off, b_size = (_ints(flat, 3 + k, w, nd) for k in range(3))
         del flat
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
@@ -149,30 +173,62 @@ class Columns:
         # object itself sends the whole mapping through the dict. Both give the same indices (the dict alone
         # below IDENTITY_MIN_BUFFERS: a test compares them).
         self._bid: dict[str, int] | None = None
+        self._names: list[str] | None = None
         self._declared = p.buffers
         nout, nq = n + nin, n + nin + 2 * m
+        self.idx_dtype = index_dtype(nd + nq)  # every buffer index (undeclared names included) is below nd + nq
         idx = None
         if nd >= IDENTITY_MIN_BUFFERS:
             idx = _identity_index(p.buffers, _names(outputs, inputs, srcs, dsts), nq)
         if idx is None:
-            idx = np.fromiter(map(self.bid.get, _names(outputs, inputs, srcs, dsts), repeat(-1)), np.int64, nq)
+            idx = np.fromiter(map(self.bid.get, _names(outputs, inputs, srcs, dsts), repeat(-1)), self.idx_dtype, nq)
             if idx.min(initial=0) < 0:  # names no buffer declares (an error verify reports)
                 idx = self._by_name(outputs, inputs, srcs, dsts)
+        del outputs, inputs
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
         self.nbuf = len(self._bid) if self._bid is not None else nd
         unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
 
         self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
         self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
-        self.r_ins = np.repeat(np.arange(n), counts)
+        self.r_ins = np.repeat(np.arange(n, dtype=index_dtype(n)), counts)
         self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = map(
             trs.column, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle"))
         self.t_bytes = trs.column("bytes").astype(np.float64)
         self.trs = trs  # its hops are expanded where checked (`_check_transfers`), then freed (peak memory)
-        self.names = list(self._bid) if self._bid is not None else list(p.buffers)
-        # bytes of every buffer (undeclared: 0)
-        self.b_bytes = np.zeros(self.nbuf, np.int64)
-        self.b_bytes[:nd] = self.b_place[2]
+        # bytes of every buffer (undeclared: 0): the declared column itself when every buffer is declared
+        if self.nbuf == nd:
+            self.b_bytes = b_size
+        else:
+            self.b_bytes = np.zeros(self.nbuf, np.int64)
+            self.b_bytes[:nd] = b_size
+
+    STRUCTURAL = ("b_region", "b_chip", "b_off", "i_start", "i_first", "i_end", "t_send", "t_arrive", "t_end")
+
+    def release(self, *names: str) -> None:
+        """Drop the columns `names`, which no later check reads (peak memory); reading one afterwards fails."""
+        for name in names:
+            delattr(self, name)
+
+    @property
+    def names(self) -> list[str]:
+        """Every buffer's name by index (declared keys, then undeclared names): listed on first use (messages)."""
+        if self._names is None:
+            self._names = list(self._bid) if self._bid is not None else list(self._declared)
+        return self._names
+
+    def declared_at(self, ks: list[int]) -> list[tuple[str, Buffer]]:
+        """(key, Buffer) of the declared buffers at positions `ks` (ascending), without a list of them all."""
+        out, it, at, d = [], iter(self._declared), 0, self._declared
+        for k in ks:
+            key = next(islice(it, k - at, None))
+            out.append((key, d[key]))
+            at = k + 1
+        return out
+
+    def declared_indices(self, ks: list[int]) -> list[int]:
+        """Buffer index of each declared buffer at positions `ks` (ascending), under its own id."""
+        return [self.index(key, b.id, k) for k, (key, b) in zip(ks, self.declared_at(ks), strict=True)]
 
     def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
                  dsts: list[str]) -> np.ndarray:
@@ -181,7 +237,7 @@ class Columns:
         for b in _names(outputs, inputs, srcs, dsts):
             if b not in bid:
                 bid[b] = len(bid)
-        return np.fromiter(map(bid.__getitem__, _names(outputs, inputs, srcs, dsts)), np.int64)
+        return np.fromiter(map(bid.__getitem__, _names(outputs, inputs, srcs, dsts)), self.idx_dtype)
 
     @property
     def bid(self) -> dict[str, int]:
@@ -195,25 +251,88 @@ class Columns:
         return k if b_id is key or b_id == key else self.bid[b_id]
 
     def producers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none)."""
+        """Per buffer: times written (instructions + transfers), chip, first and end cycle (-1 if none); int32
+        where the values fit (memory)."""
         nb = self.nbuf
-        writes = np.bincount(np.concatenate([self.i_out, self.t_dbuf]), minlength=nb)
-        chip = np.full(nb, -1, np.int64)
-        first = np.full(nb, -1, np.int64)
-        end = np.full(nb, -1, np.int64)
-        chip[self.i_out], first[self.i_out], end[self.i_out] = self.i_chip, self.i_first, self.i_end
-        chip[self.t_dbuf], first[self.t_dbuf], end[self.t_dbuf] = self.t_dst, self.t_arrive, self.t_end
-        return writes, chip, first, end
+        writes = np.bincount(np.concatenate([self.i_out, self.t_dbuf]), minlength=nb).astype(index_dtype(nb + 1))
+        out = [writes]
+        for ins, tr in ((self.i_chip, self.t_dst), (self.i_first, self.t_arrive), (self.i_end, self.t_end)):
+            col = np.full(nb, -1, _fit_dtype(ins, tr))
+            col[self.i_out] = ins
+            col[self.t_dbuf] = tr
+            out.append(col)
+        return tuple(out)
 
 
-def _check_regions(p: Program, rep: VerifyReport) -> dict[tuple[int, str], tuple[int, int]]:
-    index = {}
-    n = len(p.regions)
-    chip = np.fromiter((r.chip for r in p.regions), np.int64, n)
-    off = np.fromiter((r.offset_bytes for r in p.regions), np.int64, n)
-    size = np.fromiter((r.size_bytes for r in p.regions), np.int64, n)
-    for r in p.regions:
-        index[(r.chip, r.name)] = (r.offset_bytes, r.size_bytes)
+def _fit_dtype(*arrays: np.ndarray) -> type:
+    """int32 if every value of `arrays` fits it, else int64."""
+    i32 = np.iinfo(np.int32)
+    ok = all(not len(a) or (i32.min <= int(a.min()) and int(a.max()) <= i32.max) for a in arrays)
+    return np.int32 if ok else np.int64
+
+
+class Regions:
+    """The Program's regions as columns, and the lookup of a buffer's region by (chip, name).
+
+    A (chip, name) declared twice (an overlap `_check_regions` reports) is one entry, numbered where first
+    declared and sized as last declared. Entries are numbered in order of first declaration."""
+
+    def __init__(self, p: Program) -> None:
+        n = len(p.regions)
+        flat = _fields(p.regions, ("chip", "name", "offset_bytes", "size_bytes"), n)
+        self.chip, self.off, self.size = (_ints(flat, k, 4, n) for k in (0, 2, 3))
+        self.names: list[str] = flat[1::4]
+        del flat
+        code = defaultdict(count().__next__)  # region name -> a code, in order of first appearance
+        rcode = np.fromiter(map(code.__getitem__, self.names), np.int64, n)
+        self.codes = dict(code)
+        self.c0 = int(self.chip.min(initial=0))
+        self.nc = max(len(self.codes), 1)
+        key = (self.chip - self.c0) * self.nc + rcode
+        self.keys, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        last = np.zeros(len(self.keys), np.int64)
+        np.maximum.at(last, inv, np.arange(n))
+        rank = np.empty(len(self.keys), np.int64)  # sorted key -> entry number (order of first declaration)
+        order = np.argsort(first, kind="stable")
+        rank[order] = np.arange(len(order))
+        self.rank = rank
+        self.first = first[order]  # per entry: its first declaration (names in messages)
+        self.entry_size = self.size[last[order]]  # per entry: the size last declared
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def key(self, k: int) -> tuple[int, str]:
+        """(chip, name) of entry `k`."""
+        j = int(self.first[k])
+        return int(self.chip[j]), self.names[j]
+
+    def find(self, chip: np.ndarray, names: list, chunk: int = 1 << 16) -> np.ndarray:
+        """Per buffer (its chip and region name): the entry of that name on that chip; -1 if there is none,
+        -2 if the buffer names no region. Looked up `chunk` buffers at a time (peak memory)."""
+        nb = len(names)
+        g = np.empty(nb, np.int64)
+        lookup = {**self.codes, "": -2, None: -2}
+        span = int(self.chip.max(initial=0)) - self.c0
+        for lo in range(0, nb, chunk):
+            hi = min(lo + chunk, nb)
+            code = np.fromiter(map(lookup.get, names[lo:hi], repeat(-1)), np.int64, hi - lo)
+            c = chip[lo:hi] - self.c0
+            ok = np.flatnonzero((code >= 0) & (c >= 0) & (c <= span))
+            out = np.where(code == -2, -2, -1)
+            if len(ok) and len(self.keys):
+                q = c[ok] * self.nc + code[ok]
+                pos = np.minimum(np.searchsorted(self.keys, q), len(self.keys) - 1)
+                hit = self.keys[pos] == q
+                out[ok[hit]] = self.rank[pos[hit]]
+            g[lo:hi] = out
+        return g
+
+
+def _check_regions(p: Program, rep: VerifyReport) -> Regions:
+    reg = Regions(p)
+    chip, off, size = reg.chip, reg.off, reg.size
     for k in np.flatnonzero((off < 0) | (size < 0) | (off + size > p.chip_sram_bytes)):
         r = p.regions[k]
         rep.add("region", f"{r.name} on chip {r.chip} spans bytes {r.offset_bytes:,}..{r.end_bytes:,}, "
@@ -222,18 +341,16 @@ def _check_regions(p: Program, rep: VerifyReport) -> dict[tuple[int, str], tuple
     for c, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
         rep.region_overlaps += int(cnt)
         rep.add("region", f"{int(cnt)} overlapping regions on chip {int(c)}")
-    return index
+    return reg
 
 
 def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> None:
     writes, pchip, pfirst, pend = prod
-    names = col.names
     step_input = np.zeros(col.nbuf, bool)
-    bufs = list(p.buffers.values())
-    for k in np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(bufs))).tolist():
-        step_input[col.index(col.names[k], bufs[k].id, k)] = True  # names[k]: the k-th declared key
+    fed = np.flatnonzero(np.fromiter(map(STEP_INPUTS.__contains__, col.b_op), bool, len(col.b_op))).tolist()
+    step_input[col.declared_indices(fed)] = True  # the step's inputs (nothing in the program writes them)
     for k in np.flatnonzero(writes > 1):
-        rep.add("dependency", f"buffer {names[k]} written {int(writes[k])} times")
+        rep.add("dependency", f"buffer {col.names[k]} written {int(writes[k])} times")
     bad = 0
     incons = np.flatnonzero((col.i_start > col.i_first) | (col.i_first > col.i_end))
     for k in incons:
@@ -249,7 +366,7 @@ def _check_dependencies(p: Program, rep: VerifyReport, col: Columns, prod) -> No
         for k in np.flatnonzero(mask):
             ins = p.instructions[ri[k]]
             extra = f" ({int(pchip[rb[k]])})" if what == "held by another chip" else ""
-            rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {names[rb[k]]}, {what}{extra}")
+            rep.add("dependency", f"{ins.op} on chip {ins.chip} reads {col.names[rb[k]]}, {what}{extra}")
         bad += int(mask.sum())
     sb = col.t_sbuf
     src_given = step_input[sb] & (writes[sb] == 0)
@@ -274,53 +391,98 @@ def _check_units(p: Program, rep: VerifyReport, col: Columns) -> None:
         rep.add("unit", f"{names[int(g) % 8]} on chip {int(g) // 8} runs two instructions at once ({int(cnt)}x)")
 
 
-def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
+def _route_hops(p: Program) -> dict[str, np.ndarray]:
+    """The hops of the distinct routes (a few thousand; not of every transfer), each route's hops in order:
+    per hop its link (``lid``; 0 where ``unknown``: not one of the Program's links), direction ``d``, the
+    chips it goes ``frm`` and ``to``, its latency ``h`` and its offset ``off`` (the latencies before it on
+    the route); per route its hop count ``n`` and first hop ``first``."""
+    routes = p.transfers.routes
+    nr = len(routes)
     nl = max(p.links, default=-1) + 1
-    la, lb, hop = np.full(nl, -1), np.full(nl, -1), np.zeros(nl, np.int64)
+    la, lb, hop = np.full(max(nl, 1), -1), np.full(max(nl, 1), -1), np.zeros(max(nl, 1), np.int64)
     for lid, lk in p.links.items():
         la[lid], lb[lid], hop[lid] = lk.a, lk.b, lk.hop_cycles
-    lid, d, tr, nhops = col.trs.hops()
+    n = np.fromiter(map(len, routes), np.int64, nr)
+    rh = np.fromiter(chain.from_iterable(chain.from_iterable(routes)), np.int64, 2 * int(n.sum())).reshape(-1, 2)
+    lid, d = rh[:, 0], rh[:, 1]
     unknown = (lid < 0) | (lid >= nl)
     unknown[~unknown] = la[lid[~unknown]] < 0
-    for k in np.unique(tr[unknown]):
-        rep.add("transfer", f"transfer {p.transfers[k].id} uses an unknown link")
     ok_l = np.where(unknown, 0, lid)
-    frm = np.where(d == 0, la[ok_l], lb[ok_l])
-    to = np.where(d == 0, lb[ok_l], la[ok_l])
-    first_hop = np.r_[True, tr[1:] != tr[:-1]] if len(tr) else np.zeros(0, bool)
-    prev_to = np.r_[-1, to[:-1]] if len(tr) else to
-    want_from = np.where(first_hop, col.t_src[tr], prev_to)
-    for k in np.unique(tr[(frm != want_from) & ~unknown]):
+    h = hop[ok_l]
+    first = np.cumsum(n) - n
+    cum = np.cumsum(h) - h
+    off = cum - np.repeat(cum[first[n > 0]], n[n > 0]) if len(h) else cum
+    return {"lid": ok_l, "d": d, "unknown": unknown, "frm": np.where(d == 0, la[ok_l], lb[ok_l]),
+            "to": np.where(d == 0, lb[ok_l], la[ok_l]), "h": h, "off": off, "n": n, "first": first}
+
+
+def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
+    """Paths and latencies per distinct route, then per transfer through its route index; the link windows
+    expanded per hop for the sweep alone (peak memory)."""
+    r = _route_hops(p)
+    n, first, unknown, frm, to = r["n"], r["first"], r["unknown"], r["frm"], r["to"]
+    nr, nh_all = len(n), len(frm)
+    ne = np.flatnonzero(n > 0)
+    rr = np.repeat(np.arange(nr), n)  # the route of each hop
+    later = np.ones(nh_all, bool)  # hops after the first of their route
+    later[first[ne]] = False
+    broken = np.zeros(nh_all, bool)  # a hop leaving from somewhere else than where the previous one arrived
+    broken[1:] = later[1:] & (frm[1:] != to[:-1]) & ~unknown[1:]
+    r_broken = np.bincount(rr[broken], minlength=nr) > 0
+    r_unknown = np.bincount(rr[unknown], minlength=nr) > 0
+    r_from, r_to = np.full(nr, -1, np.int64), np.full(nr, -1, np.int64)
+    r_from_ok, r_to_ok = np.zeros(nr, bool), np.zeros(nr, bool)  # first / last hop on a known link
+    last = first[ne] + n[ne] - 1
+    r_from[ne], r_from_ok[ne] = frm[first[ne]], ~unknown[first[ne]]
+    r_to[ne], r_to_ok[ne] = to[last], ~unknown[last]
+    r_path = np.bincount(rr, weights=r["h"], minlength=nr).astype(np.int64)
+    del rr, later, broken, frm, to, unknown
+    rid = col.trs.column("route")
+    nhops = n[rid]
+    for k in np.flatnonzero(r_unknown[rid]):
+        rep.add("transfer", f"transfer {p.transfers[k].id} uses an unknown link")
+    has = nhops > 0
+    for k in np.flatnonzero(has & (r_broken[rid] | (r_from_ok[rid] & (r_from[rid] != col.t_src)))):
         rep.add("transfer", f"transfer {p.transfers[k].id} path is not connected")
-    del frm, want_from, prev_to, first_hop  # per-hop temporaries freed as soon as read (peak memory)
-    last_hop = np.r_[tr[1:] != tr[:-1], True] if len(tr) else np.zeros(0, bool)
-    for k in np.flatnonzero(last_hop & (to != col.t_dst[tr]) & ~unknown).tolist():
-        t = p.transfers[tr[k]]
-        rep.add("transfer", f"transfer {t.id} ends at chip {int(to[k])}, not {t.dst_chip}")
-    del to, last_hop
-    no_path = np.flatnonzero((nhops == 0) & (col.t_src != col.t_dst))
+    for k in np.flatnonzero(has & r_to_ok[rid] & (r_to[rid] != col.t_dst)).tolist():
+        t = p.transfers[k]
+        rep.add("transfer", f"transfer {t.id} ends at chip {int(r_to[rid[k]])}, not {t.dst_chip}")
+    no_path = np.flatnonzero(~has & (col.t_src != col.t_dst))
     for k in no_path:
         rep.add("transfer", f"transfer {p.transfers[k].id} has no links between chips")
-    h = hop[ok_l]
-    path = np.bincount(tr, weights=h, minlength=len(p.transfers)).astype(np.int64)
-    slow = (col.t_arrive < col.t_send + path) | (col.t_end < col.t_arrive)
+    slow = (col.t_arrive < col.t_send + r_path[rid]) | (col.t_end < col.t_arrive)
     for k in np.flatnonzero(slow):
         rep.add("transfer", f"transfer {p.transfers[k].id} arrives faster than its links allow")
-    # link windows: hop i of a transfer starts at send + the hop latencies before it
-    cum = np.cumsum(h) - h
-    start_of_tr = np.r_[0, np.cumsum(nhops)[:-1]] if len(nhops) else np.zeros(0, np.int64)
-    offset = cum - cum[start_of_tr][tr] if len(tr) else cum
-    s = col.t_send[tr] + offset
-    e = s + col.t_ser[tr]
-    del cum, offset, h, tr, unknown
-    key = ok_l * 2 + d
-    del ok_l, lid, d
-    bad = sweep_overlaps(key, s, e)
+    del has, slow
+    # link windows: hop i of a transfer holds its link direction from send + the hop latencies before it, for
+    # ser_cycles; sorted by (link direction, start) for the sweep, each column made in that order at once
+    r_key = r["lid"] * 2 + r["d"]
+    total = int(nhops.sum())
+    tr = np.repeat(np.arange(len(rid), dtype=index_dtype(len(rid))), nhops)
+    hop = np.repeat(first[rid] - (np.cumsum(nhops) - nhops), nhops)  # the route's hop of each transfer hop
+    hop += np.arange(total)
+    del nhops
+    s = col.t_send[tr]
+    s += r["off"][hop]
+    key = r_key[hop]
+    del hop
+    order = np.lexsort((s, key))
+    key, s, tr = key[order], s[order], tr[order]
+    del order
+    e = col.t_ser[tr]
+    e += s
+    del tr
+    bad = _sweep_sorted(key, s, e)
     conflicts = 0
     for kk, cnt in zip(*np.unique(bad, return_counts=True), strict=True):
         conflicts += int(cnt)
         rep.add("link", f"link {int(kk) // 2} direction {int(kk) % 2} carries two transfers at once ({int(cnt)}x)")
     rep.link_conflicts = conflicts
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """`a` as int32 where every value fits, else as it is (memory)."""
+    return a.astype(np.int32) if len(a) and _fit_dtype(a) is np.int32 else a
 
 
 def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
@@ -329,55 +491,44 @@ def lifetimes(col: Columns, prod) -> tuple[np.ndarray, np.ndarray]:
     last = np.full(col.nbuf, -1, np.int64)
     np.maximum.at(last, col.r_buf, col.i_end[col.r_ins])
     np.maximum.at(last, col.t_sbuf, col.t_end)
-    return np.where(writes > 0, first, -1), np.maximum(end, last) + 1
+    np.maximum(end, last, out=last)
+    last += 1
+    return np.where(writes > 0, first, -1), last
 
 
-def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod,
-                   regions: dict[tuple[int, str], tuple[int, int]]) -> None:
-    t0, t1 = lifetimes(col, prod)
-    bufs = list(p.buffers.values())  # their ids are 0..len-1 in `col.bid`
-    if col.nbuf > len(bufs):  # read or written, never declared: no bytes, no region, so no memory check covers it
-        rep.add("buffer", f"{col.nbuf - len(bufs)} buffer(s) used but not declared, e.g. {col.names[len(bufs)]}")
-    rsize = np.array([v[1] for v in regions.values()] + [0], dtype=np.int64)
-    rchip = np.array([c for c, _ in regions] + [-1], dtype=np.int64)
-    nb = len(bufs)
-    names_r = col.b_region
-    bchip, off, size = col.b_place
-    # region index by name where the name is on one chip only (activation and buffer regions), else by
-    # (chip, name); -1: no such region on the buffer's chip
-    by_name: dict[str, int] = {}
-    for k, (_, name) in enumerate(regions):
-        by_name[name] = -5 if name in by_name else k
-    g = np.fromiter(map(by_name.get, names_r, repeat(-1)), np.int64, nb)
-    fix = np.flatnonzero((g == -5) | ((g >= 0) & (rchip[g] != bchip)))
-    if len(fix):
-        rid = {key: k for k, key in enumerate(regions)}
-        g[fix] = [rid.get((int(bchip[k]), names_r[k]), -1) for k in fix]
-    g[np.fromiter(map(operator.not_, names_r), bool, nb)] = -2  # no region named
-    for k in np.flatnonzero(g == -1):
-        b = bufs[k]
+def _check_buffers(p: Program, rep: VerifyReport, col: Columns, prod, regions: Regions) -> None:
+    nd = len(col.b_region)  # declared buffers: their ids are 0..nd-1 in `col.bid`
+    if col.nbuf > nd:  # read or written, never declared: no bytes, no region, so no memory check covers it
+        rep.add("buffer", f"{col.nbuf - nd} buffer(s) used but not declared, e.g. {col.names[nd]}")
+    bchip, off, size = col.b_chip, col.b_off, col.b_bytes[:nd]
+    g = regions.find(bchip, col.b_region)  # each buffer's region entry (-1: none there; -2: none named)
+    bad = np.flatnonzero(g == -1).tolist()
+    for _, b in col.declared_at(bad):
         rep.add("buffer", f"{b.id} names region {b.region} not on chip {b.chip}")
     placed = g >= 0
+    rsize = np.r_[regions.entry_size, 0]
     outside = placed & ((off < 0) | (off + size > rsize[np.where(placed, g, len(rsize) - 1)]))
-    for k in np.flatnonzero(outside):
-        b = bufs[k]
+    bad = np.flatnonzero(outside).tolist()
+    for k, (_, b) in zip(bad, col.declared_at(bad), strict=True):
         rep.add("buffer", f"{b.id} (bytes {b.offset_bytes:,}..{b.offset_bytes + b.bytes:,}) lies outside "
-                          f"region {b.region} ({regions[(b.chip, b.region)][1]:,} bytes) on chip {b.chip}")
-    n = len(bufs)
-    live = placed & (t0[:n] >= 0)  # a buffer nothing writes is a dependency or completeness error, not a clash
-    idx = np.flatnonzero(live)
-    del live, placed, outside
+                          f"region {b.region} ({int(regions.entry_size[g[k]]):,} bytes) on chip {b.chip}")
+    del outside
+    t0, t1 = lifetimes(col, prod)  # after the region lookup: their temporaries never meet (peak memory)
+    placed &= t0[:nd] >= 0  # a buffer nothing writes is a dependency or completeness error, not a clash
+    idx = np.flatnonzero(placed).astype(index_dtype(nd))
+    del placed
     if len(idx) < 2:
         return
-    names = list(regions)
-    lo, hi = off[idx], off[idx] + np.maximum(size[idx], 1)
-    t0, t1, g = t0[idx], t1[idx], g[idx]  # the full columns are freed as they are replaced (peak memory)
-    order = np.lexsort((t0, g))  # sorted here, each column replaced by its sorted copy (peak memory)
+    # the live buffers sorted by (region, start); each column replaced by its sorted part in turn (peak memory)
+    idx = idx[np.lexsort((t0[idx], g[idx]))]
+    g = _narrow(g[idx])
+    t0 = _narrow(t0[idx])
+    t1 = _narrow(t1[idx])
+    hi = _narrow(off[idx] + np.maximum(size[idx], 1))
+    lo = _narrow(off[idx])
     del idx
-    g, lo, hi, t0, t1 = g[order], lo[order], hi[order], t0[order], t1[order]
-    del order
     for k in _clashing_regions(g, lo, hi, t0, t1, is_sorted=True):
-        chip, region = names[k]
+        chip, region = regions.key(k)
         rep.add("buffer", f"live buffers share bytes in {region} on chip {chip}")
 
 
@@ -394,11 +545,21 @@ def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndar
         del order
     base = int(min(int(t0.min()), int(t1.min())))
     span = int(max(int(t1.max()), int(t0.max()))) - base + 2
-    gk = (g - g.min()) * span
-    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1
-    stop = np.searchsorted(gk + (t0 - base), gk + (np.maximum(t1, t0) - base), side="left")
-    count = np.maximum(stop - np.arange(len(g)) - 1, 0)
-    del gk, stop
+    n = len(g)
+    # buffers after i (same region) starting before i ends: positions i+1 .. stop[i]-1, found on a key
+    # sorted like the buffers, `chunk` buffers at a time; only their count is kept (peak memory)
+    key = (g - g.min()).astype(np.int64)
+    key *= span
+    key -= base
+    key += t0
+    count = np.empty(n, np.int64)
+    for a in range(0, n, chunk):
+        b = min(a + chunk, n)
+        q = key[a:b] - t0[a:b] + np.maximum(t1[a:b], t0[a:b])
+        stop = np.searchsorted(key, q, side="left")
+        stop -= np.arange(a + 1, b + 1)
+        count[a:b] = np.maximum(stop, 0)
+    del key
     ends = np.cumsum(count)
     bad_regions: set[int] = set()
     r0 = 0
@@ -431,6 +592,10 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
     _check_units(p, rep, col)
     _check_transfers(p, rep, col)
     _check_buffers(p, rep, col, prod, regions)
+    # the cost and completeness checks read the buffers' write counts alone, and fewer columns (peak memory)
+    del regions
+    prod = (prod[0], None, None, None)
+    col.release(*col.STRUCTURAL)
     from lpxsim.lpu.verify_work import check_work, context_for
 
     graph, arch, why = context_for(p, graph, arch)
@@ -441,4 +606,4 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
     return rep
 
 
-__all__ = ["Columns", "VerifyReport", "lifetimes", "sweep_overlaps", "verify"]
+__all__ = ["Columns", "Regions", "VerifyReport", "lifetimes", "sweep_overlaps", "verify"]

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from itertools import count, repeat
+from itertools import compress, count, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.errors import UserError
 from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
+from lpxsim.lpu.verify import _fields, _ints, index_dtype
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -293,8 +294,12 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
     mm_box = np.zeros((len(sel), 4), np.int64)  # matmuls: (rows, cols) boxes from their slices, all at once
     if is_mm.any():
         mm_box[is_mm] = _matmul_boxes(ins_list, ic, sel[is_mm])
+    # (the other rows of mm_box get the other ops' boxes: only matmul rows are read below)
+    clean = _clean_ops(ins_list, graph, ic, sel, is_mm, mm_box, chips)
     for op in graph.ops:
         c = ic.codes[op.name]
+        if clean[c]:  # passes every test below (found on arrays)
+            continue
         a, z = bounds[c], bounds[c + 1]
         members = sel[a:z].tolist()
         if not members and op.attrs.get("hidden_in"):  # the FFN side's input: received from the attention side
@@ -356,6 +361,76 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
                 rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
 
 
+def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: np.ndarray, is_mm: np.ndarray,
+               box: np.ndarray, chips: np.ndarray) -> np.ndarray:
+    """Per op code: does the op pass `_check_graph` for certain, by its common cases on arrays (every box inside
+    the output; one box over it all, or boxes split along one axis leaving no gap; no chip twice)? An op not
+    found clean here (attention, 2-D splits, any error) is checked one by one.
+
+    `sel`: the computing instructions sorted by op code (program order within an op); `box`: the matmuls'
+    boxes (rows of `is_mm`); its other rows are filled here from `_boxes`, once per (op, slice object)."""
+    nops = len(ic.ops)
+    sg = ic.op[sel]
+    full = np.zeros((len(sel), 2), np.int64)  # each member's (X, Y): its op's, as its first member's `_boxes`
+    ext = {}
+    for c in np.unique(sg[is_mm]).tolist():
+        ext[c] = _matmul_extent(ic.ops[c])
+    if ext:
+        codes = np.fromiter(ext, np.int64, len(ext))
+        ext_a = np.zeros((nops, 2), np.int64)
+        ext_a[codes] = np.array(list(ext.values()), np.int64).reshape(-1, 2)
+        full[is_mm] = ext_a[sg[is_mm]]
+    nm = np.flatnonzero(~is_mm)
+    if len(nm):
+        reps, inv = _group(sel[nm], ic.op, ic.slice)
+        got = [_boxes(ins_list[k], ic.ops[ic.op[k]], graph) for k in reps.tolist()]
+        box[nm] = np.array([g[0] for g in got], np.int64).reshape(-1, 4)[inv]
+        full[nm] = np.array([g[1] for g in got], np.int64).reshape(-1, 2)[inv]
+    starts = np.searchsorted(sg, np.arange(nops))
+    count = np.bincount(sg, minlength=nops)
+    has = count > 0
+    first = np.where(has, np.minimum(starts, max(len(sg) - 1, 0)), 0)
+    X, Y = (full[first, 0][sg], full[first, 1][sg]) if len(sg) else (full[:, 0], full[:, 1])  # the op's (X, Y)
+    x0, x1, y0, y1 = box.T
+    bad = (x0 < 0) | (y0 < 0) | (x1 > X) | (y1 > Y) | (x1 < x0)
+    op_bad = np.bincount(sg[bad], minlength=nops) > 0
+    whole = (x0 == 0) & (x1 == X) & (y0 == 0) & (y1 == Y)
+    single = has & (count == 1) & (np.bincount(sg[whole], minlength=nops) == 1)
+    kept = x1 > x0
+    nkept = np.bincount(sg[kept], minlength=nops)
+    x_full = np.bincount(sg[kept & ~((x0 == 0) & (x1 == X))], minlength=nops) == 0
+    y_full = np.bincount(sg[kept & ~((y0 == 0) & (y1 == Y))], minlength=nops) == 0
+    attention = np.array([op.kind == "attention" for op in ic.ops], bool)
+    split = has & ~op_bad & ~single & ~attention & (nkept > 0) & (x_full | y_full)
+    # one-axis splits: no gap along the other axis (kept boxes by (op, lo, hi); each op's running end)
+    m = np.flatnonzero(kept & split[sg])
+    gap = np.zeros(nops, bool)
+    dup = np.zeros(nops, bool)
+    if len(m):
+        g = sg[m]
+        along_y = x_full[g]
+        lo = np.where(along_y, y0[m], x0[m])
+        hi = np.where(along_y, y1[m], x1[m])
+        f = np.where(along_y, Y[m], X[m])
+        o = np.lexsort((hi, lo, g))
+        g, lo, hi, f = g[o], lo[o], hi[o], f[o]
+        seg = np.r_[True, g[1:] != g[:-1]]
+        rank = np.cumsum(seg) - 1
+        big = int(hi.max(initial=0)) + 1
+        shift = rank * big
+        run = np.maximum.accumulate(hi + shift) - shift  # each op's running end
+        prev = np.where(seg, 0, np.r_[0, run[:-1]])
+        gap[g[lo > prev]] = True
+        end = np.r_[seg[1:], True]
+        gap[g[end & (run < f)]] = True
+        # no chip computes two of the op's kept boxes
+        c = chips[sel[m]]
+        o = np.lexsort((c, sg[m]))
+        gc, cc = sg[m][o], c[o]
+        dup[gc[1:][(gc[1:] == gc[:-1]) & (cc[1:] == cc[:-1])]] = True
+    return (single & ~op_bad) | (split & ~gap & ~dup)
+
+
 # --- partial sums ------------------------------------------------------------------------------
 def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsCodes) -> None:
     """Every partial is read; every final reduction reaches each leaf partial sum of its op exactly once.
@@ -369,25 +444,24 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     read = np.zeros(nb, bool)
     read[col.r_buf] = True
     read[col.t_sbuf] = True
-    made_by = np.full(nb, -1, np.int64)  # instruction index writing each buffer
+    made_by = np.full(nb, -1, index_dtype(n))  # instruction index writing each buffer
     made_by[col.i_out] = np.arange(n)
-    sent_from = np.full(nb, -1, np.int64)  # source buffer of the transfer writing it
+    sent_from = np.full(nb, -1, col.idx_dtype)  # source buffer of the transfer writing it
     sent_from[col.t_dbuf] = col.t_sbuf
     passes = np.zeros(n + 1, bool)  # reduce/concat/copy: pass partials on (index -1: no producer)
     passes[:-1] = ic.kind_in(LEAF_EXCLUDED)
-    declared = list(p.buffers.values())  # buffer k of the Program has id k in `col.bid`
-    nd = len(declared)
+    nd = len(col.b_partial)  # declared buffers: buffer k of the Program has id k in `col.bid`
     pcode = np.zeros(nb, np.int8)  # 0: final value, 1: sum, 2: argmax, 3: any other partial
     pcode[:nd] = np.fromiter(map(_PARTIAL_CODE.get, col.b_partial, repeat(3)), np.int8, nd)
     unread = (pcode[:nd] != 0) & (writes[:nd] > 0) & ~read[:nd]
-    for k in np.flatnonzero(unread):
-        b = declared[k]
+    unread = np.flatnonzero(unread).tolist()
+    for _, b in col.declared_at(unread):
         rep.add("partial", f"partial {b.partial} {b.id} of op {b.op} on chip {b.chip} never reaches a reduction")
     is_leaf = np.zeros(nb, bool)
     is_leaf[:nd] = ((pcode[:nd] == 1) | (pcode[:nd] == 2)) & (made_by[:nd] >= 0) & ~passes[made_by[:nd]]
     leaf_idx = np.flatnonzero(is_leaf)
     groups: dict[tuple[str, str], int] = {}
-    gid = np.full(nb, -1, np.int64)  # leaf buffer -> its (op, partial) group
+    gid = np.full(nb, -1, col.idx_dtype)  # leaf buffer -> its (op, partial) group
     b_op, b_partial = col.b_op, col.b_partial
     gid[leaf_idx] = [groups.setdefault((b_op[k], b_partial[k]), len(groups)) for k in leaf_idx.tolist()]
     want_size = np.bincount(gid[leaf_idx], minlength=len(groups))
@@ -422,7 +496,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     r_buf = col.r_buf
     start = made_by[i_out[np.array(rows)]]  # the instruction writing the reduction's output (itself, normally)
     width = int(want_size.max(initial=0))
-    pos = np.zeros(nb, np.int64)  # a leaf's rank within its group
+    pos = np.zeros(nb, col.idx_dtype)  # a leaf's rank within its group
     order = leaf_idx[np.argsort(gid[leaf_idx], kind="stable")]
     pos[order] = np.arange(len(order)) - np.repeat(np.cumsum(want_size) - want_size, want_size)
     graph = (sent_from, made_by, passes, r_buf, ptr)
@@ -435,7 +509,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
         return
     leaves: dict[tuple[str, str], set[int]] = defaultdict(set)
     for k in leaf_idx.tolist():
-        leaves[(declared[k].op, declared[k].partial)].add(k)
+        leaves[(b_op[k], b_partial[k])].add(k)
     walk = (sent_from.tolist(), made_by.tolist(), passes.tolist(), r_buf.tolist(), ptr.tolist())
     for row in np.flatnonzero(bad).tolist():
         _reduction_errors(ins_list[rows[row]], int(start[row]), leaves, walk, col.names, rep)
@@ -588,12 +662,10 @@ def _check_token(p: Program, graph: OpGraph, rep: VerifyReport, col: Columns, pr
         return
     writes = prod[0]
     have: set[int] = set()
-    bufs = list(p.buffers.values())
-    nd = len(bufs)
-    sample = np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)
-    for k in np.flatnonzero(sample).tolist():
-        b = bufs[k]
-        if b.partial is None and writes[col.index(col.names[k], b.id, k)]:  # names[k]: the k-th declared key
+    nd = len(col.b_op)
+    sample = np.flatnonzero(np.fromiter(map(operator.eq, col.b_op, repeat("sample")), bool, nd)).tolist()
+    for k, (key, b) in zip(sample, col.declared_at(sample), strict=True):
+        if b.partial is None and writes[col.index(key, b.id, k)]:
             have.add(b.chip)
     if not have:
         rep.add("token", "the sampled token is never produced (no final sample buffer)")
@@ -626,18 +698,20 @@ def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
 
 def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op], ic: _InsCodes,
                    chips: np.ndarray) -> None:
-    held: dict[tuple[int, str], float] = defaultdict(float)
-    holds: dict[str, str | None] = {}  # region name -> the weight it holds (names repeat on every chip)
-    for r in p.regions:
-        if r.kind != "weights":
-            continue
-        w = holds.get(r.name, "")
-        if w == "":
-            name = r.name[2:] if r.name.startswith("w:") else r.name
-            op = ops.get(name) or ops.get(name.split("#", 1)[0])
-            w = holds[r.name] = op.weight if op is not None and op.weight else None
-        if w:
-            held[(r.chip, w)] += r.size_bytes
+    # the weight regions: the weight each holds, found once per region name (names repeat on every chip)
+    nr = len(p.regions)
+    flat = _fields(p.regions, ("kind", "name", "chip", "size_bytes"), nr)
+    w_mask = np.fromiter(map("weights".__eq__, flat[0::4]), bool, nr)
+    r_w = list(compress(flat[1::4], w_mask.tolist()))  # each weight region's name, then the weight it holds
+    holds: dict[str, str | None] = {}  # region name -> the weight it holds (None: none)
+    for name in set(r_w):
+        nm = name[2:] if name.startswith("w:") else name
+        op = ops.get(nm) or ops.get(nm.split("#", 1)[0])
+        holds[name] = op.weight if op is not None and op.weight else None
+    r_w = list(map(holds.__getitem__, r_w))
+    r_chip = _ints(flat, 2, 4, nr)[w_mask]
+    r_size = _ints(flat, 3, 4, nr)[w_mask]
+    del flat
     ins_list = p.instructions
     cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
     if not len(cand):
@@ -666,12 +740,12 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         for j, g in zip(rest.tolist(), inv.tolist(), strict=True):
             needs[j] = got[g]
     nw = max(len(wcode), 1)
-    # bytes each chip holds of each weight, looked up per instruction on the (chip, weight) code
-    pairs = [(c * nw + wcode[w], v) for (c, w), v in held.items() if w in wcode]
-    hk = np.array([x[0] for x in pairs], np.int64)
-    hv = np.array([x[1] for x in pairs], np.float64)
-    order = np.argsort(hk)
-    hk, hv = hk[order], hv[order]
+    # bytes each chip holds of each weight read (summed in region order), looked up per instruction on the
+    # (chip, weight) code
+    rw = np.fromiter(map(wcode.get, r_w, repeat(-1)), np.int64, len(r_w))
+    keep = rw >= 0
+    hk, hinv = np.unique(r_chip[keep] * nw + rw[keep], return_inverse=True)
+    hv = np.bincount(hinv.reshape(-1), weights=r_size[keep].astype(np.float64), minlength=len(hk))
     q = chips[cand] * nw + gw
     pos = np.minimum(np.searchsorted(hk, q), max(len(hk) - 1, 0))
     have = np.where(hk[pos] == q, hv[pos], 0.0) if len(hk) else np.zeros(len(q))
@@ -681,12 +755,11 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         ins = ins_list[cand[j]]
         w = weight[gw[j]]
         need_b = needs[j] if needs[j] is not None else float(need[j])
-        have_b = held.get((ins.chip, w), 0.0)
         if missing[j]:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads weight {w}, which no weight region there holds")
         else:
             rep.add("weights", f"{ins.op} on chip {ins.chip} reads {need_b:,.0f} B of weight {w}; its chip holds "
-                               f"{have_b:,.0f} B")
+                               f"{float(have[j]):,.0f} B")
 
 
 class _InsCodes:
@@ -782,6 +855,7 @@ def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: C
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
     ic = _InsCodes(col, ops)
+    col.release("i_ops", "i_kinds", "i_slices", "i_attrs")  # coded in `ic` (peak memory)
     _check_cost(p, graph, arch, rep, col, ops, ic)
     _check_graph(p, graph, rep, ic, col.i_chip)
     _check_partials(p, rep, col, prod, ic)
