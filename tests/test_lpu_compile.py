@@ -572,3 +572,26 @@ def test_place_reads_rows_in_declaration_order_or_by_lookup_alike() -> None:
         placed.append(([(k, b.region, b.offset_bytes) for k, b in out.items()], regions))
     assert placed[0] == placed[1]
     assert len({r for _, r, _ in placed[0][0]}) == 4  # act and buffer regions on both chips
+
+
+def test_a_finished_scheduler_refuses_to_schedule_more() -> None:
+    """`Scheduler.finish` frees the scheduling state (peak memory): a later instruction or send fails loudly
+    instead of being scheduled against forgotten unit and link free times."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    s = Scheduler(arch_for(system), chip_graph(system, 1))
+    s.input_ready("x@0")
+    s.buffer("y@0", 0, "y", 320)
+    s.instr(0, "VXM", "y", "elementwise", ("x@0",), "y@0", 4)
+    s.buffer("y@1", 1, "y", 320)
+    s.send(0, 1, "y@0", "y@1", 320)
+    s.finish()
+    s.buffer("z@0", 0, "z", 320)
+    with pytest.raises(AttributeError):
+        s.instr(0, "VXM", "z", "elementwise", ("y@0",), "z@0", 4)
+    with pytest.raises(AttributeError):
+        s.send(0, 1, "y@0", "y@1b", 320)

@@ -94,7 +94,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     emit_all(lw)
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
-    sched.drop_caches()
+    sched.finish()
     release_free_memory()
     # Peak memory: the ready times and the declared buffers are handed over, and any last reads passed without a
     # name, so `place` frees each once it has read it. The scheduler keeps each buffer's last read on its ready

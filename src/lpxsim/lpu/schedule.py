@@ -204,13 +204,14 @@ class Scheduler:
         out, self.buffers = self.buffers, {}
         return out
 
-    def drop_caches(self) -> None:
-        """Forget the scheduling state that only later sends and instructions read (routes, link and unit
-        free times, shared attrs): called once the program is scheduled, to lower the compile's peak memory."""
-        for d in (self._send_info, self._exchange_info, self._routes, self._link_free, self._link_node, self._unit,
-                  self._attrs, self._slices, self._comps, self._lat):
-            d.clear()
+    def finish(self) -> None:
+        """The program is scheduled: free the state only further scheduling reads (routes, link and unit free
+        times, shared attrs and slices), to lower the compile's peak memory. Scheduling anything after this
+        fails (the unit and link free times are gone, not reset)."""
+        self._send_info, self._exchange_info, self._routes, self._link_node = {}, {}, {}, {}
+        self._attrs, self._slices, self._comps, self._lat = {}, {}, {}, {}
         self._last_attrs, self._last_shared = _UNSET, None
+        self._unit = self._link_free = None  # type: ignore[assignment]
 
     def written_once(self) -> bool:
         """Whether no buffer was written twice (each ready row is then the only one of its buffer, and its
