@@ -595,3 +595,19 @@ def test_a_finished_scheduler_refuses_to_schedule_more() -> None:
         s.instr(0, "VXM", "z", "elementwise", ("y@0",), "z@0", 4)
     with pytest.raises(AttributeError):
         s.send(0, 1, "y@0", "y@1b", 320)
+
+
+def test_send_many_refuses_to_forward_what_arrives_in_the_same_call() -> None:
+    """`send_many` writes its destinations' ready rows after its loop, so a send of a buffer that arrives
+    earlier in the same call is refused (one `send` after another schedules it instead)."""
+    from lpxsim.catalog import get_system
+    from lpxsim.lpu.arch import arch_for
+    from lpxsim.lpu.schedule import Scheduler
+    from lpxsim.specs.topology import chip_graph
+
+    system = get_system("lpx")
+    s = Scheduler(arch_for(system), chip_graph(system, 1))
+    s.input_ready("x@0")
+    with pytest.raises(ValueError, match="x@1"):
+        s.send_many([(0, 1, "x@0", "x@1"), (1, 2, "x@1", "x@2")], 320)
+    assert len(s.transfers) == 1 and s.ready.times()["x@1"][0] > 0  # the first send is kept, with its row

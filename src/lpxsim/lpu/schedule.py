@@ -492,7 +492,8 @@ class Scheduler:
         exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
         hoisted out of the loop. Same transfers, link reservations, ready times and critical-path breakdown
         as the loop (a source's wait for its last vectors is one provenance node shared by its sends over
-        equally fast routes: equal time, parent and mechanisms, so every chain sums the same)."""
+        equally fast routes: equal time, parent and mechanisms, so every chain sums the same). A source may not
+        be a destination of the same call (ValueError): the destinations' ready rows are written after the loop."""
         nbytes = max(float(nbytes), 1.0)
         vb, setup = self.arch.vector_bytes, self.arch.link_setup
         nb_int = math.ceil(nbytes)
@@ -501,7 +502,7 @@ class Scheduler:
         pta, ppa, pca = pt.append, pp.append, pc.append
         lf, rt, table = self._link_free, self.ready, self.transfers
         slot, r_first, r_end, r_fnode, r_last = rt.slot, rt.first, rt.end, rt.first_node, rt.last
-        row = len(r_first)  # the ready row of the next send's destination (the rows are added after the loop)
+        row = row0 = len(r_first)  # the ready row of the next send's destination (the rows are added after the loop)
         c_anode: list[int] = []
         cna = c_anode.append
         # the columns that vary per send, added to the table (with the others, from `sends`) after the loop
@@ -529,6 +530,8 @@ class Scheduler:
                     prev_src = src_chip
                 if src_buffer is not prev_buf:
                     src_row = slot[src_buffer]
+                    if src_row >= row0:  # its row is added after the loop: `send` one at a time instead
+                        raise ValueError(f"send_many: {src_buffer} is sent on after arriving in the same call")
                     rfirst, rfnode, rend = r_first[src_row], r_fnode[src_row], r_end[src_row]
                     if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
                         ca = complete_at[src_chip]
