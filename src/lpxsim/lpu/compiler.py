@@ -95,7 +95,7 @@ def build_program(graph: OpGraph, system: SystemSpec, units: int, arch: Arch, la
     breakdown = critical_breakdown(sched)
     sched.prov = Provenance()  # the critical path is read; free its nodes before placement (peak memory)
     sched.finish()
-    release_free_memory()
+    release_free_memory()  # the provenance and scheduling state just freed, before placement allocates its own
     # Peak memory: the ready times and the declared buffers are handed over, and any last reads passed without a
     # name, so `place` frees each once it has read it. The scheduler keeps each buffer's last read on its ready
     # row; only a program that writes some buffer twice (which fails `verify`) needs the pass over it.

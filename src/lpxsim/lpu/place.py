@@ -157,9 +157,9 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
     order = np.argsort(chip * 2 + recv, kind="stable")
     key = (chip * 2 + recv)[order]
     cuts = np.flatnonzero(np.diff(key)) + 1
-    bounds = dict(zip(key[np.r_[0, cuts]].tolist(), zip(np.r_[0, cuts].tolist(), np.r_[cuts, n].tolist(), strict=True),
-                      strict=True)) if n else {}
-    del nbytes, key
+    lo, hi = np.r_[0, cuts], np.r_[cuts, n]
+    bounds = dict(zip(key[lo].tolist(), zip(lo.tolist(), hi.tolist(), strict=True), strict=True)) if n else {}
+    del nbytes, key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
     regions: list[Region] = []
     placed_ids: list[str] = []  # buffer ids and buffers in placement order
     placed_bufs: list[Buffer] = []
