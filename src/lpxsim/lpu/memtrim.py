@@ -12,21 +12,17 @@ pymalloc returns an arena when it empties.
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 
-_UNSET: object = object()
-_trim: Callable[[int], int] | None | object = _UNSET
 
-
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, or None where the C library has none (macOS, Windows, musl)."""
-    global _trim
-    if _trim is _UNSET:
-        try:
-            _trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-        except (OSError, TypeError):  # no C library handle for the process (Windows)
-            _trim = None
-    return _trim  # type: ignore[return-value]
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except (OSError, TypeError):  # no C library handle for the process (Windows)
+        return None
 
 
 def release_free_memory() -> bool:

@@ -183,7 +183,6 @@ class Scheduler:
     _last_attrs: Any = _UNSET  # the last attrs object `_shared_attrs` was given, and its entry in `_attrs`
     _last_shared: Any = None
     _slices: dict = field(default_factory=dict)  # shared instruction slices, by their items
-    _writes: int = 0  # step inputs marked ready (`input_ready`); see `written_once`
     _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
     _role_rates: dict = field(default_factory=dict)  # link role -> (bytes per cycle, hop cycles)
 
@@ -216,13 +215,12 @@ class Scheduler:
     def written_once(self) -> bool:
         """Whether no buffer was written twice (each ready row is then the only one of its buffer, and its
         `last` covers every read of the buffer); a program that writes one twice fails `verify`."""
-        return len(self.ready) == self._writes + len(self.transfers) + len(self.instructions)
+        return len(self.ready) == self.ready.rows()  # a row per write: as many rows as buffers
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
         n = self.prov.node(first)
         self.ready.add(bid, first, first, n, n, arrived=True)
-        self._writes += 1
 
     # --- work -------------------------------------------------------------------------
     def note_work(self, nbytes: float = 0.0, flops: float = 0.0, flop_rate: float = 0.0, ops: float = 0.0) -> None:
