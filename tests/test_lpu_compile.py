@@ -203,13 +203,17 @@ def test_send_many_equals_send_loop(stats: bool) -> None:
     cpn = system.topology.chips_per_node
     chips = [0, 1, 2, cpn, cpn + 1, 2 * cpn + 3, system.chips_per_unit + 5]  # one node, other nodes, another rack
     scheds = [Scheduler(arch_for(system), chip_graph(system, 2)) for _ in range(2)]
+    sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
+    sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
     for s in scheds:  # sources ready at different times; some stream slower than the links (a late start)
         for i, c in enumerate(chips):
             n0 = s.prov.node(100 * i)
+            s.buffer(f"x@{c}", c, "x", 20_000)
             s.ready.add(f"x@{c}", 100 * i, 100 * i + 7_000 * (i % 3), n0, s.prov.node(100 * i + 7_000 * (i % 3), n0))
+        s.buffer("pre", chips[1], "x", 5_000)
         s.send(chips[0], chips[1], "x@0", "pre", 5_000)  # a link already busy before the exchange
-    sends = [(a, b, f"x@{a}", f"y{a}@{b}") for a in chips for b in chips if a != b]
-    sends.append((chips[0], chips[1], "x@0", "again"))  # the same link twice
+        for _, b, _, dst in sends:
+            s.buffer(dst, b, "x", 20_000)
     done = {c: 3_000 * (i % 2) + 50 * i for i, c in enumerate(chips)} if stats else None
     for a, b, src, dst in sends:
         scheds[0].send(a, b, src, dst, 20_000, complete_at=done[a] if done else None)
@@ -235,7 +239,7 @@ def test_instruction_attrs_shared_by_content_and_identity() -> None:
 
     system = get_system("lpx")
     s = Scheduler(arch_for(system), chip_graph(system, 1))
-    s.input_ready("x")
+    s.input_ready(s.buffer("x", 0, "x", 64))
     n = [0]
 
     def instr(attrs, work=100.0):  # noqa: ANN001, ANN202
@@ -466,16 +470,16 @@ def _first_fit_by_scan(items):  # the first-fit rule written plainly: every earl
 def test_first_fit_equals_a_plain_scan(spec) -> None:
     """Placement's first fit (with its shortcut while the live buffers are packed) gives the offsets and region
     size of the plain rule, also where buffers die out of order and leave holes."""
-    from lpxsim.lpu.place import _first_fit
-    from lpxsim.lpu.program import Buffer
+    from array import array
 
-    items = [(start, f"b{i:02d}", 320 * size, start + life, Buffer(f"b{i:02d}", 0, "x"))
-             for i, (size, start, life) in enumerate(spec)]
+    from lpxsim.lpu.place import _first_fit
+
+    items = [(start, f"b{i:02d}", 320 * size, start + life, i) for i, (size, start, life) in enumerate(spec)]
     want = _first_fit_by_scan(items)
-    top = _first_fit(items, "act@0")
-    assert ([x[4].offset_bytes for x in items], top) == want  # items are sorted by (start, id) in place
+    offsets = array("q", [-1] * len(items))
+    top = _first_fit(items, offsets)
+    assert ([offsets[x[4]] for x in items], top) == want  # items are sorted by (start, id) in place
     assert [x[1] for x in items] == [x[1] for x in sorted(items, key=lambda x: (x[0], x[1]))]
-    assert {x[4].region for x in items} == {"act@0"}
 
 
 @settings(max_examples=60, deadline=None)
@@ -517,16 +521,17 @@ def test_place_consumes_ready_and_keeps_lifetimes() -> None:
     bytes, and one never written lives [0, 1) in the transfer buffer region."""
     from lpxsim.lpu.lowering import ChipUse
     from lpxsim.lpu.place import ALIGN, place
-    from lpxsim.lpu.program import Buffer
+    from lpxsim.lpu.program import Buffer, BufferTable
     from lpxsim.lpu.schedule import ReadyTable
 
     bufs = {k: Buffer(k, 0, "x", bytes=ALIGN) for k in ("a", "b", "c", "d", "never")}
-    ready = ReadyTable()
+    table = BufferTable(bufs)
+    ready = ReadyTable(table.index)
     for bid, first, end, last, arrived in (("a", 0, 5, 9, False), ("b", 9, 12, -1, False), ("c", 3, 4, 7, True),
                                            ("d", 8, 8, -1, True)):
         ready.last[ready.add(bid, first, end, arrived=arrived)] = last
-    regions, out, _ = place({0: ChipUse()}, bufs, ready, None, 10**6)
-    assert len(ready) == 0  # consumed
+    regions, out, _ = place({0: ChipUse()}, table, ready, None, 10**6)
+    assert not table.index  # consumed
     assert set(out) == set(bufs)
     assert {r.name for r in regions} == {"act@0", "buffer@0"}
     assert (out["a"].region, out["b"].region, out["c"].region, out["never"].region) == (
@@ -536,39 +541,49 @@ def test_place_consumes_ready_and_keeps_lifetimes() -> None:
     assert out["never"].offset_bytes == 0  # [0, 1): gone before c arrives
 
 
-def test_ready_table_keeps_each_buffer_latest_row() -> None:
-    """A buffer written twice has two rows and its slot names the later one, unread (what `written_once`
-    and placement rely on); `times` and `last_reads` read the latest rows."""
-    from lpxsim.lpu.schedule import ReadyTable
+def test_ready_table_rows_are_the_buffers_rows() -> None:
+    """The ready table's row k is the buffer at row k of the table whose index it shares: rows are added as
+    buffers are declared (unwritten until written); a second write replaces the row's times, unread, and is
+    counted (what `written_once` and placement rely on); `times` and `last_reads` cover written rows only."""
+    from lpxsim.lpu.program import BufferTable
+    from lpxsim.lpu.schedule import UNWRITTEN, ReadyTable
 
-    rt = ReadyTable()
+    bt = BufferTable()
+    rt = ReadyTable(bt.index)
+    for k in ("a", "b", "c"):
+        bt.add(k, 0, "x", 320)
     a = rt.add("a", 0, 5, arrived=True)
     rt.last[a] = 9
     b = rt.add("b", 2, 3)
-    again = rt.add("a", 10, 12)
-    assert (len(rt), rt.rows()) == (2, 3) and rt.slot == {"a": again, "b": b}
+    assert (a, b, len(rt), rt.rewritten) == (0, 1, 2, 0)
+    assert rt.last_reads() == {"a": 9}
+    assert rt.add("a", 10, 12) == a
+    assert (len(rt), rt.rewritten) == (2, 1)
     assert rt.times() == {"a": (10, 12), "b": (2, 3)}
-    assert rt.last_reads() == {}  # the latest row of "a" is not read yet
-    assert list(rt.arrived) == [1, 0, 0]
+    assert rt.last_reads() == {}  # the rewritten "a" is not read yet
+    assert list(rt.arrived[:3]) == [0, 0, UNWRITTEN] and not rt.written(2)
+    with pytest.raises(KeyError):
+        rt.add("undeclared", 0, 1)
 
 
-def test_place_reads_rows_in_declaration_order_or_by_lookup_alike() -> None:
-    """Placement reads the ready rows in order when the buffers were written in declaration order, and looks
-    each one up otherwise: both give every buffer the same region and offset."""
+def test_place_does_not_depend_on_the_order_rows_are_written() -> None:
+    """The ready rows are the buffers' rows whatever order the buffers are written in: placement gives every
+    buffer the same region and offset."""
     from lpxsim.lpu.lowering import ChipUse
     from lpxsim.lpu.place import ALIGN, place
-    from lpxsim.lpu.program import Buffer
+    from lpxsim.lpu.program import Buffer, BufferTable
     from lpxsim.lpu.schedule import ReadyTable
 
     times = {f"b{i}": (3 * i % 7, 3 * i % 7 + 4, i % 3 == 0) for i in range(12)}
     placed = []
     for order in (sorted(times), sorted(times, reverse=True)):  # declaration order, then the reverse
-        bufs = {k: Buffer(k, int(k[1:]) % 2, "x", bytes=ALIGN * (1 + int(k[1:]) % 3)) for k in sorted(times)}
-        ready = ReadyTable()
+        bufs = BufferTable({k: Buffer(k, int(k[1:]) % 2, "x", bytes=ALIGN * (1 + int(k[1:]) % 3))
+                            for k in sorted(times)})
+        ready = ReadyTable(bufs.index)
         for k in order:
             ready.add(k, times[k][0], times[k][1], arrived=times[k][2])
         regions, out, _ = place({0: ChipUse(), 1: ChipUse()}, bufs, ready, None, 10**6)
-        assert len(ready) == 0
+        assert not bufs.index  # consumed
         placed.append(([(k, b.region, b.offset_bytes) for k, b in out.items()], regions))
     assert placed[0] == placed[1]
     assert len({r for _, r, _ in placed[0][0]}) == 4  # act and buffer regions on both chips
@@ -584,7 +599,7 @@ def test_a_finished_scheduler_refuses_to_schedule_more() -> None:
 
     system = get_system("lpx")
     s = Scheduler(arch_for(system), chip_graph(system, 1))
-    s.input_ready("x@0")
+    s.input_ready(s.buffer("x@0", 0, "x", 320))
     s.buffer("y@0", 0, "y", 320)
     s.instr(0, "VXM", "y", "elementwise", ("x@0",), "y@0", 4)
     s.buffer("y@1", 1, "y", 320)
@@ -597,17 +612,29 @@ def test_a_finished_scheduler_refuses_to_schedule_more() -> None:
         s.send(0, 1, "y@0", "y@1b", 320)
 
 
-def test_send_many_refuses_to_forward_what_arrives_in_the_same_call() -> None:
-    """`send_many` writes its destinations' ready rows after its loop, so a send of a buffer that arrives
-    earlier in the same call is refused (one `send` after another schedules it instead)."""
+def test_send_many_forwards_what_arrives_in_the_same_call() -> None:
+    """`send_many` writes each destination's ready row as it schedules the send, so a later send of the same
+    call may forward that buffer: the same schedule as one `send` after another. A source not yet written is
+    refused."""
     from lpxsim.catalog import get_system
     from lpxsim.lpu.arch import arch_for
     from lpxsim.lpu.schedule import Scheduler
     from lpxsim.specs.topology import chip_graph
 
     system = get_system("lpx")
-    s = Scheduler(arch_for(system), chip_graph(system, 1))
-    s.input_ready("x@0")
-    with pytest.raises(ValueError, match="x@1"):
-        s.send_many([(0, 1, "x@0", "x@1"), (1, 2, "x@1", "x@2")], 320)
-    assert len(s.transfers) == 1 and s.ready.times()["x@1"][0] > 0  # the first send is kept, with its row
+    scheds = [Scheduler(arch_for(system), chip_graph(system, 1)) for _ in range(2)]
+    sends = [(0, 1, "x@0", "x@1"), (1, 2, "x@1", "x@2")]
+    for s in scheds:
+        for c in range(3):
+            s.buffer(f"x@{c}", c, "x", 320)
+        s.input_ready("x@0")
+    for a, b, src, dst in sends:
+        scheds[0].send(a, b, src, dst, 320)
+    scheds[1].send_many(sends, 320)
+    assert scheds[0].transfers == scheds[1].transfers and len(scheds[1].transfers) == 2
+    assert scheds[0].ready.times() == scheds[1].ready.times()
+    s = scheds[1]
+    s.buffer("y@0", 0, "y", 320)
+    s.buffer("y@1", 1, "y", 320)
+    with pytest.raises(KeyError, match="y@0"):
+        s.send_many([(0, 1, "y@0", "y@1")], 320)

@@ -133,7 +133,7 @@ def _emit_matmul(lw: Lowerer, op: Op) -> None:
             rows = d_in.cols[c] if d_in.kind == COLS or c in d_in.cols else (0, K)
             partial = rows != (0, K) or d_in.kind == SUM
             bufs[c] = _matmul_instr(lw, op, c, d_in.bufs[c], rows, (0, N), M * N * lw.ab, partial, attrs=attrs)
-        full = all(lw.s.buffers[b].partial is None for b in bufs.values())
+        full = all(lw.s.buffers.partial_of(b) is None for b in bufs.values())
         lw.dist[op.name] = Dist(REP if full else SUM, bufs, width=N)
         return
     ins = lw.rep_on(op.inputs[0], chips)
@@ -307,12 +307,12 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
             for holder, keys in helpers:
                 wrote, q_remote = lw.remote_kv[(op.layer, c, holder)]
                 rem, _, _ = _attend(lw, op, holder, c, q_remote, wrote, keys, True, attrs_of)
-                back = lw.s.buffer(f"{op.name}#lse@{c}<{holder}", c, op.name, lw.s.buffers[rem].bytes,
+                back = lw.s.buffer(f"{op.name}#lse@{c}<{holder}", c, op.name, lw.s.buffers.bytes_of(rem),
                                    cols=cols[c], partial="lse", heads=(h0, h1), lse_shape=(lw.M, h1 - h0))
-                lw.s.send(holder, c, rem, back, lw.s.buffers[rem].bytes + 4 * lw.M * (h1 - h0))
+                lw.s.send(holder, c, rem, back, lw.s.buffers.bytes_of(rem) + 4 * lw.M * (h1 - h0))
                 parts.append(back)
             merged = lw.s.buffer(f"{op.name}#m@{c}" if split else f"{op.name}@{c}", c, op.name,
-                                 lw.s.buffers[own].bytes, cols=cols[c], partial="lse" if split else None,
+                                 lw.s.buffers.bytes_of(own), cols=cols[c], partial="lse" if split else None,
                                  heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if split else ())
             mi = lw.s.instr(c, "VXM", op.name, "combine", tuple(parts), merged,
                             lw.vxm_cycles(lw.M * (h1 - h0) * (v_dim + 4) * len(parts), 0),
@@ -345,10 +345,10 @@ def _combine(lw: Lowerer, op: Op, chips: tuple[int, ...], sp, outs, cols, stats_
                     sends.append((src, c, outs[src], bid))
                     ins.append(bid)
             lw.s.send_many(sends, sbytes, complete_at=stats_ready)  # each source's statistics final then
-            out = lw.s.buffer(f"{op.name}#p@{c}", c, op.name, lw.s.buffers[outs[c]].bytes, cols=cols[c],
+            out = lw.s.buffer(f"{op.name}#p@{c}", c, op.name, lw.s.buffers.bytes_of(outs[c]), cols=cols[c],
                               partial="sum", heads=heads)
             lw.s.instr(c, "VXM", op.name, "combine", tuple(ins), out,
-                       lw.vxm_cycles(lw.M * nh * (len(grp) + 4), lw.s.buffers[outs[c]].bytes),
+                       lw.vxm_cycles(lw.M * nh * (len(grp) + 4), lw.s.buffers.bytes_of(outs[c])),
                        {"heads": heads}, {"mode": "rescale", "stats_only": tuple(ins[1:])})
             res[c] = out
     lw.dist[op.name] = Dist(SUM, res, cols, width)

@@ -29,7 +29,7 @@ import numpy as np
 from lpxsim.graph import Op, OpGraph
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages
-from lpxsim.lpu.program import Buffer, Range, Stage, stripe_count
+from lpxsim.lpu.program import Range, Stage, stripe_count
 from lpxsim.lpu.schedule import Scheduler
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.precision import get_precision
@@ -159,14 +159,14 @@ class Lowerer:
         if not missing:
             return {c: d.bufs[c] for c in chips}
         srcs = sorted(d.bufs)
-        nbytes0 = self.s.buffers[d.bufs[srcs[0]]].bytes
+        nbytes0 = self.s.buffers.bytes_of(d.bufs[srcs[0]])
         if (len(missing) == len(chips) == len(srcs) > 1 and nbytes0 > HANDOFF_SPLIT_BYTES
                 and d.width >= len(chips)):
             return self._split_handoff(name, d, srcs, list(chips))
         for i, c in enumerate(missing):
             src = srcs[i % len(srcs)] if len(srcs) != len(chips) else srcs[chips.index(c)]
             buf = d.bufs[src]
-            nbytes = self.s.buffers[buf].bytes
+            nbytes = self.s.buffers.bytes_of(buf)
             dst = self.s.buffer(f"{name}@{c}<{src}", c, name, nbytes)
             self.s.send(src, c, buf, dst, nbytes)
             d.bufs[c] = dst
@@ -175,7 +175,7 @@ class Lowerer:
     def _split_handoff(self, name: str, d: Dist, srcs: list[int], dsts: list[int]) -> dict[int, str]:
         """Large stage hand-off: chip j sends column slice j to its counterpart, then an all-gather."""
         n, width = len(dsts), d.width
-        row_bytes = self.s.buffers[d.bufs[srcs[0]]].bytes / width
+        row_bytes = self.s.buffers.bytes_of(d.bufs[srcs[0]]) / width
         bufs, cols = {}, {}
         for i, (src, dst) in enumerate(zip(srcs, dsts, strict=True)):
             lo, hi = balanced(width, n, i)
@@ -205,7 +205,7 @@ class Lowerer:
         """Sum the partials of `name` onto every chip that holds one (direct, RS+AG, or by node)."""
         d = self.dist[name]
         chips = sorted(d.bufs)
-        nbytes = float(self.s.buffers[d.bufs[chips[0]]].bytes)
+        nbytes = float(self.s.buffers.bytes_of(d.bufs[chips[0]]))
         groups = self._node_groups(chips)
         if len(chips) == 1:
             out = Dist(REP, dict(d.bufs), width=d.width)
@@ -229,6 +229,7 @@ class Lowerer:
         out: dict[int, str] = {}
         s = self.s
         declared, size = s.buffers, int(math.ceil(nbytes))
+        op_v, sum_v, none_v = declared.value_id(name), declared.value_id("sum"), declared.value_id(None)
         for grp in groups:
             strs = [str(c) for c in grp]
             recv = [[bufs[c]] for c in grp]  # per chip of the group: its own partial, then what it receives
@@ -239,9 +240,10 @@ class Lowerer:
                 for dst, ds, got in zip(grp, strs, recv, strict=True):
                     if src != dst:
                         bid = pre + ds
-                        declared[bid] = Buffer(bid, dst, name, None, "sum", size)
                         sends.append((src, dst, sb, bid))
                         got.append(bid)
+            # the received partials, declared together (`Scheduler.buffer` for each, in order)
+            declared.add_many([t[3] for t in sends], [t[1] for t in sends], size, op_v, sum_v, none_v)
             s.send_many(sends, nbytes)
             for c, got in zip(grp, recv, strict=True):
                 if len(grp) == 1:
@@ -255,7 +257,7 @@ class Lowerer:
     def _rs_ag(self, name: str, d: Dist, chips: list[int], nbytes: float) -> Dist:
         """Reduce-scatter (chip i sums column slice i) then all-gather and concatenate."""
         n, width = len(chips), d.width
-        rows = self.s.buffers[d.bufs[chips[0]]].bytes / max(width, 1)
+        rows = self.s.buffers.bytes_of(d.bufs[chips[0]]) / max(width, 1)
         slices = {c: balanced(width, n, i) for i, c in enumerate(chips)}
         red: dict[int, str] = {}
         declared = self.s.buffers
@@ -264,13 +266,14 @@ class Lowerer:
             part = (hi - lo) * rows
             ins = [d.bufs[c]]
             sends = []
-            size, cols = int(math.ceil(part)), (lo, hi)  # `Scheduler.buffer`, inline (one per peer)
+            size, cols = int(math.ceil(part)), (lo, hi)
             for src in chips:
                 if src != c:
                     bid = f"{name}#rs{src}@{c}"
-                    declared[bid] = Buffer(bid, c, name, cols, "sum", size)
                     sends.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
+            declared.add_many(ins[1:], [c] * len(sends), size, declared.value_id(name), declared.value_id("sum"),
+                              declared.value_id(cols))  # `Scheduler.buffer` for each peer's slice, in order
             self.s.send_many(sends, part)  # equal-sized slices: one batch (the same transfers as `send` each)
             out = self.s.buffer(f"{name}#cols@{c}", c, name, part, cols=(lo, hi))
             self.s.instr(c, "VXM", name, "reduce", tuple(ins), out,
@@ -289,12 +292,12 @@ class Lowerer:
             run_bytes = -1
             for src in chips:
                 lo, hi = d.cols[src]
-                nbytes = declared[d.bufs[src]].bytes
+                nbytes = declared.bytes_of(d.bufs[src])
                 if src == c:
                     ins.append(d.bufs[c])
                 else:
                     bid = f"{name}#ag{src}@{c}"
-                    declared[bid] = Buffer(bid, c, name, (lo, hi), None, nbytes)  # `Scheduler.buffer`, inline
+                    declared.add(bid, c, name, nbytes, (lo, hi))  # `Scheduler.buffer`
                     if nbytes != run_bytes and run:
                         s.send_many(run, run_bytes)
                         run = []
@@ -303,7 +306,7 @@ class Lowerer:
                     ins.append(bid)
             if run:
                 s.send_many(run, run_bytes)
-            total = sum(self.s.buffers[b].bytes for b in ins)
+            total = sum(map(self.s.buffers.bytes_of, ins))
             bid = self.s.buffer(f"{name}@{c}", c, name, total)
             self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total), attrs=attrs)
             out[c] = bid

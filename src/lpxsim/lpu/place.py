@@ -12,15 +12,14 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
 import numpy as np
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
-from lpxsim.lpu.program import Buffer, Instruction, Region, TransferTable
-from lpxsim.lpu.schedule import ReadyTable
+from lpxsim.lpu.program import BufferTable, Instruction, Region, TransferTable
+from lpxsim.lpu.schedule import UNWRITTEN, ReadyTable
 
 ALIGN = 320  # one vector
 _NEVER = float("inf")
@@ -52,20 +51,20 @@ def _column(a: array) -> np.ndarray:
     return np.frombuffer(a, np.int64)
 
 
-def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> int:
-    """items (start, id, size, last live cycle, buffer), sorted here by (start, id): each buffer gets `region` and the
-    lowest offset no live buffer overlaps, in that order; returns the region size. Live intervals never share
-    bytes.
+def _first_fit(items: list[tuple[int, str, int, int, int]], offsets: array) -> int:
+    """items (start, id, size, last live cycle, row), sorted here by (start, id): each buffer gets the lowest
+    offset no live buffer overlaps (written to ``offsets[row]``), in that order; returns the region size. Live
+    intervals never share bytes.
 
     The live set is short (a few buffers per chip at a time): it is kept sorted by offset and filtered when the
     earliest end among it has passed."""
-    items.sort()  # (start, id): ids are unique, so the buffers themselves are never compared
+    items.sort()  # (start, id): ids are unique, so the rows are never compared
     active: list[tuple[int, int, int]] = []  # (offset, end offset, end cycle) sorted by offset
     min_end = _NEVER
     top = 0
     packed = True  # the live buffers tile [0, active[-1] end) without a gap: first fit is the end of the last
     insort = bisect.insort
-    for start, _, size, last, b in items:
+    for start, _, size, last, row in items:
         end = last + 1
         if min_end <= start:  # drop the ended; the rest's earliest end, and whether they are packed (`_packed`)
             kept = []
@@ -96,8 +95,7 @@ def _first_fit(items: list[tuple[int, str, int, int, Buffer]], region: str) -> i
             else:
                 insort(active, item)
             packed = _packed(active)
-        b.region = region
-        b.offset_bytes = off
+        offsets[row] = off
         if end < min_end:
             min_end = end
         if off + size > top:
@@ -115,54 +113,47 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
     return True
 
 
-def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable, last: dict[str, int] | None,
-          sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
-    """Regions for every chip, the buffers in placement order, and a per-chip byte summary. `ready` is
-    consumed (its `slot` emptied); `buffers` is not changed, but its values are (their region and offset).
+def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last: dict[str, int] | None,
+          sram_bytes: int) -> tuple[list[Region], BufferTable, dict[int, dict]]:
+    """Regions for every chip, the buffers in placement order (a new table, with their regions and offsets),
+    and a per-chip byte summary. `buffers` and `ready` (its rows are the buffers' rows) are consumed: their
+    index is emptied.
 
     A buffer lives from its first vector (`ready`) to one cycle after the later of its last vector and its
     last reader (`last`, from `last_reads`; None: the `ReadyTable.last` the scheduler kept, valid when no buffer
     is written twice, `Scheduler.written_once`); one never written lives [0, 1). A buffer an instruction writes
     goes to the chip's activation region, one that arrives (`ReadyTable.arrived`) or is never written to its
-    transfer buffer region.
-    Each placed buffer is given its region and offset in place (not copied: a large program has ~10^6)."""
+    transfer buffer region."""
     n = len(buffers)
-    ids, bufs = list(buffers), list(buffers.values())
+    ids = buffers.ids
+    if ready.slot is not buffers.index:
+        raise ValueError("place: the ready table's rows are not these buffers'")
     # Per buffer as columns (peak memory: a large program has ~5 x 10^5 buffers; only one group's items, the
     # tuples first fit sorts, exist at a time).
-    slot = ready.slot
-    if len(slot) == n and list(slot) == ids:  # written in declaration order (the scheduler's usual case): the
-        # rows in order, with no lookup by id (~0.4 us each on 5 x 10^5 scattered strings)
-        rows = np.fromiter(slot.values(), np.int64, n)
-        slot.clear()
-    else:  # each slot popped as it is read
-        rows = np.fromiter(map(slot.pop, ids, repeat(-1, n)), np.int64, n)
-    del slot
-    known = rows >= 0
-    if ready.rows():
-        r = np.where(known, rows, 0)
-        start = np.where(known, _column(ready.first)[r], 0)
-        end = np.where(known, _column(ready.end)[r], 0)
-        recv = ~known | (np.frombuffer(ready.arrived, np.uint8)[r] != 0)
-        read = _column(ready.last)[r] if last is None else np.fromiter(map(last.get, ids, end.tolist()), np.int64, n)
-        end = np.where(known, np.maximum(end, read), 0)  # the last live cycle: last vector or last read
-    else:
-        start = end = np.zeros(n, np.int64)
-        recv = np.ones(n, bool)
-    del ready, last, rows, known
-    nbytes = np.fromiter(map(attrgetter("bytes"), bufs), np.int64, n)
+    ready.grow(n)
+    arrived = np.frombuffer(ready.arrived, np.uint8)[:n]
+    known = arrived != UNWRITTEN
+    start = np.where(known, _column(ready.first)[:n], 0)
+    end = np.where(known, _column(ready.end)[:n], 0)
+    recv = arrived != 0  # arrived, or never written
+    read = _column(ready.last)[:n] if last is None else np.fromiter(map(last.get, ids, end.tolist()), np.int64, n)
+    end = np.where(known, np.maximum(end, read), 0)  # the last live cycle: last vector or last read
+    del ready, last, known, arrived, read
+    nbytes = np.frombuffer(buffers.bytes, np.int64)
     size = -(-np.maximum(nbytes, 1) // ALIGN) * ALIGN
-    chip = np.fromiter(map(attrgetter("chip"), bufs), np.int64, n)
+    chip = np.frombuffer(buffers.chip, np.int64).copy()
+    del nbytes
     # groups (chip, activation before transfer buffers), in placement order; stable: buffer order within each
     order = np.argsort(chip * 2 + recv, kind="stable")
     key = (chip * 2 + recv)[order]
     cuts = np.flatnonzero(np.diff(key)) + 1
     lo, hi = np.r_[0, cuts], np.r_[cuts, n]
     bounds = dict(zip(key[lo].tolist(), zip(lo.tolist(), hi.tolist(), strict=True), strict=True)) if n else {}
-    del nbytes, key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
+    del key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
     regions: list[Region] = []
-    placed_ids: list[str] = []  # buffer ids and buffers in placement order
-    placed_bufs: list[Buffer] = []
+    placed: list[int] = []  # rows in placement order
+    offsets = array("q", bytes(8 * n))  # per row
+    region_of = np.ones(n, np.int32)  # per row: the index of its region's name in `buffers.interned` ("")
     summary: dict[int, dict] = {}
     chips = sorted(set(use).union(np.unique(chip).tolist()))
     aligned: dict[float, int] = {}  # _align per distinct size: the chips of a stage hold equal slices
@@ -185,11 +176,11 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
                 sel = order[grp[0]:grp[1]]
                 pos = sel.tolist()
                 items = list(zip(start[sel].tolist(), map(ids.__getitem__, pos), size[sel].tolist(),
-                                 end[sel].tolist(), map(bufs.__getitem__, pos), strict=True))
+                                 end[sel].tolist(), pos, strict=True))
                 rname = f"{kind}@{c}"
-                region_size = _align(_first_fit(items, rname))
-                placed_ids.extend(map(itemgetter(1), items))
-                placed_bufs.extend(map(itemgetter(4), items))
+                region_size = _align(_first_fit(items, offsets))
+                placed.extend(map(itemgetter(4), items))
+                region_of[sel] = buffers.value_id(rname)
                 regions.append(Region(c, rname, kind, off, region_size))  # type: ignore[arg-type]
                 off += region_size
                 totals[kind] = region_size
@@ -200,8 +191,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
                 f"activations {totals['act']:,}, buffers {totals['buffer']:,}) > {sram_bytes:,} B SRAM",
             )
         summary[c] = {**totals, "used": off}
-    # peak memory: the columns, and `buffers` when the caller handed it over unnamed, are freed before the new dict
-    del ids, bufs, start, end, size, chip, order, recv, buffers
-    new_bufs = dict(zip(placed_ids, placed_bufs, strict=True))  # built in C: a Python loop of ~10^5 inserts costs more
-    return regions, new_bufs, summary
-
+    # peak memory: the columns, and the old table's index, are freed before the new table is built
+    del start, end, size, chip, order, recv
+    buffers.index.clear()
+    return regions, buffers.permuted(placed, region=region_of, offset=offsets), summary

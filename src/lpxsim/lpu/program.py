@@ -125,9 +125,9 @@ import copy
 import json
 import operator
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Literal
 
 import numpy as np
@@ -173,6 +173,189 @@ class Buffer:
     heads: Range | None = None  # attention-shaped buffers: which query heads
     lse_shape: tuple[int, ...] = ()  # "lse" partials: (rows, heads)
     offset_bytes: int = 0  # offset inside `region`; buffers share bytes only with disjoint lifetimes
+
+
+class BufferTable(MutableMapping[str, Buffer]):
+    """The declared buffers as columns, keyed by id: a ``dict[str, Buffer]`` that holds no object per buffer.
+
+    A large program has ~5 x 10^5 buffers; a `Buffer` object is ~110 B with its own ints, and a dict of them
+    another entry each. Here a buffer is a row: ``index`` maps its key to the row, ``chip``, ``bytes`` and
+    ``offset`` are typed integer columns, and its op, region, partial, cols, heads and lse shape are indices into
+    ``interned`` (the distinct ones, interned: the chips of a stage share them). Reading a key builds a `Buffer`
+    on demand; assigning one writes its row (a new key is appended, an existing one keeps its position: dict
+    semantics, also for iteration order and equality). The compiler writes rows directly (`add`) and reads
+    single fields without building a value (`bytes_of`, `partial_of`). A row's `Buffer.id` is its key unless a
+    value with another id was assigned (kept aside: only hand-made or corrupted programs do that)."""
+
+    __slots__ = ("index", "ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse",
+                 "interned", "_value_ids", "_other_ids")
+
+    def __init__(self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]] = ()) -> None:
+        self.index: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.chip = array("q")
+        self.bytes = array("q")
+        self.offset = array("q")
+        self.op = array("i")
+        self.region = array("i")
+        self.partial = array("i")
+        self.cols = array("i")
+        self.heads = array("i")
+        self.lse = array("i")
+        self.interned: list[Any] = [None, "", ()]
+        self._value_ids: dict[Any, int] = {None: 0, "": 1, (): 2}
+        self._other_ids: dict[int, str] = {}  # row -> Buffer.id where it differs from the key
+        for key, b in items.items() if isinstance(items, Mapping) else items:
+            self[key] = b
+
+    # --- interning ----------------------------------------------------------------------
+    def value_id(self, v: Any) -> int:
+        """The index of `v` in `interned` (added if new). Keyed with the type for numbers (1, 1.0 and True stay
+        apart); an unhashable value is stored without sharing."""
+        key = (type(v), v) if isinstance(v, (int, float)) else v
+        try:
+            k = self._value_ids.get(key)
+        except TypeError:
+            self.interned.append(v)
+            return len(self.interned) - 1
+        if k is None:
+            k = self._value_ids[key] = len(self.interned)
+            self.interned.append(v)
+        return k
+
+    # --- writing ------------------------------------------------------------------------
+    def add(self, bid: str, chip: int, op: str, nbytes: int, cols: Range | None = None, partial: Partial = None,
+            heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> int:
+        """Declare a new buffer `bid` (not placed yet: no region, offset 0); returns its row."""
+        vid = self.value_id
+        return self.add_row(bid, chip, nbytes, vid(op), vid(partial), vid(cols), vid(heads), vid(lse_shape))
+
+    def add_row(self, bid: str, chip: int, nbytes: int, op: int, partial: int, cols: int, heads: int = 0,
+                lse: int = 2) -> int:
+        """Declare a new buffer from interned value indices (`value_id`); returns its row. A key declared
+        already is an error (the compiler declares each buffer once)."""
+        k = len(self.ids)
+        if self.index.setdefault(bid, k) != k:
+            raise KeyError(f"buffer {bid} is declared twice")
+        self.ids.append(bid)
+        self.chip.append(chip)
+        self.bytes.append(nbytes)
+        self.offset.append(0)
+        self.op.append(op)
+        self.region.append(1)
+        self.partial.append(partial)
+        self.cols.append(cols)
+        self.heads.append(heads)
+        self.lse.append(lse)
+        return k
+
+    def add_many(self, bids: list[str], chips: Iterable[int], nbytes: int, op: int, partial: int, cols: int) -> None:
+        """Declare new buffers that differ only in id and chip (an all-reduce's received partials)."""
+        index, k0 = self.index, len(self.ids)
+        index.update(zip(bids, range(k0, k0 + len(bids)), strict=True))
+        if len(index) != k0 + len(bids):
+            raise KeyError("buffers declared twice: " + ", ".join(sorted(set(bids) & set(self.ids))))
+        n = len(bids)
+        self.ids.extend(bids)
+        self.chip.extend(chips)
+        self.bytes.extend(repeat(nbytes, n))
+        self.offset.extend(repeat(0, n))
+        self.op.extend(repeat(op, n))
+        self.region.extend(repeat(1, n))
+        self.partial.extend(repeat(partial, n))
+        self.cols.extend(repeat(cols, n))
+        self.heads.extend(repeat(0, n))
+        self.lse.extend(repeat(2, n))
+
+    def __setitem__(self, key: str, b: Buffer) -> None:
+        vid = self.value_id
+        k = self.index.get(key)
+        if k is None:
+            k = self.add_row(key, b.chip, b.bytes, vid(b.op), vid(b.partial), vid(b.cols), vid(b.heads),
+                             vid(b.lse_shape))
+        else:
+            self.chip[k], self.bytes[k] = b.chip, b.bytes
+            self.op[k], self.partial[k], self.cols[k] = vid(b.op), vid(b.partial), vid(b.cols)
+            self.heads[k], self.lse[k] = vid(b.heads), vid(b.lse_shape)
+        self.region[k], self.offset[k] = vid(b.region), b.offset_bytes
+        if b.id is not key and b.id != key:
+            self._other_ids[k] = b.id
+        else:
+            self._other_ids.pop(k, None)
+
+    def __delitem__(self, key: str) -> None:
+        k = self.index.pop(key)  # rare (hand-edited programs): the later rows move up one
+        for name in ("ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse"):
+            del getattr(self, name)[k]
+        for j in range(k, len(self.ids)):
+            self.index[self.ids[j]] = j
+        self._other_ids = {j - (j > k): v for j, v in self._other_ids.items() if j != k}
+
+    # --- reading ------------------------------------------------------------------------
+    def row(self, k: int) -> Buffer:
+        """The buffer at row `k`."""
+        v = self.interned
+        return Buffer(self._other_ids.get(k, self.ids[k]) if self._other_ids else self.ids[k], self.chip[k],
+                      v[self.op[k]], v[self.cols[k]], v[self.partial[k]], self.bytes[k], v[self.region[k]],
+                      v[self.heads[k]], v[self.lse[k]], self.offset[k])
+
+    def __getitem__(self, key: str) -> Buffer:
+        return self.row(self.index[key])
+
+    def bytes_of(self, key: str) -> int:
+        """`self[key].bytes`, without building the value."""
+        return self.bytes[self.index[key]]
+
+    def partial_of(self, key: str) -> Partial:
+        """`self[key].partial`, without building the value."""
+        return self.interned[self.partial[self.index[key]]]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def values_at(self, name: str) -> list[Any]:
+        """Column `name` (op, region, partial, cols, heads, lse) as its values, one per row."""
+        return list(map(self.interned.__getitem__, getattr(self, name)))
+
+    def column(self, name: str) -> np.ndarray:
+        """A numpy copy of an integer column (chip, bytes, offset) or of an index column."""
+        return np.array(getattr(self, name), np.int64 if name in ("chip", "bytes", "offset") else np.int32)
+
+    def permuted(self, order: Iterable[int], region: Sequence[int] | None = None,
+                 offset: Sequence[int] | None = None) -> BufferTable:
+        """A new table with the rows `order` (each row once), in that order; `region` (interned indices) and
+        `offset`, when given, replace those columns (indexed by the old rows)."""
+        order = np.asarray(order if isinstance(order, np.ndarray) else list(order), np.int64)
+        out = BufferTable()
+        out.interned, out._value_ids = self.interned, self._value_ids
+        ids = self.ids
+        out.ids = list(map(ids.__getitem__, order.tolist()))
+        out.index = dict(zip(out.ids, range(len(out.ids)), strict=True))
+        for name in ("chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse"):
+            src = {"region": region, "offset": offset}.get(name)
+            col = np.asarray(getattr(self, name) if src is None else src)
+            typ = "q" if name in ("chip", "bytes", "offset") else "i"
+            setattr(out, name, array(typ, col.astype(np.int64 if typ == "q" else np.int32)[order].tobytes()))
+        if self._other_ids:
+            new_row = {int(k): j for j, k in enumerate(order.tolist())}
+            out._other_ids = {new_row[k]: v for k, v in self._other_ids.items() if k in new_row}
+        return out
+
+    def __eq__(self, other: object) -> bool:  # as dicts compare: the same keys and values, in any order
+        if isinstance(other, Mapping):
+            return len(self) == len(other) and all(k in other and self[k] == other[k] for k in self)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BufferTable({len(self)} buffers)"
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -468,7 +651,7 @@ class Program:
     chip_sram_bytes: int
     layout: LayoutInfo
     regions: list[Region]
-    buffers: dict[str, Buffer]
+    buffers: BufferTable  # a dict of `Buffer` values given here is made a table
     instructions: list[Instruction]  # sorted by (chip, cycle_start, id)
     transfers: TransferTable  # a list of `Transfer` values given here is made a table
     links: dict[int, Link]
@@ -477,6 +660,8 @@ class Program:
     def __post_init__(self) -> None:
         if not isinstance(self.transfers, TransferTable):  # every other method relies on the table
             self.transfers = TransferTable(self.transfers)
+        if not isinstance(self.buffers, BufferTable):
+            self.buffers = BufferTable(self.buffers)
 
     # --- views ------------------------------------------------------------------------
     @property
@@ -499,7 +684,8 @@ class Program:
     # --- serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         shallow = copy.copy(self)
-        shallow.transfers = []  # asdict would deep-copy the table: its records are written below
+        shallow.transfers = []  # asdict would deep-copy the tables: their records are written below
+        shallow.buffers = {}
         d = asdict(shallow)
         d["transfers"] = self.transfers.to_dicts()
         d["links"] = [asdict(v) for v in self.links.values()]

@@ -19,7 +19,7 @@ from itertools import islice, repeat
 from typing import Any
 
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, TransferTable, Unit
+from lpxsim.lpu.program import BufferTable, Instruction, Link, Partial, Range, TransferTable, Unit
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
@@ -48,60 +48,77 @@ def chip_paths(graph: ChipGraph) -> dict[tuple[int, int], tuple[int, ...]]:
     return paths
 
 
+UNWRITTEN = 2  # `ReadyTable.arrived` of a buffer declared but not written yet
+_GROW = 4096  # ready rows added at a time (a row per declared buffer; growing one call per buffer costs CPU)
+
+
 class ReadyTable:
-    """When each buffer's first and last vectors are available on its chip, as columns: a row per write (an
-    instruction's output, a transfer's arrival, a step input), and `slot` naming each buffer's latest row.
+    """When each buffer's first and last vectors are available on its chip, as columns with a row per declared
+    buffer: row k is the buffer at row k of the `BufferTable` whose `index` is `slot` (shared, not copied).
 
     A row holds the two times, the provenance nodes of those times (for the critical-path breakdown), `last`:
     the latest end of an instruction or transfer that has read the buffer so far (-1: none; kept as the reads
     are scheduled, so placement needs no pass over the program for the buffers' lifetimes), and `arrived`: 1
     when the buffer arrived by a transfer or is a step input (placement puts it in the chip's transfer buffer
-    region), 0 when an instruction of its chip wrote it. Columns, not an object per buffer: a large program
-    has ~5 x 10^5 buffers, and typed arrays hold no Python int per time (peak memory)."""
+    region), 0 when an instruction of its chip wrote it, `UNWRITTEN` (2) before any write. A second write of a
+    buffer replaces its row's times and counts in `rewritten`. Columns aligned with the buffers, not an object
+    or a dict entry per buffer: a large program has ~5 x 10^5 buffers (peak memory). Rows are added `_GROW` at
+    a time (`grow`); there may be more rows than buffers."""
 
-    __slots__ = ("slot", "first", "end", "first_node", "end_node", "last", "arrived", "cols")
+    __slots__ = ("slot", "first", "end", "first_node", "end_node", "last", "arrived", "cols", "rewritten")
 
-    def __init__(self) -> None:
-        self.slot: dict[str, int] = {}
+    def __init__(self, slot: dict[str, int] | None = None) -> None:
+        self.slot: dict[str, int] = {} if slot is None else slot
         self.first = array("q")
         self.end = array("q")
         self.first_node = array("q")
         self.end_node = array("q")
         self.last = array("q")
         self.arrived = bytearray()
+        self.rewritten = 0
         # all of the above in one tuple: the scheduler's hot path unpacks it instead of reading seven attributes
         self.cols = (self.slot, self.first, self.end, self.first_node, self.end_node, self.last, self.arrived)
 
+    def grow(self, rows: int = 0) -> None:
+        """Rows (unwritten) for at least every buffer declared so far and `rows` in all."""
+        n = max(len(self.slot), rows)
+        add = n - len(self.first)
+        if add > 0:
+            add = max(add, _GROW)
+            for col in (self.first, self.end, self.first_node, self.end_node, self.last):
+                col.extend(repeat(-1, add))
+            self.arrived.extend(repeat(UNWRITTEN, add))
+
     def add(self, bid: str, first: int, end: int, first_node: int = -1, end_node: int = -1,
             arrived: bool = False) -> int:
-        """A new row for `bid` (it replaces any earlier one as the buffer's), not yet read; returns its index."""
-        k = len(self.first)
-        self.slot[bid] = k
-        self.first.append(first)
-        self.end.append(end)
-        self.first_node.append(first_node)
-        self.end_node.append(end_node)
-        self.last.append(-1)
-        self.arrived.append(1 if arrived else 0)
+        """Write the row of declared buffer `bid` (KeyError if undeclared), not yet read; returns its index."""
+        k = self.slot[bid]
+        if k >= len(self.first):
+            self.grow()
+        if self.arrived[k] != UNWRITTEN:
+            self.rewritten += 1
+        self.first[k], self.end[k], self.first_node[k], self.end_node[k] = first, end, first_node, end_node
+        self.last[k] = -1
+        self.arrived[k] = 1 if arrived else 0
         return k
 
-    def __len__(self) -> int:
-        """Buffers with a row (a buffer written twice counts once)."""
-        return len(self.slot)
+    def written(self, k: int) -> bool:
+        """Whether the buffer at row `k` has been written."""
+        return k < len(self.arrived) and self.arrived[k] != UNWRITTEN
 
-    def rows(self) -> int:
-        """Rows written (every write, also a second one of the same buffer)."""
-        return len(self.first)
+    def __len__(self) -> int:
+        """Buffers written (a buffer written twice counts once)."""
+        return len(self.arrived) - self.arrived.count(UNWRITTEN)
 
     def times(self) -> dict[str, tuple[int, int]]:
-        """(first, end) of each buffer's latest row."""
+        """(first, end) of each buffer written."""
         f, e = self.first, self.end
-        return {b: (f[k], e[k]) for b, k in self.slot.items()}
+        return {b: (f[k], e[k]) for b, k in self.slot.items() if self.written(k)}
 
     def last_reads(self) -> dict[str, int]:
         """The end of the last read of each buffer read so far (what `place.last_reads` finds by a pass)."""
         la = self.last
-        return {b: la[k] for b, k in self.slot.items() if la[k] >= 0}
+        return {b: la[k] for b, k in self.slot.items() if self.written(k) and la[k] >= 0}
 
 
 class Provenance:
@@ -162,8 +179,8 @@ class Scheduler:
     graph: ChipGraph
     instructions: list[Instruction] = field(default_factory=list)
     transfers: TransferTable = field(default_factory=TransferTable)  # written column by column (no records)
-    buffers: dict[str, Buffer] = field(default_factory=dict)
-    ready: ReadyTable = field(default_factory=ReadyTable)
+    buffers: BufferTable = field(default_factory=BufferTable)
+    ready: ReadyTable = field(default_factory=ReadyTable)  # rows aligned with `buffers` (`__post_init__`)
     links: dict[int, Link] = field(default_factory=dict)
     _link_ids: dict[tuple[int, int], int] = field(default_factory=dict)
     _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
@@ -186,21 +203,28 @@ class Scheduler:
     _chip_paths: dict | None = None  # (src, dst) -> chip path, shared by the compiles of one chip graph
     _role_rates: dict = field(default_factory=dict)  # link role -> (bytes per cycle, hop cycles)
 
+    def __post_init__(self) -> None:
+        if self.ready.slot is not self.buffers.index:  # the ready rows are the buffers' rows
+            if len(self.ready.slot) or len(self.ready.first):
+                raise ValueError("a Scheduler's ready table must be empty or the buffers' own")
+            self.ready = ReadyTable(self.buffers.index)
+
     # --- buffers ----------------------------------------------------------------------
     def buffer(self, bid: str, chip: int, op: str, nbytes: float, cols: Range | None = None,
                partial: Partial = None, heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> str:
-        self.buffers[bid] = Buffer(bid, chip, op, cols, partial, int(math.ceil(nbytes)), "", heads, lse_shape)
+        self.buffers.add(bid, chip, op, int(math.ceil(nbytes)), cols, partial, heads, lse_shape)
         return bid
 
     def take_ready(self) -> ReadyTable:
         """The ready times (and last reads) of every buffer, handed over: the scheduler forgets them
         (placement reads them once; a large program has ~5 x 10^5)."""
-        out, self.ready = self.ready, ReadyTable()
+        out, self.ready = self.ready, ReadyTable(self.buffers.index)
         return out
 
-    def take_buffers(self) -> dict[str, Buffer]:
-        """The declared buffers, handed over (placement rebuilds them in placement order; ~5 x 10^5)."""
-        out, self.buffers = self.buffers, {}
+    def take_buffers(self) -> BufferTable:
+        """The declared buffers, handed over (placement rebuilds them in placement order; ~5 x 10^5). The ready
+        table keeps their index until it is taken too."""
+        out, self.buffers = self.buffers, BufferTable()
         return out
 
     def finish(self) -> None:
@@ -215,7 +239,7 @@ class Scheduler:
     def written_once(self) -> bool:
         """Whether no buffer was written twice (each ready row is then the only one of its buffer, and its
         `last` covers every read of the buffer); a program that writes one twice fails `verify`."""
-        return len(self.ready) == self.ready.rows()  # a row per write: as many rows as buffers
+        return not self.ready.rewritten
 
     def input_ready(self, bid: str, first: int = 0) -> None:
         """Mark a buffer as present from cycle `first` (step inputs such as token ids)."""
@@ -264,6 +288,8 @@ class Scheduler:
             rows = [slot[b] for b in inputs]
         for k in rows:
             t = r_first[k]
+            if t < 0:  # an unwritten row (valid times are >= 0)
+                raise KeyError(f"{chip}:{op}: input {inputs[rows.index(k)]} is read before it is written")
             if t > start or snode < 0 and t >= start:
                 start, snode = t, r_fnode[k]
             t = r_end[k]
@@ -322,9 +348,12 @@ class Scheduler:
         ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
                           sl, at)
         self.instructions.append(ins)
-        slot[output] = len(r_first)  # ReadyTable.add, inline (the hot path)
-        r_first.append(first_out), r_end.append(end), r_fnode.append(fnode), r_enode.append(enode)
-        r_last.append(-1), r_arrived.append(0)
+        k = slot[output]  # ReadyTable.add, inline (the hot path)
+        if k >= len(r_first):
+            self.ready.grow()
+        if r_arrived[k] != UNWRITTEN:
+            self.ready.rewritten += 1
+        r_first[k], r_end[k], r_fnode[k], r_enode[k], r_last[k], r_arrived[k] = first_out, end, fnode, enode, -1, 0
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
         return ins
@@ -431,6 +460,8 @@ class Scheduler:
         pv = self.prov
         rt = self.ready
         src_row = rt.slot[src_buffer]
+        if not rt.written(src_row):
+            raise KeyError(f"{src_buffer} is sent before it is written")
         first, fnode, rend = rt.first[src_row], rt.first_node[src_row], rt.end[src_row]
         if complete_at is not None:
             first = max(first, complete_at)
@@ -490,8 +521,8 @@ class Scheduler:
         exchanges: tens of thousands of equal-sized partials), with the per-route and per-source work
         hoisted out of the loop. Same transfers, link reservations, ready times and critical-path breakdown
         as the loop (a source's wait for its last vectors is one provenance node shared by its sends over
-        equally fast routes: equal time, parent and mechanisms, so every chain sums the same). A source may not
-        be a destination of the same call (ValueError): the destinations' ready rows are written after the loop."""
+        equally fast routes: equal time, parent and mechanisms, so every chain sums the same). Each destination's
+        ready row is written as its send is scheduled, so a later send of the same call may forward it."""
         nbytes = max(float(nbytes), 1.0)
         vb, setup = self.arch.vector_bytes, self.arch.link_setup
         nb_int = math.ceil(nbytes)
@@ -499,10 +530,9 @@ class Scheduler:
         pt, pp, pc = pv.time, pv.parent, pv.comp
         pta, ppa, pca = pt.append, pp.append, pc.append
         lf, rt, table = self._link_free, self.ready, self.transfers
-        slot, r_first, r_end, r_fnode, r_last = rt.slot, rt.first, rt.end, rt.first_node, rt.last
-        row = row0 = len(r_first)  # the ready row of the next send's destination (the rows are added after the loop)
-        c_anode: list[int] = []
-        cna = c_anode.append
+        slot, r_first, r_end, r_fnode, r_enode, r_last, r_arrived = rt.cols[:7]
+        nrows = len(r_first)
+        rewritten = 0
         # the columns that vary per send, added to the table (with the others, from `sends`) after the loop
         c_route: list[int] = []
         c_send: list[int] = []
@@ -528,8 +558,8 @@ class Scheduler:
                     prev_src = src_chip
                 if src_buffer is not prev_buf:
                     src_row = slot[src_buffer]
-                    if src_row >= row0:  # its row is added after the loop: `send` one at a time instead
-                        raise ValueError(f"send_many: {src_buffer} is sent on after arriving in the same call")
+                    if src_row >= nrows or r_arrived[src_row] == UNWRITTEN:
+                        raise KeyError(f"{src_buffer} is sent before it is written")
                     rfirst, rfnode, rend = r_first[src_row], r_fnode[src_row], r_end[src_row]
                     if complete_at is not None:  # the bytes sent are final at complete_at (as in `send`)
                         ca = complete_at[src_chip]
@@ -592,9 +622,15 @@ class Scheduler:
                 cra(rid), csa(send), cza(ser), caa(arrive), cea(end)
                 if end > r_last[src_row]:
                     r_last[src_row] = end
-                cna(anode)
-                slot[dst_buffer] = row
-                row += 1
+                k = slot[dst_buffer]  # ReadyTable.add, inline: arrived at `arrive`, whole at `end`
+                if k >= nrows:
+                    rt.grow()
+                    nrows = len(r_first)
+                if r_arrived[k] != UNWRITTEN:
+                    rewritten += 1
+                    if dst_buffer == prev_buf:  # its cached times are stale
+                        prev_buf = None
+                r_first[k], r_end[k], r_fnode[k], r_enode[k], r_last[k], r_arrived[k] = arrive, end, anode, anode + 1, -1, 1
                 if end > last_end or last_node < 0:
                     last_end, last_node = end, anode + 1
         finally:  # the records of the sends scheduled (all of them unless one failed)
@@ -602,7 +638,5 @@ class Scheduler:
             src_c, dst_c, sbuf_c, dbuf_c = zip(*islice(sends, n), strict=True) if n else ((), (), (), ())
             table.add_many(range(ntr, ntr + n), src_c, dst_c, sbuf_c, dbuf_c, repeat(nb_int, n), c_route, c_send,
                            c_ser, c_arrive, c_end)
-            # the destinations' ready rows (ReadyTable.add for each, in order): arrived at `arrive`, whole at `end`
-            r_first.extend(c_arrive), r_end.extend(c_end), r_fnode.extend(c_anode)
-            rt.end_node.extend([a + 1 for a in c_anode]), r_last.extend(repeat(-1, n)), rt.arrived.extend(repeat(1, n))
+            rt.rewritten += rewritten
         self.last_end, self.last_node = last_end, last_node

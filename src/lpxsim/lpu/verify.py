@@ -158,13 +158,10 @@ class Columns:
         self.i_chip, self.i_start, self.i_first, self.i_end = (_ints(flat, k, w, n) for k in range(7, 11))
         del flat
         srcs, dsts = trs.src_buffer, trs.dst_buffer
-        b_names = ("region", "op", "partial", "chip", "offset_bytes", "bytes")
-        w = len(b_names)
-        flat = _fields(p.buffers.values(), b_names, nd)
-        self.b_region, self.b_op, self.b_partial = (flat[k::w] for k in range(3))
+        bt = p.buffers  # a BufferTable: its columns, no Buffer values
+        self.b_region, self.b_op, self.b_partial = (bt.values_at(k) for k in ("region", "op", "partial"))
         # declared buffers' chip, offset and bytes (the buffer check)
-        self.b_chip, self.b_off, b_size = (_ints(flat, 3 + k, w, nd) for k in range(3))
-        del flat
+        self.b_chip, self.b_off, b_size = (bt.column(k) for k in ("chip", "offset", "bytes"))
         counts = np.fromiter(map(len, inputs), np.int64, n)
         nin = int(counts.sum())
         # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
@@ -218,13 +215,9 @@ class Columns:
         return self._names
 
     def declared_at(self, ks: list[int]) -> list[tuple[str, Buffer]]:
-        """(key, Buffer) of the declared buffers at positions `ks` (ascending), without a list of them all."""
-        out, it, at, d = [], iter(self._declared), 0, self._declared
-        for k in ks:
-            key = next(islice(it, k - at, None))
-            out.append((key, d[key]))
-            at = k + 1
-        return out
+        """(key, Buffer) of the declared buffers at positions `ks`."""
+        d = self._declared
+        return [(d.ids[k], d.row(k)) for k in ks]
 
     def declared_indices(self, ks: list[int]) -> list[int]:
         """Buffer index of each declared buffer at positions `ks` (ascending), under its own id."""
@@ -243,7 +236,7 @@ class Columns:
     def bid(self) -> dict[str, int]:
         """Buffer id -> index (built on first use: the identity match needs no dict)."""
         if self._bid is None:
-            self._bid = dict(zip(self._declared, range(len(self._declared)), strict=True))
+            self._bid = dict(self._declared.index)  # a copy: undeclared names are added to it
         return self._bid
 
     def index(self, key: str, b_id: str, k: int) -> int:
