@@ -193,5 +193,5 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
         summary[c] = {**totals, "used": off}
     # peak memory: the columns, and the old table's index, are freed before the new table is built
     del start, end, size, chip, order, recv
-    buffers.index.clear()
+    buffers.index.clear()  # the new table builds its own when first read (`BufferTable.index`)
     return regions, buffers.permuted(placed, region=region_of, offset=offsets), summary

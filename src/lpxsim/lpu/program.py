@@ -187,11 +187,11 @@ class BufferTable(MutableMapping[str, Buffer]):
     single fields without building a value (`bytes_of`, `partial_of`). A row's `Buffer.id` is its key unless a
     value with another id was assigned (kept aside: only hand-made or corrupted programs do that)."""
 
-    __slots__ = ("index", "ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse",
+    __slots__ = ("_index", "ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse",
                  "interned", "_value_ids", "_other_ids")
 
     def __init__(self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]] = ()) -> None:
-        self.index: dict[str, int] = {}
+        self._index: dict[str, int] | None = {}
         self.ids: list[str] = []
         self.chip = array("q")
         self.bytes = array("q")
@@ -207,6 +207,14 @@ class BufferTable(MutableMapping[str, Buffer]):
         self._other_ids: dict[int, str] = {}  # row -> Buffer.id where it differs from the key
         for key, b in items.items() if isinstance(items, Mapping) else items:
             self[key] = b
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Key -> row. A table made by `permuted` (a placed program's) builds it on first use: ~5 x 10^5 keys
+        cost ~35 MB, and the verifier matches names without it."""
+        if self._index is None:
+            self._index = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._index
 
     # --- interning ----------------------------------------------------------------------
     def value_id(self, v: Any) -> int:
@@ -336,14 +344,14 @@ class BufferTable(MutableMapping[str, Buffer]):
         out.interned, out._value_ids = self.interned, self._value_ids
         ids = self.ids
         out.ids = list(map(ids.__getitem__, order.tolist()))
-        out.index = dict(zip(out.ids, range(len(out.ids)), strict=True))
+        out._index = None  # built on first use (`index`)
         for name in ("chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse"):
             src = {"region": region, "offset": offset}.get(name)
             col = np.asarray(getattr(self, name) if src is None else src)
             typ = "q" if name in ("chip", "bytes", "offset") else "i"
             setattr(out, name, array(typ, col.astype(np.int64 if typ == "q" else np.int32)[order].tobytes()))
         if self._other_ids:
-            new_row = {int(k): j for j, k in enumerate(order.tolist())}
+            new_row = {k: j for j, k in enumerate(order.tolist())}
             out._other_ids = {new_row[k]: v for k, v in self._other_ids.items() if k in new_row}
         return out
 
