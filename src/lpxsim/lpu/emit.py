@@ -13,12 +13,19 @@ REPLICATED = ("q_a_proj", "kv_a_proj")
 
 
 def emit_all(lw: Lowerer) -> None:
-    """Emit every op of the graph in order, then the sampled token's return to the embedding chips."""
-    for op in lw.g.ops:
+    """Emit every op of the graph in order, then the sampled token's return to the embedding chips. An op's
+    distribution (`Lowerer.dist`) is dropped once its last consumer is emitted (peak memory: a large program
+    has ~10^4 ops of ~10^2 chips each); the sampled token's is read at the end."""
+    ops = lw.g.ops
+    last_use = {x: k for k, op in enumerate(ops) for x in op.inputs}
+    for k, op in enumerate(ops):
         handler = HANDLERS.get(op.kind)
         if handler is None:
             raise AssertionError(f"no LPU lowering for op kind {op.kind}")
         handler(lw, op)
+        for x in op.inputs:
+            if last_use[x] == k and x != "sample":
+                lw.dist.pop(x, None)
     _return_token(lw)
 
 

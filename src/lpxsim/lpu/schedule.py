@@ -71,8 +71,8 @@ class ReadyTable:
         self.slot: dict[str, int] = {} if slot is None else slot
         self.first = array("q")
         self.end = array("q")
-        self.first_node = array("q")
-        self.end_node = array("q")
+        self.first_node = array("i")  # provenance node ids (`Provenance.parent`: 4 bytes)
+        self.end_node = array("i")
         self.last = array("q")
         self.arrived = bytearray()
         self.rewritten = 0
@@ -130,7 +130,7 @@ class Provenance:
 
     def __init__(self) -> None:
         self.time = array("q")  # typed: a large step has ~10^6 nodes, and no Python int each
-        self.parent = array("q")
+        self.parent = array("i")  # node ids: 4 bytes (a step with 2^31 nodes would not fit in memory anyway)
         self.comp: list[tuple[tuple[str, int], ...]] = []
         self._one: dict[tuple[str, int], tuple[tuple[str, int]]] = {}  # shared ((mech, cycles),) tuples
         self._vc: dict[int, tuple[tuple[str, int]]] = {}  # cycles -> the shared (("vector_count", cycles),)
@@ -186,6 +186,7 @@ class Scheduler:
     _link_free: dict[int, int] = field(default_factory=dict)  # link id * 2 + direction -> first free cycle
     _unit: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)  # (chip, unit) -> (free, its node)
     _routes: dict[tuple[int, int], tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    _hops: dict = field(default_factory=dict)  # the routes' (link, direction) and (key, hop cycles) tuples, shared
     _link_node: dict[tuple[int, int], int] = field(default_factory=dict)
     prov: Provenance = field(default_factory=Provenance)
     last_node: int = -1  # provenance node of the latest end so far (the step's critical path ends there)
@@ -231,7 +232,7 @@ class Scheduler:
         """The program is scheduled: free the state only further scheduling reads (routes, link and unit free
         times, shared attrs and slices), to lower the compile's peak memory. Scheduling anything after this
         fails (the unit and link free times are gone, not reset)."""
-        self._send_info, self._exchange_info, self._routes, self._link_node = {}, {}, {}, {}
+        self._send_info, self._exchange_info, self._routes, self._link_node, self._hops = {}, {}, {}, {}, {}
         self._attrs, self._slices, self._comps, self._lat = {}, {}, {}, {}
         self._last_attrs, self._last_shared = _UNSET, None
         self._unit = self._link_free = None  # type: ignore[assignment]
@@ -417,10 +418,11 @@ class Scheduler:
             path = paths.get(key)
             if path is None:
                 path = paths[key] = tuple(self.graph.route(src, dst))
-            ids, hops = self._link_ids, []
+            ids, hops, shared = self._link_ids, [], self._hops
             for a, b in zip(path, path[1:], strict=False):  # `_link`, with the known links looked up inline
                 lid = ids.get((a, b) if a < b else (b, a))
-                hops.append(self._link(a, b) if lid is None else (lid, 0 if a < b else 1))
+                hop = self._link(a, b) if lid is None else (lid, 0 if a < b else 1)
+                hops.append(shared.setdefault(hop, hop))  # one (link, direction) tuple per link direction
             self._routes[key] = tuple(hops)
         return self._routes[key]
 
@@ -441,9 +443,11 @@ class Scheduler:
         if info is None:
             hops = self.route(src, dst)
             links = [self.links[lid] for lid, _ in hops]
+            shared = self._hops
+            keyed = [(2 * lid + d, ln.hop_cycles) for (lid, d), ln in zip(hops, links, strict=True)]
             info = self._send_info[(src, dst)] = (
                 hops, min([ln.bytes_per_cycle for ln in links]),
-                tuple([(2 * lid + d, ln.hop_cycles) for (lid, d), ln in zip(hops, links, strict=True)]),
+                tuple([shared.setdefault(k, k) for k in keyed]),  # shared per link direction, as the hops are
                 self.transfers.route_id(hops))
         return info
 
