@@ -19,7 +19,7 @@ import numpy as np
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
-from lpxsim.lpu.program import Buffer, Instruction, Region, TransferTable
+from lpxsim.lpu.program import Buffer, Instruction, RegionTable, TransferTable
 from lpxsim.lpu.schedule import ReadyTable
 
 ALIGN = 320  # one vector
@@ -116,7 +116,7 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
 
 
 def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable, last: dict[str, int] | None,
-          sram_bytes: int) -> tuple[list[Region], dict[str, Buffer], dict[int, dict]]:
+          sram_bytes: int) -> tuple[RegionTable, dict[str, Buffer], dict[int, dict]]:
     """Regions for every chip, the buffers in placement order, and a per-chip byte summary. `ready` is
     consumed (its `slot` emptied); `buffers` is not changed, but its values are (their region and offset).
 
@@ -160,7 +160,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
     lo, hi = np.r_[0, cuts], np.r_[cuts, n]
     bounds = dict(zip(key[lo].tolist(), zip(lo.tolist(), hi.tolist(), strict=True), strict=True)) if n else {}
     del nbytes, key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
-    regions: list[Region] = []
+    regions = RegionTable()
     placed_ids: list[str] = []  # buffer ids and buffers in placement order
     placed_bufs: list[Buffer] = []
     summary: dict[int, dict] = {}
@@ -172,13 +172,19 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
         totals = {"weights": 0, "kv": 0, "act": 0, "buffer": 0}
         for kind, sizes in (("weights", cu.weights), ("kv", cu.kv)):
             first = off
+            r_name: list[str] = []
+            r_off: list[int] = []
+            r_size: list[int] = []
             for name, nbytes in sorted(sizes.items()):
                 size_w = aligned.get(nbytes)
                 if size_w is None:
                     size_w = aligned[nbytes] = _align(nbytes)
                 if size_w or kind == "weights":
-                    regions.append(Region(c, name, kind, off, size_w))  # type: ignore[arg-type]
+                    r_name.append(name)
+                    r_off.append(off)
+                    r_size.append(size_w)
                     off += size_w
+            regions.add_block(c, kind, r_name, r_off, r_size)
             totals[kind] = off - first
         for kind, grp in (("act", bounds.get(2 * c)), ("buffer", bounds.get(2 * c + 1))):
             if grp:  # each item's size is at least one vector: a region exactly when there are buffers
@@ -190,7 +196,7 @@ def place(use: dict[int, ChipUse], buffers: dict[str, Buffer], ready: ReadyTable
                 region_size = _align(_first_fit(items, rname))
                 placed_ids.extend(map(itemgetter(1), items))
                 placed_bufs.extend(map(itemgetter(4), items))
-                regions.append(Region(c, rname, kind, off, region_size))  # type: ignore[arg-type]
+                regions.add_block(c, kind, (rname,), (off,), (region_size,))
                 off += region_size
                 totals[kind] = region_size
         if off > sram_bytes:
