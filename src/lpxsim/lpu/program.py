@@ -106,15 +106,19 @@ destination SRAM, ``end_cycle`` when the last one is; a consumer may start at
 ``arrive_cycle`` (vector streaming) but not finish before ``end_cycle``.
 
 ``Program.transfers`` is a `TransferTable`: the same records held as columns
-(an ``array("q")`` per integer field, the buffer ids as lists of the
-compiler's str objects, and a route index per transfer into the table's
-distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers) keeps no
-object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
+(an ``array`` per integer field: 4-byte for the fields a compile bounds, ids,
+chips, bytes and serialisation cycles, 8-byte for cycles; the buffer ids as
+lists of the compiler's str objects, and a route index per transfer into the
+table's distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers)
+keeps no object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
 build `Transfer` values on demand, ``append`` and item assignment take them,
 and a list of transfers given to a `Program` becomes a table. The Scheduler
 writes the columns directly; verify and the timing summary read them as
 zero-copy numpy views (`TransferTable.column`, `TransferTable.hops`). The JSON
-form is unchanged (a list of transfer objects).
+form is unchanged (a list of transfer objects). ``Program.regions`` is likewise a
+`RegionTable` (~10^5 regions: chip, offset and size columns, names and kinds as
+codes into their distinct strs), written by placement and read by verify as
+columns; its JSON form is a list of region objects.
 
 Cycles are of one global clock at ``Program.clock_hz``.
 """
@@ -236,9 +240,10 @@ class Transfer:
 
 
 _INT_COLUMNS = ("id", "src_chip", "dst_chip", "bytes", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle")
-# 4-byte columns: values a compile bounds (chips, the record's index, a transfer's bytes and serialisation
-# cycles are at most one buffer, which fits a chip's SRAM, < 2^31 bytes). Cycles stay 8-byte: a long prefill may
-# pass 2^31 cycles. A column given a value past its type (a JSON-loaded program) is widened to 8 bytes (`_extend`).
+# 4-byte columns: values a compile bounds (chips, the record's index and route index; a transfer's bytes, and
+# its serialisation cycles at >= 1 byte per cycle, are at most one buffer, which placement fits in a chip's SRAM:
+# 500 MB on LPX). Cycles stay 8-byte: a long prefill may pass 2^31 cycles. A column given a value past its type
+# (a JSON-loaded program, or a SRAM set past 2 GiB) is widened to 8 bytes (`_extend`, `_set`): nothing is lost.
 _NARROW = frozenset(("id", "src_chip", "dst_chip", "bytes", "ser_cycles", "route"))
 _DTYPES = {"b": np.int8, "i": np.int32, "q": np.int64}  # array typecode -> the numpy type of its view
 
