@@ -87,3 +87,65 @@ def test_compiled_program_holds_a_table(prog: Program) -> None:
     q = dataclasses.replace(prog, transfers=list(trs)[:-1])
     assert isinstance(q.transfers, TransferTable) and list(q.transfers) == list(trs)[:-1]
     assert prog.makespan_cycles == max(chain((i.cycle_end for i in prog.instructions), (r.end_cycle for r in trs)))
+
+
+def test_bounded_columns_are_four_bytes_and_cycles_eight() -> None:
+    t = TransferTable(_records())
+    for name in ("id", "src_chip", "dst_chip", "bytes", "ser_cycles", "route"):
+        assert t.column(name).dtype == np.int32, name
+    for name in ("send_cycle", "arrive_cycle", "end_cycle"):
+        assert t.column(name).dtype == np.int64, name
+    assert t.column("bytes").tolist() == [r.bytes for r in _records()]
+
+
+@pytest.mark.parametrize("how", ["extend", "append", "add", "add_many", "setitem"])
+def test_values_past_int32_widen_the_column(how: str) -> None:
+    """A JSON-loaded (possibly corrupted) program may hold any int: that column becomes int64, nothing is lost."""
+    recs = _records()
+    big = dataclasses.replace(recs[3], bytes=2**40, ser_cycles=-(2**33), send_cycle=2**62)
+    t = TransferTable(recs[:3])
+    t.column("bytes")  # a live view: the writes below must copy first
+    if how == "extend":
+        t.extend([big, recs[4]])
+    elif how == "append":
+        t.append(big)
+    elif how == "add":
+        t.add(big.id, big.src_chip, big.dst_chip, big.src_buffer, big.dst_buffer, big.bytes, t.route_id(big.links),
+              big.send_cycle, big.ser_cycles, big.arrive_cycle, big.end_cycle)
+    elif how == "add_many":  # iterators, as the Scheduler passes some columns
+        t.add_many(iter([big.id]), [big.src_chip], [big.dst_chip], [big.src_buffer], [big.dst_buffer],
+                   iter([big.bytes]), [t.route_id(big.links)], [big.send_cycle], iter([big.ser_cycles]),
+                   [big.arrive_cycle], [big.end_cycle])
+    else:
+        t.append(recs[3])
+        t[3] = big
+    assert t[3] == big and list(t)[:3] == recs[:3] and len(t.src_buffer) == len(t)
+    assert t.column("bytes").dtype == np.int64 and t.column("ser_cycles").dtype == np.int64
+    assert t.column("src_chip").dtype == np.int32 and t.column("bytes")[3] == 2**40
+    assert Program.from_dict({**_empty_program_dict(), "transfers": [dataclasses.asdict(r) for r in t]}).transfers == t
+
+
+def _empty_program_dict() -> dict:
+    return {"system": "lpx", "model": "m", "phase": {}, "weights": "bf16", "kv": "bf16", "kv_layout": "x",
+            "clock_hz": 1e9, "chip_sram_bytes": 1, "layout": {"tp": 1, "stages": 1, "replicas": 1, "kv_seq_split": 1,
+                                                              "micro_batches": 1, "stage_list": []},
+            "regions": [], "buffers": [], "instructions": [], "transfers": [], "links": []}
+
+
+def test_link_windows_past_int32_cycles_still_clash(prog: Program) -> None:
+    """Verify's link windows are formed in int64 from the int32 serialisation column: a window reaching past
+    2^31 cycles is not cut short (it would miss this clash)."""
+    from lpxsim.lpu import verify
+
+    trs = list(prog.transfers)
+    k = next(k for k, t in enumerate(trs) if t.links)
+    j = next(j for j, t in enumerate(trs) if j != k and t.links and t.links[0] == trs[k].links[0])
+    t0 = 2**32
+    trs[k] = dataclasses.replace(trs[k], send_cycle=t0, ser_cycles=2**31 - 1, arrive_cycle=t0 + 2**31,
+                                 end_cycle=t0 + 2**31)
+    trs[j] = dataclasses.replace(trs[j], send_cycle=t0 + 1_000, arrive_cycle=t0 + 2**31 + 5,
+                                 end_cycle=t0 + 2**31 + 5)
+    q = dataclasses.replace(prog, transfers=trs)
+    assert q.transfers.column("ser_cycles").dtype == np.int32
+    rep = verify(q)
+    assert rep.link_conflicts >= 1 and "link" in rep.kinds(), rep.errors[:5]

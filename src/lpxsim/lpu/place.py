@@ -18,7 +18,7 @@ import numpy as np
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
-from lpxsim.lpu.program import BufferTable, Instruction, Region, TransferTable
+from lpxsim.lpu.program import BufferTable, Instruction, RegionTable, TransferTable
 from lpxsim.lpu.schedule import UNWRITTEN, ReadyTable
 
 ALIGN = 320  # one vector
@@ -114,7 +114,7 @@ def _packed(active: list[tuple[int, int, int]]) -> bool:
 
 
 def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last: dict[str, int] | None,
-          sram_bytes: int) -> tuple[list[Region], BufferTable, dict[int, dict]]:
+          sram_bytes: int) -> tuple[RegionTable, BufferTable, dict[int, dict]]:
     """Regions for every chip, the buffers in placement order (a new table, with their regions and offsets),
     and a per-chip byte summary. `buffers` and `ready` (its rows are the buffers' rows) are consumed: their
     index is emptied.
@@ -150,7 +150,7 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
     lo, hi = np.r_[0, cuts], np.r_[cuts, n]
     bounds = dict(zip(key[lo].tolist(), zip(lo.tolist(), hi.tolist(), strict=True), strict=True)) if n else {}
     del key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
-    regions: list[Region] = []
+    regions = RegionTable()
     placed: list[int] = []  # rows in placement order
     offsets = array("q", bytes(8 * n))  # per row
     region_of = np.ones(n, np.int32)  # per row: the index of its region's name in `buffers.interned` ("")
@@ -163,13 +163,19 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
         totals = {"weights": 0, "kv": 0, "act": 0, "buffer": 0}
         for kind, sizes in (("weights", cu.weights), ("kv", cu.kv)):
             first = off
+            r_name: list[str] = []
+            r_off: list[int] = []
+            r_size: list[int] = []
             for name, nbytes in sorted(sizes.items()):
                 size_w = aligned.get(nbytes)
                 if size_w is None:
                     size_w = aligned[nbytes] = _align(nbytes)
                 if size_w or kind == "weights":
-                    regions.append(Region(c, name, kind, off, size_w))  # type: ignore[arg-type]
+                    r_name.append(name)
+                    r_off.append(off)
+                    r_size.append(size_w)
                     off += size_w
+            regions.add_block(c, kind, r_name, r_off, r_size)
             totals[kind] = off - first
         for kind, grp in (("act", bounds.get(2 * c)), ("buffer", bounds.get(2 * c + 1))):
             if grp:  # each item's size is at least one vector: a region exactly when there are buffers
@@ -181,7 +187,7 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
                 region_size = _align(_first_fit(items, offsets))
                 placed.extend(map(itemgetter(4), items))
                 region_of[sel] = buffers.value_id(rname)
-                regions.append(Region(c, rname, kind, off, region_size))  # type: ignore[arg-type]
+                regions.add_block(c, kind, (rname,), (off,), (region_size,))
                 off += region_size
                 totals[kind] = region_size
         if off > sram_bytes:

@@ -106,15 +106,19 @@ destination SRAM, ``end_cycle`` when the last one is; a consumer may start at
 ``arrive_cycle`` (vector streaming) but not finish before ``end_cycle``.
 
 ``Program.transfers`` is a `TransferTable`: the same records held as columns
-(an ``array("q")`` per integer field, the buffer ids as lists of the
-compiler's str objects, and a route index per transfer into the table's
-distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers) keeps no
-object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
+(an ``array`` per integer field: 4-byte for the fields a compile bounds, ids,
+chips, bytes and serialisation cycles, 8-byte for cycles; the buffer ids as
+lists of the compiler's str objects, and a route index per transfer into the
+table's distinct ``links`` tuples), so a large program (~3.5 x 10^5 transfers)
+keeps no object per transfer. It is a ``Sequence[Transfer]``: indexing and iteration
 build `Transfer` values on demand, ``append`` and item assignment take them,
 and a list of transfers given to a `Program` becomes a table. The Scheduler
 writes the columns directly; verify and the timing summary read them as
 zero-copy numpy views (`TransferTable.column`, `TransferTable.hops`). The JSON
-form is unchanged (a list of transfer objects).
+form is unchanged (a list of transfer objects). ``Program.regions`` is likewise a
+`RegionTable` (~10^5 regions: chip, offset and size columns, names and kinds as
+codes into their distinct strs), written by placement and read by verify as
+columns; its JSON form is a list of region objects.
 
 Cycles are of one global clock at ``Program.clock_hz``.
 """
@@ -427,12 +431,56 @@ class Transfer:
 
 
 _INT_COLUMNS = ("id", "src_chip", "dst_chip", "bytes", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle")
+# 4-byte columns: values a compile bounds (chips, the record's index and route index; a transfer's bytes, and
+# its serialisation cycles at >= 1 byte per cycle, are at most one buffer, which placement fits in a chip's SRAM:
+# 500 MB on LPX). Cycles stay 8-byte: a long prefill may pass 2^31 cycles. A column given a value past its type
+# (a JSON-loaded program, or a SRAM set past 2 GiB) is widened to 8 bytes (`_extend`, `_set`): nothing is lost.
+_NARROW = frozenset(("id", "src_chip", "dst_chip", "bytes", "ser_cycles", "route"))
+_DTYPES = {"b": np.int8, "i": np.int32, "q": np.int64}  # array typecode -> the numpy type of its view
+
+
+def _extend(table: object, name: str, values: Iterable[int]) -> None:
+    """Append `values` to `table`'s integer column `name` (an array), widened to int64 first when a value does
+    not fit its narrower type."""
+    col = getattr(table, name)
+    if col.typecode == "q":
+        col.extend(values.tolist() if isinstance(values, array) and values.typecode != "q" else values)
+        return
+    if isinstance(values, Iterator):  # read twice if the column must be widened
+        values = list(values)
+    elif isinstance(values, array) and values.typecode != col.typecode:  # array.extend takes one typecode
+        values = values.tolist()
+    n = len(col)
+    try:
+        col.extend(values)
+    except OverflowError:
+        del col[n:]
+        wide = array("q", col)
+        wide.extend(values.tolist() if isinstance(values, array) else values)
+        setattr(table, name, wide)
+
+
+def _set(table: object, name: str, k: int, value: int) -> None:
+    """Item `k` of `table`'s integer column `name` set to `value` (the column widened to int64 if needed)."""
+    col = getattr(table, name)
+    try:
+        col[k] = value
+    except OverflowError:
+        col = array("q", col)
+        col[k] = value
+        setattr(table, name, col)
+
+
+def _view(col: array) -> np.ndarray:
+    """A zero-copy numpy view of an integer column, of its own width."""
+    return np.frombuffer(col, _DTYPES[col.typecode])
 
 
 class TransferTable(Sequence[Transfer]):
     """The transfers of a Program as columns: one typed column per `Transfer` field, no object per record.
 
-    Integer fields are `array("q")` columns (`column(name)` is a zero-copy int64 numpy view), the buffer ids
+    Integer fields are `array` columns (`column(name)` is a zero-copy numpy view: int32 for the bounded fields
+    of `_NARROW`, int64 for cycles and for a column given a value past int32), the buffer ids
     are lists of the str objects the compiler made (so verify can match them by identity), and ``links`` is
     a route index into `routes`, the distinct link paths (a large program has ~10^5 transfers over a few
     thousand routes). It behaves as a ``Sequence[Transfer]``: ``len``, index -> a `Transfer` value built on
@@ -442,9 +490,8 @@ class TransferTable(Sequence[Transfer]):
     __slots__ = (*_INT_COLUMNS, "src_buffer", "dst_buffer", "route", "routes", "_route_ids", "_exported")
 
     def __init__(self, records: Iterable[Transfer] = ()) -> None:
-        for name in _INT_COLUMNS:
-            setattr(self, name, array("q"))
-        self.route = array("q")
+        for name in (*_INT_COLUMNS, "route"):
+            setattr(self, name, array("i" if name in _NARROW else "q"))
         self.src_buffer: list[str] = []
         self.dst_buffer: list[str] = []
         self.routes: list[tuple[tuple[int, int], ...]] = []
@@ -456,7 +503,8 @@ class TransferTable(Sequence[Transfer]):
         """Fresh integer columns before a write: an array numpy views export cannot grow, and the views keep
         what they saw."""
         for name in (*_INT_COLUMNS, "route"):
-            setattr(self, name, array("q", getattr(self, name)))
+            col = getattr(self, name)
+            setattr(self, name, array(col.typecode, col))
         self._exported = False
 
     # --- writing ----------------------------------------------------------------------
@@ -483,34 +531,36 @@ class TransferTable(Sequence[Transfer]):
         """Append records given column by column (equal lengths); `route`: indices from `route_id`."""
         if self._exported:
             self._own()
-        self.id.extend(ids)
-        self.src_chip.extend(src_chip)
-        self.dst_chip.extend(dst_chip)
+        for name, values in (("id", ids), ("src_chip", src_chip), ("dst_chip", dst_chip), ("bytes", nbytes),
+                             ("route", route), ("send_cycle", send_cycle), ("ser_cycles", ser_cycles),
+                             ("arrive_cycle", arrive_cycle), ("end_cycle", end_cycle)):
+            _extend(self, name, values)
         self.src_buffer.extend(src_buffer)
         self.dst_buffer.extend(dst_buffer)
-        self.bytes.extend(nbytes)
-        self.route.extend(route)
-        self.send_cycle.extend(send_cycle)
-        self.ser_cycles.extend(ser_cycles)
-        self.arrive_cycle.extend(arrive_cycle)
-        self.end_cycle.extend(end_cycle)
 
     def add(self, tid: int, src_chip: int, dst_chip: int, src_buffer: str, dst_buffer: str, nbytes: int,
             route: int, send_cycle: int, ser_cycles: int, arrive_cycle: int, end_cycle: int) -> None:
         """Append one record given by its fields (`route`: an index from `route_id`)."""
         if self._exported:
             self._own()
-        self.id.append(tid)
-        self.src_chip.append(src_chip)
-        self.dst_chip.append(dst_chip)
+        n = len(self.id)
+        try:
+            self.id.append(tid)
+            self.src_chip.append(src_chip)
+            self.dst_chip.append(dst_chip)
+            self.bytes.append(nbytes)
+            self.route.append(route)
+            self.send_cycle.append(send_cycle)
+            self.ser_cycles.append(ser_cycles)
+            self.arrive_cycle.append(arrive_cycle)
+            self.end_cycle.append(end_cycle)
+        except OverflowError:  # a value past a narrow column: undone, then appended through `_extend`
+            for name in (*_INT_COLUMNS, "route"):
+                del getattr(self, name)[n:]
+            self.add_many((tid,), (src_chip,), (dst_chip,), (), (), (nbytes,), (route,), (send_cycle,),
+                          (ser_cycles,), (arrive_cycle,), (end_cycle,))
         self.src_buffer.append(src_buffer)
         self.dst_buffer.append(dst_buffer)
-        self.bytes.append(nbytes)
-        self.route.append(route)
-        self.send_cycle.append(send_cycle)
-        self.ser_cycles.append(ser_cycles)
-        self.arrive_cycle.append(arrive_cycle)
-        self.end_cycle.append(end_cycle)
 
     def append(self, t: Transfer) -> None:
         """Append one transfer value."""
@@ -530,9 +580,9 @@ class TransferTable(Sequence[Transfer]):
         if self._exported:
             self._own()
         for name in _INT_COLUMNS:
-            getattr(self, name)[k] = getattr(t, name)
+            _set(self, name, k, getattr(t, name))
         self.src_buffer[k], self.dst_buffer[k] = t.src_buffer, t.dst_buffer
-        self.route[k] = self._route_of(t.links)
+        _set(self, "route", k, self._route_of(t.links))
 
     # --- reading ----------------------------------------------------------------------
     def __len__(self) -> int:
@@ -565,11 +615,13 @@ class TransferTable(Sequence[Transfer]):
         return f"TransferTable({len(self)} transfers over {len(self.routes)} routes)"
 
     def column(self, name: str) -> np.ndarray:
-        """Integer column `name` (a `Transfer` field, or ``route``) as a zero-copy int64 numpy view."""
+        """Integer column `name` (a `Transfer` field, or ``route``) as a zero-copy numpy view: int32 for the
+        fields of `_NARROW` unless a value needed int64, int64 for the rest (widen before arithmetic that may
+        pass 2^31)."""
         if name not in _INT_COLUMNS and name != "route":
             raise KeyError(name)
         self._exported = True
-        return np.frombuffer(getattr(self, name), np.int64)
+        return _view(getattr(self, name))
 
     def links(self) -> list[tuple[tuple[int, int], ...]]:
         """Each transfer's route (the shared tuples of `routes`)."""
@@ -595,6 +647,137 @@ class TransferTable(Sequence[Transfer]):
     def to_dicts(self) -> list[dict[str, Any]]:
         """Each transfer as `dataclasses.asdict` gives it."""
         return [asdict(t) for t in self]
+
+
+_REGION_KINDS: tuple[str, ...] = ("weights", "kv", "act", "buffer")  # the first kind codes
+_REGION_COLUMNS = ("chip", "name", "kind", "offset_bytes", "size_bytes")
+
+
+class RegionTable(Sequence[Region]):
+    """The regions of a Program as columns: no object per region (a large program has ~10^5).
+
+    ``chip`` (int32), ``offset_bytes`` and ``size_bytes`` (int64) are `array` columns (`column(name)`: a
+    zero-copy numpy view); ``name`` and ``kind`` are codes into `names` and `kinds`, each distinct str kept
+    once (the same weight names repeat on every chip), codes in order of first appearance. A chip past int32 (a
+    JSON-loaded program) widens its column to int64. It behaves as a ``Sequence[Region]``: ``len``, index -> a
+    `Region` value built on demand, iteration, slicing (a table), ``append`` / ``extend`` of `Region` values,
+    item assignment, and equality with any sequence of regions. `place` writes it through `add_block`."""
+
+    __slots__ = ("chip", "name", "kind", "offset_bytes", "size_bytes", "names", "kinds", "_name_ids", "_kind_ids",
+                 "_exported")
+
+    def __init__(self, records: Iterable[Region] = ()) -> None:
+        self.chip = array("i")
+        self.name = array("i")  # index into `names`
+        self.kind = array("b")  # index into `kinds`
+        self.offset_bytes = array("q")
+        self.size_bytes = array("q")
+        self.names: list[str] = []
+        self.kinds: list[str] = list(_REGION_KINDS)
+        self._name_ids: dict[str, int] = {}
+        self._kind_ids: dict[str, int] = {k: i for i, k in enumerate(_REGION_KINDS)}
+        self._exported = False  # numpy views of the columns may be alive (`column`)
+        self.extend(records)
+
+    def _own(self) -> None:
+        """Fresh columns before a write (see `TransferTable._own`)."""
+        for name in _REGION_COLUMNS:
+            col = getattr(self, name)
+            setattr(self, name, array(col.typecode, col))
+        self._exported = False
+
+    @staticmethod
+    def _code(ids: dict[str, int], values: list[str], v: str) -> int:
+        """The code of `v` in `values` (added if new)."""
+        k = ids.get(v)
+        if k is None:
+            k = ids[v] = len(values)
+            values.append(v)
+        return k
+
+    # --- writing ----------------------------------------------------------------------
+    def _add_codes(self, chip: Iterable[int], name: Iterable[int], kind: Iterable[int],
+                   offset_bytes: Iterable[int], size_bytes: Iterable[int]) -> None:
+        """Append regions given column by column (equal lengths), names and kinds as codes."""
+        if self._exported:
+            self._own()
+        for col, values in (("chip", chip), ("name", name), ("kind", kind), ("offset_bytes", offset_bytes),
+                            ("size_bytes", size_bytes)):
+            _extend(self, col, values)
+
+    def add_block(self, chip: int, kind: str, names: Sequence[str], offsets: Sequence[int],
+                  sizes: Sequence[int]) -> None:
+        """Append regions of one chip and one kind: ``names[i]`` at ``offsets[i]`` of ``sizes[i]`` bytes."""
+        ids = self._name_ids
+        codes = list(map(ids.get, names))
+        if None in codes:  # names new to the table
+            codes = [self._code(ids, self.names, v) for v in names]
+        n = len(codes)
+        self._add_codes(repeat(chip, n), codes, repeat(self._code(self._kind_ids, self.kinds, kind), n), offsets,
+                        sizes)
+
+    def append(self, r: Region) -> None:
+        """Append one region value."""
+        self.extend((r,))
+
+    def extend(self, records: Iterable[Region]) -> None:
+        """Append region values in order."""
+        nid, kid, names, kinds, code = self._name_ids, self._kind_ids, self.names, self.kinds, self._code
+        rows = [(r.chip, code(nid, names, r.name), code(kid, kinds, r.kind), r.offset_bytes, r.size_bytes)
+                for r in records]
+        if rows:
+            self._add_codes(*zip(*rows, strict=True))
+
+    def __setitem__(self, k: int, r: Region) -> None:
+        if isinstance(k, slice):
+            raise TypeError("RegionTable item assignment takes one index")
+        k = range(len(self))[k]  # negative indices; IndexError past the end
+        if self._exported:
+            self._own()
+        _set(self, "chip", k, r.chip)
+        _set(self, "name", k, self._code(self._name_ids, self.names, r.name))
+        _set(self, "kind", k, self._code(self._kind_ids, self.kinds, r.kind))
+        _set(self, "offset_bytes", k, r.offset_bytes)
+        _set(self, "size_bytes", k, r.size_bytes)
+
+    # --- reading ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.chip)
+
+    def __getitem__(self, k):  # noqa: ANN001, ANN204 (int -> Region, slice -> RegionTable)
+        if isinstance(k, slice):
+            return RegionTable(self[i] for i in range(len(self))[k])
+        return Region(self.chip[k], self.names[self.name[k]], self.kinds[self.kind[k]],  # type: ignore[arg-type]
+                      self.offset_bytes[k], self.size_bytes[k])
+
+    def __iter__(self) -> Iterator[Region]:
+        return map(Region, self.chip, map(self.names.__getitem__, self.name), map(self.kinds.__getitem__, self.kind),
+                   self.offset_bytes, self.size_bytes)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (RegionTable, list, tuple)):
+            return len(other) == len(self) and all(map(operator.eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"RegionTable({len(self)} regions, {len(self.names)} names)"
+
+    def column(self, name: str) -> np.ndarray:
+        """Column `name` (``chip``, ``offset_bytes``, ``size_bytes``, or the codes ``name`` / ``kind``) as a
+        zero-copy numpy view of its own width (``chip`` int32 unless a chip needed int64)."""
+        if name not in _REGION_COLUMNS:
+            raise KeyError(name)
+        self._exported = True
+        return _view(getattr(self, name))
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Each region as `dataclasses.asdict` gives it."""
+        return [{"chip": c, "name": n, "kind": k, "offset_bytes": o, "size_bytes": z}
+                for c, n, k, o, z in zip(self.chip, map(self.names.__getitem__, self.name),
+                                         map(self.kinds.__getitem__, self.kind), self.offset_bytes, self.size_bytes,
+                                         strict=True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,7 +841,7 @@ class Program:
     clock_hz: float
     chip_sram_bytes: int
     layout: LayoutInfo
-    regions: list[Region]
+    regions: RegionTable  # a list of `Region` values given here is made a table
     buffers: BufferTable  # a dict of `Buffer` values given here is made a table
     instructions: list[Instruction]  # sorted by (chip, cycle_start, id)
     transfers: TransferTable  # a list of `Transfer` values given here is made a table
@@ -670,11 +853,13 @@ class Program:
             self.transfers = TransferTable(self.transfers)
         if not isinstance(self.buffers, BufferTable):
             self.buffers = BufferTable(self.buffers)
+        if not isinstance(self.regions, RegionTable):
+            self.regions = RegionTable(self.regions)
 
     # --- views ------------------------------------------------------------------------
     @property
     def chips(self) -> list[int]:
-        return sorted({r.chip for r in self.regions} | {i.chip for i in self.instructions})
+        return sorted(set(self.regions.chip) | {i.chip for i in self.instructions})
 
     def by_chip(self) -> dict[int, list[Instruction]]:
         out: dict[int, list[Instruction]] = {}
@@ -694,7 +879,9 @@ class Program:
         shallow = copy.copy(self)
         shallow.transfers = []  # asdict would deep-copy the tables: their records are written below
         shallow.buffers = {}
+        shallow.regions = []
         d = asdict(shallow)
+        d["regions"] = self.regions.to_dicts()
         d["transfers"] = self.transfers.to_dicts()
         d["links"] = [asdict(v) for v in self.links.values()]
         d["buffers"] = [asdict(v) for v in self.buffers.values()]
@@ -727,7 +914,7 @@ class Program:
         return cls(
             system=d["system"], model=d["model"], phase=d["phase"], weights=d["weights"], kv=d["kv"],
             kv_layout=d["kv_layout"], clock_hz=d["clock_hz"], chip_sram_bytes=d["chip_sram_bytes"],
-            layout=LayoutInfo(**lay), regions=[Region(**r) for r in d["regions"]], buffers=bufs,
+            layout=LayoutInfo(**lay), regions=RegionTable(Region(**r) for r in d["regions"]), buffers=bufs,
             instructions=ins, transfers=trs, links={int(x["id"]): Link(**x) for x in d["links"]},
             meta=dict(d.get("meta", {})),
         )

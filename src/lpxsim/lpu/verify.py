@@ -23,16 +23,15 @@ one pass over the Program; interval overlaps are found with sorted sweeps.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain, count, islice, repeat
+from itertools import chain, islice, repeat
 from operator import attrgetter, methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
-from lpxsim.lpu.program import Buffer, Program
+from lpxsim.lpu.program import Buffer, Program, RegionTable
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -271,14 +270,14 @@ class Regions:
     declared and sized as last declared. Entries are numbered in order of first declaration."""
 
     def __init__(self, p: Program) -> None:
-        n = len(p.regions)
-        flat = _fields(p.regions, ("chip", "name", "offset_bytes", "size_bytes"), n)
-        self.chip, self.off, self.size = (_ints(flat, k, 4, n) for k in (0, 2, 3))
-        self.names: list[str] = flat[1::4]
-        del flat
-        code = defaultdict(count().__next__)  # region name -> a code, in order of first appearance
-        rcode = np.fromiter(map(code.__getitem__, self.names), np.int64, n)
-        self.codes = dict(code)
+        t = p.regions if isinstance(p.regions, RegionTable) else RegionTable(p.regions)
+        n = len(t)
+        self.table = t
+        # the table's columns: chips widened (key arithmetic below), the rest zero-copy
+        self.chip = t.column("chip").astype(np.int64)
+        self.off, self.size = t.column("offset_bytes"), t.column("size_bytes")
+        rcode = t.column("name")  # region name -> a code, in order of first appearance
+        self.codes = dict(zip(t.names, range(len(t.names)), strict=True))
         self.c0 = int(self.chip.min(initial=0))
         self.nc = max(len(self.codes), 1)
         key = (self.chip - self.c0) * self.nc + rcode
@@ -299,7 +298,7 @@ class Regions:
     def key(self, k: int) -> tuple[int, str]:
         """(chip, name) of entry `k`."""
         j = int(self.first[k])
-        return int(self.chip[j]), self.names[j]
+        return int(self.chip[j]), self.table.names[self.table.name[j]]
 
     def find(self, chip: np.ndarray, names: list, chunk: int = 1 << 16) -> np.ndarray:
         """Per buffer (its chip and region name): the entry of that name on that chip; -1 if there is none,
@@ -462,8 +461,7 @@ def _check_transfers(p: Program, rep: VerifyReport, col: Columns) -> None:
     order = np.lexsort((s, key))
     key, s, tr = key[order], s[order], tr[order]
     del order
-    e = col.t_ser[tr]
-    e += s
+    e = np.add(s, col.t_ser[tr], dtype=np.int64)  # t_ser may be int32: the sum is formed in int64
     del tr
     bad = _sweep_sorted(key, s, e)
     conflicts = 0

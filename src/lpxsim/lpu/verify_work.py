@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from itertools import compress, count, repeat
+from itertools import count, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.errors import UserError
 from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
-from lpxsim.lpu.verify import _fields, _ints, index_dtype
+from lpxsim.lpu.verify import index_dtype
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -699,19 +699,19 @@ def weight_need(ins: Instruction, op: Op, graph: OpGraph) -> float:
 def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str, Op], ic: _InsCodes,
                    chips: np.ndarray) -> None:
     # the weight regions: the weight each holds, found once per region name (names repeat on every chip)
-    nr = len(p.regions)
-    flat = _fields(p.regions, ("kind", "name", "chip", "size_bytes"), nr)
-    w_mask = np.fromiter(map("weights".__eq__, flat[0::4]), bool, nr)
-    r_w = list(compress(flat[1::4], w_mask.tolist()))  # each weight region's name, then the weight it holds
-    holds: dict[str, str | None] = {}  # region name -> the weight it holds (None: none)
-    for name in set(r_w):
+    regs = p.regions
+    w_kind = np.array([k == "weights" for k in regs.kinds], bool)
+    w_mask = w_kind[regs.column("kind")]
+    w_names = regs.column("name")[w_mask].tolist()  # each weight region's name code, then the weight it holds
+    holds: dict[int, str | None] = {}  # region name code -> the weight it holds (None: none)
+    for code in set(w_names):
+        name = regs.names[code]
         nm = name[2:] if name.startswith("w:") else name
         op = ops.get(nm) or ops.get(nm.split("#", 1)[0])
-        holds[name] = op.weight if op is not None and op.weight else None
-    r_w = list(map(holds.__getitem__, r_w))
-    r_chip = _ints(flat, 2, 4, nr)[w_mask]
-    r_size = _ints(flat, 3, 4, nr)[w_mask]
-    del flat
+        holds[code] = op.weight if op is not None and op.weight else None
+    r_w = list(map(holds.__getitem__, w_names))
+    r_chip = regs.column("chip")[w_mask].astype(np.int64)
+    r_size = regs.column("size_bytes")[w_mask]
     ins_list = p.instructions
     cand = np.flatnonzero((ic.op >= 0) & ~ic.collective)
     if not len(cand):
