@@ -104,6 +104,7 @@ class Lowerer:
         self.M = graph.phase.tokens
         self.dist: dict[str, Dist] = {}
         self.use: dict[int, ChipUse] = {}
+        self._weight_names: dict[tuple[str, str], str] = {}  # (op, tag) -> its weight region name
         self.attn: dict[int, AttnSplit] = {}
         self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
@@ -126,7 +127,10 @@ class Lowerer:
 
     def add_weight(self, chip: int, op: Op, nbytes: float, tag: str = "") -> None:
         if nbytes > 0:
-            self.chip_use(chip).weights[f"w:{op.name}{tag}"] = nbytes
+            name = self._weight_names.get((op.name, tag))
+            if name is None:  # one str per region name, shared by the chips holding a slice (memory: ~10^5)
+                name = self._weight_names[(op.name, tag)] = f"w:{op.name}{tag}"
+            self.chip_use(chip).weights[name] = nbytes
 
     def mxm_cycles(self, flops: float, rate: float | None = None) -> float:
         """Cycles of `flops` on the MXM at `rate` FLOP/cycle (the weights' compute format by default);
