@@ -5,8 +5,13 @@ from __future__ import annotations
 from lpxsim.graph import Op
 from lpxsim.lpu.layout import balanced
 from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
+from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import Buffer
 
+# Freed heap handed back to the system every this many ops: emitting frees many short-lived lists, dicts and
+# grown arrays whose pages glibc keeps (holes below the heap top), ~35 MB of a large program's peak RSS; a trim
+# costs ~3 ms (docs/benchmarks.md, issue 10).
+TRIM_EVERY_OPS = 128
 HEAD_Q = ("q_proj", "q_b_proj")
 HEAD_KV = ("k_proj", "v_proj")
 REPLICATED = ("q_a_proj", "kv_a_proj")
@@ -26,6 +31,8 @@ def emit_all(lw: Lowerer) -> None:
         for x in op.inputs:
             if last_use[x] == k and x != "sample":
                 lw.dist.pop(x, None)
+        if k % TRIM_EVERY_OPS == TRIM_EVERY_OPS - 1:
+            release_free_memory()
     _return_token(lw)
 
 
