@@ -18,6 +18,7 @@ import numpy as np
 
 from lpxsim.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
+from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import BufferTable, Instruction, RegionTable, TransferTable
 from lpxsim.lpu.schedule import UNWRITTEN, ReadyTable
 
@@ -138,7 +139,9 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
     recv = arrived != 0  # arrived, or never written
     read = _column(ready.last)[:n] if last is None else np.fromiter(map(last.get, ids, end.tolist()), np.int64, n)
     end = np.where(known, np.maximum(end, read), 0)  # the last live cycle: last vector or last read
-    del ready, last, known, arrived, read
+    del last, known, arrived, read  # the views of the ready columns first, then the columns
+    ready.release()
+    del ready
     nbytes = np.frombuffer(buffers.bytes, np.int64)
     size = -(-np.maximum(nbytes, 1) // ALIGN) * ALIGN
     chip = np.frombuffer(buffers.chip, np.int64).copy()
@@ -151,7 +154,7 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
     bounds = dict(zip(key[lo].tolist(), zip(lo.tolist(), hi.tolist(), strict=True), strict=True)) if n else {}
     del key, cuts, lo, hi  # bounds: group key (chip * 2 + transfer buffer) -> its span of `order`
     regions = RegionTable()
-    placed: list[int] = []  # rows in placement order
+    placed = array("q")  # rows in placement order (typed: no Python int per buffer)
     offsets = array("q", bytes(8 * n))  # per row
     region_of = np.ones(n, np.int32)  # per row: the index of its region's name in `buffers.interned` ("")
     summary: dict[int, dict] = {}
@@ -199,5 +202,5 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
         summary[c] = {**totals, "used": off}
     # peak memory: the columns, and the old table's index, are freed before the new table is built
     del start, end, size, chip, order, recv
-    buffers.index.clear()  # the new table builds its own when first read (`BufferTable.index`)
-    return regions, buffers.permuted(placed, region=region_of, offset=offsets), summary
+    release_free_memory()  # first fit's per-group lists, before the placed table is built
+    return regions, buffers.permuted(placed, region=region_of, offset=offsets, consume=True), summary

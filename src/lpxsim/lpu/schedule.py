@@ -102,6 +102,11 @@ class ReadyTable:
         self.arrived[k] = 1 if arrived else 0
         return k
 
+    def release(self) -> None:
+        """Empty the columns in place (the reader is done with them; a caller may still hold the table)."""
+        for col in (self.first, self.end, self.first_node, self.end_node, self.last, self.arrived):
+            del col[:]
+
     def written(self, k: int) -> bool:
         """Whether the buffer at row `k` has been written."""
         return k < len(self.arrived) and self.arrived[k] != UNWRITTEN
