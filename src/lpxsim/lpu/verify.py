@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
+from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import Buffer, Program, RegionTable
 
 if TYPE_CHECKING:
@@ -577,16 +578,20 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
     """
     rep = VerifyReport(ok=True)
     col = Columns(p)
+    release_free_memory()  # each check's scratch is handed back before the next one's (peak memory)
     prod = col.producers()
     regions = _check_regions(p, rep)
     _check_dependencies(p, rep, col, prod)
+    release_free_memory()
     _check_units(p, rep, col)
     _check_transfers(p, rep, col)
+    release_free_memory()
     _check_buffers(p, rep, col, prod, regions)
     # the cost and completeness checks read the buffers' write counts alone, and fewer columns (peak memory)
     del regions
     prod = (prod[0], None, None, None)
     col.release(*col.STRUCTURAL)
+    release_free_memory()
     from lpxsim.lpu.verify_work import check_work, context_for
 
     graph, arch, why = context_for(p, graph, arch)

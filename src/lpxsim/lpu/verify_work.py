@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.errors import UserError
+from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
 from lpxsim.lpu.verify import index_dtype
 
@@ -857,7 +858,10 @@ def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: C
     ic = _InsCodes(col, ops)
     col.release("i_ops", "i_kinds", "i_slices", "i_attrs")  # coded in `ic` (peak memory)
     _check_cost(p, graph, arch, rep, col, ops, ic)
+    release_free_memory()  # each check's scratch is handed back before the next one's (peak memory)
     _check_graph(p, graph, rep, ic, col.i_chip)
+    release_free_memory()
     _check_partials(p, rep, col, prod, ic)
     _check_token(p, graph, rep, col, prod)
+    release_free_memory()
     _check_weights(p, graph, rep, ops, ic, col.i_chip)
