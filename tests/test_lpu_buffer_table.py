@@ -60,8 +60,7 @@ def test_a_value_under_another_key_keeps_its_own_id() -> None:
 
 def test_add_many_and_declared_twice() -> None:
     t = BufferTable()
-    op, part, cols = t.value_id("ar"), t.value_id("sum"), t.value_id((0, 8))
-    t.add_many(["x@1", "x@2"], [1, 2], 640, op, part, cols)
+    t.add_many(["x@1", "x@2"], [1, 2], 640, t.name_id("ar"), t.form_id((0, 8), "sum"))
     assert t["x@2"] == Buffer("x@2", 2, "ar", (0, 8), "sum", 640)
     assert t.add("y", 0, "ar", 4) == 2 and t.row(2) == Buffer("y", 0, "ar", bytes=4)
     with pytest.raises(KeyError, match="declared twice"):
@@ -72,12 +71,13 @@ def test_permuted_rows_with_new_regions_and_offsets() -> None:
     d = _buffers()
     t = BufferTable(d)
     order = [6, 2, 0, 5, 1, 4, 3]
-    region = [t.value_id(f"r{k}") for k in range(7)]
+    region = [t.name_id(f"r{k}") for k in range(7)]
     p = t.permuted(order, region=region, offset=list(range(100, 107)))
     want = {f"b{k}": dataclasses.replace(d[f"b{k}"], region=f"r{k}", offset_bytes=100 + k) for k in order}
     assert p._index is None and list(p) == list(want)  # the key index: built on first use
     assert p == want and p.index["b6"] == 0
     assert np.array_equal(p.column("bytes"), [want[k].bytes for k in want])
+    assert p.values_at("partial") == [want[k].partial for k in want] and len(t.forms) < len(t)  # shared forms
 
 
 def test_program_json_pickle_and_replace() -> None:

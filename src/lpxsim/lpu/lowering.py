@@ -233,7 +233,7 @@ class Lowerer:
         out: dict[int, str] = {}
         s = self.s
         declared, size = s.buffers, int(math.ceil(nbytes))
-        op_v, sum_v, none_v = declared.value_id(name), declared.value_id("sum"), declared.value_id(None)
+        op_v, form = declared.name_id(name), declared.form_id(None, "sum")
         for grp in groups:
             strs = [str(c) for c in grp]
             recv = [[bufs[c]] for c in grp]  # per chip of the group: its own partial, then what it receives
@@ -247,7 +247,7 @@ class Lowerer:
                         sends.append((src, dst, sb, bid))
                         got.append(bid)
             # the received partials, declared together (`Scheduler.buffer` for each, in order)
-            declared.add_many([t[3] for t in sends], [t[1] for t in sends], size, op_v, sum_v, none_v)
+            declared.add_many([t[3] for t in sends], [t[1] for t in sends], size, op_v, form)
             s.send_many(sends, nbytes)
             for c, got in zip(grp, recv, strict=True):
                 if len(grp) == 1:
@@ -276,8 +276,8 @@ class Lowerer:
                     bid = f"{name}#rs{src}@{c}"
                     sends.append((src, c, d.bufs[src], bid))
                     ins.append(bid)
-            declared.add_many(ins[1:], [c] * len(sends), size, declared.value_id(name), declared.value_id("sum"),
-                              declared.value_id(cols))  # `Scheduler.buffer` for each peer's slice, in order
+            declared.add_many(ins[1:], [c] * len(sends), size, declared.name_id(name),
+                              declared.form_id(cols, "sum"))  # `Scheduler.buffer` for each peer's slice, in order
             self.s.send_many(sends, part)  # equal-sized slices: one batch (the same transfers as `send` each)
             out = self.s.buffer(f"{name}#cols@{c}", c, name, part, cols=(lo, hi))
             self.s.instr(c, "VXM", name, "reduce", tuple(ins), out,

@@ -156,7 +156,7 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
     regions = RegionTable()
     placed = array("q")  # rows in placement order (typed: no Python int per buffer)
     offsets = array("q", bytes(8 * n))  # per row
-    region_of = np.ones(n, np.int32)  # per row: the index of its region's name in `buffers.interned` ("")
+    region_of = np.zeros(n, np.int32)  # per row: its region's name (`BufferTable.name_id`; 0: "")
     summary: dict[int, dict] = {}
     chips = sorted(set(use).union(np.unique(chip).tolist()))
     aligned: dict[float, int] = {}  # _align per distinct size: the chips of a stage hold equal slices
@@ -189,7 +189,7 @@ def place(use: dict[int, ChipUse], buffers: BufferTable, ready: ReadyTable, last
                 rname = f"{kind}@{c}"
                 region_size = _align(_first_fit(items, offsets))
                 placed.extend(map(itemgetter(4), items))
-                region_of[sel] = buffers.value_id(rname)
+                region_of[sel] = buffers.name_id(rname)
                 regions.add_block(c, kind, (rname,), (off,), (region_size,))
                 off += region_size
                 totals[kind] = region_size

@@ -179,20 +179,25 @@ class Buffer:
     offset_bytes: int = 0  # offset inside `region`; buffers share bytes only with disjoint lifetimes
 
 
+_BUFFER_COLUMNS = ("chip", "bytes", "offset", "op", "region", "form")
+
+
 class BufferTable(MutableMapping[str, Buffer]):
     """The declared buffers as columns, keyed by id: a ``dict[str, Buffer]`` that holds no object per buffer.
 
     A large program has ~5 x 10^5 buffers; a `Buffer` object is ~110 B with its own ints, and a dict of them
-    another entry each. Here a buffer is a row: ``index`` maps its key to the row, ``chip``, ``bytes`` and
-    ``offset`` are typed integer columns, and its op, region, partial, cols, heads and lse shape are indices into
-    ``interned`` (the distinct ones, interned: the chips of a stage share them). Reading a key builds a `Buffer`
-    on demand; assigning one writes its row (a new key is appended, an existing one keeps its position: dict
-    semantics, also for iteration order and equality). The compiler writes rows directly (`add`) and reads
-    single fields without building a value (`bytes_of`, `partial_of`). A row's `Buffer.id` is its key unless a
-    value with another id was assigned (kept aside: only hand-made or corrupted programs do that)."""
+    another entry each. Here a buffer is a row: ``index`` maps its key to the row; ``chip``, ``bytes`` and
+    ``offset`` are typed integer columns; ``op`` and ``region`` index ``names`` (each distinct str once), and
+    ``form`` indexes ``forms``, the distinct ``(cols, partial, heads, lse_shape)`` (~10^3 on DeepSeek-V3: the
+    chips of a stage and the layers share them; values equal under ``==`` share one form). Reading a key builds a
+    `Buffer` on demand; assigning one writes its row (a new key is appended, an existing one keeps its position:
+    dict semantics, also for iteration order and equality). The compiler writes rows directly (`add`,
+    `add_many`) and reads single fields without building a value (`bytes_of`, `partial_of`). A row's
+    `Buffer.id` is its key unless a value with another id was assigned (kept aside: only hand-made or corrupted
+    programs do that)."""
 
-    __slots__ = ("_index", "ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse",
-                 "interned", "_value_ids", "_other_ids")
+    __slots__ = ("_index", "ids", "chip", "bytes", "offset", "op", "region", "form", "names", "forms", "_name_ids",
+                 "_form_ids", "_other_ids")
 
     def __init__(self, items: Mapping[str, Buffer] | Iterable[tuple[str, Buffer]] = ()) -> None:
         self._index: dict[str, int] | None = {}
@@ -200,14 +205,13 @@ class BufferTable(MutableMapping[str, Buffer]):
         self.chip = array("q")
         self.bytes = array("q")
         self.offset = array("q")
-        self.op = array("i")
-        self.region = array("i")
-        self.partial = array("i")
-        self.cols = array("i")
-        self.heads = array("i")
-        self.lse = array("i")
-        self.interned: list[Any] = [None, "", ()]
-        self._value_ids: dict[Any, int] = {None: 0, "": 1, (): 2}
+        self.op = array("i")  # index into `names`
+        self.region = array("i")  # index into `names` (0: "", not placed)
+        self.form = array("i")  # index into `forms`
+        self.names: list[Any] = [""]
+        self.forms: list[tuple[Any, Any, Any, Any]] = []
+        self._name_ids: dict[Any, int] = {"": 0}
+        self._form_ids: dict[tuple[Any, Any, Any, Any], int] = {}
         self._other_ids: dict[int, str] = {}  # row -> Buffer.id where it differs from the key
         for key, b in items.items() if isinstance(items, Mapping) else items:
             self[key] = b
@@ -221,31 +225,50 @@ class BufferTable(MutableMapping[str, Buffer]):
         return self._index
 
     # --- interning ----------------------------------------------------------------------
-    def value_id(self, v: Any) -> int:
-        """The index of `v` in `interned` (added if new). Keyed with the type for numbers (1, 1.0 and True stay
-        apart); an unhashable value is stored without sharing."""
+    def name_id(self, v: Any) -> int:
+        """The index of op or region name `v` in `names` (added if new). Keyed with the type for numbers (a
+        hand-made program's 1, 1.0 and True stay apart); an unhashable value is stored without sharing."""
         key = (type(v), v) if isinstance(v, (int, float)) else v
         try:
-            k = self._value_ids.get(key)
+            k = self._name_ids.get(key)
         except TypeError:
-            self.interned.append(v)
-            return len(self.interned) - 1
+            self.names.append(v)
+            return len(self.names) - 1
         if k is None:
-            k = self._value_ids[key] = len(self.interned)
-            self.interned.append(v)
+            k = self._name_ids[key] = len(self.names)
+            self.names.append(v)
+        return k
+
+    def form_id(self, cols: Range | None = None, partial: Partial = None, heads: Range | None = None,
+                lse_shape: tuple[int, ...] = ()) -> int:
+        """The index of ``(cols, partial, heads, lse_shape)`` in `forms` (added if new; an unhashable one is
+        stored without sharing)."""
+        key = (cols, partial, heads, lse_shape)
+        try:
+            k = self._form_ids.get(key)
+        except TypeError:
+            self.forms.append(key)
+            return len(self.forms) - 1
+        if k is None:
+            k = self._form_ids[key] = len(self.forms)
+            self.forms.append(key)
         return k
 
     # --- writing ------------------------------------------------------------------------
     def add(self, bid: str, chip: int, op: str, nbytes: int, cols: Range | None = None, partial: Partial = None,
             heads: Range | None = None, lse_shape: tuple[int, ...] = ()) -> int:
-        """Declare a new buffer `bid` (not placed yet: no region, offset 0); returns its row."""
-        vid = self.value_id
-        return self.add_row(bid, chip, nbytes, vid(op), vid(partial), vid(cols), vid(heads), vid(lse_shape))
-
-    def add_row(self, bid: str, chip: int, nbytes: int, op: int, partial: int, cols: int, heads: int = 0,
-                lse: int = 2) -> int:
-        """Declare a new buffer from interned value indices (`value_id`); returns its row. A key declared
+        """Declare a new buffer `bid` (not placed yet: no region, offset 0); returns its row. A key declared
         already is an error (the compiler declares each buffer once)."""
+        f = self._form_ids.get((cols, partial, heads, lse_shape))
+        if f is None:
+            f = self.form_id(cols, partial, heads, lse_shape)
+        o = self._name_ids.get(op)
+        if o is None:
+            o = self.name_id(op)
+        return self.add_row(bid, chip, nbytes, o, f)
+
+    def add_row(self, bid: str, chip: int, nbytes: int, op: int, form: int) -> int:
+        """`add` with the op and form given as indices (`name_id`, `form_id`); returns the row."""
         k = len(self.ids)
         if self.index.setdefault(bid, k) != k:
             raise KeyError(f"buffer {bid} is declared twice")
@@ -254,42 +277,33 @@ class BufferTable(MutableMapping[str, Buffer]):
         self.bytes.append(nbytes)
         self.offset.append(0)
         self.op.append(op)
-        self.region.append(1)
-        self.partial.append(partial)
-        self.cols.append(cols)
-        self.heads.append(heads)
-        self.lse.append(lse)
+        self.region.append(0)
+        self.form.append(form)
         return k
 
-    def add_many(self, bids: list[str], chips: Iterable[int], nbytes: int, op: int, partial: int, cols: int) -> None:
-        """Declare new buffers that differ only in id and chip (an all-reduce's received partials)."""
-        index, k0 = self.index, len(self.ids)
-        index.update(zip(bids, range(k0, k0 + len(bids)), strict=True))
-        if len(index) != k0 + len(bids):
+    def add_many(self, bids: list[str], chips: Iterable[int], nbytes: int, op: int, form: int) -> None:
+        """Declare new buffers that differ only in id and chip (an all-reduce's received partials); `op` and
+        `form` as indices (`name_id`, `form_id`)."""
+        index, k0, n = self.index, len(self.ids), len(bids)
+        index.update(zip(bids, range(k0, k0 + n), strict=True))
+        if len(index) != k0 + n:
             raise KeyError("buffers declared twice: " + ", ".join(sorted(set(bids) & set(self.ids))))
-        n = len(bids)
         self.ids.extend(bids)
         self.chip.extend(chips)
         self.bytes.extend(repeat(nbytes, n))
         self.offset.extend(repeat(0, n))
         self.op.extend(repeat(op, n))
-        self.region.extend(repeat(1, n))
-        self.partial.extend(repeat(partial, n))
-        self.cols.extend(repeat(cols, n))
-        self.heads.extend(repeat(0, n))
-        self.lse.extend(repeat(2, n))
+        self.region.extend(repeat(0, n))
+        self.form.extend(repeat(form, n))
 
     def __setitem__(self, key: str, b: Buffer) -> None:
-        vid = self.value_id
+        op, form = self.name_id(b.op), self.form_id(b.cols, b.partial, b.heads, b.lse_shape)
         k = self.index.get(key)
         if k is None:
-            k = self.add_row(key, b.chip, b.bytes, vid(b.op), vid(b.partial), vid(b.cols), vid(b.heads),
-                             vid(b.lse_shape))
+            k = self.add_row(key, b.chip, b.bytes, op, form)
         else:
-            self.chip[k], self.bytes[k] = b.chip, b.bytes
-            self.op[k], self.partial[k], self.cols[k] = vid(b.op), vid(b.partial), vid(b.cols)
-            self.heads[k], self.lse[k] = vid(b.heads), vid(b.lse_shape)
-        self.region[k], self.offset[k] = vid(b.region), b.offset_bytes
+            self.chip[k], self.bytes[k], self.op[k], self.form[k] = b.chip, b.bytes, op, form
+        self.region[k], self.offset[k] = self.name_id(b.region), b.offset_bytes
         if b.id is not key and b.id != key:
             self._other_ids[k] = b.id
         else:
@@ -297,7 +311,7 @@ class BufferTable(MutableMapping[str, Buffer]):
 
     def __delitem__(self, key: str) -> None:
         k = self.index.pop(key)  # rare (hand-edited programs): the later rows move up one
-        for name in ("ids", "chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse"):
+        for name in ("ids", *_BUFFER_COLUMNS):
             del getattr(self, name)[k]
         for j in range(k, len(self.ids)):
             self.index[self.ids[j]] = j
@@ -306,10 +320,11 @@ class BufferTable(MutableMapping[str, Buffer]):
     # --- reading ------------------------------------------------------------------------
     def row(self, k: int) -> Buffer:
         """The buffer at row `k`."""
-        v = self.interned
+        names = self.names
+        cols, partial, heads, lse = self.forms[self.form[k]]
         return Buffer(self._other_ids.get(k, self.ids[k]) if self._other_ids else self.ids[k], self.chip[k],
-                      v[self.op[k]], v[self.cols[k]], v[self.partial[k]], self.bytes[k], v[self.region[k]],
-                      v[self.heads[k]], v[self.lse[k]], self.offset[k])
+                      names[self.op[k]], cols, partial, self.bytes[k], names[self.region[k]], heads, lse,
+                      self.offset[k])
 
     def __getitem__(self, key: str) -> Buffer:
         return self.row(self.index[key])
@@ -320,7 +335,7 @@ class BufferTable(MutableMapping[str, Buffer]):
 
     def partial_of(self, key: str) -> Partial:
         """`self[key].partial`, without building the value."""
-        return self.interned[self.partial[self.index[key]]]
+        return self.forms[self.form[self.index[key]]][1]
 
     def __contains__(self, key: object) -> bool:
         return key in self.index
@@ -332,23 +347,26 @@ class BufferTable(MutableMapping[str, Buffer]):
         return len(self.ids)
 
     def values_at(self, name: str) -> list[Any]:
-        """Column `name` (op, region, partial, cols, heads, lse) as its values, one per row."""
-        return list(map(self.interned.__getitem__, getattr(self, name)))
+        """Field `name` (op, region, cols, partial, heads, lse_shape) of every row, in row order."""
+        if name in ("op", "region"):
+            return list(map(self.names.__getitem__, getattr(self, name)))
+        at = ("cols", "partial", "heads", "lse_shape").index(name)
+        return [f[at] for f in map(self.forms.__getitem__, self.form)]
 
     def column(self, name: str) -> np.ndarray:
-        """A numpy copy of an integer column (chip, bytes, offset) or of an index column."""
+        """A numpy copy of an integer column: chip, bytes, offset, or the codes op, region, form."""
         return np.array(getattr(self, name), np.int64 if name in ("chip", "bytes", "offset") else np.int32)
 
     def permuted(self, order: Iterable[int], region: Sequence[int] | None = None,
                  offset: Sequence[int] | None = None, consume: bool = False) -> BufferTable:
-        """A new table with the rows `order` (each row once), in that order; `region` (interned indices) and
+        """A new table with the rows `order` (each row once), in that order; `region` (`name_id` indices) and
         `offset`, when given, replace those columns (indexed by the old rows). `consume`: this table is emptied
         column by column as the new one is filled (peak memory: placement's ~5 x 10^5 rows)."""
         if not isinstance(order, (np.ndarray, array)):
             order = list(order)
         ids = self.ids
         out = BufferTable()
-        out.interned, out._value_ids = self.interned, self._value_ids
+        out.names, out.forms, out._name_ids, out._form_ids = self.names, self.forms, self._name_ids, self._form_ids
         out.ids = list(map(ids.__getitem__, order))  # an int at a time (a list of them all: ~15 MB more)
         order = np.frombuffer(order, np.int64) if isinstance(order, array) and order.typecode == "q" else (
             np.asarray(order, np.int64))
@@ -358,7 +376,7 @@ class BufferTable(MutableMapping[str, Buffer]):
             self.ids = []
             if self._index is not None:
                 self._index.clear()
-        for name in ("chip", "bytes", "offset", "op", "region", "partial", "cols", "heads", "lse"):
+        for name in _BUFFER_COLUMNS:
             src = {"region": region, "offset": offset}.get(name)
             typ, dtype = ("q", np.int64) if name in ("chip", "bytes", "offset") else ("i", np.int32)
             col = array(typ, bytes(n * np.dtype(dtype).itemsize))
