@@ -19,7 +19,7 @@ from itertools import islice, repeat
 from typing import Any
 
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.program import Buffer, Instruction, Link, Partial, Range, TransferTable, Unit
+from lpxsim.lpu.program import Buffer, InstructionTable, Link, Partial, Range, TransferTable, Unit
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
@@ -160,7 +160,7 @@ class Scheduler:
 
     arch: Arch
     graph: ChipGraph
-    instructions: list[Instruction] = field(default_factory=list)
+    instructions: InstructionTable = field(default_factory=InstructionTable)  # written column by column
     transfers: TransferTable = field(default_factory=TransferTable)  # written column by column (no records)
     buffers: dict[str, Buffer] = field(default_factory=dict)
     ready: ReadyTable = field(default_factory=ReadyTable)
@@ -240,8 +240,9 @@ class Scheduler:
 
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
-              extra_latency: int = 0, needs_all: bool = False) -> Instruction:
-        """Schedule one instruction; `output` must already be declared with `buffer`.
+              extra_latency: int = 0, needs_all: bool = False) -> int:
+        """Schedule one instruction; `output` must already be declared with `buffer`. Returns its row in
+        `instructions` (its id).
 
         First output: start + issue + sync + stream transit + superlane stagger + pipeline depth + SRAM
         access (+ the fitted residual); last output: no earlier than `duration` (its vectors at the unit's
@@ -319,15 +320,13 @@ class Scheduler:
             sl = self._slices.get(skey)
             if sl is None:
                 sl = self._slices[skey] = dict(slc)
-        ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
-                          sl, at)
-        self.instructions.append(ins)
+        row = self.instructions.add(chip, unit, op, kind, inputs, output, start, first_out, end, sl, at)
         slot[output] = len(r_first)  # ReadyTable.add, inline (the hot path)
         r_first.append(first_out), r_end.append(end), r_fnode.append(fnode), r_enode.append(enode)
         r_last.append(-1), r_arrived.append(0)
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
-        return ins
+        return row
 
     def _shared_attrs(self, attrs: dict[str, Any] | None, dur: int) -> dict[str, Any]:
         """The instruction's attrs (with its busy cycles and the work noted since the last instruction, which

@@ -26,8 +26,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lpxsim.errors import UserError
-from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
-from lpxsim.lpu.verify import _fields, _ints, index_dtype
+from lpxsim.lpu.program import (
+    COLLECTIVE_KINDS,
+    Instruction,
+    InstructionTable,
+    Program,
+    TransferTable,
+    stripe_count,
+)
+from lpxsim.lpu.verify import _fields, _ints, _spread, index_dtype
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -766,15 +773,19 @@ class _InsCodes:
     """Per instruction, integer codes to group equal work: op (index in the graph's ops, -1 if not there),
     kind, and the identities of its slice and attrs dicts (the compiler shares equal ones)."""
 
-    def __init__(self, col: Columns, ops: dict[str, Op]) -> None:
-        n = len(col.i_ops)
+    def __init__(self, ins: InstructionTable, ops: dict[str, Op]) -> None:
         self.codes = code = dict(zip(ops, count()))  # op name -> its code
-        self.op = np.fromiter(map(code.get, col.i_ops, repeat(-1)), np.int64, n)
-        kinds = col.i_kinds
-        self.kinds = dict(zip(dict.fromkeys(kinds), count()))
-        self.kind = np.fromiter(map(self.kinds.__getitem__, kinds), np.int64, n)
-        self.slice = np.fromiter(map(id, col.i_slices), np.int64, n)
-        self.attrs = np.fromiter(map(id, col.i_attrs), np.int64, n)
+        self.op = _spread(ins, "op", lambda v: np.fromiter(map(code.get, v, repeat(-1)), np.int64, len(v)))
+        # kinds numbered in order of first use (the table's kind codes, renumbered)
+        kc = ins.column("kind_code")
+        used, first = np.unique(kc, return_index=True)
+        used = used[np.argsort(first)].tolist()
+        self.kinds = {ins.kind_values[c]: j for j, c in enumerate(used)}
+        lut = np.full(len(ins.kind_values), -1, np.int64)
+        lut[used] = np.arange(len(used))
+        self.kind = lut[kc]
+        self.slice = _spread(ins, "slice", lambda v: np.fromiter(map(id, v), np.int64, len(v)))
+        self.attrs = _spread(ins, "attrs", lambda v: np.fromiter(map(id, v), np.int64, len(v)))
         self.collective = self.kind_in(COLLECTIVE_KINDS)
         self.ops = list(ops.values())  # by code
         self._attr: dict[str, np.ndarray] = {}
@@ -854,8 +865,7 @@ def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
-    ic = _InsCodes(col, ops)
-    col.release("i_ops", "i_kinds", "i_slices", "i_attrs")  # coded in `ic` (peak memory)
+    ic = _InsCodes(p.instructions, ops)
     _check_cost(p, graph, arch, rep, col, ops, ic)
     _check_graph(p, graph, rep, ic, col.i_chip)
     _check_partials(p, rep, col, prod, ic)
