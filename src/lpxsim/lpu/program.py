@@ -551,16 +551,31 @@ class InstructionTable(Sequence[Instruction]):
         """Where instruction `k`'s inputs lie in `input_flat`."""
         return (self.input_end[k - 1] if k else 0), self.input_end[k]
 
+    def _row(self, k: Any) -> int:
+        """Index `k` (any integer, negative from the end) as a row; IndexError past either end."""
+        n = len(self.chip)
+        k = operator.index(k)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("InstructionTable index out of range")
+        return k
+
     def __getitem__(self, k):  # noqa: ANN001, ANN204 (int -> Instruction, slice -> InstructionTable)
         if isinstance(k, slice):
             return InstructionTable(self[i] for i in range(len(self))[k])
-        k = range(len(self))[k]  # negative indices; IndexError past the end
-        a, b = self._input_span(k)
+        k = self._row(k)
+        end = self.input_end
         return Instruction(k if self.id is None else self.id[k], self.chip[k], self.unit_values[self.unit_code[k]],
                            self.op_values[self.op_code[k]], self.kind_values[self.kind_code[k]],
-                           tuple(self.input_flat[a:b]), self.output[k], self.cycle_start[k], self.first_out_cycle[k],
-                           self.cycle_end[k], self.slice_values[self.slice_code[k]],
+                           tuple(self.input_flat[end[k - 1] if k else 0:end[k]]), self.output[k], self.cycle_start[k],
+                           self.first_out_cycle[k], self.cycle_end[k], self.slice_values[self.slice_code[k]],
                            self.attrs_values[self.attrs_code[k]])
+
+    def value(self, field_name: str, k: int) -> Any:
+        """Instruction `k`'s value of coded field `field_name` (``unit``, ``op``, ``kind``, ``slice``, ``attrs``),
+        without building its record."""
+        return getattr(self, f"{field_name}_values")[getattr(self, f"{field_name}_code")[self._row(k)]]
 
     def inputs(self) -> Iterator[tuple[str, ...]]:
         """Each instruction's inputs, in order."""

@@ -204,8 +204,8 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
         sel = np.setdiff1d(sel, mm, assume_unique=True)
     if len(sel):  # the work depends on the slice and attrs alone: once per (op, kind, slice, attrs) object
         reps, inv = _group(sel, ic.op, ic.kind, ic.slice, ic.attrs)
-        work = np.array([instruction_work(ins_list[k], ops[ins_list[k].op], graph, keys, p) for k in reps.tolist()],
-                        dtype=np.float64).reshape(-1, 2)
+        work = np.array([instruction_work(i, ops[i.op], graph, keys, p)
+                         for i in map(ins_list.__getitem__, reps.tolist())], dtype=np.float64).reshape(-1, 2)
         nbytes[sel], flops[sel] = work[inv, 0], work[inv, 1]
     for k in np.flatnonzero(base & ~slice_work).tolist():
         ins = ins_list[k]
@@ -319,8 +319,13 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
             full, axes = _matmul_extent(op), "rows x cols"
         else:
             memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
-            got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph))
-                   for i in map(ins_list.__getitem__, members)]
+            got = []
+            for k in members:  # the record is built once per slice object
+                key = id(ins_list.value("slice", k))
+                g = memo.get(key)
+                if g is None:
+                    g = memo[key] = _boxes(ins_list[k], op, graph)
+                got.append(g)
             full, axes = got[0][1], got[0][2]
             boxes = [g[0] for g in got]
         lst = members  # instruction indices
@@ -482,7 +487,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     names = list(ic.codes)
     leafy_op = np.array([name in has_leaves for name in names] + [False], bool)
     _, first, ainv = np.unique(ic.attrs[red], return_index=True, return_inverse=True)
-    argmax = np.array([ins_list[k].attrs.get("fn") == "argmax" for k in red[first].tolist()], bool)
+    argmax = np.array([ins_list.value("attrs", k).get("fn") == "argmax" for k in red[first].tolist()], bool)
     argmax = argmax.reshape(-1)[ainv.reshape(-1)] if len(red) else np.zeros(0, bool)
     code = ic.op[red]
     keep = leafy_op[code] | (code < 0)  # an op outside the graph: by name below
@@ -725,7 +730,7 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         return
     # the weight read: once per attrs object (the compiler shares equal ones)
     _, first, ainv = np.unique(ic.attrs[cand], return_index=True, return_inverse=True)
-    w_of = [ins_list[k].attrs.get("weight") or None for k in cand[first].tolist()]
+    w_of = [ins_list.value("attrs", k).get("weight") or None for k in cand[first].tolist()]
     wcode = dict(zip(dict.fromkeys(w for w in w_of if w is not None), count()))
     gw = np.fromiter(map(wcode.get, w_of, repeat(-1)), np.int64, len(w_of))[ainv.reshape(-1)]
     cand, gw = cand[gw >= 0], gw[gw >= 0]
