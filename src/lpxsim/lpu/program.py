@@ -410,6 +410,13 @@ _INS_CYCLES = ("cycle_start", "first_out_cycle", "cycle_end")
 _INS_CODED = ("unit", "op", "kind", "slice", "attrs")  # fields held as an index into a list of distinct values
 
 
+def _take(values: list, idx: np.ndarray) -> list:
+    """``[values[k] for k in idx]``, through an object array (about twice as fast for ~10^5 strs)."""
+    arr = np.empty(len(values), object)
+    arr[:] = values
+    return arr[idx].tolist()
+
+
 class InstructionTable(Sequence[Instruction]):
     """The instructions of a Program as columns: no object per instruction (a large program has ~2 x 10^5).
 
@@ -632,12 +639,10 @@ class InstructionTable(Sequence[Instruction]):
             col = getattr(self, name)
             a = np.frombuffer(col, np.int64 if col.typecode == "q" else np.int32)[order]
             setattr(self, name, array(col.typecode, a.tobytes()))
-        rows = order.tolist()
-        self.output = list(map(self.output.__getitem__, rows))
-        del rows
+        self.output = _take(self.output, order)
         end = np.cumsum(counts)
         flat_ix = np.repeat(starts - (end - counts), counts) + np.arange(int(end[-1]) if len(end) else 0)
-        self.input_flat = list(map(self.input_flat.__getitem__, flat_ix.tolist()))
+        self.input_flat = _take(self.input_flat, flat_ix)
         self.input_end = array("q", end.astype(np.int64).tobytes())
         self._set_cols()
 

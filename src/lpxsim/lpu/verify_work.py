@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
+from collections.abc import Mapping
 from itertools import compress, count, repeat
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from lpxsim.lpu.program import (
     Instruction,
     InstructionTable,
     Program,
+    Range,
     TransferTable,
     stripe_count,
 )
@@ -231,9 +233,11 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
 
 
 # --- graph equivalence -----------------------------------------------------------------------
-def _boxes(ins: Instruction, op: Op, graph: OpGraph) -> tuple[tuple[int, int, int, int], tuple[int, int], str]:
-    """(x0, x1, y0, y1) of the op's output this instruction computes, the full (X, Y), and the axis names."""
-    kind, s = op.kind, ins.slice
+def _boxes(s: Mapping[str, Range], op: Op,
+           graph: OpGraph) -> tuple[tuple[int, int, int, int], tuple[int, int], str]:
+    """(x0, x1, y0, y1) of the op's output an instruction of slice `s` computes, the full (X, Y), and the axis
+    names."""
+    kind = op.kind
     if kind == "matmul":
         K, N = _matmul_extent(op)
         r, c = s.get("rows", (0, K)), s.get("cols", (0, N))
@@ -319,13 +323,8 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
             full, axes = _matmul_extent(op), "rows x cols"
         else:
             memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
-            got = []
-            for k in members:  # the record is built once per slice object
-                key = id(ins_list.value("slice", k))
-                g = memo.get(key)
-                if g is None:
-                    g = memo[key] = _boxes(ins_list[k], op, graph)
-                got.append(g)
+            slices = map(ins_list.value, repeat("slice"), members)
+            got = [memo.get(id(s)) or memo.setdefault(id(s), _boxes(s, op, graph)) for s in slices]
             full, axes = got[0][1], got[0][2]
             boxes = [g[0] for g in got]
         lst = members  # instruction indices
@@ -395,7 +394,7 @@ def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: 
     nm = np.flatnonzero(~is_mm)
     if len(nm):
         reps, inv = _group(sel[nm], ic.op, ic.slice)
-        got = [_boxes(ins_list[k], ic.ops[ic.op[k]], graph) for k in reps.tolist()]
+        got = [_boxes(ins_list.value("slice", k), ic.ops[ic.op[k]], graph) for k in reps.tolist()]
         box[nm] = np.array([g[0] for g in got], np.int64).reshape(-1, 4)[inv]
         full[nm] = np.array([g[1] for g in got], np.int64).reshape(-1, 2)[inv]
     starts = np.searchsorted(sg, np.arange(nops))
