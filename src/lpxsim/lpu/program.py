@@ -486,16 +486,12 @@ class InstructionTable(Sequence[Instruction]):
 
     def add(self, chip: int, unit: str, op: str, kind: str, inputs: tuple[str, ...], output: str,
             cycle_start: int, first_out_cycle: int, cycle_end: int, slc: Mapping[str, Range],
-            attrs: Mapping[str, Any], iid: int | None = None) -> int:
-        """Append one instruction given by its fields (`iid`: its id, default its position); returns its row."""
+            attrs: Mapping[str, Any]) -> int:
+        """Append one instruction given by its fields, its id its position; returns its row (= its id)."""
         (c_chip, c_out, c_flat, c_end, c_start, c_first, c_last, c_unit, c_op, c_kind, c_slice, c_attrs,
          x_unit, x_op, x_kind, x_slice, x_attrs) = self.cols
         row = len(c_chip)
-        if iid is not None and (self.id is not None or iid != row):
-            if self.id is None:
-                self.id = array("q", range(row))
-            self.id.append(iid)
-        elif self.id is not None:
+        if self.id is not None:
             self.id.append(row)
         k = x_unit.get(unit)
         c_unit.append(self._code(0, unit) if k is None else k)
@@ -518,8 +514,12 @@ class InstructionTable(Sequence[Instruction]):
 
     def append(self, ins: Instruction) -> None:
         """Append one instruction value."""
-        self.add(ins.chip, ins.unit, ins.op, ins.kind, tuple(ins.inputs), ins.output, ins.cycle_start,
-                 ins.first_out_cycle, ins.cycle_end, ins.slice, ins.attrs, ins.id)
+        row = self.add(ins.chip, ins.unit, ins.op, ins.kind, tuple(ins.inputs), ins.output, ins.cycle_start,
+                       ins.first_out_cycle, ins.cycle_end, ins.slice, ins.attrs)
+        if ins.id != row:  # an id other than the position (e.g. a JSON program's): the ids become a column
+            if self.id is None:
+                self.id = array("q", range(row + 1))
+            self.id[row] = ins.id
 
     def extend(self, records: Iterable[Instruction]) -> None:
         """Append instruction values in order."""
