@@ -116,6 +116,12 @@ writes the columns directly; verify and the timing summary read them as
 zero-copy numpy views (`TransferTable.column`, `TransferTable.hops`). The JSON
 form is unchanged (a list of transfer objects).
 
+``Program.instructions`` is an `InstructionTable`, held the same way: typed columns for the chip and the
+cycles, the unit, op, kind, slice and attrs as indices into lists of their distinct values (the slice and
+attrs dicts the compiler shares, kept by identity), the output and the inputs (one flat list) as the
+compiler's str objects. Indexing and iteration build `Instruction` values on demand; a list of instructions
+given to a `Program` becomes a table; the JSON form is unchanged (a list of instruction objects).
+
 Cycles are of one global clock at ``Program.clock_hz``.
 """
 
