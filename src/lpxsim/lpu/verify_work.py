@@ -372,7 +372,7 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
                 rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
 
 
-def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: np.ndarray, is_mm: np.ndarray,
+def _clean_ops(ins_list: InstructionTable, graph: OpGraph, ic: _InsCodes, sel: np.ndarray, is_mm: np.ndarray,
                box: np.ndarray, chips: np.ndarray) -> np.ndarray:
     """Per op code: does the op pass `_check_graph` for certain, by its common cases on arrays (every box inside
     the output; one box over it all, or boxes split along one axis leaving no gap; no chip twice)? An op not
@@ -809,17 +809,17 @@ class _InsCodes:
         return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
 
 
-def _matmul_extents_and_slices(ins_list: list[Instruction], ic: _InsCodes,
+def _matmul_extents_and_slices(ins_list: InstructionTable, ic: _InsCodes,
                                idx: np.ndarray) -> tuple[np.ndarray, list[dict], np.ndarray]:
     """For the matmul instructions `idx`: each one's op (K, N) extent (computed once per op), the distinct
     slice objects among them, and each instruction's position in that list."""
     uo, oinv = np.unique(ic.op[idx], return_inverse=True)
     ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
     _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
-    return ext, [ins_list[k].slice for k in idx[first].tolist()], sinv.reshape(-1)
+    return ext, [ins_list.value("slice", k) for k in idx[first].tolist()], sinv.reshape(-1)
 
 
-def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+def _matmul_fracs(ins_list: InstructionTable, ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_matmul_frac` of the instructions `idx` (their ops matmuls), once per op and per slice object: the same
     float operations in the same order."""
     ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
@@ -834,7 +834,7 @@ def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -
     return rows / np.maximum(k_full, 1) * cols / np.maximum(n_full, 1)
 
 
-def _matmul_boxes(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+def _matmul_boxes(ins_list: InstructionTable, ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_boxes` (rows x cols) of the matmul instructions `idx`, once per op and per slice object."""
     ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
     dims = []  # per slice object: has rows, rows, has cols, cols
