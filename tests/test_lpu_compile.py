@@ -246,7 +246,7 @@ def test_instruction_attrs_shared_by_content_and_identity() -> None:
         n[0] += 1
         s.note_work(nbytes=work)
         out = s.buffer(f"o{n[0]}", n[0] % 16, "op", 64)
-        return s.instr(n[0] % 16, "VXM", "op", "norm", ("x",), out, 10.0, None, attrs).attrs
+        return s.instructions[s.instr(n[0] % 16, "VXM", "op", "norm", ("x",), out, 10.0, None, attrs)].attrs
 
     a = {"weight": "w", "k": 1}
     first, same_obj, other_work = instr(a), instr(a), instr(a, 200.0)

@@ -271,7 +271,8 @@ def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
 
 def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share: KvStripe, partial: bool,
             attrs_of: _AttrsOf):
-    """One attention instruction on `chip` over its KV share `share` for `owner`'s heads."""
+    """One attention instruction on `chip` over its KV share `share` for `owner`'s heads: (its output, its row
+    in the scheduler's instructions, its duration)."""
     sp = lw.attn_split(op.layer)
     a = lw.m.layers[op.layer].attention
     ph = lw.g.phase
@@ -294,10 +295,10 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
     out = lw.s.buffer(name, chip, op.name, width, cols=(h0 * v_dim, h1 * v_dim), partial="lse" if partial else None,
                       heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if partial else ())
     slc, attrs = share.slices()
-    ins = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
+    row = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
                      {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, attrs_of(attrs),
                      extra_latency=lw.arch.vxm_latency, needs_all=True)
-    return out, ins, dur
+    return out, row, dur
 
 
 def _emit_attention(lw: Lowerer, op: Op) -> None:
@@ -313,9 +314,10 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
         h0, h1 = sp.heads[c]
         cols[c] = (h0 * v_dim, h1 * v_dim)
         helpers = sp.parts[c][1:]
-        own, ins, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers),
+        own, row, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers),
                                 attrs_of)
-        stats_ready[c] = ins.first_out_cycle  # the log-sum-exp is final with the output (needs_all)
+        # the log-sum-exp is final with the output (needs_all)
+        stats_ready[c] = lw.s.instructions.first_out_cycle[row]
         if helpers:
             parts = [own]
             for holder, keys in helpers:
@@ -332,7 +334,7 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
                             lw.vxm_cycles(lw.M * (h1 - h0) * (v_dim + 4) * len(parts), 0),
                             {"heads": (h0, h1)}, merge)
             own = merged
-            stats_ready[c] = mi.first_out_cycle
+            stats_ready[c] = lw.s.instructions.first_out_cycle[mi]
         outs[c] = own
     if not split:
         lw.dist[op.name] = Dist(COLS, outs, cols, a.num_heads * v_dim)

@@ -120,6 +120,12 @@ form is unchanged (a list of transfer objects). ``Program.regions`` is likewise 
 codes into their distinct strs), written by placement and read by verify as
 columns; its JSON form is a list of region objects.
 
+``Program.instructions`` is an `InstructionTable`, held the same way: typed columns for the chip and the
+cycles, the unit, op, kind, slice and attrs as indices into lists of their distinct values (the slice and
+attrs dicts the compiler shares, kept by identity), the output and the inputs (one flat list) as the
+compiler's str objects. Indexing and iteration build `Instruction` values on demand; a list of instructions
+given to a `Program` becomes a table; the JSON form is unchanged (a list of instruction objects).
+
 Cycles are of one global clock at ``Program.clock_hz``.
 """
 
@@ -812,6 +818,251 @@ class RegionTable(Sequence[Region]):
                                          strict=True)]
 
 
+_INS_CYCLES = ("cycle_start", "first_out_cycle", "cycle_end")
+_INS_CODED = ("unit", "op", "kind", "slice", "attrs")  # fields held as an index into a list of distinct values
+
+
+def _take(values: list, idx: np.ndarray) -> list:
+    """``[values[k] for k in idx]``, through an object array (about twice as fast for ~10^5 strs)."""
+    arr = np.empty(len(values), object)
+    arr[:] = values
+    return arr[idx].tolist()
+
+
+class InstructionTable(Sequence[Instruction]):
+    """The instructions of a Program as columns: no object per instruction (a large program has ~2 x 10^5).
+
+    Cycles are `array("q")` columns and ``chip`` an `array("i")`; ``unit``, ``op``, ``kind``, ``slice`` and
+    ``attrs`` are indices (``<field>_code``, `array("i")`) into lists of their distinct values
+    (``<field>_values``): the strs by equality, the slice and attrs dicts by identity (the compiler shares
+    equal ones, and verify groups work by those objects). ``output`` is a list of the compiler's str objects
+    and ``inputs`` one flat list of them (`input_flat`) with each instruction's end in `input_end` (so verify
+    matches buffer names by identity). The ids are the positions (``id`` is None) until a record with another
+    id is added or the table is permuted; then ``id`` is an `array("q")` column.
+
+    It behaves as a ``Sequence[Instruction]``: ``len``, index -> an `Instruction` value built on demand,
+    iteration, slicing (a table), ``append`` / ``extend`` of `Instruction` values, item assignment, and
+    equality with any sequence of instructions. The Scheduler writes it through `add` without records."""
+
+    __slots__ = ("id", "chip", "output", "input_flat", "input_end", *_INS_CYCLES,
+                 *(f"{f}_code" for f in _INS_CODED), *(f"{f}_values" for f in _INS_CODED), "_ix", "cols")
+
+    def __init__(self, records: Iterable[Instruction] = ()) -> None:
+        self.id: array | None = None  # None: every id is its position
+        self.chip = array("i")
+        self.output: list[str] = []
+        self.input_flat: list[str] = []
+        self.input_end = array("q")  # input_flat[input_end[k - 1]:input_end[k]] are instruction k's inputs
+        for name in _INS_CYCLES:
+            setattr(self, name, array("q"))
+        for f in _INS_CODED:
+            setattr(self, f"{f}_code", array("i"))
+            setattr(self, f"{f}_values", [])
+        # value -> index per coded field: strs by value, the slice and attrs dicts by identity (their list
+        # holds them, so an id is never reused while it is a key)
+        self._ix: tuple[dict, ...] = tuple({} for _ in _INS_CODED)
+        self._set_cols()
+        self.extend(records)
+
+    def _set_cols(self) -> None:
+        """`cols`: the columns and code maps in one tuple, for `add` (read afresh per call: `permute` replaces
+        the columns)."""
+        self.cols = (self.chip, self.output, self.input_flat, self.input_end, self.cycle_start,
+                     self.first_out_cycle, self.cycle_end, self.unit_code, self.op_code, self.kind_code,
+                     self.slice_code, self.attrs_code, *self._ix)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The columns and values (pickle, deepcopy); the code maps are rebuilt on load, as the slice and attrs
+        dicts are keyed by identity."""
+        return {name: getattr(self, name) for name in self.__slots__ if name not in ("_ix", "cols")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._ix = tuple({(id(v) if f >= 3 else v): k for k, v in enumerate(getattr(self, f"{name}_values"))}
+                         for f, name in enumerate(_INS_CODED))
+        self._set_cols()
+
+    # --- writing ----------------------------------------------------------------------
+    def _code(self, f: int, value: Any) -> int:
+        """The index of `value` in coded field `f`'s values (added if new)."""
+        name = _INS_CODED[f]
+        key = id(value) if f >= 3 else value
+        ix = self._ix[f]
+        k = ix.get(key)
+        if k is None:
+            values = getattr(self, f"{name}_values")
+            k = ix[key] = len(values)
+            values.append(value)
+        return k
+
+    def add(self, chip: int, unit: str, op: str, kind: str, inputs: tuple[str, ...], output: str,
+            cycle_start: int, first_out_cycle: int, cycle_end: int, slc: Mapping[str, Range],
+            attrs: Mapping[str, Any]) -> int:
+        """Append one instruction given by its fields, its id its position; returns its row (= its id)."""
+        (c_chip, c_out, c_flat, c_end, c_start, c_first, c_last, c_unit, c_op, c_kind, c_slice, c_attrs,
+         x_unit, x_op, x_kind, x_slice, x_attrs) = self.cols
+        row = len(c_chip)
+        if self.id is not None:
+            self.id.append(row)
+        k = x_unit.get(unit)
+        c_unit.append(self._code(0, unit) if k is None else k)
+        k = x_op.get(op)
+        c_op.append(self._code(1, op) if k is None else k)
+        k = x_kind.get(kind)
+        c_kind.append(self._code(2, kind) if k is None else k)
+        k = x_slice.get(id(slc))
+        c_slice.append(self._code(3, slc) if k is None else k)
+        k = x_attrs.get(id(attrs))
+        c_attrs.append(self._code(4, attrs) if k is None else k)
+        c_chip.append(chip)
+        c_out.append(output)
+        c_flat.extend(inputs)
+        c_end.append(len(c_flat))
+        c_start.append(cycle_start)
+        c_first.append(first_out_cycle)
+        c_last.append(cycle_end)
+        return row
+
+    def append(self, ins: Instruction) -> None:
+        """Append one instruction value."""
+        row = self.add(ins.chip, ins.unit, ins.op, ins.kind, tuple(ins.inputs), ins.output, ins.cycle_start,
+                       ins.first_out_cycle, ins.cycle_end, ins.slice, ins.attrs)
+        if ins.id != row:  # an id other than the position (e.g. a JSON program's): the ids become a column
+            if self.id is None:
+                self.id = array("q", range(row + 1))
+            self.id[row] = ins.id
+
+    def extend(self, records: Iterable[Instruction]) -> None:
+        """Append instruction values in order."""
+        for ins in records:
+            self.append(ins)
+
+    def __setitem__(self, k: int, ins: Instruction) -> None:
+        if isinstance(k, slice):
+            raise TypeError("InstructionTable item assignment takes one index")
+        n = len(self)
+        k = range(n)[k]  # negative indices; IndexError past the end
+        if ins.id != k and self.id is None:
+            self.id = array("q", range(n))
+        if self.id is not None:
+            self.id[k] = ins.id
+        self.chip[k] = ins.chip
+        self.output[k] = ins.output
+        for name in _INS_CYCLES:
+            getattr(self, name)[k] = getattr(ins, name)
+        for f, name in enumerate(_INS_CODED):
+            getattr(self, f"{name}_code")[k] = self._code(f, getattr(ins, name))
+        a, b = self._input_span(k)
+        inputs = tuple(ins.inputs)
+        self.input_flat[a:b] = inputs
+        d = len(inputs) - (b - a)
+        if d:
+            end = self.input_end
+            for j in range(k, n):
+                end[j] += d
+
+    # --- reading ----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.chip)
+
+    def _input_span(self, k: int) -> tuple[int, int]:
+        """Where instruction `k`'s inputs lie in `input_flat`."""
+        return (self.input_end[k - 1] if k else 0), self.input_end[k]
+
+    def _row(self, k: Any) -> int:
+        """Index `k` (any integer, negative from the end) as a row; IndexError past either end."""
+        n = len(self.chip)
+        k = operator.index(k)
+        if k < 0:
+            k += n
+        if not 0 <= k < n:
+            raise IndexError("InstructionTable index out of range")
+        return k
+
+    def __getitem__(self, k):  # noqa: ANN001, ANN204 (int -> Instruction, slice -> InstructionTable)
+        if isinstance(k, slice):
+            return InstructionTable(self[i] for i in range(len(self))[k])
+        k = self._row(k)
+        end = self.input_end
+        return Instruction(k if self.id is None else self.id[k], self.chip[k], self.unit_values[self.unit_code[k]],
+                           self.op_values[self.op_code[k]], self.kind_values[self.kind_code[k]],
+                           tuple(self.input_flat[end[k - 1] if k else 0:end[k]]), self.output[k], self.cycle_start[k],
+                           self.first_out_cycle[k], self.cycle_end[k], self.slice_values[self.slice_code[k]],
+                           self.attrs_values[self.attrs_code[k]])
+
+    def value(self, field_name: str, k: int) -> Any:
+        """Instruction `k`'s value of coded field `field_name` (``unit``, ``op``, ``kind``, ``slice``, ``attrs``),
+        without building its record."""
+        return getattr(self, f"{field_name}_values")[getattr(self, f"{field_name}_code")[self._row(k)]]
+
+    def inputs(self) -> Iterator[tuple[str, ...]]:
+        """Each instruction's inputs, in order."""
+        flat, end = self.input_flat, self.input_end
+        return map(tuple, map(flat.__getitem__, map(slice, chain((0,), end), end)))
+
+    def values(self, field_name: str) -> Iterator[Any]:
+        """Each instruction's value of coded field `field_name` (``unit``, ``op``, ``kind``, ``slice``, ``attrs``)."""
+        return map(getattr(self, f"{field_name}_values").__getitem__, getattr(self, f"{field_name}_code"))
+
+    def __iter__(self) -> Iterator[Instruction]:
+        ids = range(len(self)) if self.id is None else self.id
+        v = self.values
+        return map(Instruction, ids, self.chip, v("unit"), v("op"), v("kind"), self.inputs(), self.output,
+                   self.cycle_start, self.first_out_cycle, self.cycle_end, v("slice"), v("attrs"))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (InstructionTable, list, tuple)):
+            return len(other) == len(self) and all(map(operator.eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"InstructionTable({len(self)} instructions)"
+
+    def column(self, name: str) -> np.ndarray:
+        """Integer column `name` as a new int64 numpy array: ``id``, ``chip``, a cycle field, ``input_end``
+        or a coded field's ``<field>_code`` (a copy: writing it leaves the table as it is)."""
+        if name == "id" and self.id is None:
+            return np.arange(len(self), dtype=np.int64)
+        if name not in ("id", "chip", "input_end", *_INS_CYCLES, *(f"{f}_code" for f in _INS_CODED)):
+            raise KeyError(name)
+        col = getattr(self, name)
+        return np.frombuffer(col, np.int64 if col.typecode == "q" else np.int32).astype(np.int64)
+
+    def input_counts(self) -> np.ndarray:
+        """The number of inputs of each instruction (int64)."""
+        end = self.column("input_end")
+        return np.diff(end, prepend=0) if len(end) else end
+
+    def permute(self, order: np.ndarray) -> None:
+        """Reorder the records in place: row k becomes the former row ``order[k]`` (a permutation); the
+        columns are rebuilt one at a time (no objects, one column's copy at a time)."""
+        order = np.asarray(order, np.int64)
+        if len(order) != len(self):
+            raise ValueError("permute: the order must list every row once")
+        counts = self.input_counts()[order]
+        starts = self.column("input_end")[order] - counts
+        ids = self.column("id")[order]
+        self.id = array("q", ids.tobytes())
+        del ids
+        for name in ("chip", *_INS_CYCLES, *(f"{f}_code" for f in _INS_CODED)):
+            col = getattr(self, name)
+            a = np.frombuffer(col, np.int64 if col.typecode == "q" else np.int32)[order]
+            setattr(self, name, array(col.typecode, a.tobytes()))
+        self.output = _take(self.output, order)
+        end = np.cumsum(counts)
+        flat_ix = np.repeat(starts - (end - counts), counts) + np.arange(int(end[-1]) if len(end) else 0)
+        self.input_flat = _take(self.input_flat, flat_ix)
+        self.input_end = array("q", end.astype(np.int64).tobytes())
+        self._set_cols()
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """Each instruction as `dataclasses.asdict` gives it."""
+        return [asdict(i) for i in self]
+
+
 @dataclass(frozen=True, slots=True)
 class Stage:
     """A pipeline stage of one replica: layers ``layers[0]..layers[1]-1`` on ``chips``.
@@ -875,7 +1126,7 @@ class Program:
     layout: LayoutInfo
     regions: RegionTable  # a list of `Region` values given here is made a table
     buffers: BufferTable  # a dict of `Buffer` values given here is made a table
-    instructions: list[Instruction]  # sorted by (chip, cycle_start, id)
+    instructions: InstructionTable  # sorted by (chip, cycle_start, id); a list of `Instruction` values is made a table
     transfers: TransferTable  # a list of `Transfer` values given here is made a table
     links: dict[int, Link]
     meta: dict[str, Any] = field(default_factory=dict)
@@ -887,11 +1138,13 @@ class Program:
             self.buffers = BufferTable(self.buffers)
         if not isinstance(self.regions, RegionTable):
             self.regions = RegionTable(self.regions)
+        if not isinstance(self.instructions, InstructionTable):  # as for the transfers
+            self.instructions = InstructionTable(self.instructions)
 
     # --- views ------------------------------------------------------------------------
     @property
     def chips(self) -> list[int]:
-        return sorted(set(self.regions.chip) | {i.chip for i in self.instructions})
+        return sorted(set(self.regions.chip) | set(np.unique(self.instructions.column("chip")).tolist()))
 
     def by_chip(self) -> dict[int, list[Instruction]]:
         out: dict[int, list[Instruction]] = {}
@@ -901,7 +1154,7 @@ class Program:
 
     @property
     def makespan_cycles(self) -> int:
-        ends = [i.cycle_end for i in self.instructions]
+        ends = [int(self.instructions.column("cycle_end").max())] if len(self.instructions) else []
         if len(self.transfers):
             ends.append(int(self.transfers.column("end_cycle").max()))
         return max(ends) if ends else 0
@@ -912,8 +1165,10 @@ class Program:
         shallow.transfers = []  # asdict would deep-copy the tables: their records are written below
         shallow.buffers = {}
         shallow.regions = []
+        shallow.instructions = []
         d = asdict(shallow)
         d["regions"] = self.regions.to_dicts()
+        d["instructions"] = self.instructions.to_dicts()
         d["transfers"] = self.transfers.to_dicts()
         d["links"] = [asdict(v) for v in self.links.values()]
         d["buffers"] = [asdict(v) for v in self.buffers.values()]
@@ -936,11 +1191,11 @@ class Program:
         for b in d["buffers"]:
             bufs[b["id"]] = Buffer(**{**b, "cols": rng(b["cols"]), "heads": rng(b["heads"]),
                                       "lse_shape": tuple(b["lse_shape"])})
-        ins = [
+        ins = InstructionTable(
             Instruction(**{**i, "inputs": tuple(i["inputs"]),
                            "slice": {k: rng(v) for k, v in i["slice"].items()}})
             for i in d["instructions"]
-        ]
+        )
         trs = TransferTable(Transfer(**{**t, "links": tuple((int(a), int(b)) for a, b in t["links"])})
                             for t in d["transfers"])
         return cls(

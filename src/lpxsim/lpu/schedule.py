@@ -19,7 +19,7 @@ from itertools import islice, repeat
 from typing import Any
 
 from lpxsim.lpu.arch import Arch
-from lpxsim.lpu.program import BufferTable, Instruction, Link, Partial, Range, TransferTable, Unit
+from lpxsim.lpu.program import BufferTable, InstructionTable, Link, Partial, Range, TransferTable, Unit
 from lpxsim.specs.topology import ChipGraph
 
 DRAIN = ("stream_transit", "superlane_stagger", "pipeline_depth", "sram_access")  # what a last vector crosses
@@ -182,7 +182,7 @@ class Scheduler:
 
     arch: Arch
     graph: ChipGraph
-    instructions: list[Instruction] = field(default_factory=list)
+    instructions: InstructionTable = field(default_factory=InstructionTable)  # written column by column
     transfers: TransferTable = field(default_factory=TransferTable)  # written column by column (no records)
     buffers: BufferTable = field(default_factory=BufferTable)
     ready: ReadyTable = field(default_factory=ReadyTable)  # rows aligned with `buffers` (`__post_init__`)
@@ -270,8 +270,9 @@ class Scheduler:
 
     def instr(self, chip: int, unit: Unit, op: str, kind: str, inputs: tuple[str, ...], output: str,
               duration: float, slc: dict[str, Range] | None = None, attrs: dict[str, Any] | None = None,
-              extra_latency: int = 0, needs_all: bool = False) -> Instruction:
-        """Schedule one instruction; `output` must already be declared with `buffer`.
+              extra_latency: int = 0, needs_all: bool = False) -> int:
+        """Schedule one instruction; `output` must already be declared with `buffer`. Returns its row in
+        `instructions` (its id).
 
         First output: start + issue + sync + stream transit + superlane stagger + pipeline depth + SRAM
         access (+ the fitted residual); last output: no earlier than `duration` (its vectors at the unit's
@@ -351,9 +352,7 @@ class Scheduler:
             sl = self._slices.get(skey)
             if sl is None:
                 sl = self._slices[skey] = dict(slc)
-        ins = Instruction(len(self.instructions), chip, unit, op, kind, inputs, output, start, first_out, end,
-                          sl, at)
-        self.instructions.append(ins)
+        row = self.instructions.add(chip, unit, op, kind, inputs, output, start, first_out, end, sl, at)
         k = slot[output]  # ReadyTable.add, inline (the hot path)
         if k >= len(r_first):
             self.ready.grow()
@@ -362,7 +361,7 @@ class Scheduler:
         r_first[k], r_end[k], r_fnode[k], r_enode[k], r_last[k], r_arrived[k] = first_out, end, fnode, enode, -1, 0
         if end > self.last_end or self.last_node < 0:
             self.last_end, self.last_node = end, enode
-        return ins
+        return row
 
     def _shared_attrs(self, attrs: dict[str, Any] | None, dur: int) -> dict[str, Any]:
         """The instruction's attrs (with its busy cycles and the work noted since the last instruction, which

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 
@@ -43,11 +41,11 @@ def summarize(p: Program, graph: OpGraph, arch: Arch) -> Timing:
             for c in st.chips:
                 chip_stage[c] = st.index
     ins, trs = p.instructions, p.transfers
-    n, m = len(ins), len(trs)
+    m = len(trs)
     # per record: (stage of its chip, start, end); a transfer counts on its source chip's stage
-    a = np.fromiter(chain.from_iterable(map(attrgetter("chip", "cycle_start", "cycle_end"), ins)), np.int64, 3 * n)
+    a = np.stack([ins.column("chip"), ins.column("cycle_start"), ins.column("cycle_end")], axis=1)
     b = np.stack([trs.column("src_chip"), trs.column("send_cycle"), trs.column("end_cycle")], axis=1)
-    chip, start, end = np.concatenate([a.reshape(n, 3), b]).T  # one pass over the instructions
+    chip, start, end = np.concatenate([a, b]).T
     span = max(1, int(end.max(initial=0)))  # `Program.makespan_cycles`, on the columns read here
     lut = np.zeros(int(chip.max(initial=0)) + 1, np.int64)  # chips of no replica-0 stage count as stage 0
     for c, si in chip_stage.items():

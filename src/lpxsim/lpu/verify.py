@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain, islice, repeat
-from operator import attrgetter, methodcaller
+from operator import methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.memtrim import release_free_memory
-from lpxsim.lpu.program import Buffer, Program, RegionTable
+from lpxsim.lpu.program import Buffer, InstructionTable, Program, RegionTable
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -120,22 +120,17 @@ def _identity_index(keys: dict[str, object], names, count: int, chunk: int = 1 <
     return out
 
 
-def _names(outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str], dsts: list[str]):
-    """Every buffer name the records use, in the order of the columns i_out, r_buf, t_sbuf, t_dbuf."""
-    return chain(outputs, chain.from_iterable(inputs), srcs, dsts)
+def _names(outputs: list[str], inputs: list[str], srcs: list[str], dsts: list[str]):
+    """Every buffer name the records use, in the order of the columns i_out, r_buf, t_sbuf, t_dbuf (`inputs`:
+    every instruction's inputs, flat)."""
+    return chain(outputs, inputs, srcs, dsts)
 
 
-def _fields(records, names: tuple[str, ...], n: int) -> list:
-    """The values of `names` over the `n` records, flat: field k of record r at ``r * len(names) + k`` (each
-    record read once; a flat list holds no tuple per record: memory)."""
-    flat = list(chain.from_iterable(map(attrgetter(*names), records)))
-    assert len(flat) == n * len(names)
-    return flat
-
-
-def _ints(flat: list, k: int, width: int, n: int, dtype=np.int64) -> np.ndarray:  # noqa: ANN001
-    """Field `k` of a flat `_fields` list as an integer array (through a list slice: C speed, unlike islice)."""
-    return np.fromiter(flat[k::width], dtype, n)
+def _spread(ins: InstructionTable, name: str, of_values) -> np.ndarray:  # noqa: ANN001
+    """An array over the instructions from one over coded field `name`'s distinct values: `of_values` maps
+    the list of those values to an array (one entry each), which the codes then index."""
+    per_value = of_values(getattr(ins, f"{name}_values"))
+    return per_value[ins.column(f"{name}_code")] if len(ins) else per_value[:0]
 
 
 class Columns:
@@ -147,23 +142,19 @@ class Columns:
     def __init__(self, p: Program) -> None:
         ins, trs = p.instructions, p.transfers
         n, m, nd = len(ins), len(trs), len(p.buffers)
-        # Each instruction is read once, all its fields together, then split: a fresh compile's records lie
-        # scattered in memory and a pass over them costs its cache misses whatever it reads. The transfers
-        # are columns already (zero-copy views; their hops are expanded from the distinct routes where checked).
-        i_names = ("output", "inputs", "attrs", "unit", "op", "kind", "slice", "chip", "cycle_start",
-                   "first_out_cycle", "cycle_end")
-        w = len(i_names)
-        flat = _fields(ins, i_names, n)
-        outputs, inputs, self.i_attrs, units, self.i_ops, self.i_kinds, self.i_slices = (flat[k::w] for k in range(7))
-        self.i_chip, self.i_start, self.i_first, self.i_end = (_ints(flat, k, w, n) for k in range(7, 11))
-        del flat
+        # The instructions and transfers are columns already (the transfers' are zero-copy views; their hops
+        # are expanded from the distinct routes where checked). Per-instruction values of the coded fields
+        # (op, kind, slice, attrs, unit) are found once per distinct value, then spread by the codes.
+        self.i_chip, self.i_start, self.i_first, self.i_end = map(
+            ins.column, ("chip", "cycle_start", "first_out_cycle", "cycle_end"))
+        outputs, inputs = ins.output, ins.input_flat
         srcs, dsts = trs.src_buffer, trs.dst_buffer
         bt = p.buffers  # a BufferTable: its columns, no Buffer values
         self.b_region, self.b_op, self.b_partial = (bt.values_at(k) for k in ("region", "op", "partial"))
         # declared buffers' chip, offset and bytes (the buffer check)
         self.b_chip, self.b_off, b_size = (bt.column(k) for k in ("chip", "offset", "bytes"))
-        counts = np.fromiter(map(len, inputs), np.int64, n)
-        nin = int(counts.sum())
+        counts = ins.input_counts()
+        nin = len(inputs)
         # buffer ids -> integers: declared buffers first, in order, then any undeclared name where first seen.
         # The compiler uses one str object per buffer id, so names are matched by object identity on sorted
         # addresses (no string hashing, no dict of every buffer); any name that is not the declared key
@@ -185,9 +176,9 @@ class Columns:
         self.i_out, self.r_buf, self.t_sbuf, self.t_dbuf = idx[:n], idx[n:nout], idx[nout:nout + m], idx[nout + m:]
         self.nbuf = len(self._bid) if self._bid is not None else nd
         unit_code = {"MXM": 0, "VXM": 1, "SXM": 2, "MEM": 3}
-
-        self.i_busy = np.fromiter(map(methodcaller("get", "busy_cycles", -1), self.i_attrs), np.int64, n)
-        self.i_unit = np.fromiter(map(unit_code.get, units, repeat(4)), np.int64, n)
+        busy = methodcaller("get", "busy_cycles", -1)
+        self.i_busy = _spread(ins, "attrs", lambda v: np.fromiter(map(busy, v), np.int64, len(v)))
+        self.i_unit = _spread(ins, "unit", lambda v: np.fromiter(map(unit_code.get, v, repeat(4)), np.int64, len(v)))
         self.r_ins = np.repeat(np.arange(n, dtype=index_dtype(n)), counts)
         self.t_src, self.t_dst, self.t_send, self.t_ser, self.t_arrive, self.t_end = map(
             trs.column, ("src_chip", "dst_chip", "send_cycle", "ser_cycles", "arrive_cycle", "end_cycle"))
@@ -223,7 +214,7 @@ class Columns:
         """Buffer index of each declared buffer at positions `ks` (ascending), under its own id."""
         return [self.index(key, b.id, k) for k, (key, b) in zip(ks, self.declared_at(ks), strict=True)]
 
-    def _by_name(self, outputs: list[str], inputs: list[tuple[str, ...]], srcs: list[str],
+    def _by_name(self, outputs: list[str], inputs: list[str], srcs: list[str],
                  dsts: list[str]) -> np.ndarray:
         """Buffer indices of every name through the dict, adding undeclared names where first seen."""
         bid = self.bid

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
+from collections.abc import Mapping
 from itertools import count, repeat
 from typing import TYPE_CHECKING
 
@@ -27,8 +28,16 @@ import numpy as np
 
 from lpxsim.errors import UserError
 from lpxsim.lpu.memtrim import release_free_memory
-from lpxsim.lpu.program import COLLECTIVE_KINDS, Instruction, Program, TransferTable, stripe_count
-from lpxsim.lpu.verify import index_dtype
+from lpxsim.lpu.program import (
+    COLLECTIVE_KINDS,
+    Instruction,
+    InstructionTable,
+    Program,
+    Range,
+    TransferTable,
+    stripe_count,
+)
+from lpxsim.lpu.verify import _spread, index_dtype
 
 if TYPE_CHECKING:
     from lpxsim.graph import Op, OpGraph
@@ -198,8 +207,8 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
         sel = np.setdiff1d(sel, mm, assume_unique=True)
     if len(sel):  # the work depends on the slice and attrs alone: once per (op, kind, slice, attrs) object
         reps, inv = _group(sel, ic.op, ic.kind, ic.slice, ic.attrs)
-        work = np.array([instruction_work(ins_list[k], ops[ins_list[k].op], graph, keys, p) for k in reps.tolist()],
-                        dtype=np.float64).reshape(-1, 2)
+        work = np.array([instruction_work(i, ops[i.op], graph, keys, p)
+                         for i in map(ins_list.__getitem__, reps.tolist())], dtype=np.float64).reshape(-1, 2)
         nbytes[sel], flops[sel] = work[inv, 0], work[inv, 1]
     for k in np.flatnonzero(base & ~slice_work).tolist():
         ins = ins_list[k]
@@ -225,9 +234,11 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
 
 
 # --- graph equivalence -----------------------------------------------------------------------
-def _boxes(ins: Instruction, op: Op, graph: OpGraph) -> tuple[tuple[int, int, int, int], tuple[int, int], str]:
-    """(x0, x1, y0, y1) of the op's output this instruction computes, the full (X, Y), and the axis names."""
-    kind, s = op.kind, ins.slice
+def _boxes(s: Mapping[str, Range], op: Op,
+           graph: OpGraph) -> tuple[tuple[int, int, int, int], tuple[int, int], str]:
+    """(x0, x1, y0, y1) of the op's output an instruction of slice `s` computes, the full (X, Y), and the axis
+    names."""
+    kind = op.kind
     if kind == "matmul":
         K, N = _matmul_extent(op)
         r, c = s.get("rows", (0, K)), s.get("cols", (0, N))
@@ -313,8 +324,8 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
             full, axes = _matmul_extent(op), "rows x cols"
         else:
             memo: dict[int, tuple] = {}  # equal boxes for the same slice object (the compiler shares equal slices)
-            got = [memo.get(id(i.slice)) or memo.setdefault(id(i.slice), _boxes(i, op, graph))
-                   for i in map(ins_list.__getitem__, members)]
+            slices = map(ins_list.value, repeat("slice"), members)
+            got = [memo.get(id(s)) or memo.setdefault(id(s), _boxes(s, op, graph)) for s in slices]
             full, axes = got[0][1], got[0][2]
             boxes = [g[0] for g in got]
         lst = members  # instruction indices
@@ -362,7 +373,7 @@ def _check_graph(p: Program, graph: OpGraph, rep: VerifyReport, ic: _InsCodes, c
                 rep.add("graph", f"op {op.name} computes part of its output twice on chip {int(c)}")
 
 
-def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: np.ndarray, is_mm: np.ndarray,
+def _clean_ops(ins_list: InstructionTable, graph: OpGraph, ic: _InsCodes, sel: np.ndarray, is_mm: np.ndarray,
                box: np.ndarray, chips: np.ndarray) -> np.ndarray:
     """Per op code: does the op pass `_check_graph` for certain, by its common cases on arrays (every box inside
     the output; one box over it all, or boxes split along one axis leaving no gap; no chip twice)? An op not
@@ -384,7 +395,7 @@ def _clean_ops(ins_list: list[Instruction], graph: OpGraph, ic: _InsCodes, sel: 
     nm = np.flatnonzero(~is_mm)
     if len(nm):
         reps, inv = _group(sel[nm], ic.op, ic.slice)
-        got = [_boxes(ins_list[k], ic.ops[ic.op[k]], graph) for k in reps.tolist()]
+        got = [_boxes(ins_list.value("slice", k), ic.ops[ic.op[k]], graph) for k in reps.tolist()]
         box[nm] = np.array([g[0] for g in got], np.int64).reshape(-1, 4)[inv]
         full[nm] = np.array([g[1] for g in got], np.int64).reshape(-1, 2)[inv]
     starts = np.searchsorted(sg, np.arange(nops))
@@ -476,7 +487,7 @@ def _check_partials(p: Program, rep: VerifyReport, col: Columns, prod, ic: _InsC
     names = list(ic.codes)
     leafy_op = np.array([name in has_leaves for name in names] + [False], bool)
     _, first, ainv = np.unique(ic.attrs[red], return_index=True, return_inverse=True)
-    argmax = np.array([ins_list[k].attrs.get("fn") == "argmax" for k in red[first].tolist()], bool)
+    argmax = np.array([ins_list.value("attrs", k).get("fn") == "argmax" for k in red[first].tolist()], bool)
     argmax = argmax.reshape(-1)[ainv.reshape(-1)] if len(red) else np.zeros(0, bool)
     code = ic.op[red]
     keep = leafy_op[code] | (code < 0)  # an op outside the graph: by name below
@@ -719,7 +730,7 @@ def _check_weights(p: Program, graph: OpGraph, rep: VerifyReport, ops: dict[str,
         return
     # the weight read: once per attrs object (the compiler shares equal ones)
     _, first, ainv = np.unique(ic.attrs[cand], return_index=True, return_inverse=True)
-    w_of = [ins_list[k].attrs.get("weight") or None for k in cand[first].tolist()]
+    w_of = [ins_list.value("attrs", k).get("weight") or None for k in cand[first].tolist()]
     wcode = dict(zip(dict.fromkeys(w for w in w_of if w is not None), count()))
     gw = np.fromiter(map(wcode.get, w_of, repeat(-1)), np.int64, len(w_of))[ainv.reshape(-1)]
     cand, gw = cand[gw >= 0], gw[gw >= 0]
@@ -767,15 +778,19 @@ class _InsCodes:
     """Per instruction, integer codes to group equal work: op (index in the graph's ops, -1 if not there),
     kind, and the identities of its slice and attrs dicts (the compiler shares equal ones)."""
 
-    def __init__(self, col: Columns, ops: dict[str, Op]) -> None:
-        n = len(col.i_ops)
+    def __init__(self, ins: InstructionTable, ops: dict[str, Op]) -> None:
         self.codes = code = dict(zip(ops, count()))  # op name -> its code
-        self.op = np.fromiter(map(code.get, col.i_ops, repeat(-1)), np.int64, n)
-        kinds = col.i_kinds
-        self.kinds = dict(zip(dict.fromkeys(kinds), count()))
-        self.kind = np.fromiter(map(self.kinds.__getitem__, kinds), np.int64, n)
-        self.slice = np.fromiter(map(id, col.i_slices), np.int64, n)
-        self.attrs = np.fromiter(map(id, col.i_attrs), np.int64, n)
+        self.op = _spread(ins, "op", lambda v: np.fromiter(map(code.get, v, repeat(-1)), np.int64, len(v)))
+        # kinds numbered in order of first use (the table's kind codes, renumbered)
+        kc = ins.column("kind_code")
+        used, first = np.unique(kc, return_index=True)
+        used = used[np.argsort(first)].tolist()
+        self.kinds = {ins.kind_values[c]: j for j, c in enumerate(used)}
+        lut = np.full(len(ins.kind_values), -1, np.int64)
+        lut[used] = np.arange(len(used))
+        self.kind = lut[kc]
+        self.slice = _spread(ins, "slice", lambda v: np.fromiter(map(id, v), np.int64, len(v)))
+        self.attrs = _spread(ins, "attrs", lambda v: np.fromiter(map(id, v), np.int64, len(v)))
         self.collective = self.kind_in(COLLECTIVE_KINDS)
         self.ops = list(ops.values())  # by code
         self._attr: dict[str, np.ndarray] = {}
@@ -795,17 +810,17 @@ class _InsCodes:
         return np.isin(self.kind, [self.kinds[k] for k in kinds if k in self.kinds])
 
 
-def _matmul_extents_and_slices(ins_list: list[Instruction], ic: _InsCodes,
+def _matmul_extents_and_slices(ins_list: InstructionTable, ic: _InsCodes,
                                idx: np.ndarray) -> tuple[np.ndarray, list[dict], np.ndarray]:
     """For the matmul instructions `idx`: each one's op (K, N) extent (computed once per op), the distinct
     slice objects among them, and each instruction's position in that list."""
     uo, oinv = np.unique(ic.op[idx], return_inverse=True)
     ext = np.array([_matmul_extent(ic.ops[c]) for c in uo.tolist()], np.int64).reshape(-1, 2)[oinv.reshape(-1)]
     _, first, sinv = np.unique(ic.slice[idx], return_index=True, return_inverse=True)
-    return ext, [ins_list[k].slice for k in idx[first].tolist()], sinv.reshape(-1)
+    return ext, [ins_list.value("slice", k) for k in idx[first].tolist()], sinv.reshape(-1)
 
 
-def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+def _matmul_fracs(ins_list: InstructionTable, ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_matmul_frac` of the instructions `idx` (their ops matmuls), once per op and per slice object: the same
     float operations in the same order."""
     ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
@@ -820,7 +835,7 @@ def _matmul_fracs(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -
     return rows / np.maximum(k_full, 1) * cols / np.maximum(n_full, 1)
 
 
-def _matmul_boxes(ins_list: list[Instruction], ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
+def _matmul_boxes(ins_list: InstructionTable, ic: _InsCodes, idx: np.ndarray) -> np.ndarray:
     """`_boxes` (rows x cols) of the matmul instructions `idx`, once per op and per slice object."""
     ext, slices, sinv = _matmul_extents_and_slices(ins_list, ic, idx)
     dims = []  # per slice object: has rows, rows, has cols, cols
@@ -855,8 +870,7 @@ def _group(idx: np.ndarray, *cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def check_work(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: Columns, prod) -> None:
     """Cost, graph equivalence, partial sums, the sampled token and weight residency (module doc)."""
     ops = {op.name: op for op in graph.ops}
-    ic = _InsCodes(col, ops)
-    col.release("i_ops", "i_kinds", "i_slices", "i_attrs")  # coded in `ic` (peak memory)
+    ic = _InsCodes(p.instructions, ops)
     _check_cost(p, graph, arch, rep, col, ops, ic)
     release_free_memory()  # each check's scratch is handed back before the next one's (peak memory)
     _check_graph(p, graph, rep, ic, col.i_chip)
