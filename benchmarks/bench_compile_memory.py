@@ -6,9 +6,11 @@ each verify check: the Python allocations live after it and their peak during it
 phase), and the process's resident and peak resident memory (VmRSS, VmHWM). With `--rss` tracemalloc is off
 (its own bookkeeping inflates RSS and CPU): the RSS columns are then the figures `bench_compile.py` gives.
 With `--verify` tracemalloc starts after the build: the Python figures are verify's own allocations (live after
-each check and peak during it, over the built program).
+each check and peak during it, over the built program). With `--inline` (implies `--rss`) the case is compiled
+and verified in one `compile_program` call, as `bench_compile.py` does: no second lowering of the graph for
+verify (~30 MB on DeepSeek-V3), so its peak is `bench_compile.py`'s.
 
-Usage: python benchmarks/bench_compile_memory.py [deepseek|gemma|gpt-oss] [--rss | --verify]
+Usage: python benchmarks/bench_compile_memory.py [deepseek|gemma|gpt-oss] [--rss | --verify | --inline]
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def _wrap(mod, name: str, trace: bool) -> None:  # noqa: ANN001
 
 def main(argv: list[str]) -> None:
     name = next((a for a in argv if not a.startswith("-")), "deepseek")
-    trace = "--rss" not in argv
+    inline = "--inline" in argv
+    trace = "--rss" not in argv and not inline
     verify_only = "--verify" in argv  # tracemalloc from the end of the build: verify's own allocations
     from lpxsim.catalog import get_model, get_system
     from lpxsim.graph import Phase, lower
@@ -75,6 +78,11 @@ def main(argv: list[str]) -> None:
     for f in WORK:
         _wrap(work, f, trace)
     c = CASES[name]
+    if inline:
+        r = compile_program(c["model"], "lpx", racks=c["racks"], context=c["context"])
+        rss, hwm = _rss_mb()
+        print(f"{'compiled and verified':22s} ok={r.report.ok}; RSS {rss:6.0f} MB, peak RSS {hwm:6.0f} MB")
+        return
     if trace and not verify_only:
         tracemalloc.start()
     r = compile_program(c["model"], "lpx", racks=c["racks"], context=c["context"], run_verify=False)
