@@ -1,9 +1,10 @@
-"""Suite-wide setup: the step-cost cache lives in a fresh temporary folder, never the user's."""
+"""Suite-wide setup: the step-cost cache lives in a fresh temporary folder, never the user's; shared fixtures."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -23,3 +24,17 @@ def fresh_cache(tmp_path, monkeypatch):
     yield cache.step_cache()
     stepmemo.reset()
     cache.reset()
+
+
+@pytest.fixture(scope="module")
+def tiny_lpx_program():
+    """A small verified LPX program (llama_tiny on 8 chips, tp=4 x 2 stages, two streams) for the tests of the
+    program's tables; one per test module (tests may change it)."""
+    from lpxsim.lpu import compile_program
+    from lpxsim.specs.model import ModelSpec
+
+    r = compile_program(ModelSpec.from_path(Path(__file__).parent / "data" / "emulate" / "llama_tiny.json"), "lpx",
+                        chips=8, context=12, concurrency=2, layout="tp=4,stages=2", chip_sram_bytes=400_000,
+                        weights="bf16")
+    assert r.report.ok
+    return r.program

@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lpxsim.lpu import Program, compile_program
+from lpxsim.lpu import Program
 from lpxsim.lpu.program import Buffer, BufferTable
-from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
 
@@ -80,11 +79,8 @@ def test_permuted_rows_with_new_regions_and_offsets() -> None:
     assert p.values_at("partial") == [want[k].partial for k in want] and len(t.forms) < len(t)  # shared forms
 
 
-def test_program_json_pickle_and_replace() -> None:
-    r = compile_program(ModelSpec.from_path(DATA / "llama_tiny.json"), "lpx", chips=8, context=12, concurrency=2,
-                        layout="tp=4,stages=2", chip_sram_bytes=400_000, weights="bf16")
-    assert r.report.ok
-    p = r.program
+def test_program_json_pickle_and_replace(tiny_lpx_program: Program) -> None:
+    p = tiny_lpx_program
     assert isinstance(p.buffers, BufferTable) and len(p.buffers) > 50
     q = Program.from_json(p.to_json())
     assert isinstance(q.buffers, BufferTable) and q.buffers == p.buffers and q.to_json() == p.to_json()

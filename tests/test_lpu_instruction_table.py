@@ -12,22 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lpxsim.lpu import Program, compile_program
+from lpxsim.lpu import Program
 from lpxsim.lpu.compiler import _by_chip_and_cycle
 from lpxsim.lpu.program import Instruction, InstructionTable
-from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
 SLICES = ({"cols": (0, 4)}, {"rows": (2, 6), "cols": (0, 8)}, {})
 ATTRS = ({"busy_cycles": 4}, {"busy_cycles": 9, "fn": "argmax"})
-
-
-@pytest.fixture(scope="module")
-def prog() -> Program:
-    r = compile_program(ModelSpec.from_path(DATA / "llama_tiny.json"), "lpx", chips=8, context=12, concurrency=2,
-                        layout="tp=4,stages=2", chip_sram_bytes=400_000, weights="bf16")
-    assert r.report.ok
-    return r.program
 
 
 def _records() -> list[Instruction]:
@@ -109,27 +100,27 @@ def test_columns_are_copies() -> None:
         t.column("output")
 
 
-def test_compiled_program_holds_a_table(prog: Program) -> None:
-    ins = prog.instructions
+def test_compiled_program_holds_a_table(tiny_lpx_program: Program) -> None:
+    ins = tiny_lpx_program.instructions
     assert isinstance(ins, InstructionTable) and len(ins) > 10
     recs = list(ins)
     assert recs == sorted(recs, key=attrgetter("chip", "cycle_start", "id"))
     assert sorted(i.id for i in recs) == list(range(len(recs)))
     # buffer names are the compiler's str objects (verify matches them by identity)
-    keys = set(map(id, prog.buffers))
+    keys = set(map(id, tiny_lpx_program.buffers))
     assert all(id(i.output) in keys and all(id(b) in keys for b in i.inputs) for i in recs)
     assert len(ins.slice_values) < len(ins) and len(ins.attrs_values) < len(ins)
     # JSON: the same records as `asdict` of each value, back to an equal table
-    d = prog.to_dict()
+    d = tiny_lpx_program.to_dict()
     assert d["instructions"] == [dataclasses.asdict(r) for r in recs]
     back = Program.from_dict(d)
     assert isinstance(back.instructions, InstructionTable) and back.instructions == ins
-    assert back.to_json() == prog.to_json()
+    assert back.to_json() == tiny_lpx_program.to_json()
     # a list given to a Program (corrupted copies in tests) becomes a table
-    q = dataclasses.replace(prog, instructions=recs[:-1])
+    q = dataclasses.replace(tiny_lpx_program, instructions=recs[:-1])
     assert isinstance(q.instructions, InstructionTable) and list(q.instructions) == recs[:-1]
-    assert prog.makespan_cycles == max([i.cycle_end for i in recs] + [t.end_cycle for t in prog.transfers])
-    assert prog.chips == sorted({r.chip for r in prog.regions} | {i.chip for i in recs})
+    assert tiny_lpx_program.makespan_cycles == max([i.cycle_end for i in recs] + [t.end_cycle for t in tiny_lpx_program.transfers])
+    assert tiny_lpx_program.chips == sorted({r.chip for r in tiny_lpx_program.regions} | {i.chip for i in recs})
 
 
 def test_scheduler_instr_returns_the_row() -> None:

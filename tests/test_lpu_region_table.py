@@ -10,20 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from lpxsim.lpu import Program, compile_program
+from lpxsim.lpu import Program
 from lpxsim.lpu.program import Region, RegionTable
 from lpxsim.lpu.verify import Regions
-from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
-
-
-@pytest.fixture(scope="module")
-def prog() -> Program:
-    r = compile_program(ModelSpec.from_path(DATA / "llama_tiny.json"), "lpx", chips=8, context=12, concurrency=2,
-                        layout="tp=4,stages=2", chip_sram_bytes=400_000, weights="bf16")
-    assert r.report.ok
-    return r.program
 
 
 def _records() -> list[Region]:
@@ -79,22 +70,22 @@ def test_values_past_int32_widen_the_column() -> None:
     assert u[1].chip == -(2**35) and u[-1].chip == 3 and u.column("chip").dtype == np.int64
 
 
-def test_compiled_program_holds_a_table(prog: Program) -> None:
-    regs = prog.regions
+def test_compiled_program_holds_a_table(tiny_lpx_program: Program) -> None:
+    regs = tiny_lpx_program.regions
     assert isinstance(regs, RegionTable) and len(regs) > 10
     assert len(regs.names) < len(regs)  # weight names repeat on every chip of a stage: kept once
-    assert prog.chips == sorted({r.chip for r in regs} | {i.chip for i in prog.instructions})
-    d = prog.to_dict()  # JSON: the same records as `asdict` of each value, back to an equal table
+    assert tiny_lpx_program.chips == sorted({r.chip for r in regs} | {i.chip for i in tiny_lpx_program.instructions})
+    d = tiny_lpx_program.to_dict()  # JSON: the same records as `asdict` of each value, back to an equal table
     assert d["regions"] == [dataclasses.asdict(r) for r in regs]
     back = Program.from_dict(d)
-    assert isinstance(back.regions, RegionTable) and back.regions == regs and back.to_json() == prog.to_json()
-    q = dataclasses.replace(prog, regions=list(regs)[:-1])  # a list given to a Program becomes a table
+    assert isinstance(back.regions, RegionTable) and back.regions == regs and back.to_json() == tiny_lpx_program.to_json()
+    q = dataclasses.replace(tiny_lpx_program, regions=list(regs)[:-1])  # a list given to a Program becomes a table
     assert isinstance(q.regions, RegionTable) and list(q.regions) == list(regs)[:-1]
 
 
-def test_verify_reads_the_columns_without_copies(prog: Program) -> None:
-    reg = Regions(prog)
-    regs = prog.regions
+def test_verify_reads_the_columns_without_copies(tiny_lpx_program: Program) -> None:
+    reg = Regions(tiny_lpx_program)
+    regs = tiny_lpx_program.regions
     assert np.shares_memory(reg.off, regs.column("offset_bytes"))
     assert np.shares_memory(reg.size, regs.column("size_bytes"))
     assert [reg.key(k) for k in range(len(reg))] == [(r.chip, r.name) for r in regs]

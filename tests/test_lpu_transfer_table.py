@@ -10,19 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lpxsim.lpu import Program, compile_program
+from lpxsim.lpu import Program
 from lpxsim.lpu.program import Transfer, TransferTable
-from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
-
-
-@pytest.fixture(scope="module")
-def prog() -> Program:
-    r = compile_program(ModelSpec.from_path(DATA / "llama_tiny.json"), "lpx", chips=8, context=12, concurrency=2,
-                        layout="tp=4,stages=2", chip_sram_bytes=400_000, weights="bf16")
-    assert r.report.ok
-    return r.program
 
 
 def _records() -> list[Transfer]:
@@ -72,21 +63,21 @@ def test_hops_expand_routes_like_the_records() -> None:
     assert nhops.tolist() == [len(r.links) for r in t]
 
 
-def test_compiled_program_holds_a_table(prog: Program) -> None:
-    trs = prog.transfers
+def test_compiled_program_holds_a_table(tiny_lpx_program: Program) -> None:
+    trs = tiny_lpx_program.transfers
     assert isinstance(trs, TransferTable) and len(trs) > 10
     assert len(trs.routes) < len(trs) and trs.column("id").tolist() == list(range(len(trs)))
     link, _, _, nhops = trs.hops()
     assert link.tolist() == [lid for r in trs for lid, _ in r.links] and nhops.sum() == len(link)
     # JSON: the same records as `asdict` of each value, back to an equal table
-    d = prog.to_dict()
+    d = tiny_lpx_program.to_dict()
     assert d["transfers"] == [dataclasses.asdict(r) for r in trs]
     back = Program.from_dict(d)
-    assert back.transfers == trs and back.to_json() == prog.to_json()
+    assert back.transfers == trs and back.to_json() == tiny_lpx_program.to_json()
     # a list given to a Program (corrupted copies in tests) becomes a table
-    q = dataclasses.replace(prog, transfers=list(trs)[:-1])
+    q = dataclasses.replace(tiny_lpx_program, transfers=list(trs)[:-1])
     assert isinstance(q.transfers, TransferTable) and list(q.transfers) == list(trs)[:-1]
-    assert prog.makespan_cycles == max(chain((i.cycle_end for i in prog.instructions), (r.end_cycle for r in trs)))
+    assert tiny_lpx_program.makespan_cycles == max(chain((i.cycle_end for i in tiny_lpx_program.instructions), (r.end_cycle for r in trs)))
 
 
 def test_bounded_columns_are_four_bytes_and_cycles_eight() -> None:
@@ -132,12 +123,12 @@ def _empty_program_dict() -> dict:
             "regions": [], "buffers": [], "instructions": [], "transfers": [], "links": []}
 
 
-def test_link_windows_past_int32_cycles_still_clash(prog: Program) -> None:
+def test_link_windows_past_int32_cycles_still_clash(tiny_lpx_program: Program) -> None:
     """Verify's link windows are formed in int64 from the int32 serialisation column: a window reaching past
     2^31 cycles is not cut short (it would miss this clash)."""
     from lpxsim.lpu import verify
 
-    trs = list(prog.transfers)
+    trs = list(tiny_lpx_program.transfers)
     k = next(k for k, t in enumerate(trs) if t.links)
     j = next(j for j, t in enumerate(trs) if j != k and t.links and t.links[0] == trs[k].links[0])
     t0 = 2**32
@@ -145,7 +136,7 @@ def test_link_windows_past_int32_cycles_still_clash(prog: Program) -> None:
                                  end_cycle=t0 + 2**31)
     trs[j] = dataclasses.replace(trs[j], send_cycle=t0 + 1_000, arrive_cycle=t0 + 2**31 + 5,
                                  end_cycle=t0 + 2**31 + 5)
-    q = dataclasses.replace(prog, transfers=trs)
+    q = dataclasses.replace(tiny_lpx_program, transfers=trs)
     assert q.transfers.column("ser_cycles").dtype == np.int32
     rep = verify(q)
     assert rep.link_conflicts >= 1 and "link" in rep.kinds(), rep.errors[:5]
