@@ -49,7 +49,7 @@ def chip_paths(graph: ChipGraph) -> dict[tuple[int, int], tuple[int, ...]]:
 
 
 UNWRITTEN = 2  # `ReadyTable.arrived` of a buffer declared but not written yet
-_GROW = 4096  # ready rows added at a time (a row per declared buffer; growing one call per buffer costs CPU)
+_GROW_ROWS = 4096  # ready rows added at a time (a row per declared buffer; growing one call per buffer costs CPU)
 
 
 class ReadyTable:
@@ -62,7 +62,7 @@ class ReadyTable:
     when the buffer arrived by a transfer or is a step input (placement puts it in the chip's transfer buffer
     region), 0 when an instruction of its chip wrote it, `UNWRITTEN` (2) before any write. A second write of a
     buffer replaces its row's times and counts in `rewritten`. Columns aligned with the buffers, not an object
-    or a dict entry per buffer: a large program has ~5 x 10^5 buffers (peak memory). Rows are added `_GROW` at
+    or a dict entry per buffer: a large program has ~5 x 10^5 buffers (peak memory). Rows are added `_GROW_ROWS` at
     a time (`grow`); there may be more rows than buffers."""
 
     __slots__ = ("slot", "first", "end", "first_node", "end_node", "last", "arrived", "cols", "rewritten")
@@ -84,7 +84,7 @@ class ReadyTable:
         n = max(len(self.slot), rows)
         add = n - len(self.first)
         if add > 0:
-            add = max(add, _GROW)
+            add = max(add, _GROW_ROWS)
             for col in (self.first, self.end, self.first_node, self.end_node, self.last):
                 col.extend(repeat(-1, add))
             self.arrived.extend(repeat(UNWRITTEN, add))
