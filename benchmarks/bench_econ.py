@@ -79,7 +79,7 @@ def tour_economics() -> None:
 
 def moe_cold() -> None:
     """The tour's MoE section on LPX, cold: the AA run it already does, then the 100K line on top."""
-    from lpxsim import cache
+    from lpxsim.core import cache
 
     os.environ["LPXSIM_CACHE"] = tempfile.mkdtemp(prefix="lpxsim-bench-")
     cache.reset()  # the process-wide cache reads $LPXSIM_CACHE at first use

@@ -4,7 +4,7 @@
     python benchmarks/validate_gpu.py --limit 40      # a quick look (first 40 rows)
     python benchmarks/validate_gpu.py --projection    # also validate the projection rule
 
-Each row (one measured run) goes through `lpxsim.backends.make_step_model` and
+Each row (one measured run) goes through `lpxsim.backends.factory.make_step_model` and
 `lpxsim.plan.estimate.steady_state`, exactly what `lpxsim estimate --system ...
 --tp --ep [--dp-attention] --weights --kv --framework --isl --osl --concurrency`
 runs, with the benchmark's mean drawn lengths (0.9 x nominal); the throughput is then
@@ -45,8 +45,8 @@ def _rows(path: str | None) -> list[dict]:
 
 
 def _replay(r: dict, cache: dict) -> dict | None:
-    from lpxsim.backends import Layout, make_step_model
-    from lpxsim.errors import UserError
+    from lpxsim.backends.factory import Layout, make_step_model
+    from lpxsim.core.errors import UserError
     from lpxsim.plan.estimate import steady_state
 
     fw = {"trt": "trtllm"}.get(r["framework"], r["framework"])
@@ -120,7 +120,7 @@ def validate(rows: list[dict]) -> dict[str, dict[str, float]]:
 def projection() -> list[dict]:
     """Error of projecting each measured GPU's step times from its sibling, DeepSeek-R1 fp8 TP8 SGLang."""
     from lpxsim.gpu.step import GpuStepModel
-    from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
 
     res = []
     for src, dst in PAIRS:

@@ -5,7 +5,7 @@ pool on its system's detailed backend. Tests that check the simulator's mechanic
 preemption, invariants) swap it in with `use_double(monkeypatch)`; the numbers they assert are
 properties of the mechanics, never published figures.
 
-It answers the `lpxsim.stepmodel.StepModel` protocol from a ModelSpec and a few
+It answers the `lpxsim.step.protocol.StepModel` protocol from a ModelSpec and a few
 hardware numbers: a step takes max(bytes / memory bandwidth, FLOPs / peak) over
 the chips of the replica, each scaled by an efficiency, plus fixed per-step
 overheads (collectives on a GPU, C2C hops on an LPX). Bytes are the weights a
@@ -31,7 +31,7 @@ from functools import cached_property
 
 import pytest
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import expected_experts_touched
 from lpxsim.specs.accounting import (
     attention_flops_per_token,
@@ -41,7 +41,7 @@ from lpxsim.specs.accounting import (
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 # Assumed efficiencies (docs/assumptions.md "Serving simulator"): shared reference hardware.md §9
 # gives 0.70-0.85 of spec HBM bandwidth for weight-streaming GEMV and 72-80 % of peak for dense matmul.

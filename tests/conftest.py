@@ -16,7 +16,8 @@ os.environ.pop("LPXSIM_NO_CACHE", None)
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     """An empty step-cost cache for one test (the process-wide object re-reads $LPXSIM_CACHE)."""
-    from lpxsim import cache, stepmemo
+    from lpxsim.backends import memo as stepmemo
+    from lpxsim.core import cache
 
     stepmemo.reset()  # this process's step-model memos belong to the previous cache
     monkeypatch.setenv("LPXSIM_CACHE", str(tmp_path / "cache"))

@@ -12,7 +12,7 @@ from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import PoolConfig
 from lpxsim.serving.spec import Link
 from lpxsim.serving.worker import SharedResource
-from lpxsim.stepmodel import DecodeBatch
+from lpxsim.step.protocol import DecodeBatch
 
 MODEL = "llama-3.1-8b"
 
@@ -76,7 +76,7 @@ def test_link_latency_and_bytes_are_in_the_loop(sides) -> None:
 def test_attention_side_prices_attention_only_and_budgets_attention_weights_plus_kv() -> None:
     """Issue 12: the GPU side of AFD answers attention-only steps (GpuStepModel part="attention") and its HBM
     holds only attention weights (+ norms, embedding, head) and KV: the FFN weights live on the FFN side."""
-    from lpxsim.afd_backends import gpu_attention_side
+    from lpxsim.backends.afd import gpu_attention_side
     from lpxsim.gpu import GpuStepModel
     from lpxsim.gpu.memory import attention_weight_bytes_per_gpu
 
@@ -94,7 +94,7 @@ def test_attention_side_prices_attention_only_and_budgets_attention_weights_plus
     assert att.memory.kv_bytes - whole.memory.kv_bytes == pytest.approx(freed * 0.9)  # the engines' 0.9 share
     assert att.kv_capacity_bytes() > whole.kv_capacity_bytes()
     # DeepSeek-V3's 671 GB of fp8 weights do not fit 2 Rubin GPUs whole; its attention side does
-    from lpxsim.errors import DoesNotFit
+    from lpxsim.core.errors import DoesNotFit
 
     with pytest.raises(DoesNotFit):
         GpuStepModel("deepseek-v3", system="vr-nvl72", gpus=2, tp=2)

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from lpxsim.afd_emulate import afd_logits, compile_ffn_layer  # noqa: E402
+from lpxsim.lpu.emulate.afd import afd_logits, compile_ffn_layer  # noqa: E402
 from lpxsim.lpu.emulate.compare import LOGIT_ATOL, default_sram_bytes  # noqa: E402
 from lpxsim.lpu.emulate.reference import build_reference, load_config, seeded_prompt  # noqa: E402
 

@@ -10,8 +10,8 @@ from lpxsim.bench.aa import AASetup, RequestTiming, aa_output_speed, run_aa_on_s
 from lpxsim.bench.published import PUBLISHED, lookup
 from lpxsim.bench.stats import pct_diff, summarize
 from lpxsim.bench.tokens import TokenConversion, count_o200k, measure_ratio
-from lpxsim.errors import UserError
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.core.errors import UserError
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 
 class LinearStep:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from lpxsim.bench.sweep import kv_ceiling
+from lpxsim.engine.steady_state import steady_state
 from lpxsim.graph import Phase
 from lpxsim.lpu import LpxStepModel
 from lpxsim.specs.model import ModelSpec
-from lpxsim.steady_state import steady_state
-from lpxsim.stepmodel import DecodeBatch
+from lpxsim.step.protocol import DecodeBatch
 
 DATA = Path(__file__).parent / "data" / "emulate"
 ISL, OSL = 2_000, 256
@@ -39,7 +39,7 @@ def test_workload_grid_is_the_workload_contexts(sm: LpxStepModel) -> None:
 
 def test_a_layouts_workload_grid_is_the_whole_request() -> None:
     """`Layout.workload_grid` names the mean context and the whole request (the step model adds 0 and 1,024)."""
-    from lpxsim.backends import Layout, _workload_grid
+    from lpxsim.backends.factory import Layout, _workload_grid
 
     assert _workload_grid(Layout(isl=ISL, osl=OSL, workload_grid=True)) == (ISL + OSL // 2, ISL + OSL)
     assert _workload_grid(Layout(isl=ISL, osl=OSL)) is None
@@ -48,8 +48,9 @@ def test_a_layouts_workload_grid_is_the_whole_request() -> None:
 def test_a_workload_grid_replicas_memo_table_names_its_grid(monkeypatch) -> None:
     """The grid decides the answers, and the memo table's key covers lpxsim.lpu but not backends.py: the
     grid is part of the replica's identity, so a warm cache never answers a new grid rule from old tables."""
-    import lpxsim.stepmemo as stepmemo
-    from lpxsim.backends import Layout, make_step_model
+    import lpxsim.backends.memo as stepmemo
+
+    from lpxsim.backends.factory import Layout, make_step_model
 
     seen = []
     monkeypatch.setattr(stepmemo, "memoized", lambda build, identity: seen.append(identity))

@@ -11,8 +11,8 @@ import pytest
 from lpxsim.bench import sweep as sw
 from lpxsim.bench.frontier import mark_frontier, pareto_mask
 from lpxsim.bench.store import PointStore
-from lpxsim.errors import UserError
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.core.errors import UserError
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 CALLS: list[dict] = []
 
@@ -177,7 +177,7 @@ def test_a_context_deployment_is_sized_for_the_most_streams_a_layout_holds(monke
     """The largest power of two within the capacity model's ceiling is asked first; halved until the backend
     lays one out."""
     import lpxsim.bench.backends as be
-    from lpxsim.errors import DoesNotFit
+    from lpxsim.core.errors import DoesNotFit
 
     tries: list[tuple] = []
 

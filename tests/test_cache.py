@@ -6,7 +6,7 @@ import json
 import multiprocessing as mp
 from dataclasses import dataclass
 
-from lpxsim import cache
+from lpxsim.core import cache
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from lpxsim.catalog import all_systems, get_system, system_names
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.hardware import Sourced, SystemSpec
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

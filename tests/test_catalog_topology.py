@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lpxsim.catalog import get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.topology import ChipAddr, chip_graph
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lpxsim.errors import DoesNotFit
+from lpxsim.core.errors import DoesNotFit
 from lpxsim.graph import Phase
 from lpxsim.lpu import compile_program
 from lpxsim.lpu.emulate.compare import PRECISION, largest_tensor_bytes, sram_for

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lpxsim import stepmemo
-from lpxsim.errors import DoesNotFit
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.backends import memo as stepmemo
+from lpxsim.core.errors import DoesNotFit
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 ESTIMATE = ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--tp", "1", "--isl", "2000",
             "--osl", "200", "--concurrency", "4", "--json"]
@@ -22,7 +22,7 @@ ESTIMATE = ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "
 # heavy libraries were imported (atexit: after the command, before the memo writes its tables).
 _PROBE = """
 import atexit, sys
-from lpxsim import stepmemo
+from lpxsim.backends import memo as stepmemo
 def _report():
     heavy = [m for m in ("pandas", "plotly", "torch", "matplotlib", "dask", "pyarrow", "rich") if m in sys.modules]
     sys.stderr.write("PROBE " + repr((stepmemo.stats.built, stepmemo.stats.priced, heavy)) + "\\n")
@@ -187,7 +187,7 @@ def test_a_corrupt_table_is_rebuilt_not_fatal(fresh_cache) -> None:
 
 
 def test_make_step_model_shares_one_memo_per_replica(fresh_cache) -> None:
-    from lpxsim.backends import Layout, make_step_model
+    from lpxsim.backends.factory import Layout, make_step_model
 
     a = make_step_model("llama-3.1-8b", "h200-hgx", Layout(gpus=1, tp=1))
     b = make_step_model("llama-3.1-8b", "h200-hgx", Layout(gpus=1, tp=1))
@@ -211,7 +211,7 @@ def test_a_second_lpx_estimate_compiles_nothing(tmp_path: Path) -> None:
 def test_a_memo_pickles_without_its_backend(fresh_cache) -> None:
     import pickle
 
-    from lpxsim.backends import Layout, make_step_model
+    from lpxsim.backends.factory import Layout, make_step_model
 
     a = make_step_model("llama-3.1-8b", "h200-hgx", Layout(gpus=1, tp=1))
     want = a.decode_step(DecodeBatch.uniform(4, 1000))

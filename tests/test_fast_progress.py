@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lpxsim import progress
+from lpxsim.core import progress
 
 FLEET = Path(__file__).resolve().parents[1] / "examples" / "fleets" / "rubin-alone.yaml"
 SIM = ["simulate", "--fleet", str(FLEET), "--trace", "azure-conv", "--duration", "600"]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from analytic_double import use_double
 from fuzz_harness import FUZZ, bounded, check, invoke
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "emulate"

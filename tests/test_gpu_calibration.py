@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import GpuStepModel, fitted_params
 from lpxsim.gpu.calibration import LENGTH_RATIO, load_points, point_models, predict, summary
 from lpxsim.gpu.params import BOUNDS, fit_path

@@ -17,9 +17,9 @@ from lpxsim.gpu.step import GpuStepModel
 def _full_scan(model: str, system: str, gpus: int, goal: str, isl: int, osl: int, concurrency: int):
     """The layout a plain scan of every candidate picks (the search before pruning): the first best."""
     from lpxsim.catalog import get_model
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
+    from lpxsim.engine.steady_state import steady_state
     from lpxsim.gpu.search import candidate_layouts
-    from lpxsim.steady_state import steady_state
 
     m = get_model(model)
     best, best_score = None, float("-inf")
@@ -59,9 +59,9 @@ def test_pruned_search_picks_what_a_full_scan_picks(model, system, goal, isl, os
 def test_score_bound_never_undercuts_the_estimate():
     """The pruning bound is an upper bound on both goals' scores for every layout of a search."""
     from lpxsim.catalog import get_model
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
+    from lpxsim.engine.steady_state import steady_state
     from lpxsim.gpu.search import _score_bound, candidate_layouts
-    from lpxsim.steady_state import steady_state
 
     m = get_model("mixtral-8x7b")
     checked = 0

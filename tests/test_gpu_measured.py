@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.gpu.engine import engine_params, framework_name
 from lpxsim.gpu.measured import _columns, _curve, measured_ops
 from lpxsim.gpu.step import GpuStepModel
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk
 
 MODEL = "deepseek-r1"
 
@@ -203,7 +203,7 @@ def test_estimate_json_reports_framework_and_cost_sources():
 
 
 def test_prefill_wait_is_the_closed_loop_queue():
-    from lpxsim.steady_state import prefill_wait
+    from lpxsim.engine.steady_state import prefill_wait
 
     assert prefill_wait(1.0, 0.0, 4) == pytest.approx(3.0)  # nobody thinks: wait behind the other three
     assert prefill_wait(1.0, 1e9, 64) == pytest.approx(0.0, abs=1e-6)  # nobody else is ever queued
@@ -213,7 +213,7 @@ def test_prefill_wait_is_the_closed_loop_queue():
 
 
 def test_admission_hold_waits_the_timeout_when_sparse_and_little_when_dense():
-    from lpxsim.steady_state import admission_hold_steps
+    from lpxsim.engine.steady_state import admission_hold_steps
 
     assert admission_hold_steps(1, 60, 0.5) == 0.0  # one rank: nothing to balance
     assert admission_hold_steps(4, 0, 0.5) == 0.0  # no timeout: no hold
@@ -228,7 +228,7 @@ def test_trtllm_attention_dp_holds_prefills_and_lengthens_ttft():
     SGLang and plain TP layouts do not; the estimate's TTFT grows by the hold."""
     from dataclasses import replace
 
-    from lpxsim.steady_state import steady_state
+    from lpxsim.engine.steady_state import steady_state
 
     dp = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4", kv="fp8",
                       framework="trtllm")
@@ -389,7 +389,7 @@ def test_table_reader_matches_pyarrow_own_conversion():
 
 def test_step_memo_tables_follow_the_fitted_constants(monkeypatch):
     """A refit (catalog/fitted/gpu_fit.json) must not be answered from tables priced under the old fit."""
-    import lpxsim.stepmemo as sm
+    import lpxsim.backends.memo as sm
 
     seen: list[tuple] = []
     real = sm.source_version
@@ -403,7 +403,7 @@ def test_unmeasured_attention_keeps_its_context_cost() -> None:
     head_dim 512) and the sliding-window layers are priced by the roofline at the step's context: a decode step
     and a prefill chunk over a long cached prefix cost more than at a short one (they once priced context 0)."""
     from lpxsim.gpu import GpuStepModel
-    from lpxsim.stepmodel import DecodeBatch, PrefillChunk
+    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
 
     m = GpuStepModel("gemma-4-31b", system="h200-hgx", gpus=1, tp=1)
     assert m.source is not None  # the measured path, where the bug was

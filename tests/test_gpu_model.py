@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import Fabric, GpuStepModel, fabric_for
 from lpxsim.gpu.collectives import domain_size
 from lpxsim.gpu.memory import weight_bytes_per_gpu
 from lpxsim.graph import expected_experts_touched
 from lpxsim.specs.accounting import weight_bytes
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 # --- collectives -----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lpxsim.catalog import get_model, model_names
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.graph import Phase, expected_experts_touched, lower
 from lpxsim.specs.accounting import attention_flops_per_token, kv_bytes_per_sequence, param_counts
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from lpxsim.backends import Layout, make_step_model
+from lpxsim.backends.factory import Layout, make_step_model
 from lpxsim.catalog import get_system
 from lpxsim.plan.costs import default_costs
-from lpxsim.stepmodel import DecodeBatch
+from lpxsim.step.protocol import DecodeBatch
 
 
 def test_helios_rack_arithmetic_matches_amds_rack_figures():

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase
 from lpxsim.lpu import Program, compile_program, verify
 from lpxsim.specs.model import ModelSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.lpu.served import full_pipeline_tok_s_user, served_period_s, served_tok_s_user
 
 

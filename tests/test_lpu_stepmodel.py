@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase
 from lpxsim.lpu import LpxStepModel, compile_program
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 DATA = Path(__file__).parent / "data" / "emulate"
 
@@ -260,7 +260,7 @@ def test_warm_cache_compiles_nothing(fresh_cache, monkeypatch) -> None:
 def test_a_summary_that_does_not_fit_is_cached_as_such(fresh_cache) -> None:
     m = ModelSpec.from_path(DATA / "llama_tiny.json")
     sm = LpxStepModel(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
-    from lpxsim.errors import DoesNotFit
+    from lpxsim.core.errors import DoesNotFit
 
     for _ in range(2):  # the second answer is the cached one, same error
         with pytest.raises(DoesNotFit):
@@ -307,7 +307,7 @@ def test_an_unverified_cached_summary_is_refused(fresh_cache) -> None:
 def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
     """The FFN-only program receives its hidden states (the `tokens` step input) rather than computing them;
     the verifier accepts that and still checks everything the program computes."""
-    from lpxsim.afd_backends import _lpx_ffn_class
+    from lpxsim.backends.afd import _lpx_ffn_class
 
     m = ModelSpec.from_path(DATA / "llama_tiny.json")
     ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)
@@ -317,7 +317,7 @@ def test_the_ffn_side_of_afd_verifies(fresh_cache) -> None:
 def test_the_ffn_side_prices_batch_one_from_its_layout_check(fresh_cache) -> None:
     """An FFN-only program does not depend on the context: the layout is checked at context 0, the context
     `ffn_step` prices at, so batch 1 costs no compile beyond that check (it was compiled at the target too)."""
-    from lpxsim.afd_backends import _lpx_ffn_class
+    from lpxsim.backends.afd import _lpx_ffn_class
 
     m = ModelSpec.from_path(DATA / "llama_tiny.json")
     ffn = _lpx_ffn_class()(m, chips=8, weights="bf16", context=4096, chip_sram_bytes=2_000_000)

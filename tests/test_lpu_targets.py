@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lpxsim.catalog import get_model, model_names
-from lpxsim.errors import DoesNotFit
+from lpxsim.core.errors import DoesNotFit
 from lpxsim.graph import Phase
 from lpxsim.lpu import LpxStepModel, compile_program
 from lpxsim.lpu.arch import load_fit

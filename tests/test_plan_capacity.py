@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from lpxsim.catalog import model_names
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.capacity import capacity, require_fit
 
 LPX_CLI = [sys.executable, "-m", "lpxsim.cli.main"]

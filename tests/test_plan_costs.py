@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from lpxsim.catalog import system_names
 from lpxsim.cli.main import app
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.costs import HOURS_PER_YEAR, default_costs, economics, load_costs
 
 

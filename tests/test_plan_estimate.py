@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.estimate import expected_tokens_per_round, steady_state
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 
 @dataclass

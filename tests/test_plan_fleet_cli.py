@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lpxsim.cli.main import app
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.fleet import load_demand, size_fleet
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from lpxsim.catalog import get_system
 from lpxsim.cli.main import app
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.costs import default_costs, load_costs
 from lpxsim.plan.fleet import FleetLimits, RequestClass, SystemChoice, parse_demand, solve_fleet
 from lpxsim.plan.operating_point import OperatingPoint

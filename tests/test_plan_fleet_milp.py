@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.fleet import RequestClass, SystemChoice, solve_fleet
 from lpxsim.plan.operating_point import OperatingPoint
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from analytic_double import double_factory
-from lpxsim.backends import Layout
+from lpxsim.backends.factory import Layout
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.estimate import steady_state
 from lpxsim.plan.operating_point import (
     best_concurrency,
@@ -18,7 +18,7 @@ from lpxsim.plan.operating_point import (
     replica_layouts,
     wide_ep_layout,
 )
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 
 @dataclass

@@ -12,7 +12,7 @@ from lpxsim.serving import simulate
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import load_fleet
 from lpxsim.serving.workload import load_workload
-from lpxsim.stepmodel import PrefillChunk
+from lpxsim.step.protocol import PrefillChunk
 from serving_fixtures import fleet, link, pool, synthetic
 
 pytestmark = pytest.mark.usefixtures("serving_double")
@@ -127,7 +127,7 @@ def test_no_sequence_decodes_faster_than_a_batch_of_one_on_a_pipelined_rack():
     f = fleet(pool(system="lpx"))
     res = simulate(f, synthetic(n=300, rate=200.0, isl=(256, 2048), osl=(2, 64)), seed=4)
     step = make_step_model(load_fleet(f).pools[0])
-    from lpxsim.stepmodel import DecodeBatch
+    from lpxsim.step.protocol import DecodeBatch
 
     floor = step.decode_step(DecodeBatch.uniform(1, 1)).latency_s
     df = res.requests
@@ -149,7 +149,7 @@ def test_a_sequence_that_nearly_fills_the_worker_still_finishes():
 
 def test_shapes_the_backend_refuses_are_skipped_not_fatal(monkeypatch):
     """A backend may refuse a micro-batch shape (DoesNotFit); the worker splits the batch further instead."""
-    from lpxsim.errors import DoesNotFit
+    from lpxsim.core.errors import DoesNotFit
     from lpxsim.serving.sim import Simulation
 
     f = load_fleet(fleet(pool(system="lpx", max_batch=8)))
@@ -169,7 +169,7 @@ def test_shapes_the_backend_refuses_are_skipped_not_fatal(monkeypatch):
 
 
 def test_prefill_chunks_the_backend_refuses_are_halved(monkeypatch):
-    from lpxsim.errors import DoesNotFit
+    from lpxsim.core.errors import DoesNotFit
     from lpxsim.serving.sim import Simulation
 
     f = load_fleet(fleet(pool()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analytic_double import use_double
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.serving import Simulation, load_fleet, load_workload
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import PoolConfig
@@ -36,8 +36,8 @@ class _Asked(Exception):
 
 
 def _layout_asked(monkeypatch, build) -> object:
-    """The Layout `build()` hands the project factory (lpxsim.backends.make_step_model), without compiling."""
-    import lpxsim.backends as backends
+    """The Layout `build()` hands the project factory (lpxsim.backends.factory.make_step_model), without compiling."""
+    import lpxsim.backends.factory as backends
 
     seen = []
 

@@ -35,7 +35,7 @@ def test_lpx_pipelines_micro_batches_gpu_does_not():
     stage-interval, so 16 users run as 16 micro-batches in flight; a GPU step occupies the whole replica
     (latency = interval) and 16 users share one batch. (Per-user speed falls by about the same share on
     both in this analytic pool, ~0.79x from 1 to 16 users: that is not what distinguishes them.)"""
-    from lpxsim.stepmodel import DecodeBatch
+    from lpxsim.step.protocol import DecodeBatch
 
     steps = {s: make_step_model(load_fleet(fleet(pool(system=s))).pools[0]) for s in ("vr-nvl72", "lpx")}
     gpu = steps["vr-nvl72"].decode_step(DecodeBatch.uniform(1, 2304))

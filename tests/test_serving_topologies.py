@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from analytic_double import serving_double  # noqa: F401  (the module fixture below)
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.serving import simulate
 from lpxsim.serving.afd import AfdStepModel
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import load_fleet
 from lpxsim.serving.spec import Link
 from lpxsim.serving.worker import SharedResource
-from lpxsim.stepmodel import DecodeBatch
+from lpxsim.step.protocol import DecodeBatch
 from serving_fixtures import fleet, link, pool, synthetic
 
 pytestmark = pytest.mark.usefixtures("serving_double")

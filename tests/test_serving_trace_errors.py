@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.serving.traces import load_trace
 
 MOONCAKE = {"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1, 2]}

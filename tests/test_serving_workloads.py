@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analytic_double import serving_double  # noqa: F401  (the module fixture below)
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.serving import simulate
 from lpxsim.serving.traces import TRACES, load_trace
 from lpxsim.serving.workload import Dist, load_workload, make_workload

@@ -113,7 +113,7 @@ def test_moe_long_context_line_is_the_deployments_decode_speed():
     answer on the AA deployment (the same step model object, so nothing new is built)."""
     from lpxsim.plan.capacity import capacity
     from lpxsim.report.tour_sections import moe_long_context_rows
-    from lpxsim.stepmodel import DecodeBatch
+    from lpxsim.step.protocol import DecodeBatch
 
     with pytest.MonkeyPatch.context() as mp:
         stand_in(mp)

@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from lpxsim import cache, catalog
-from lpxsim.backends import Layout
-from lpxsim.datafile import read_yaml
+from lpxsim import catalog
+from lpxsim.backends.factory import Layout
+from lpxsim.core import cache
+from lpxsim.core.datafile import read_yaml
 
 
 def _reference(obj: Any) -> Any:

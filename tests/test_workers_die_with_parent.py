@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 PARENT = """
 import concurrent.futures as cf, os, sys, time
@@ -68,7 +68,7 @@ def test_workers_end_within_5_s_of_a_sigkilled_parent(guard: str) -> None:
 
 def test_worker_counts_are_capped_at_4x_cores() -> None:
     from lpxsim.bench.sweep import make_executor
-    from lpxsim.inputs import jobs_max
+    from lpxsim.core.inputs import jobs_max
 
     with pytest.raises(UserError, match=r"workers: expected an integer in 1\.\."), make_executor(
             "process", workers=jobs_max() + 1):

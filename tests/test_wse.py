@@ -8,15 +8,15 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from lpxsim.backends import Layout, make_step_model
+from lpxsim.backends.factory import Layout, make_step_model
 from lpxsim.catalog import get_model, get_system
 from lpxsim.cli.main import app
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.plan.capacity import capacity
 from lpxsim.plan.estimate import steady_state
 from lpxsim.specs.accounting import weight_bytes
 from lpxsim.specs.summary import system_summary
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 from lpxsim.wse import WseStepModel, stream_elements
 from lpxsim.wse.stepmodel import ACTIVATION_BYTES, dependent_phases
 

@@ -28,8 +28,8 @@ from lpxsim.bench.published import Published, lookup
 from lpxsim.bench.stats import pct_diff, summarize
 from lpxsim.bench.tokens import TokenConversion
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.core.errors import UserError
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 DEFAULT_CONTEXTS = (10_000, 100_000)
 DECODE_STRIDE = 64  # contexts between exact decode evaluations; linear in between (KV reads grow linearly)

@@ -21,7 +21,7 @@ from lpxsim.bench.fleets import (
 )
 from lpxsim.bench.published import lookup
 from lpxsim.bench.stats import pct_diff, summarize
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 def run_aa_on_fleet(target: str, model: str, setup: AASetup) -> tuple[list[AAPoint], pd.DataFrame]:

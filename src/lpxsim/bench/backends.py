@@ -1,7 +1,7 @@
 """Step models for the bench layer, built once per process through the one backend factory.
 
 The bench layer sees backends only through the StepModel seam and
-`lpxsim.backends.make_step_model`. A backend that is not part of this build
+`lpxsim.backends.factory.make_step_model`. A backend that is not part of this build
 raises `BackendUnavailable`, so that callers (the tour) can say so honestly
 instead of inventing numbers.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
-from lpxsim.errors import DoesNotFit, UserError
-from lpxsim.stepmodel import StepModel
+from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.step.protocol import StepModel
 
 
 class BackendUnavailable(UserError):
@@ -35,7 +35,7 @@ def step_model(model: str, system: str, weights: str = "fp8", kv: str = "bf16", 
     """StepModel of `model` on `system`: the backend's default layout when no workload is given, else the
     layout the backend picks for `concurrency` streams of `isl` + `osl` tokens (LPX: compiled at that
     workload's own contexts, `racks` racks). `framework`: the serving engine of a GPU system."""
-    from lpxsim.backends import Layout, make_step_model
+    from lpxsim.backends.factory import Layout, make_step_model
     from lpxsim.catalog import get_system
 
     try:

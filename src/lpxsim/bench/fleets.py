@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
 DEFAULT_BACKEND = "auto"  # each pool on its system's detailed backend (the only cost models)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from lpxsim.bench.frontier import mark_frontier
 from lpxsim.bench.store import PointStore, atomic_write_parquet
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 DEFAULT_OSL = 1024
 EXECUTORS = ("process", "thread", "dask", "serial")
@@ -154,7 +154,7 @@ def make_executor(kind: str | cf.Executor = "process", workers: int | None = Non
         yield _SerialExecutor()
         return
     if workers is not None:
-        from lpxsim.inputs import check_jobs
+        from lpxsim.core.inputs import check_jobs
 
         check_jobs(workers, "workers")
     if kind == "process":
@@ -262,11 +262,11 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
 
 @contextmanager
 def _progress(enabled: bool, total: int):
-    """A rich progress bar on stderr (`lpxsim.progress`: only at a terminal); yields `advance(n)`."""
+    """A rich progress bar on stderr (`lpxsim.core.progress`: only at a terminal); yields `advance(n)`."""
     if not enabled:
         yield lambda n: None
         return
-    from lpxsim.progress import bar  # only at a terminal, never under --json
+    from lpxsim.core.progress import bar  # only at a terminal, never under --json
 
     with bar("sweep", total=total) as tick:
         yield tick.advance

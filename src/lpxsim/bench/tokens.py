@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 DEFAULT_O200K_PER_NATIVE = 1.0
 

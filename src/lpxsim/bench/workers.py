@@ -57,7 +57,7 @@ def die_with_parent(parent_pid: int, use_prctl: bool = True, period_s: float = W
 
 def process_pool(max_workers: int | None = None) -> cf.ProcessPoolExecutor:
     """A process pool whose workers die with this process (at most 4 x CPU cores of them)."""
-    from lpxsim import inputs
+    from lpxsim.core import inputs
 
     if max_workers is not None:
         inputs.check_jobs(max_workers, "workers")

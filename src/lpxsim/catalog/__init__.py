@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from lpxsim.datafile import read_yaml
-from lpxsim.errors import UserError
+from lpxsim.core.datafile import read_yaml
+from lpxsim.core.errors import UserError
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 

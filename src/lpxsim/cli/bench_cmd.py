@@ -8,10 +8,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, seed_option, tokens_option
-from lpxsim.errors import UserError
+from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 
 def parse_int_list(text: str, field: str, lo: int = 1, hi: int = inputs.TOKENS_MAX) -> list[int]:

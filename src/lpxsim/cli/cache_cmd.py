@@ -13,7 +13,7 @@ cache_app = typer.Typer(help="The on-disk step-cost cache ($LPXSIM_CACHE moves i
 @cache_app.command("info")
 def info_cmd(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Where the cache is, whether it is used, and how many entries and bytes it holds."""
-    from lpxsim.cache import step_cache
+    from lpxsim.core.cache import step_cache
 
     d = step_cache().info()
     if as_json:
@@ -32,7 +32,7 @@ def info_cmd(as_json: bool = typer.Option(False, "--json", help="print one JSON 
 @cache_app.command("clear")
 def clear_cmd(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Delete every cached entry (they are recomputed when next needed)."""
-    from lpxsim.cache import step_cache
+    from lpxsim.core.cache import step_cache
 
     c = step_cache()
     removed = c.clear()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
+from lpxsim.core import inputs
 from lpxsim.plan.capacity import CapacityReport, capacity
 
 
@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit."""
-        from lpxsim.errors import UserError
+        from lpxsim.core.errors import UserError
 
         if chips is not None and gpus is not None:
             raise UserError("gpus", "give either --chips or --gpus")

@@ -7,9 +7,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.common import KV_HELP, emit_json, err, fmt_bytes, out
 from lpxsim.cli.validate import count_option, real_option, tokens_option
+from lpxsim.core import inputs
 
 
 def compile_dict(res: Any, context: int, concurrency: int) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lpxsim.cli.common import emit_json, err, fmt_bytes, out
 from lpxsim.cli.validate import count_option, seed_option
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 def _table(r: dict) -> Table:
@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("seed", f"expected a non-negative seed, got {seed}")
         if sram_bytes is not None and sram_bytes <= 0:
             raise UserError("sram_bytes", f"expected a positive byte count, got {sram_bytes}")
-        from lpxsim.inputs import read_text
+        from lpxsim.core.inputs import read_text
 
         read_text(config, "config")  # a missing, binary or huge file: one line before any work
         cfg = load_config(config)

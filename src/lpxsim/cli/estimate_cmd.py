@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lpxsim import inputs
 from lpxsim.cli.common import WEIGHTS_HELP, economics_line, emit_json, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
+from lpxsim.core import inputs
 
 if TYPE_CHECKING:
     from lpxsim.plan.costs import CostModel
@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
-        from lpxsim.backends import Layout, make_step_model
+        from lpxsim.backends.factory import Layout, make_step_model
         from lpxsim.catalog import get_system
         from lpxsim.plan.costs import load_costs
         from lpxsim.plan.estimate import steady_state

@@ -17,7 +17,7 @@ from contextlib import nullcontext
 import typer
 
 from lpxsim.cli import help_format
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 help_format.install()
 
@@ -37,7 +37,7 @@ def _main(
 ) -> None:
     """lpxsim: tokens/s per user at a stated context and concurrency, next to the hardware and its power."""
     if no_cache:
-        from lpxsim.cache import set_enabled
+        from lpxsim.core.cache import set_enabled
 
         set_enabled(False)
 
@@ -144,7 +144,7 @@ def run() -> None:
     name = _invoked(argv) or ""
     mod = COMMAND_NAMES.get(name)
     _register([mod] if mod else COMMAND_MODULES)
-    from lpxsim import progress
+    from lpxsim.core import progress
 
     try:
         # --json: stdout belongs to one JSON object, so no bars anywhere (worker processes included)

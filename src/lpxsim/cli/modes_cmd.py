@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
 
         Closed loop: each user sends a CONTEXT-token prompt, reads OSL tokens, sends the next."""
         from lpxsim.cli.bench_cmd import parse_int_list
-        from lpxsim.errors import UserError
+        from lpxsim.core.errors import UserError
         from lpxsim.plan.modes import COLLAPSE_NOTE, ModesQuery, compare_modes, ordered, parse_loads
 
         if osl <= 0:

@@ -7,7 +7,6 @@ import contextlib
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.common import (
     KV_HELP,
     WEIGHTS_HELP,
@@ -18,7 +17,8 @@ from lpxsim.cli.common import (
     systems_help,
 )
 from lpxsim.cli.validate import count_option, real_option, tokens_option
-from lpxsim.errors import UserError
+from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 plan_app = typer.Typer(
     help="Plan: the best operating point at a tok/s/user target, fleet sizing, the T8 tok/s/MW comparison.",

@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.common import _clean, emit_json, err, out
 from lpxsim.cli.validate import real_option, seed_option
-from lpxsim.errors import UserError
+from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 
 def _workload(workload: Path | None, trace: str | None, rate_scale: float):
@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
             inputs.check_output_dir(out_dir, "out")  # before the simulation, not after
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
-        from lpxsim.progress import bar
+        from lpxsim.core.progress import bar
 
         with bar("simulating") as tick:  # silent under --json or when stderr is not a terminal
             result = simulate(fleet_src, wcfg, seed=seed, duration_s=duration,

@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lpxsim import inputs
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
 from lpxsim.cli.validate import count_option, tokens_option
+from lpxsim.core import inputs
 
 TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
               "ttft_s", "on_frontier")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
-from lpxsim import inputs
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import emit_json, err, out
 from lpxsim.cli.validate import count_option, jobs_option, seed_option
+from lpxsim.core import inputs
 
 HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
             ("tok/s/user @ concurrency 1 (AA median)", "tok/s/user @ c=1", "{:,.0f}"), ("diff", "vs published", "{}"),
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
                          executor=executor, seed=seed, jobs=jobs)
-        from lpxsim.progress import bar
+        from lpxsim.core.progress import bar
 
         with bar("tour") as tick:  # the current section on the bar's line (only at a terminal)
             def log(s: str) -> None:

@@ -2,7 +2,7 @@
 
 Each factory returns a `typer.Option` whose parser rejects a bad value with one line naming the option
 and its allowed range (click renders it as "Invalid value for '--context': expected ..."), and whose
---help states the range. The ranges themselves live in `lpxsim.inputs`.
+--help states the range. The ranges themselves live in `lpxsim.core.inputs`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import typer
 
-from lpxsim import inputs
-from lpxsim.errors import UserError
+from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 
 def _parser(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

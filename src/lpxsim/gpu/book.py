@@ -4,7 +4,7 @@ A cold GPU estimate derives a few hundred small values (curves and distinct valu
 measured tables, priced steps of each layout of a search). One cache file per value meant a few
 hundred digests, temp files and renames per process; a book is one file per source (a GPU and
 framework's tables, a model on a system): read on first use, merged with what another process wrote
-and written atomically when this process ends (`lpxsim.cache.StepCache.put`). Losing a write
+and written atomically when this process ends (`lpxsim.core.cache.StepCache.put`). Losing a write
 (a killed process, two processes racing) only costs a recomputation, never a wrong value: every
 value in a book is a pure function of its key and the book's identity (which carries the version
 of whatever computed it).
@@ -29,7 +29,7 @@ class Book:
 
     def _load(self) -> dict[str, Any]:
         if self._values is None:
-            from lpxsim.cache import step_cache
+            from lpxsim.core.cache import step_cache
 
             stored = step_cache().get(self.key)
             self._values = dict(stored) if isinstance(stored, dict) else {}  # anything else: rebuilt
@@ -50,7 +50,7 @@ class Book:
         """Write the values this process added, merged with the entry as it is on disk now."""
         if not self._new:
             return
-        from lpxsim.cache import step_cache
+        from lpxsim.core.cache import step_cache
 
         cache = step_cache()
         cache._memory.pop(self.key, None)  # re-read the disk: another process may have added values
@@ -87,6 +87,6 @@ def reset() -> None:
 
 def _on_exit() -> None:
     """Flush the books at interpreter exit, and in a multiprocessing worker (whose exit skips atexit)."""
-    from lpxsim.cache import flush_at_exit
+    from lpxsim.core.cache import flush_at_exit
 
     flush_at_exit(flush_all)

@@ -2,7 +2,7 @@
 
 Each measured configuration (hardware, framework, precision, TP/EP/DP-attention,
 ISL/OSL, concurrency) becomes a GpuStepModel and a closed-loop steady-state
-estimate (`lpxsim.steady_state.steady_state`). The fit minimises the log error
+estimate (`lpxsim.engine.steady_state.steady_state`). The fit minimises the log error
 of TPOT, of total (input + output) tok/s per GPU and of TTFT at concurrency <= 8 with
 scipy.optimize.least_squares over the few shared parameters of
 `GpuParams` (FITTED_NAMES), within physical bounds.
@@ -70,7 +70,7 @@ class PointModel:
     step: GpuStepModel
 
     def predict(self, params: GpuParams | None = None, engine=None) -> dict[str, float]:
-        from lpxsim.steady_state import steady_state
+        from lpxsim.engine.steady_state import steady_state
 
         if params is not None and params != self.step.params:
             self.step.params = params
@@ -92,7 +92,7 @@ class PointModel:
 
 def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list[PointModel], list[dict]]:
     """Step models for every calibration configuration, and the configurations the model says do not fit."""
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
 
     out, rejected = [], []
     for r in points.to_dict("records"):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 def _sglang_graph_batches() -> tuple[int, ...]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.model import ModelSpec
 
 

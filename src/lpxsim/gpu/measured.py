@@ -227,7 +227,7 @@ BOOK_VERSION = "v3"
 def _persisted(system: str, framework: str, name: str, parts: tuple, compute):
     """A small JSON-able extract of the tables, kept in this GPU's and framework's book (the key
     carries the aiconfigurator-core version)."""
-    from lpxsim.cache import digest
+    from lpxsim.core.cache import digest
     from lpxsim.gpu.book import book
 
     b = _BOOK_KEYS.get((system, framework))

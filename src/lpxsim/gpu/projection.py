@@ -36,7 +36,7 @@ def sibling(system: SystemSpec, forced: str | None = None) -> SystemSpec | None:
     if forced is not None:
         sib = get_system(forced)
         if sib.name not in AIC_SYSTEM:
-            from lpxsim.errors import UserError
+            from lpxsim.core.errors import UserError
 
             raise UserError("project_from", f"{sib.name} has no measured tables; choose one of {', '.join(AIC_SYSTEM)}")
         return sib

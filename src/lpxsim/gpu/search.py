@@ -7,7 +7,7 @@ scored with the steady-state closed-loop estimate at the given ISL/OSL and
 concurrency: `latency` maximises tok/s per user, `throughput` total tok/s per
 GPU. A candidate whose decode step alone bounds its score below the best found is
 not priced further (the answer is the one a full scan gives). Scoring uses the
-seam-level steady-state math (`lpxsim.steady_state`), so the search stays inside
+seam-level steady-state math (`lpxsim.engine.steady_state`), so the search stays inside
 the backend without an edge up into `plan`.
 """
 
@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.engine.steady_state import decode_period, steady_state
 from lpxsim.gpu.step import GpuStepModel
-from lpxsim.steady_state import decode_period, steady_state
 
 GOALS = ("latency", "throughput")
 
@@ -27,7 +27,7 @@ GOALS = ("latency", "throughput")
 @dataclass(frozen=True)
 class LayoutChoice:
     step: GpuStepModel
-    estimate: Any  # lpxsim.steady_state.Estimate
+    estimate: Any  # lpxsim.engine.steady_state.Estimate
 
 
 def _pow2_divisors(n: int) -> list[int]:

@@ -14,7 +14,7 @@ import bisect
 import math
 from collections import OrderedDict
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
@@ -28,7 +28,7 @@ from lpxsim.specs.accounting import kv_bytes_per_sequence
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 DEFAULT_MAX_BATCH = 1024  # running sequences per replica (SGLang/vLLM cap their CUDA-graph batch near this)
 DEFAULT_PREFILL_CHUNK = 8192
@@ -134,11 +134,11 @@ def _spec_digest(spec: ModelSpec | SystemSpec) -> str:
 
 def _fast_digest(spec: ModelSpec | SystemSpec) -> str:
     """SHA-256 of a spec's full text: pydantic's JSON, or a frozen dataclass's repr (every field, nested
-    ones too), either far cheaper than `lpxsim.cache.digest`'s field-by-field walk. A repr naming an
+    ones too), either far cheaper than `lpxsim.core.cache.digest`'s field-by-field walk. A repr naming an
     object by address would differ per process: then the walk."""
     import hashlib
 
-    from lpxsim.cache import digest
+    from lpxsim.core.cache import digest
 
     text = spec.model_dump_json() if hasattr(spec, "model_dump_json") else repr(spec)
     if " at 0x" in text:
@@ -151,7 +151,7 @@ _PARAMS_DIGESTS: dict[int, tuple[object, str]] = {}
 
 def _params_digest(params: GpuParams) -> str:
     """The cache digest of a GpuParams, once per object (every layout of a search shares one)."""
-    from lpxsim.cache import digest
+    from lpxsim.core.cache import digest
 
     hit = _PARAMS_DIGESTS.get(id(params))
     if hit is None or hit[0] is not params:
@@ -163,7 +163,7 @@ def _params_digest(params: GpuParams) -> str:
 def _step_book_key(model: ModelSpec, system: SystemSpec) -> str:
     """The step-cache entry holding the priced steps of `model` on `system` (every layout, format and
     framework); its version hashes the GPU cost model's and the graph's source."""
-    from lpxsim.cache import digest, source_version
+    from lpxsim.core.cache import digest, source_version
 
     return digest("gpu-step-book", source_version("lpxsim.gpu", "lpxsim.graph"), _spec_digest(model),
                   _spec_digest(system))

@@ -287,7 +287,7 @@ def lower(
     from the attention side (no embedding weights, no head, no sampled token). `layers` (FFN part
     only): just these layers' FFN blocks, e.g. one layer's FFN program for the emulator.
     """
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
 
     if phase.sequences <= 0 or phase.new_tokens <= 0:
         raise UserError("batch", "a step needs at least one sequence and one new token")

@@ -3,7 +3,7 @@
 - `compile_program(model, system, racks=|chips=, context=, concurrency=, layout=, chip_sram_bytes=)`
   -> `CompileResult` (`.program`, `.report`, `.timing`, `.layout`).
 - `LpxStepModel(model, system="lpx", racks=|chips=, weights=, kv=, kv_layout=, layout=, context=)`
-  implements `lpxsim.stepmodel.StepModel`.
+  implements `lpxsim.step.protocol.StepModel`.
 """
 
 from lpxsim.lpu.compiler import CompileResult, compile_program

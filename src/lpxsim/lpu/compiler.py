@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import OpGraph, Phase, lower
 from lpxsim.lpu.arch import Arch, arch_for
 from lpxsim.lpu.emit import emit_all

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.lpu.program import Stage
 from lpxsim.specs.accounting import layer_weight_bytes
 from lpxsim.specs.model import ModelSpec

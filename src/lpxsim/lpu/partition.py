@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages, layer_costs, split_layers
 from lpxsim.specs.accounting import kv_elements_per_token

@@ -16,7 +16,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from lpxsim.errors import DoesNotFit
+from lpxsim.core.errors import DoesNotFit
 from lpxsim.lpu.lowering import ChipUse
 from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import BufferTable, Instruction, RegionTable, TransferTable

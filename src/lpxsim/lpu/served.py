@@ -16,7 +16,7 @@ prediction with no fitted parameter (`benchmarks/groq_v1_served.py`).
 
 from __future__ import annotations
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 def served_period_s(latency_s: float, interval_s: float, users: float) -> float:

@@ -22,7 +22,7 @@ replica holds takes its place (a batch that does not fit there is compiled as it
 Both the layout choice and each shape's compiled summary (timing and per-chip
 memory, `step_summary`) are pure functions of (model spec, system spec, arch,
 layout, phase, precisions) and are kept in the persistent step-cost cache
-(`lpxsim.cache`), keyed with the source hash of the packages that compute them:
+(`lpxsim.core.cache`), keyed with the source hash of the packages that compute them:
 a second process with a warm cache compiles nothing.
 """
 
@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 from functools import cached_property
 
-from lpxsim.cache import source_version, step_cache
 from lpxsim.catalog import get_model
 from lpxsim.catalog import get_system as get_system_spec
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.cache import source_version, step_cache
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase, lower
 from lpxsim.lpu.arch import arch_for
 from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
@@ -45,7 +45,7 @@ from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.lpu.verify import verify
 from lpxsim.specs.accounting import kv_bytes_per_sequence
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 SOURCES = ("lpxsim.lpu", "lpxsim.graph", "lpxsim.specs", "lpxsim.catalog")  # code and data the cached values depend on
 CONTEXT_BUCKETS = (0, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 524288, 1048576)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import (
     COLLECTIVE_KINDS,

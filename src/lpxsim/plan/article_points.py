@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lpxsim.backends import Layout, make_step_model
+from lpxsim.backends.factory import Layout, make_step_model
 from lpxsim.catalog import get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.capacity import capacity
 from lpxsim.plan.costs import CostModel, estimate_economics
 from lpxsim.plan.estimate import steady_state
 from lpxsim.plan.operating_point import PrefixCachedStep
-from lpxsim.stepmodel import StepModel
+from lpxsim.step.protocol import StepModel
 
 ARTICLE_MODEL = "gemma-4-31b"
 ARTICLE_CONTEXTS = (10_000, 100_000)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.specs.accounting import kv_bytes_per_sequence, weight_bytes
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec

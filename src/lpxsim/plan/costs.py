@@ -28,8 +28,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lpxsim.catalog import get_system
-from lpxsim.datafile import read_yaml
-from lpxsim.errors import UserError
+from lpxsim.core.datafile import read_yaml
+from lpxsim.core.errors import UserError
 from lpxsim.specs.hardware import Grade
 
 HOURS_PER_YEAR = 8760.0

@@ -1,11 +1,11 @@
 """The steady-state estimate, as the planning layer offers it.
 
-The math lives at the seam (`lpxsim.steady_state`) because it needs nothing but
+The math lives at the seam (`lpxsim.engine.steady_state`) because it needs nothing but
 the StepModel protocol, so backends' layout searches may use it without a
 back edge into `plan`.
 """
 
-from lpxsim.steady_state import (
+from lpxsim.engine.steady_state import (
     DEFAULT_PREFILL_CHUNK,
     MTP_DRAFT_FRACTION,
     Estimate,

@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from lpxsim.catalog import get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.costs import CostModel, default_costs, economics
 from lpxsim.plan.operating_point import OperatingPoint, StepFactory, operating_point, plan_model
 
@@ -434,7 +434,7 @@ class ClassSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
     model: str
-    isl: int = Field(gt=0, le=10_000_000)  # ranges: lpxsim.inputs (issue 15)
+    isl: int = Field(gt=0, le=10_000_000)  # ranges: lpxsim.core.inputs (issue 15)
     osl: int = Field(gt=0, le=10_000_000)
     tok_s_user: float = Field(gt=0, le=1e6)
     requests_per_s: float | None = Field(default=None, gt=0, le=1e9)
@@ -518,7 +518,7 @@ def load_demand(path: str | Path) -> DemandSpec:
     p = Path(path)
     if not p.is_file():
         raise UserError("demand", f"no such file {str(p)!r}")
-    from lpxsim.inputs import read_text
+    from lpxsim.core.inputs import read_text
 
     text = read_text(p, "demand")  # binary or huge files: one line
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 LOADS = {"light": 8, "heavy": 64}  # concurrent users of the whole fleet
 DEFAULT_CONTEXTS = (10_000, 32_000, 100_000)

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from lpxsim.backends import Layout
+from lpxsim.backends.factory import Layout
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.plan.capacity import LPU_BUFFER_FRACTION, capacity
 from lpxsim.plan.estimate import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 # (model, system, layout, weights, kv, kv_layout) -> the StepModel of one replica.
 StepFactory = Callable[[ModelSpec, str, Layout, str, str, str], StepModel]
@@ -125,8 +125,8 @@ def _cached(kind: str, model: ModelSpec, system: str, layout: Layout, weights: s
 
 
 def project_factory(model: ModelSpec, system: str, layout: Layout, weights: str, kv: str, kv_layout: str) -> StepModel:
-    """The project's backends (LPX compiler, GPU model) through `lpxsim.backends.make_step_model`."""
-    from lpxsim.backends import make_step_model
+    """The project's backends (LPX compiler, GPU model) through `lpxsim.backends.factory.make_step_model`."""
+    from lpxsim.backends.factory import make_step_model
 
     return _cached("project", model, system, layout, weights, kv, kv_layout, lambda: make_step_model(
         model, system, layout, weights=weights, kv=kv, kv_layout=kv_layout))

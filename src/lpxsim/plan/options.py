@@ -22,7 +22,7 @@ def mode_pool_type(rc: Any, mode: str, seed: int = 0):
     """The pool type of one Rubin + LPX mode for request class `rc` (simulated; see module docstring)."""
     from lpxsim.bench.fleets import builtin_fleet, closed_workload, simulate_fleet
     from lpxsim.catalog import get_system
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
     from lpxsim.plan.fleet import PoolType
 
     method = f"closed-loop simulation, {OPTION_USERS} users (P50 speed, P99 TTFT)"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lpxsim.bench.backends import BackendUnavailable
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.report.html import Chart, Image, Note, Section, Table
 
 
@@ -302,7 +302,7 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     from lpxsim.bench.backends import hardware_label, step_model
     from lpxsim.catalog import get_system
     from lpxsim.plan.capacity import capacity
-    from lpxsim.stepmodel import DecodeBatch
+    from lpxsim.step.protocol import DecodeBatch
 
     ctx, osl = max(cfg.contexts), cfg.osl
     need = capacity(cfg.moe_model, "lpx", ctx + osl, weights=cfg.weights, kv=cfg.kv)

@@ -7,7 +7,7 @@ Python API:
     result.requests   # pandas DataFrame, one row per request
     result.summary    # dict: percentiles, goodput, fleet tok/s, tok/s per MW, concurrency, context
 
-Costs come only from each pool's StepModel (`lpxsim.stepmodel`).
+Costs come only from each pool's StepModel (`lpxsim.step.protocol`).
 """
 
 from __future__ import annotations

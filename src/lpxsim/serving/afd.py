@@ -18,10 +18,10 @@ The attention side implements the attention half of `lpxsim.serving.protocols.Sp
 
 from __future__ import annotations
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.serving.spec import Link
 from lpxsim.serving.worker import SharedResource
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 
 class AfdStepModel:

@@ -2,9 +2,9 @@
 
 `backend: auto` (the default) is the detailed backend of the pool's system: the
 compiled LPX backend on an LPU system, the GPU model on a GPU system, built
-through the project's factory `lpxsim.backends.make_step_model` (imported
+through the project's factory `lpxsim.backends.factory.make_step_model` (imported
 lazily). The two halves of attention/FFN disaggregation come from
-`lpxsim.afd_backends`: the GPU model's attention half, a compiled FFN-only LPX
+`lpxsim.backends.afd`: the GPU model's attention half, a compiled FFN-only LPX
 program. These detailed backends are the only cost models (issue 12): there
 is no first-order model to ask for.
 """
@@ -12,11 +12,11 @@ is no first-order model to ask for.
 from __future__ import annotations
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.serving.config import PoolConfig
 from lpxsim.serving.drafter import assistant_for, is_drafter_name
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import StepModel
+from lpxsim.step.protocol import StepModel
 
 
 def pool_model(pool: PoolConfig) -> ModelSpec:
@@ -65,18 +65,18 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     if backend != kind:
         raise UserError(f"{field}.{pool.name}.backend", f"{pool.system} is a {kind} system; use backend: {kind} or auto")
     if part == "ffn" and kind == "lpx":
-        from lpxsim.afd_backends import lpx_ffn_side
+        from lpxsim.backends.afd import lpx_ffn_side
 
         return lpx_ffn_side(model, system.name, chips=chips, weights=pool.weights, kv=pool.kv)
     if part == "attention" and kind == "lpx":
         raise UserError(f"{field}.{pool.name}.system", "the attention side of an AFD pair runs on GPUs (it holds the KV)")
     if part == "attention":
-        from lpxsim.afd_backends import gpu_attention_side
+        from lpxsim.backends.afd import gpu_attention_side
 
         return gpu_attention_side(model, system.name, chips, pool.tp, weights=pool.weights, kv=pool.kv,
                                   kv_layout=pool.kv_layout)
-    from lpxsim.backends import Layout
-    from lpxsim.backends import make_step_model as project_factory
+    from lpxsim.backends.factory import Layout
+    from lpxsim.backends.factory import make_step_model as project_factory
 
     if kind != "lpx":
         layout = Layout(gpus=chips, tp=pool.tp, ep=pool.ep, pp=pool.pp, dp_attention=pool.dp_attention,
@@ -119,8 +119,8 @@ def _gpu_with_fraction(model: ModelSpec, system: str, layout, pool: PoolConfig) 
     """The GPU model with the pool's KV share of free HBM, behind the same per-shape memo as every backend."""
     from functools import partial
 
+    from lpxsim.backends.memo import memoized
     from lpxsim.gpu import GpuStepModel
-    from lpxsim.stepmemo import memoized
 
     gpus = layout.gpus
     build = partial(GpuStepModel, model, system=system, gpus=gpus, tp=pool.tp or gpus, ep=pool.ep, pp=pool.pp,

@@ -15,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 Role = Literal["aggregated", "prefill", "decode", "attention", "ffn", "drafter", "target"]
 ENTRY_ROLES = ("aggregated", "prefill", "attention", "target")
@@ -165,7 +165,7 @@ def read_yaml(path: str | Path, what: str) -> dict:
     p = Path(path)
     if not p.is_file():
         raise UserError(what, f"no such file {str(p)!r}")
-    from lpxsim.inputs import read_text
+    from lpxsim.core.inputs import read_text
 
     text = read_text(p, what)  # binary or huge files: one line
     try:

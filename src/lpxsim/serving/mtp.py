@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 
+from lpxsim.engine.steady_state import MTP_DRAFT_FRACTION
 from lpxsim.serving.config import SpeculationConfig
 from lpxsim.serving.spec import Link, SpecWorker
 from lpxsim.serving.worker import SharedResource
-from lpxsim.steady_state import MTP_DRAFT_FRACTION
-from lpxsim.stepmodel import DecodeBatch, StepCost, StepModel
+from lpxsim.step.protocol import DecodeBatch, StepCost, StepModel
 
 
 class MtpHead:

@@ -1,4 +1,4 @@
-"""Optional capabilities a backend may offer beyond `lpxsim.stepmodel.StepModel`.
+"""Optional capabilities a backend may offer beyond `lpxsim.step.protocol.StepModel`.
 
 Attention/FFN disaggregation needs each layer's attention part and FFN part
 timed separately, and how many bytes of activation cross the boundary. A
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 
 @runtime_checkable

@@ -99,7 +99,7 @@ class Simulation:
 
     def _mtp_workers(self, p: PoolConfig, step, field: str) -> list[Worker]:
         """Workers drafting with the model's own MTP head (see serving/mtp.py)."""
-        from lpxsim.errors import UserError
+        from lpxsim.core.errors import UserError
         from lpxsim.serving.mtp import MtpWorker
         from lpxsim.specs.mtp import default_accept
 

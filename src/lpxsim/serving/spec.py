@@ -20,7 +20,7 @@ import math
 
 from lpxsim.serving.request import Request
 from lpxsim.serving.worker import SharedResource, Worker, ctx_bucket
-from lpxsim.stepmodel import DecodeBatch, StepModel
+from lpxsim.step.protocol import DecodeBatch, StepModel
 
 TOKEN_ID_BYTES = 4
 PRIOR_ACCEPT, PRIOR_WEIGHT = 0.7, 10.0

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lpxsim.errors import UserError
-from lpxsim.inputs import TOKENS_MAX
+from lpxsim.core.errors import UserError
+from lpxsim.core.inputs import TOKENS_MAX
 from lpxsim.serving.request import Request
 from lpxsim.serving.workload import Workload, WorkloadConfig
 

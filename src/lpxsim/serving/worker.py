@@ -27,11 +27,11 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from lpxsim.errors import DoesNotFit
+from lpxsim.core.errors import DoesNotFit
 from lpxsim.serving.engine import EventKind
 from lpxsim.serving.kvcache import KvStore
 from lpxsim.serving.request import Request
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 if TYPE_CHECKING:
     from lpxsim.serving.sim import Simulation

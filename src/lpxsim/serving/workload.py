@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from lpxsim.inputs import TOKENS_MAX  # sampled ISL/OSL are clipped to [1, TOKENS_MAX]
+from lpxsim.core.inputs import TOKENS_MAX  # sampled ISL/OSL are clipped to [1, TOKENS_MAX]
 from lpxsim.serving.config import read_yaml, validation_error
 from lpxsim.serving.request import Request
 

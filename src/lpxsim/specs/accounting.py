@@ -156,7 +156,7 @@ def kv_elements_per_token(a: AttentionSpec, layout: str = "separate") -> int:
     stores the one tensor. MLA stores the latent plus the shared rope key.
     """
     if layout not in KV_LAYOUTS:
-        from lpxsim.errors import UserError
+        from lpxsim.core.errors import UserError
 
         raise UserError("kv_layout", f"unknown KV layout {layout!r}; expected one of {', '.join(KV_LAYOUTS)}")
     if a.kind == "mla":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 if TYPE_CHECKING:
     from lpxsim.specs.model import AttentionSpec, FfnSpec, ModelSpec

@@ -166,7 +166,7 @@ class SystemSpec(BaseModel):
     def with_topology(self, variant: str) -> SystemSpec:
         """This system with a named topology variant (e.g. 'trays-32x8')."""
         if variant not in self.variants:
-            from lpxsim.errors import UserError
+            from lpxsim.core.errors import UserError
 
             raise UserError(
                 "topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}"
@@ -175,7 +175,7 @@ class SystemSpec(BaseModel):
 
     def chips_from(self, racks: float | None = None, chips: int | None = None) -> int:
         """Chips asked for by `--racks` (whole chips only) or `--chips`; one unit when neither is given."""
-        from lpxsim.errors import UserError
+        from lpxsim.core.errors import UserError
 
         if racks is not None and chips is not None:
             raise UserError("racks", "give either racks or chips, not both")
@@ -239,7 +239,7 @@ class SystemSpec(BaseModel):
 
 
 def _check_units(system: SystemSpec, units: int) -> int:
-    from lpxsim.errors import UserError
+    from lpxsim.core.errors import UserError
 
     if units < 1 or units > system.max_units:
         raise UserError(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 LayerKind = Literal["full", "sliding"]
 
@@ -101,7 +101,7 @@ class ModelSpec:
     @classmethod
     def from_path(cls, path: str | Path, name: str | None = None) -> ModelSpec:
         """Load a Hugging Face config.json from disk."""
-        from lpxsim.inputs import read_text
+        from lpxsim.core.inputs import read_text
 
         p = Path(path)
         if not p.is_file():

@@ -11,7 +11,7 @@ caller must give one.
 
 from __future__ import annotations
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.model import ModelSpec
 
 # model family (lower-case name prefix) -> per-token acceptance of the MTP draft, and its source

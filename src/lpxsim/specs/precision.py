@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.accounting import (
     decode_flops_per_token,
     kv_bytes_per_sequence,

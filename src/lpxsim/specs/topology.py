@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.hardware import LinkClass, Topology
 
 # Kinds whose chips in a node are all one scale_up hop apart (switch, full mesh, or wafers on direct links).

@@ -33,12 +33,12 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.specs.accounting import kv_bytes_per_sequence, kv_elements_per_token, layer_params, param_counts
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import LayerSpec, ModelSpec
 from lpxsim.specs.precision import get_precision
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 ACTIVATION_BYTES = 2.0  # 16-bit activations on the fabric (Cerebras runs FP16/BF16 datapaths)
 MAX_BATCH = 4096  # decode sequences per step; the KV ceiling binds long before at real contexts

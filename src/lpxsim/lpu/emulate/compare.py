@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lpxsim.errors import DoesNotFit, UserError
+from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.graph import Phase
 from lpxsim.lpu.emulate.executor import ProgramExecutor
 from lpxsim.lpu.emulate.reference import Reference, build_reference, hf_greedy, seeded_prompt

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.lpu.emulate.weights import graph_weights
 from lpxsim.specs.model import ModelSpec
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 
 def graph_weights(state: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

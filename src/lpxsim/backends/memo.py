@@ -1,10 +1,10 @@
 """A memo in front of every detailed StepModel: each step shape is priced once, ever.
 
-`lpxsim.backends.make_step_model` wraps the backend it builds in `MemoStepModel`.
+`lpxsim.backends.factory.make_step_model` wraps the backend it builds in `MemoStepModel`.
 The wrapper answers every StepModel question from a table keyed by the step's
 shape (decode: its contexts; prefill: tokens, context, sequences; verify: contexts
 and k), so the event loop never re-prices a shape. The table also persists
-through `lpxsim.cache.step_cache()` as one entry per replica, keyed by a hash of
+through `lpxsim.core.cache.step_cache()` as one entry per replica, keyed by a hash of
 the model spec, the system spec, the layout, the precisions and the source of the
 backends: a later process that finds the table answers from it without building
 the backend at all (no compile, no import of the backend), and builds it only on
@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lpxsim.cache import digest, flush_at_exit, source_version, step_cache
-from lpxsim.errors import DoesNotFit
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepCost, StepModel
+from lpxsim.core.cache import digest, flush_at_exit, source_version, step_cache
+from lpxsim.core.errors import DoesNotFit
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost, StepModel
 
 NAMESPACE = "stepmodel-table"
 # Packages whose code or fitted data decides a detailed step cost: editing any of them changes every

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 
 # Upper bounds: far above any real deployment, low enough that nothing downstream hangs or blows up.
 TOKENS_MAX = 10_000_000  # context, ISL, OSL, prefix tokens

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from functools import partial
 
 from lpxsim.catalog import get_model, get_system
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import StepModel
+from lpxsim.step.protocol import StepModel
 
 
 @dataclass(frozen=True)
@@ -51,13 +51,13 @@ def make_step_model(
     kv_layout: str = "separate",
 ) -> StepModel:
     """The StepModel of one replica of `model` on `system` with `layout`, behind a per-shape memo
-    that persists through the step cache (`lpxsim.stepmemo`): a shape is priced once, ever."""
+    that persists through the step cache (`lpxsim.backends.memo`): a shape is priced once, ever."""
     m, s = get_model(model), get_system(system)
     lay = layout or Layout()
     if lay.goal not in ("latency", "throughput"):
         raise UserError("goal", f"expected latency or throughput, got {lay.goal!r}")
     _check(s, lay)
-    from lpxsim.stepmemo import memoized
+    from lpxsim.backends.memo import memoized
 
     build = partial(build_step_model, m, s.name, lay, weights, kv, kv_layout)
     identity: tuple = ("backend", m, s, lay, weights, kv, kv_layout)

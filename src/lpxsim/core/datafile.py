@@ -1,7 +1,7 @@
 """Shipped YAML data files (the catalog's systems, costs.yaml), read through a JSON memo.
 
 Importing PyYAML and parsing two files is ~25 ms of a warm `lpxsim estimate` (~0.2 s CPU in all). The
-parsed content of a file is kept as JSON in the cache folder (`lpxsim.cache.write_memo`) under a
+parsed content of a file is kept as JSON in the cache folder (`lpxsim.core.cache.write_memo`) under a
 signature of the file's path and stat (size, mtime, ctime, inode): an edited or replaced file has a new
 signature and is parsed again. Only content that JSON gives back unchanged is kept (YAML dates,
 non-string keys or NaN are parsed every time). `--no-cache` reads and writes no memo.
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lpxsim.cache import read_memo, stat_signature, write_memo
+from lpxsim.core.cache import read_memo, stat_signature, write_memo
 
 
 def read_yaml(path: str | Path) -> Any:

@@ -39,8 +39,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lpxsim.errors import UserError
-from lpxsim.stepmodel import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.core.errors import UserError
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 DEFAULT_PREFILL_CHUNK = 8192  # tokens; vLLM's default max_num_batched_tokens
 

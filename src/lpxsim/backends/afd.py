@@ -14,15 +14,15 @@ attention side stores: attention weights, norms, embedding and LM head (the
 FFN-only program has neither) and the KV. The FFN/MoE weights live on the
 FFN side, so they leave the attention GPUs' HBM to KV.
 
-Like `lpxsim.backends`, this sits above the seam: serving builds both halves
+Like `lpxsim.backends.factory`, this sits above the seam: serving builds both halves
 through `make_afd_side` and sees only StepModels.
 """
 
 from __future__ import annotations
 
-from lpxsim.errors import UserError
+from lpxsim.core.errors import UserError
 from lpxsim.specs.model import ModelSpec
-from lpxsim.stepmodel import DecodeBatch, StepCost, StepModel
+from lpxsim.step.protocol import DecodeBatch, StepCost, StepModel
 
 
 def _lpx_ffn_class():
@@ -100,7 +100,7 @@ def _gpu_attention_class():
             b = replace(full, weight_bytes=w, kv_bytes=kv,
                         usable_bytes=full.hbm_bytes - max(free, 0.0) * (1.0 - mem_fraction))
             if not b.fits:
-                from lpxsim.errors import DoesNotFit
+                from lpxsim.core.errors import DoesNotFit
 
                 raise DoesNotFit("gpus", f"{self.model.name}'s attention side at {self.weights} needs "
                                          f"{w / 1e9:,.1f} GB of weights per GPU with {self.layout.label()}; a "
