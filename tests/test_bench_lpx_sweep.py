@@ -49,7 +49,6 @@ def test_a_workload_grid_replicas_memo_table_names_its_grid(monkeypatch) -> None
     """The grid decides the answers, and the memo table's key covers lpxsim.lpu but not backends.py: the
     grid is part of the replica's identity, so a warm cache never answers a new grid rule from old tables."""
     import lpxsim.backends.memo as stepmemo
-
     from lpxsim.backends.factory import Layout, make_step_model
 
     seen = []
