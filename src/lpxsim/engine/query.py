@@ -1,0 +1,139 @@
+"""The question every command asks the operating-point engine, as plain frozen values.
+
+A question is (model, deployment, workload, load, objective). Each part says what it
+means in SI units and validates itself, so that every command (estimate, sweep, modes,
+plan, bench, tour, serve) builds the same question from its flags and gets the same
+answer from `lpxsim.engine` -- never a second, private solution.
+
+- `Deployment`: the hardware one answer runs on. A deployment the user gives is kept
+  exactly (`given=True`); a searched one records the layout the search picked. It is
+  printed beside every figure (`label()`).
+- `Workload`: one request's shape: input and output tokens, and the session it belongs
+  to. `session=None` is the explicit no-cache loop: every request prefills its whole
+  input again. A `SessionShape` is an agentic session whose earlier turns' KV is kept.
+- `Load`: closed-loop concurrency (users with one request in flight each) or an open
+  arrival rate.
+- `Objective`: what a search over deployments ranks by.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from lpxsim.core.errors import UserError
+
+
+def _positive_int(field: str, v: object, lo: int = 1) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+        raise UserError(field, f"expected an integer >= {lo}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class SessionShape:
+    """An agentic session: a first turn of `first_isl` input tokens, then `turns - 1` turns that each add
+    `new_tokens` input tokens (tool output, the user's next message) to everything before, with `think_s`
+    of tool or think time between a turn's last token and the next turn's arrival. The session keeps its
+    KV between turns while the deployment holds it, so a later turn prefills only its uncached tokens.
+
+    `context_cap` bounds the session's context: a turn that would pass it is truncated to the newest
+    `context_cap` tokens (the rule `docs/serving.md` states).
+    """
+
+    first_isl: int
+    new_tokens: int
+    turns: int
+    think_s: float = 0.0
+    context_cap: int | None = None
+
+    def __post_init__(self) -> None:
+        _positive_int("first_isl", self.first_isl)
+        _positive_int("new_tokens", self.new_tokens)
+        _positive_int("turns", self.turns)
+        if not (isinstance(self.think_s, (int, float)) and math.isfinite(self.think_s) and self.think_s >= 0):
+            raise UserError("think_s", f"expected a non-negative number of seconds, got {self.think_s!r}")
+        if self.context_cap is not None:
+            _positive_int("context_cap", self.context_cap)
+
+    def label(self) -> str:
+        cap = f", cap {self.context_cap:,}" if self.context_cap else ""
+        return (f"agentic session: {self.first_isl:,} first + {self.new_tokens:,} new tokens/turn x "
+                f"{self.turns} turns, {self.think_s:g} s think{cap}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One request's shape. `isl` is the context the request attends over (for a session turn: the whole
+    session so far); `osl` its output tokens. `session` None: no prefix reuse (each request prefills all
+    of `isl`)."""
+
+    isl: int
+    osl: int
+    session: SessionShape | None = None
+
+    def __post_init__(self) -> None:
+        _positive_int("isl", self.isl)
+        _positive_int("osl", self.osl)
+
+    @property
+    def context(self) -> int:
+        """Tokens of KV a request holds at its end."""
+        return self.isl + self.osl
+
+    def label(self) -> str:
+        shape = self.session.label() if self.session else "no prefix reuse (full prefill each request)"
+        return f"ISL {self.isl:,} / OSL {self.osl:,}, {shape}"
+
+
+@dataclass(frozen=True)
+class Load:
+    """Closed loop: `concurrency` users, each sending its next request when the last one ends (InferenceX,
+    AIPerf). Open loop: `rate_per_s` Poisson arrivals. Exactly one is given."""
+
+    concurrency: int | None = None
+    rate_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate_per_s is None):
+            raise UserError("concurrency", "give either a concurrency or an arrival rate, not both or neither")
+        if self.concurrency is not None:
+            _positive_int("concurrency", self.concurrency)
+        elif not (isinstance(self.rate_per_s, (int, float)) and math.isfinite(self.rate_per_s)
+                  and self.rate_per_s > 0):
+            raise UserError("rate", f"expected a positive arrival rate per second, got {self.rate_per_s!r}")
+
+    def label(self) -> str:
+        if self.concurrency is not None:
+            return f"concurrency {self.concurrency:,}"
+        return f"{self.rate_per_s:g} requests/s"
+
+
+class Objective(StrEnum):
+    """What a deployment search ranks by (`lpxsim.engine` search)."""
+
+    LATENCY = "latency"  # the most tok/s per user at the load
+    EFFICIENCY = "efficiency"  # the most tok/s per MW with every user at >= the tok/s/user target
+    THROUGHPUT = "throughput"  # the most output tok/s per replica
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The hardware one answer runs on: `replicas` copies of one replica laid out as `layout` on `chips`
+    chips of `system`. `given`: the user stated it (kept exactly; a load it cannot hold is reported, never
+    moved to a bigger deployment). `layout` is the backend's own layout string (LPX: tp, stages, kvsplit,
+    kvspread; GPU: TP/EP/PP/attention-DP)."""
+
+    system: str
+    chips: int
+    layout: str = ""
+    replicas: int = 1
+    given: bool = False
+
+    def __post_init__(self) -> None:
+        _positive_int("chips", self.chips)
+        _positive_int("replicas", self.replicas)
+
+    @property
+    def total_chips(self) -> int:
+        return self.chips * self.replicas
