@@ -30,17 +30,16 @@ def keep_identifiers(t: Table, names: int = 1) -> Table:
 
 
 def _table_console(stderr: bool) -> Console:
-    """A console on which no table cell ends in an ellipsis: columns fold (identifier columns are
-    marked by the commands with `keep_identifiers`)."""
+    """A console that fits every table to its width without splitting a name or a number
+    (`lpxsim.cli.table_fit`): at a narrow or piped width, low-priority columns drop, then one record per block."""
     from rich.console import Console
     from rich.table import Table
 
+    from lpxsim.cli.table_fit import fit
+
     class _TableConsole(Console):
         def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
-            for o in objects:
-                if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
-                    keep_identifiers(o, names=0)
-            super().print(*objects, **kw)
+            super().print(*(fit(self, o) if isinstance(o, Table) else o for o in objects), **kw)
 
     return _TableConsole(stderr=stderr)
 
