@@ -88,7 +88,7 @@ def _apply(console: Console, t: Table, fits: list[_Fit], width: int) -> None:
         if extra[i] < want[i]:
             extra[i] += 1
             left -= 1
-    for f, e in zip(fits, extra):
+    for f, e in zip(fits, extra, strict=True):
         f.column.width = f.least + e
         f.column.no_wrap = f.kept
         f.column.overflow = "ellipsis" if f.kept else "fold"  # neither happens: the width holds every word
@@ -138,7 +138,7 @@ def blocks(console: Console, t: Table, width: int) -> RenderableType:
         grid.add_column(overflow="fold")
         if t.show_header:
             grid.add_row(headers[0], Text(cells[0], style="bold"))
-            for h, v in zip(headers[1:], cells[1:]):
+            for h, v in zip(headers[1:], cells[1:], strict=True):
                 grid.add_row(h, v)
         else:  # a key-value table: the first cell is the label
             grid.add_row(cells[0], "  ".join(cells[1:]))
