@@ -39,6 +39,10 @@ def _table_console(stderr: bool) -> Console:
 
     class _TableConsole(Console):
         def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
+            if not stderr:  # the answer: the progress display leaves first, so nothing is glued to it
+                from lpxsim.core.progress import end_display
+
+                end_display()
             super().print(*(fit(self, o) if isinstance(o, Table) else o for o in objects), **kw)
 
     return _TableConsole(stderr=stderr)

@@ -81,9 +81,10 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
     context) groups go to the pool too); results do not depend on where they ran (each deployment is
     built from its arguments alone, and compiled steps meet in the step cache)."""
     results: dict[str, SectionResult] = {}
+    count = f"/{len(ORDER) + 1}"  # the sections and the economics after them (progress: the stage and its count)
     if cfg.jobs <= 1:
-        for name in ORDER:
-            log(f"tour: {name} ...")
+        for i, name in enumerate(ORDER, 1):
+            log(f"tour {i}{count}: {name} ...")
             results[name], dt = _timed(name, cfg, out)
             log(f"tour: {name} {results[name].status} in {dt:,.1f} s")  # stderr only
         return {k: results[k] for k in ORDER}
@@ -91,10 +92,10 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
 
     with process_pool(cfg.jobs - 1) as pool:  # workers die with the tour, even on SIGKILL
         remote = {name: pool.submit(_timed, name, cfg, out) for name in REMOTE}
-        for name in ORDER:
+        for i, name in enumerate(ORDER, 1):
             if name in REMOTE:
                 continue
-            log(f"tour: {name} ...")
+            log(f"tour {i}{count}: {name} ...")
             t0 = time.perf_counter()
             results[name] = section(name, cfg, out, pool if cfg.jobs > 2 else None)
             log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")
