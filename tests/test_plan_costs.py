@@ -166,3 +166,22 @@ def test_shipped_example_cost_file_loads():
         c = load_costs(f)
         assert c.usd_per_kwh.source.startswith("user:") and c.capex("vr-nvl72").grade == "P"
         assert c.price_for("h200-hgx", 5_000).usd_per_mtok_output == 40.0
+
+
+def test_estimate_cli_prices_only_from_a_price_source(tmp_path):
+    """No price source for an H200 node: no revenue line; a user's price file: revenue, margin, its source."""
+    base = ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--tp", "1", "--isl", "256",
+            "--osl", "64"]
+    text = CliRunner().invoke(app, base).output
+    flat = " ".join(text.split())
+    assert "/Mtok out (the whole cost" in flat and "revenue: no price source" in flat
+    assert "allocation rule (an assumption, not the headline)" in flat
+    f = tmp_path / "prices.yaml"
+    f.write_text("price_ladder:\n  - {usd_per_mtok_output: 2.5, source: our price list, grade: P}\n")
+    r = CliRunner().invoke(app, [*base, "--prices", str(f), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["price_usd_per_mtok_output"] == 2.5 and d["price_source"] == "assumption: price our price list (P)"
+    assert d["margin_usd_per_hour"] == pytest.approx(d["revenue_usd_per_hour"] - d["cost_usd_per_hour"])
+    bad = CliRunner().invoke(app, [*base, "--prices", str(tmp_path / "none.yaml")])
+    assert bad.exit_code != 0 and isinstance(bad.exception, UserError) and bad.exception.field == "prices"

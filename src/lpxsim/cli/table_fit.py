@@ -7,8 +7,7 @@ column is one of two kinds:
 - a *text* column (titles, notes): its cells wrap at spaces only, so it is at least as wide as its
   longest word.
 Headers are words for people and wrap at spaces too. When even those minimum widths do not fit, the
-columns a command marked optional (`optional_columns`) are dropped, and if that is still too wide the
-table is printed one record per block ("header  value" lines), which fits any width.
+table is printed one record per block ("header  value" lines), which fits any width and loses nothing.
 """
 
 from __future__ import annotations
@@ -23,13 +22,6 @@ if TYPE_CHECKING:
 
 _WORD = re.compile(r"\S+")
 BLOCK_GAP = 2  # spaces between a block's labels and its values
-
-
-def optional_columns(t: Table, *headers: str) -> Table:
-    """Mark columns (by header) that may be dropped when the table does not fit the width: the
-    low-priority ones (a long title beside the name a user types next, a note)."""
-    t._lpxsim_optional = set(headers)  # type: ignore[attr-defined]
-    return t
 
 
 def _plain(console: Console, cell: Any) -> str | None:
@@ -103,22 +95,6 @@ def _needed(t: Table, fits: list[_Fit], attr: str) -> int:
     return t._extra_width + sum(f.pad + getattr(f, attr) for f in fits)
 
 
-def _drop_optional(t: Table) -> Table | None:
-    """A copy of `t` without its optional columns, or None when it has none."""
-    from copy import copy
-
-    optional = getattr(t, "_lpxsim_optional", set())
-    keep = [c for c in t.columns if str(c.header) not in optional]
-    if len(keep) == len(t.columns) or not keep:
-        return None
-    slim = copy(t)
-    slim.columns = [copy(c) for c in keep]
-    for i, c in enumerate(slim.columns):
-        c._index = i
-    slim._lpxsim_optional = set()  # type: ignore[attr-defined]
-    return slim
-
-
 def blocks(console: Console, t: Table, width: int) -> RenderableType:
     """The table as one block per record: one "header  value" line per column, the first (the
     record's name) in bold; values wrap at spaces. Fits any width."""
@@ -130,7 +106,8 @@ def blocks(console: Console, t: Table, width: int) -> RenderableType:
     if t.title:
         parts.append(Text(_plain(console, t.title) or str(t.title), style="bold"))
     headers = [(_plain(console, c.header) or "").replace("\n", " ") for c in t.columns]
-    label_w = min(max((len(h) for h in headers), default=0), max(width // 3, 8))
+    labels = headers if t.show_header else [(_plain(console, c) or "") for c in t.columns[0]._cells]
+    label_w = min(max((len(h) for h in labels), default=0), max(width // 3, 8))
     for r in range(t.row_count):
         cells = [(_plain(console, c._cells[r]) or "") if r < len(c._cells) else "" for c in t.columns]
         grid = RichTable.grid(padding=(0, BLOCK_GAP))
@@ -164,7 +141,4 @@ def fit(console: Console, t: Table, width: int | None = None) -> RenderableType:
     if _needed(t, checked, "least") <= width:
         _apply(console, t, checked, width)
         return t
-    slim = _drop_optional(t)
-    if slim is not None:
-        return fit(console, slim, width)
     return blocks(console, t, width)
