@@ -132,10 +132,11 @@ def table_html(t: Table) -> str:
     shown = list(t.columns) if t.columns is not None else planner_columns(df, keep_all=t.css == "headline")
     shown = [c for c in shown if c in df.columns]
     view = df[shown]
-    if "hardware" in view.columns or any(str(c).startswith("hardware") for c in view.columns):
+    hardware = [c for c in view.columns if str(c).startswith("hardware")]
+    if hardware:
         from lpxsim.report.hardware_text import hardware_words
 
-        view = view.assign(**{c: view[c].map(hardware_words) for c in view.columns if str(c).startswith("hardware")})
+        view = view.assign(**{c: view[c].map(hardware_words) for c in hardware})
     classes = [_col_class(view[c]) for c in view.columns]
     head = "".join(f'<th class="{k}">{html.escape(human_header(str(c)))}</th>'
                    for c, k in zip(view.columns, classes, strict=True))
