@@ -131,7 +131,8 @@ class _Lines:
                     return
                 if time.monotonic() - self._last >= HEARTBEAT_S:
                     text, started, counts = self._stack[-1]
-                    self._write(f"{text} {counts}".rstrip() + f" ... {time.monotonic() - started:,.0f} s")
+                    head = f"{text} {counts}".rstrip().removesuffix("...").rstrip()
+                    self._write(f"{head} ... {time.monotonic() - started:,.0f} s")
 
 
 _lines = _Lines()
