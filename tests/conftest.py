@@ -11,6 +11,9 @@ import pytest
 _CACHE_DIR = tempfile.mkdtemp(prefix="lpxsim-test-cache-")
 os.environ["LPXSIM_CACHE"] = _CACHE_DIR  # set before any lpxsim import; worker processes inherit it
 os.environ.pop("LPXSIM_NO_CACHE", None)
+# Piped progress (one stderr line per stage) is tested on its own (test_fast_progress); elsewhere the tests read
+# stderr for its error line, so progress is off unless a test turns it on.
+os.environ["LPXSIM_PROGRESS"] = "0"
 
 
 @pytest.fixture

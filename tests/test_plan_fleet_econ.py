@@ -100,13 +100,23 @@ def test_bom_is_priced_with_the_cost_model() -> None:
     t = plan.totals
     assert t["capex_usd"] == pytest.approx(e["capex_usd"]) and t["racks_by_system"] == {A: 4}
     assert t["spare_units"] == 1
-    # revenue: the delivered 25 req/s x 1,000 output tokens at the 400 tok/s/user tier price
-    price = c.price_tier(400.0).usd_per_mtok_output
+    # the headline: the whole cost over the delivered 25 req/s x 1,000 output tokens; the allocation rule beside it
     out, tin = 25_000.0, 25.0 * 10_000
-    want = 3600 * c.utilisation.value * (out + c.input_price_ratio.value * tin) * price / 1e6
-    assert t["revenue_usd_per_hour"] == pytest.approx(want)
-    assert t["usd_per_mtok_output"] == pytest.approx(
-        t["cost_usd_per_hour"] / (3600 * c.utilisation.value * (out + c.input_price_ratio.value * tin)) * 1e6)
+    u, r = c.utilisation.value, c.input_price_ratio.value
+    assert t["usd_per_mtok_output"] == pytest.approx(t["cost_usd_per_hour"] / (3600 * u * out) * 1e6)
+    assert t["usd_per_mtok_input"] == pytest.approx(t["cost_usd_per_hour"] / (3600 * u * tin) * 1e6)
+    assert t["alloc_usd_per_mtok_output"] == pytest.approx(t["cost_usd_per_hour"] / (3600 * u * (out + r * tin)) * 1e6)
+    # no price source covers a GB200 rack: no revenue, no margin
+    assert t["revenue_usd_per_hour"] is None and t["margin_usd_per_hour"] is None
+    # a user's price list: revenue on the delivered output tokens at the tier the 400 tok/s/user reaches
+    from lpxsim.plan.costs import PriceTier
+
+    priced = c.model_copy(update={"price_ladder": [
+        PriceTier(usd_per_mtok_output=3.0, source="list", grade="P"),
+        PriceTier(min_tok_s_user=300.0, usd_per_mtok_output=12.0, source="list", grade="P")]})
+    t = solve_fleet([RC], [SystemChoice(A, redundancy=1)], pts, costs=priced).totals
+    assert t["revenue_usd_per_hour"] == pytest.approx(3600 * u * out * 12.0 / 1e6)
+    assert t["margin_usd_per_hour"] == pytest.approx(t["revenue_usd_per_hour"] - t["cost_usd_per_hour"])
 
 
 def test_tco_objective_uses_cost_of_ownership() -> None:
@@ -143,9 +153,9 @@ def test_plan_fleet_cli_redundancy_and_bom(tmp_path) -> None:
     (b,) = d["bom"]
     assert b["spare_units"] == 1 and d["spare_units"] == 1
     assert d["facility_kw"] == pytest.approx(b["power_w"] * 1.3 / 1e3)
-    for k in ("capex_usd", "usd_per_mtok_output", "usd_per_mtok_input", "revenue_usd_per_hour",
-              "tok_s_per_mw_facility"):
+    for k in ("capex_usd", "usd_per_mtok_output", "usd_per_mtok_input", "tok_s_per_mw_facility"):
         assert d[k] is not None and d[k] > 0
+    assert d["revenue_usd_per_hour"] is None  # no price source for an H200 node
     bad = CliRunner().invoke(app, ["plan", "fleet", "--demand", str(f), "--redundancy", "-1"])
     assert isinstance(bad.exception, UserError) and bad.exception.field == "redundancy"
 
@@ -158,4 +168,6 @@ def test_plan_t8_rows_carry_economics_on_catalog_systems() -> None:
     assert priced
     for v in priced:
         assert v["facility_kw"] == pytest.approx(v["replica_power_w"] * 1.25 / 1e3)
-        assert v["usd_per_mtok_output"] > 0 and v["revenue_usd_per_hour"] > 0
+        assert v["usd_per_mtok_output"] > 0
+        # revenue only where a price source applies: the shipped one prices LPX output tokens, not GPU racks
+        assert (v["revenue_usd_per_hour"] is not None) == (v["system"] == "lpx")

@@ -51,3 +51,36 @@ def test_harness_sees_script_errors(tmp_path):
     cap = capture(bad, tmp_path / "bad.png", size=(400, 300))
     assert any("notDefinedAnywhere" in e for e in cap.script_errors)
     assert cap.count('class="main-svg"') == 0
+
+
+def test_nothing_is_wider_than_a_1280_px_viewport(report):
+    """Issue 30: no table, chart or note clips at 1,280 px: no element reaches past the viewport."""
+    from lpxsim.report.browser import overflow
+
+    o = overflow(report, width=1280)
+    assert o.width == 1280
+    assert o.bad == [], o.bad[:20]
+    assert o.scroll_width <= o.width  # no horizontal scroll bar
+
+
+def test_the_overflow_probe_sees_a_wide_element(tmp_path):
+    from lpxsim.report.browser import overflow
+
+    wide = tmp_path / "wide.html"
+    wide.write_text('<html><body><table id="t"><tr><td style="white-space:nowrap">' + "x" * 400
+                    + "</td></tr></table></body></html>")
+    o = overflow(wide, width=800)
+    assert any(b.startswith("table#t") for b in o.bad) and o.scroll_width > 800
+
+
+def test_first_screen_answers_with_context_osl_users_deployment_and_power(report):
+    """The planner's table: human headers, racks and chips; no band column while no result carries one."""
+    html = report.read_text()
+    first = html.split('<section id="s1">', 1)[0]
+    for header in ("context (tokens)", "OSL (tokens)", "concurrent users", "deployment", "tok/s per user",
+                   "$ per M output tokens", "power (kW)"):
+        assert f">{header}<" in first, header
+    assert "LPX rack" in first and "Rubin rack" in first
+    assert ">band<" not in first
+    assert 'href="results.csv"' in html and 'href="results.parquet"' in html
+    assert (report.parent / "results.csv").is_file()

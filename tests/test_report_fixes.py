@@ -16,7 +16,7 @@ def test_key_columns_come_first() -> None:
                        "mode": ["m"]})
     assert list(key_columns_first(df).columns) == ["mode", "context", "tok_s_user_p50", "hardware", "fleet_tok_s"]
     html = table_html(Table(df))
-    assert html.index(">mode<") < html.index(">context<") < html.index(">hardware<")
+    assert html.index(">serving mode<") < html.index(">context (tokens)<") < html.index(">hardware<")
 
 
 def test_a_missing_concurrency_breaks_the_line() -> None:

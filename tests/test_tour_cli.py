@@ -63,6 +63,11 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
     chromium_or_skip()  # fails instead where CI sets LPXSIM_REQUIRE_BROWSER=1
     cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
     assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8
+    from lpxsim.report.browser import overflow
+
+    wide = overflow(tmp_path / "index.html", width=1280)  # issue 30: nothing clips at 1,280 px
+    assert wide.bad == [] and wide.scroll_width <= 1280, wide.bad[:20]
+    assert (tmp_path / "results.csv").is_file()
 
 
 def test_sweep_cli_on_a_dask_cluster_bound_to_loopback(tmp_path):

@@ -51,13 +51,19 @@ def test_sweep_rows_at_article_contexts_demo_and_ceiling_only():
     assert set(df["context"]) == {10_000, 100_000}  # 32K is a sweep context, not an article one
     assert sorted(df["concurrency"].unique()) == [1, 32]  # the demo point and the KV ceiling
     assert len(df) == 2 * 2 * 2
-    assert df[["context", "concurrency", "hardware", "power_kw", "tok_s_user", "usd_per_mtok_output",
-               "revenue_usd_per_hour"]].notna().all().all()
+    assert df[["context", "osl", "concurrency", "hardware", "power_kw", "tok_s_user",
+               "usd_per_mtok_output"]].notna().all().all()
+    # revenue only where a price source applies (the shipped one: LPX output tokens)
+    assert df["revenue_usd_per_hour"].notna().tolist() == (df["system / mode"] == "lpx").tolist()
     r = df[(df["system / mode"] == "vr-nvl72") & (df["context"] == 100_000) & (df["concurrency"] == 32)].iloc[0]
-    # the same price as the cost model on one NVL72 rack, with input = output x context / OSL
+    # the same cost as the cost model on one NVL72 rack, with input = output x context / OSL
     want = economics(230e3, 1.0, "vr-nvl72", 150.0 * 32, 150.0 * 32 * 100, 150.0)
     assert r["usd_per_mtok_output"] == pytest.approx(want["usd_per_mtok_output"])
-    assert r["revenue_usd_per_hour"] == pytest.approx(want["revenue_usd_per_hour"])
+    assert r["usd_per_mtok_input"] == pytest.approx(want["usd_per_mtok_input"])
+    lpx = df[(df["system / mode"] == "lpx") & (df["context"] == 100_000) & (df["concurrency"] == 32)].iloc[0]
+    want = economics(190e3, 1.0, "lpx", 150.0 * 32, 150.0 * 32 * 100, 150.0)
+    assert lpx["revenue_usd_per_hour"] == pytest.approx(want["revenue_usd_per_hour"])
+    assert "REG-LPX-45" in lpx["price_source"]
     assert r["facility_kw"] == pytest.approx(230 * default_costs().pue.value)
 
 
@@ -68,7 +74,8 @@ def test_mode_rows_sum_capex_over_the_fleets_systems():
     assert pd_row["capex_usd"] == pytest.approx(32 / 72 * c.capex("vr-nvl72").value + c.capex("lpx").value)
     want = hardware_economics(420e3, {"vr-nvl72": 32 / 72, "lpx": 1.0}, 20_000.0, 20_000.0 * 10_000 / 250, 450.0)
     assert pd_row["usd_per_mtok_output"] == pytest.approx(want["usd_per_mtok_output"])
-    assert pd_row["price_usd_per_mtok_output"] == c.price_tier(450.0).usd_per_mtok_output
+    assert pd_row["price_usd_per_mtok_output"] == c.price_for(["vr-nvl72", "lpx"], 450.0).usd_per_mtok_output
+    assert math.isnan(df[df["system / mode"] == "rubin-alone"].iloc[0]["revenue_usd_per_hour"])
     assert pd_row["concurrency"] == 64 and pd_row["source"] == "modes: heavy load"
 
 
@@ -76,7 +83,7 @@ def test_a_mixed_fleet_without_a_capex_says_so():
     c = load_costs()
     c = c.model_copy(update={"capex_usd": {k: v for k, v in c.capex_usd.items() if k != "lpx"}})
     e = hardware_economics(100e3, {"vr-nvl72": 1.0, "lpx": 1.0}, 1000.0, 0.0, 100.0, c)
-    assert e["usd_per_mtok_output"] is None and e["revenue_usd_per_hour"] > 0
+    assert e["usd_per_mtok_output"] is None and e["revenue_usd_per_hour"] > 0 and e["margin_usd_per_hour"] is None
     assert any("capex_usd.lpx" in n for n in e["cost_notes"])
 
 
@@ -90,5 +97,6 @@ def test_section_reprices_with_other_costs_and_says_when_there_is_nothing():
     a, b = base.tables["economics"], dear.tables["economics"]
     assert len(a) == 8 + 2 and (b["usd_per_mtok_output"] > a["usd_per_mtok_output"]).all()
     assert any("economics rubin-lpx-pd @ 10,000 ctx, concurrency 64" in s for s in base.summary)
+    assert any("no price source" in s for s in base.summary)  # a Rubin row: no revenue claimed
     empty = economics_section(CFG, {})
     assert empty.status == "unavailable" and not empty.tables

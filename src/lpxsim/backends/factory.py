@@ -85,6 +85,13 @@ def _check(s, lay: Layout) -> None:
 
 def build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: str, kv_layout: str) -> StepModel:
     """The backend itself, unwrapped (a layout search, and on LPX a compile): `make_step_model` memoizes it."""
+    from lpxsim.core.progress import stage
+
+    with stage(f"laying out {m.name} on {get_system(system).name}"):  # the stage a user sees (progress)
+        return _build_step_model(m, system, lay, weights, kv, kv_layout)
+
+
+def _build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: str, kv_layout: str) -> StepModel:
     s = get_system(system)
     if s.is_lpu:
         from lpxsim.lpu import LpxStepModel

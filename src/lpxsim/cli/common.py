@@ -30,17 +30,20 @@ def keep_identifiers(t: Table, names: int = 1) -> Table:
 
 
 def _table_console(stderr: bool) -> Console:
-    """A console on which no table cell ends in an ellipsis: columns fold (identifier columns are
-    marked by the commands with `keep_identifiers`)."""
+    """A console that fits every table to its width without splitting a name or a number
+    (`lpxsim.cli.table_fit`): at a narrow or piped width, low-priority columns drop, then one record per block."""
     from rich.console import Console
     from rich.table import Table
 
+    from lpxsim.cli.table_fit import fit
+
     class _TableConsole(Console):
         def print(self, *objects: Any, **kw: Any) -> None:  # type: ignore[override]
-            for o in objects:
-                if isinstance(o, Table) and not getattr(o, "_lpxsim_kept", False):
-                    keep_identifiers(o, names=0)
-            super().print(*objects, **kw)
+            if not stderr:  # the answer: the progress display leaves first, so nothing is glued to it
+                from lpxsim.core.progress import end_display
+
+                end_display()
+            super().print(*(fit(self, o) if isinstance(o, Table) else o for o in objects), **kw)
 
     return _TableConsole(stderr=stderr)
 
@@ -65,6 +68,8 @@ err: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 # --help lists the real choices (every precision the specs accept, fp16 included).
 WEIGHTS_HELP = "weight precision: " + ", ".join(PRECISIONS)
 KV_HELP = "KV precision: " + ", ".join(PRECISIONS)
+PRICES_HELP = ("price list YAML (price_ladder: tiers of usd_per_mtok_output, min_tok_s_user, systems, source): "
+               "replaces the shipped price source; revenue is reported only where a price applies")
 
 
 def systems_help(extra: str = "") -> str:
@@ -131,10 +136,30 @@ def fmt_count(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"${v:,.2f}"
+
+
 def economics_line(d: dict) -> str:
-    """One line of a result's economics (keys of `lpxsim.plan.costs.economics`)."""
-    cost = (f"${d['usd_per_mtok_output']:,.2f}/Mtok out, ${d['usd_per_mtok_input']:,.2f}/Mtok in"
-            if d.get("usd_per_mtok_output") is not None else "cost: no capex in the cost model")
-    return (f"economics: {cost}; facility {d['facility_kw']:,.1f} kW, {d['tok_s_per_mw_facility']:,.0f} tok/s per "
-            f"facility MW; revenue ${d['revenue_usd_per_hour']:,.2f}/h at ${d['price_usd_per_mtok_output']:,.2f}/Mtok "
-            f"(tier >= {d['price_tier_min_tok_s_user']:,.0f} tok/s/user)")
+    """A result's economics in three lines (keys of `lpxsim.plan.costs.economics`): the headline cost per
+    output token, revenue only with its price source named as an assumption, the allocation rule as such."""
+    if d.get("usd_per_mtok_output") is not None:
+        per_in = (f"; the same cost is {_usd(d['usd_per_mtok_input'])} per Mtok in"
+                  if d.get("usd_per_mtok_input") is not None else "")
+        cost = (f"{_usd(d['usd_per_mtok_output'])}/Mtok out (the whole cost, {_usd(d['cost_usd_per_hour'])}/h, "
+                f"over the output tokens at {d.get('utilisation', 0):.0%} utilisation{per_in})")
+    else:
+        cost = "cost: no capex in the cost model"
+    head = (f"economics: {cost}; facility {d['facility_kw']:,.1f} kW, {d['tok_s_per_mw_facility']:,.0f} output "
+            "tok/s per facility MW")
+    if d.get("revenue_usd_per_hour") is None:
+        money = "revenue: no price source for this hardware (give one with --prices FILE)"
+    else:
+        margin = (f", margin {_usd(d['margin_usd_per_hour'])}/h" if d.get("margin_usd_per_hour") is not None else "")
+        money = (f"revenue {_usd(d['revenue_usd_per_hour'])}/h at {_usd(d['price_usd_per_mtok_output'])}/Mtok out"
+                 f"{margin} ({d.get('price_source') or 'assumption: price'})")
+    lines = [head, f"  {money}"]
+    if d.get("alloc_usd_per_mtok_output") is not None:
+        lines.append(f"  {d['alloc_rule']}: {_usd(d['alloc_usd_per_mtok_output'])}/Mtok out + "
+                     f"{_usd(d['alloc_usd_per_mtok_input'])}/Mtok in")
+    return "\n".join(lines)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lpxsim.cli.common import WEIGHTS_HELP, economics_line, emit_json, out, systems_help
+from lpxsim.cli.common import PRICES_HELP, WEIGHTS_HELP, economics_line, emit_json, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
 
@@ -105,6 +105,7 @@ def register(app: typer.Typer) -> None:
                                                 lo=0, hi=2),
         pue: float | None = real_option(None, "--pue", help="facility PUE (cost model override)", lo=1, hi=3),
         costs_file: str | None = typer.Option(None, "--costs", help="cost-model YAML overriding catalog/costs.yaml"),
+        prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
@@ -113,7 +114,7 @@ def register(app: typer.Typer) -> None:
         from lpxsim.plan.costs import load_costs
         from lpxsim.plan.estimate import steady_state
 
-        costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)  # before any costly work
+        costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)  # before costly work
         # LPX: compile at this workload's own contexts (decode exactly at ISL + OSL/2, prefill from two
         # points) rather than the generic buckets around them: 4 compiles instead of 6 on a cold cache.
         lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,

@@ -149,7 +149,7 @@ def run() -> None:
     try:
         # --json: stdout belongs to one JSON object, so no bars anywhere (worker processes included)
         with progress.silenced("--json" in argv), (
-                progress.bar(f"lpxsim {name}") if mod and name not in QUICK_COMMANDS else nullcontext()):
+                progress.bar(f"lpxsim {name}", line=False) if mod and name not in QUICK_COMMANDS else nullcontext()):
             rv = command().main(args=argv, prog_name="lpxsim", standalone_mode=False)
         if isinstance(rv, int) and rv:  # click returns a typer.Exit's code instead of raising it
             sys.exit(rv)

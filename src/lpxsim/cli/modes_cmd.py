@@ -15,9 +15,13 @@ COLUMNS = (("mode", "mode", "{}"), ("context", "context", "{:,}"), ("users", "us
            ("hardware", "hardware, power", "{}"))
 
 
-def _cell(v, fmt: str) -> str:
+def _cell(v, fmt: str, key: str = "") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
+    if key == "hardware":  # racks and chips: "1 Rubin rack (32 of 72 GPUs) + 1 LPX rack, 186 kW"
+        from lpxsim.report.hardware_text import NBSP, hardware_words
+
+        return hardware_words(str(v)).replace(NBSP, " ")
     return fmt.format(v)
 
 
@@ -57,6 +61,6 @@ def register(app: typer.Typer) -> None:
             t.add_column(label, justify="left" if label in ("mode", "hardware, power") else "right",
                          overflow="fold")
         for r in df.to_dict(orient="records"):
-            t.add_row(*(_cell(r.get(k), fmt) for k, _, fmt in COLUMNS))
+            t.add_row(*(_cell(r.get(k), fmt, k) for k, _, fmt in COLUMNS))
         t.caption = COLLAPSE_NOTE
         out.print(t)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from lpxsim.cli.common import (
     KV_HELP,
+    PRICES_HELP,
     WEIGHTS_HELP,
     economics_line,
     emit_json,
@@ -93,6 +94,8 @@ def _print_fleet(d: dict) -> None:
                 f"{d['output_tok_s']:,.0f}", f"{d['tok_s_per_mw']:,.0f}", _money(d["usd_per_mtok_output"]),
                 _money(d["revenue_usd_per_hour"]), style="bold")
     out.print(keep_identifiers(bom))
+    out.print("- $/Mtok out: the whole cost over the output tokens delivered; revenue only where a price source "
+              "applies (an assumption: the shipped LPX price, or --prices FILE), '-' elsewhere")
     for b in d["bom"]:
         out.print(f"- {b['system']} rack power: {b['power_source']}")
     t = Table(title="Assignment: per-user speed with its context and concurrency")
@@ -163,7 +166,7 @@ def _print_t8(d: dict) -> None:
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
         if r.get("facility_kw") is not None:
-            out.print(f"  {label} {economics_line(r)}")
+            out.print(f"  {label} " + economics_line(r).replace("\n", "\n  "))
     for n in d["notes"]:
         out.print(f"- {n}")
 
@@ -193,6 +196,7 @@ def point_cmd(
     usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
+    prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
     framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
@@ -201,7 +205,7 @@ def point_cmd(
     from lpxsim.plan.operating_point import operating_point
 
     _check_backend(backend)
-    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
                          backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
                          framework=framework)
@@ -221,6 +225,7 @@ def fleet_cmd(
     usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
+    prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Racks of each system (with N+k spares, under rack and power ceilings) that serve every class at its SLO
@@ -229,7 +234,7 @@ def fleet_cmd(
     from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
     _check_backend(backend)
-    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     spec = load_demand(demand)
     flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
              "objective": objective}
@@ -263,6 +268,7 @@ def t8_cmd(
     usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help=USD_PER_KWH_HELP, lo=0, hi=2),
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
+    prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """tok/s/MW of LPX, Vera Rubin NVL72 and GB200 NVL72 at the T8 point, next to the vendor's 35x claim."""
@@ -270,7 +276,7 @@ def t8_cmd(
     from lpxsim.plan.t8 import t8_report
 
     _check_backend(backend)
-    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue)
+    costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
 
     for name, v in (("osl", osl), ("context", context)):
         if v <= 0:

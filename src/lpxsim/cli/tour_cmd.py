@@ -78,10 +78,13 @@ def register(app: typer.Typer) -> None:
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
                          executor=executor, seed=seed, jobs=jobs)
-        from lpxsim.core.progress import bar
+        from lpxsim.core import progress
 
-        with bar("tour") as tick:  # the current section on the bar's line (only at a terminal)
+        with progress.bar("tour") as tick:  # the current section: on the bar's line, or one line per stage piped
             def log(s: str) -> None:
+                if progress.plain():  # piped: the stage line itself (with a heartbeat while it runs long)
+                    tick.update(description=s)
+                    return
                 err.print(f"[dim]{s}[/dim]")
                 tick.update(description=f"tour: {s[:60]}")
 

@@ -35,6 +35,7 @@ from lpxsim.catalog import get_model
 from lpxsim.catalog import get_system as get_system_spec
 from lpxsim.core.cache import source_version, step_cache
 from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.core.progress import stage
 from lpxsim.graph import Phase, lower
 from lpxsim.lpu.arch import arch_for
 from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
@@ -217,9 +218,9 @@ class LpxStepModel:
             self._targets, self.target = [target], target
             cands = self._candidates(self.system, self.arch, self.n_chips, layout)
             phase = Phase.decode([self._choice_context(target)] * target.concurrency)
-            for lay in cands:
+            for i, lay in enumerate(cands, 1):
                 try:
-                    res = self._build(lay, phase)
+                    res = self._build(lay, phase, why=f"layout {i}/{len(cands)}")
                 except DoesNotFit:
                     continue
                 self.layout = lay
@@ -238,14 +239,18 @@ class LpxStepModel:
         return target.context
 
     @gc_paused  # a step-model compile builds ~10^5 long-lived records: the collector only rescans them
-    def _build(self, lay: Layout, phase: Phase) -> CompileResult:
+    def _build(self, lay: Layout, phase: Phase, why: str = "") -> CompileResult:
         """Compile and verify one step: every program whose timing a user gets has passed `verify`
-        (a program that does not is a compiler bug: `CompileNotVerified`, never a silent answer)."""
+        (a program that does not is a compiler bug: `CompileNotVerified`, never a silent answer).
+        `why` names the compile in the progress line ('layout 2/5'; default: its ordinal)."""
         self.compiles += 1
-        graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout,
-                      part=self.part)
-        prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
-        rep = verify(prog, graph, self.arch)
+        ctx = max(phase.contexts, default=0)
+        with stage(f"compiling {why or self.compiles}: {self.model.name} {phase.kind} x{phase.sequences} "
+                   f"{lay.describe()} @{ctx:,}"):
+            graph = lower(self.model, phase, weights=self.weights, kv=self.kv, kv_layout=self.kv_layout,
+                          part=self.part)
+            prog, summary = build_program(graph, self.system, self.units, self.arch, lay, self.n_chips)
+            rep = verify(prog, graph, self.arch)
         if not rep.ok or rep.skipped:
             raise CompileNotVerified(
                 f"{self.model.name} {phase.kind} x{phase.sequences} at {max(phase.contexts, default=0):,} "

@@ -1,19 +1,25 @@
-"""The planner's economics: what a token costs and what it sells for, as data (catalog/costs.yaml).
+"""The planner's economics: what a token costs and, given a price source, what it sells for.
 
 Cost of ownership per hour of one replica = capex share / amortisation hours
 + capex share x opex fraction per year / 8,760 h + facility energy (IT power x
 PUE x $/kWh, charged for every owned hour: the racks stay powered). Tokens per
-owned hour = rate x 3,600 x utilisation. Input tokens are costed and priced at
-`input_price_ratio` of an output token, so one hour's cost is spread over
-"output-equivalent" tokens, out + ratio x in:
+owned hour = rate x 3,600 x utilisation. The headline is the whole cost over the
+output tokens; the cost per input token is the same whole cost over the input
+tokens (the two are two readings of one cost, not parts that add up):
 
-    usd_per_mtok_output = cost_per_hour / (3,600 x utilisation x (out + ratio x in)) x 1e6
-    usd_per_mtok_input  = ratio x usd_per_mtok_output
+    usd_per_mtok_output = cost_per_hour / (3,600 x utilisation x out) x 1e6
+    usd_per_mtok_input  = cost_per_hour / (3,600 x utilisation x in) x 1e6
 
-Revenue per owned hour = 3,600 x utilisation x (out x P + in x ratio x P) / 1e6,
-with P the output price of the per-user speed tier the operating point reaches
-(the price ladder). Every number has a source and grade; `--costs FILE`,
-`--usd-per-kwh` and `--pue` override any of them.
+An allocation rule that splits the cost between the two (an input token weighs
+`input_price_ratio` of an output token) is reported beside them as `alloc_*`,
+named as the rule it is, never as the headline.
+
+Revenue and margin exist only where a price source applies (`price_ladder`): the
+shipped one is NVIDIA's stated "$45 per million tokens" for Rubin + LPX serving
+(grade S, docs/sources.md REG-LPX-45), applied to output tokens of hardware that
+includes LPX; a user's ladder (`--prices FILE`, or `price_ladder` in `--costs
+FILE`) replaces it. Without a price the revenue fields are None. Every number has
+a source and grade; `--costs FILE`, `--usd-per-kwh` and `--pue` override any of them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lpxsim.catalog import get_system
 from lpxsim.core.datafile import read_yaml
@@ -56,18 +62,30 @@ class CostValue(BaseModel):
 
 
 class PriceTier(BaseModel):
-    """Output price for users served at >= min_tok_s_user."""
+    """A price per million tokens for users served at >= min_tok_s_user on hardware that includes one of
+    `systems` (every system when empty). Input tokens earn nothing unless the tier prices them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    min_tok_s_user: float = Field(ge=0)
+    min_tok_s_user: float = Field(default=0.0, ge=0)
     usd_per_mtok_output: float = Field(ge=0)
+    usd_per_mtok_input: float | None = Field(default=None, ge=0)
+    systems: tuple[str, ...] = ()
     source: str
     grade: Grade
     note: str = ""
 
+    @field_validator("systems")
+    @classmethod
+    def _catalog_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(get_system(name).name for name in v)  # aliases allowed; an unknown name is an error
+
+    def applies(self, systems: set[str], tok_s_user: float) -> bool:
+        """Whether this tier prices tokens served at `tok_s_user` on hardware made of `systems`."""
+        return tok_s_user >= self.min_tok_s_user and (not self.systems or bool(set(self.systems) & systems))
+
 
 class CostModel(BaseModel):
-    """Capex per unit, amortisation, energy price, PUE, utilisation and the price ladder."""
+    """Capex per unit, amortisation, energy price, PUE, utilisation and the price sources (may be none)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     amortisation_years: CostValue
@@ -77,7 +95,7 @@ class CostModel(BaseModel):
     opex_fraction_per_year: CostValue
     input_price_ratio: CostValue
     capex_usd: dict[str, CostValue]
-    price_ladder: list[PriceTier] = Field(min_length=1)
+    price_ladder: list[PriceTier] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _ranges(self) -> CostModel:
@@ -88,20 +106,19 @@ class CostModel(BaseModel):
         for name, c in self.capex_usd.items():
             if c.value < 0:
                 raise ValueError(f"capex_usd.{name} must not be negative, got {c.value:g}")
-        bounds = [t.min_tok_s_user for t in self.price_ladder]
-        if bounds != sorted(bounds) or len(set(bounds)) != len(bounds):
-            raise ValueError("price_ladder tiers must have strictly increasing min_tok_s_user")
-        if bounds[0] != 0:
-            raise ValueError("the first price_ladder tier must start at min_tok_s_user 0")
+        for scope in {t.systems for t in self.price_ladder}:
+            bounds = [t.min_tok_s_user for t in self.price_ladder if t.systems == scope]
+            if bounds != sorted(bounds) or len(set(bounds)) != len(bounds):
+                raise ValueError("price_ladder tiers (of the same systems) must have strictly increasing "
+                                 "min_tok_s_user")
         return self
 
-    def price_tier(self, tok_s_user: float) -> PriceTier:
-        """The fastest tier whose lower bound `tok_s_user` reaches."""
-        tier = self.price_ladder[0]
-        for t in self.price_ladder:
-            if tok_s_user >= t.min_tok_s_user:
-                tier = t
-        return tier
+    def price_for(self, systems: Any, tok_s_user: float) -> PriceTier | None:
+        """The price of tokens served at `tok_s_user` on hardware made of `systems` (names or aliases): the
+        fastest applicable tier, a system's own tier before an unscoped one; None when no source applies."""
+        names = {get_system(s).name for s in ([systems] if isinstance(systems, str) else systems)}
+        fits = [t for t in self.price_ladder if t.applies(names, tok_s_user)]
+        return max(fits, key=lambda t: (t.min_tok_s_user, bool(t.systems)), default=None)
 
     def capex(self, system: str) -> CostValue | None:
         """Capex of one unit of `system` (catalog name or alias), or None when the model has none."""
@@ -142,22 +159,22 @@ def _validate(raw: dict, where: str) -> CostModel:
         raise UserError(f"costs.{loc}" if loc else "costs", f"{msg} ({where})") from None
 
 
-def _read_file(path: str | Path) -> dict:
+def _read_file(path: str | Path, field: str = "costs") -> dict:
     import yaml  # a user's file only: the shipped one goes through `read_yaml`
 
     p = Path(path)
     if not p.is_file():
-        raise UserError("costs", f"no such file {str(p)!r}")
+        raise UserError(field, f"no such file {str(p)!r}")
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError("costs", f"{p.name} is not valid YAML{where}") from None
+        raise UserError(field, f"{p.name} is not valid YAML{where}") from None
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise UserError("costs", f"{p.name}: expected a mapping of cost-model fields")
+        raise UserError(field, f"{p.name}: expected a mapping of cost-model fields")
     # a bare number (or a value without a source) is the user's input: its provenance says so
     for k, v in list(raw.items()):
         if k in RANGES:
@@ -165,7 +182,21 @@ def _read_file(path: str | Path) -> dict:
     capex = raw.get("capex_usd")
     if isinstance(capex, dict):
         raw["capex_usd"] = {_system_key(k, p.name): _user_value(v, p.name) for k, v in capex.items()}
+    if isinstance(raw.get("price_ladder"), list):
+        raw["price_ladder"] = [_user_value(t, p.name) for t in raw["price_ladder"]]
     return raw
+
+
+def _read_prices(path: str | Path) -> list:
+    """A price file (`--prices FILE`): a mapping whose one key `price_ladder` lists the tiers; the user's
+    file is the source of a tier that names none."""
+    p = Path(path)
+    raw = _read_file(path, "prices")
+    ladder = raw.get("price_ladder") if isinstance(raw, dict) else None
+    if not isinstance(ladder, list) or set(raw) - {"price_ladder"}:
+        raise UserError("prices", f"{p.name}: expected price_ladder: a list of {{usd_per_mtok_output, "
+                                  "min_tok_s_user, systems, source}}")
+    return ladder
 
 
 def _system_key(name: object, fname: str) -> str:
@@ -186,8 +217,9 @@ def _user_value(v: object, fname: str) -> object:
 
 
 def load_costs(path: str | Path | None = None, usd_per_kwh: float | None = None, pue: float | None = None,
-               **overrides: float) -> CostModel:
-    """The shipped cost model, overridden by a YAML file, then by single values (CLI flags).
+               prices: str | Path | None = None, **overrides: float) -> CostModel:
+    """The shipped cost model, overridden by a YAML file, then by a price file (`prices`: its ladder replaces
+    the shipped price source whole), then by single values (CLI flags).
 
     A bad file or value is one UserError naming the field.
     """
@@ -196,6 +228,9 @@ def load_costs(path: str | Path | None = None, usd_per_kwh: float | None = None,
     if path is not None:
         raw = _merge(raw, _read_file(path))
         where = Path(path).name
+    if prices is not None:
+        raw = {**raw, "price_ladder": _read_prices(prices)}
+        where = f"{where} + {Path(prices).name}"
     flags = {"usd_per_kwh": usd_per_kwh, "pue": pue, **overrides}
     for name, v in flags.items():
         if v is None:
@@ -239,24 +274,16 @@ def hardware_economics(power_w: float, units: Mapping[str, float], tok_s_output_
                     *((f"units.{k}", n) for k, n in units.items())):
         if not math.isfinite(v) or v < 0:
             raise UserError(name, f"expected a finite non-negative number, got {v!r}")
-    u, ratio = c.utilisation.value, c.input_price_ratio.value
     facility_w = power_w * c.pue.value
-    energy_usd_h = facility_w / 1e3 * c.usd_per_kwh.value
-    tier = c.price_tier(tok_s_user)
-    price_out = tier.usd_per_mtok_output
-    revenue_h = 3600.0 * u * (tok_s_output_total + ratio * tok_s_input_total) * price_out / 1e6
-    tokens_eq_h = 3600.0 * u * (tok_s_output_total + ratio * tok_s_input_total)
     out: dict[str, Any] = {
         "facility_kw": facility_w / 1e3,
         "tok_s_per_mw_facility": tok_s_output_total / (facility_w / 1e6) if facility_w > 0 else 0.0,
-        "energy_usd_per_hour": energy_usd_h,
+        "energy_usd_per_hour": facility_w / 1e3 * c.usd_per_kwh.value,
+        "utilisation": c.utilisation.value,
         "capex_usd": None, "capex_usd_per_hour": None, "opex_usd_per_hour": None, "cost_usd_per_hour": None,
         "usd_per_mtok_output": None, "usd_per_mtok_input": None,
-        "price_usd_per_mtok_output": price_out,
-        "price_tier_min_tok_s_user": tier.min_tok_s_user,
-        "revenue_usd_per_hour": revenue_h,
-        # revenue per facility MW: the unit of NVIDIA's "up to 10x revenue opportunity" (per MW of a fixed hall)
-        "revenue_usd_per_hour_per_mw_facility": revenue_h / (facility_w / 1e6) if facility_w > 0 else 0.0,
+        "alloc_rule": alloc_rule(c), "alloc_usd_per_mtok_output": None, "alloc_usd_per_mtok_input": None,
+        **revenue(units, tok_s_output_total, tok_s_input_total, tok_s_user, facility_w, c),
         "margin_usd_per_hour": None,
         "cost_notes": [],
     }
@@ -268,15 +295,53 @@ def hardware_economics(power_w: float, units: Mapping[str, float], tok_s_output_
     capex = sum(cap.value * n for cap, n in caps.values())
     capex_h = capex / (c.amortisation_years.value * HOURS_PER_YEAR)
     opex_h = capex * c.opex_fraction_per_year.value / HOURS_PER_YEAR
-    cost_h = capex_h + opex_h + energy_usd_h
-    per_mtok = cost_h / tokens_eq_h * 1e6 if tokens_eq_h > 0 else None
-    out.update(
-        capex_usd=capex, capex_usd_per_hour=capex_h, opex_usd_per_hour=opex_h, cost_usd_per_hour=cost_h,
-        usd_per_mtok_output=per_mtok, usd_per_mtok_input=None if per_mtok is None else ratio * per_mtok,
-        margin_usd_per_hour=revenue_h - cost_h,
-    )
+    cost_h = capex_h + opex_h + out["energy_usd_per_hour"]
+    out.update(capex_usd=capex, capex_usd_per_hour=capex_h, opex_usd_per_hour=opex_h, cost_usd_per_hour=cost_h,
+               **per_token_costs(cost_h, tok_s_output_total, tok_s_input_total, c))
+    if out["revenue_usd_per_hour"] is not None:
+        out["margin_usd_per_hour"] = out["revenue_usd_per_hour"] - cost_h
     out["cost_notes"] += [f"capex {s}: {cap.source} ({cap.grade})" for s, (cap, _) in caps.items()]
     return out
+
+
+def alloc_rule(c: CostModel) -> str:
+    """The allocation rule in words: how `alloc_usd_per_mtok_*` split one cost between input and output."""
+    return (f"allocation rule (an assumption, not the headline): an input token weighs "
+            f"{c.input_price_ratio.value:g} of an output token")
+
+
+def per_token_costs(cost_usd_per_hour: float, tok_s_output: float, tok_s_input: float,
+                    c: CostModel) -> dict[str, float | None]:
+    """The whole hourly cost over output tokens (the headline) and over input tokens, at the model's
+    utilisation, and the allocation rule's split of it."""
+    u, ratio = c.utilisation.value, c.input_price_ratio.value
+
+    def per_mtok(tok_s: float) -> float | None:
+        return cost_usd_per_hour / (3600.0 * u * tok_s) * 1e6 if tok_s > 0 else None
+
+    alloc_out = per_mtok(tok_s_output + ratio * tok_s_input)
+    return {"usd_per_mtok_output": per_mtok(tok_s_output), "usd_per_mtok_input": per_mtok(tok_s_input),
+            "alloc_usd_per_mtok_output": alloc_out,
+            "alloc_usd_per_mtok_input": None if alloc_out is None else ratio * alloc_out}
+
+
+def revenue(units: Mapping[str, float] | list[str], tok_s_output: float, tok_s_input: float, tok_s_user: float,
+            facility_w: float, c: CostModel) -> dict[str, Any]:
+    """Revenue per owned hour at the price source that applies (`CostModel.price_for`); every field None
+    when none does: no price, no revenue."""
+    tier = c.price_for(list(units), tok_s_user)
+    if tier is None:
+        return {"price_usd_per_mtok_output": None, "price_usd_per_mtok_input": None, "price_source": None,
+                "revenue_usd_per_hour": None, "revenue_usd_per_hour_per_mw_facility": None}
+    p_in = tier.usd_per_mtok_input or 0.0
+    rev_h = 3600.0 * c.utilisation.value * (tok_s_output * tier.usd_per_mtok_output + tok_s_input * p_in) / 1e6
+    return {
+        "price_usd_per_mtok_output": tier.usd_per_mtok_output, "price_usd_per_mtok_input": tier.usd_per_mtok_input,
+        "price_source": f"assumption: price {tier.source} ({tier.grade})",
+        "revenue_usd_per_hour": rev_h,
+        # per facility MW: the unit of NVIDIA's "up to 10x revenue opportunity" (per MW of a fixed hall)
+        "revenue_usd_per_hour_per_mw_facility": rev_h / (facility_w / 1e6) if facility_w > 0 else 0.0,
+    }
 
 
 def cost_inputs(costs: CostModel | None = None) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 A pool is the racks of one system in a solved fleet, spares included. Its cost of ownership comes from
 the cost model (`lpxsim.plan.costs.economics`) on the tokens it delivers for the demand (not its spare
 capacity), so spares and rounding raise $/Mtok. Its revenue sums each assignment's tokens at the price
-tier of the per-user speed that assignment holds.
+that applies to its system and per-user speed (`CostModel.price_for`); with no price source, none.
 """
 
 from __future__ import annotations
@@ -14,33 +14,40 @@ from typing import Any
 import numpy as np
 
 from lpxsim.catalog import get_system
-from lpxsim.plan.costs import CostModel, economics
+from lpxsim.plan.costs import CostModel, economics, per_token_costs
 from lpxsim.plan.fleet import Assignment, BomLine, FleetPlan, PoolType, RequestClass, SystemChoice
 from lpxsim.plan.operating_point import OperatingPoint
 
 _SUMMED = ("capex_usd", "capex_usd_per_hour", "opex_usd_per_hour", "energy_usd_per_hour", "cost_usd_per_hour",
-           "revenue_usd_per_hour", "facility_kw")
+           "facility_kw")
 
 
-def revenue_usd_per_hour(out_tok_s: float, in_tok_s: float, tok_s_user: float, costs: CostModel) -> float:
-    """Revenue per owned hour of tokens served at `tok_s_user` (its price tier), at the model's utilisation."""
-    price = costs.price_tier(tok_s_user).usd_per_mtok_output
-    return 3600.0 * costs.utilisation.value * (out_tok_s + costs.input_price_ratio.value * in_tok_s) * price / 1e6
+def revenue_usd_per_hour(system: str, out_tok_s: float, in_tok_s: float, tok_s_user: float,
+                         costs: CostModel) -> float | None:
+    """Revenue per owned hour of tokens served on `system` at `tok_s_user`, at the model's utilisation;
+    None when no price source applies."""
+    tier = costs.price_for(system, tok_s_user)
+    if tier is None:
+        return None
+    earned = out_tok_s * tier.usd_per_mtok_output + in_tok_s * (tier.usd_per_mtok_input or 0.0)
+    return 3600.0 * costs.utilisation.value * earned / 1e6
 
 
 def pool_economics(system: str, units: int, power_w: float, assignments: list, costs: CostModel) -> dict[str, Any]:
-    """Economics of one pool: cost on its delivered tokens, revenue per assignment's speed tier."""
+    """Economics of one pool: cost on its delivered tokens, revenue at each assignment's price (if any)."""
     out = sum(a.delivered_output_tok_s for a in assignments)
     tin = sum(a.delivered_input_tok_s for a in assignments)
     e = economics(power_w, float(units), system, out, tin, 0.0, costs)
-    e["revenue_usd_per_hour"] = sum(
-        revenue_usd_per_hour(a.delivered_output_tok_s, a.delivered_input_tok_s, a.tok_s_user, costs)
-        for a in assignments)
-    e.pop("price_usd_per_mtok_output")
-    e.pop("price_tier_min_tok_s_user")
+    earned = [revenue_usd_per_hour(system, a.delivered_output_tok_s, a.delivered_input_tok_s, a.tok_s_user, costs)
+              for a in assignments]
+    for k in ("price_usd_per_mtok_output", "price_usd_per_mtok_input", "price_source"):
+        e.pop(k)
+    priced = [r for r in earned if r is not None]
+    e["revenue_usd_per_hour"] = sum(priced) if priced else None
     e["revenue_usd_per_hour_per_mw_facility"] = (
-        e["revenue_usd_per_hour"] / (e["facility_kw"] / 1e3) if e["facility_kw"] else 0.0)
-    if e["cost_usd_per_hour"] is not None:
+        None if e["revenue_usd_per_hour"] is None
+        else e["revenue_usd_per_hour"] / (e["facility_kw"] / 1e3) if e["facility_kw"] else 0.0)
+    if e["cost_usd_per_hour"] is not None and e["revenue_usd_per_hour"] is not None:
         e["margin_usd_per_hour"] = e["revenue_usd_per_hour"] - e["cost_usd_per_hour"]
     return e
 
@@ -55,18 +62,24 @@ def fleet_totals(bom: list, costs: CostModel) -> dict[str, Any]:
             tot[k] = None if (v is None or tot[k] is None) else tot[k] + v
     out = sum(b.output_tok_s for b in bom)
     tin = sum(b.input_tok_s for b in bom)
-    eq = 3600.0 * costs.utilisation.value * (out + costs.input_price_ratio.value * tin)
-    per_mtok = tot["cost_usd_per_hour"] / eq * 1e6 if priced and eq > 0 else None
+    per_tok: dict[str, Any] = (per_token_costs(tot["cost_usd_per_hour"], out, tin, costs) if priced else
+                               dict.fromkeys(("usd_per_mtok_output", "usd_per_mtok_input", "alloc_usd_per_mtok_output",
+                                              "alloc_usd_per_mtok_input")))
+    earned = [b.economics.get("revenue_usd_per_hour") for b in bom]
+    tot["revenue_usd_per_hour"] = sum(r for r in earned if r is not None) if any(r is not None for r in earned) \
+        else None
     return {
         **tot,
         "racks_by_system": {b.system: b.units for b in bom},
         "spare_units": sum(b.spare_units for b in bom),
-        "usd_per_mtok_output": per_mtok,
-        "usd_per_mtok_input": None if per_mtok is None else costs.input_price_ratio.value * per_mtok,
+        **per_tok,
         "tok_s_per_mw_facility": out / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0,
         "input_tok_s": tin,
         "revenue_usd_per_hour_per_mw_facility": (
-            tot["revenue_usd_per_hour"] / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0),
+            None if tot["revenue_usd_per_hour"] is None
+            else tot["revenue_usd_per_hour"] / (tot["facility_kw"] / 1e3) if tot["facility_kw"] else 0.0),
+        "margin_usd_per_hour": (None if tot["revenue_usd_per_hour"] is None or tot["cost_usd_per_hour"] is None
+                                else tot["revenue_usd_per_hour"] - tot["cost_usd_per_hour"]),
     }
 
 

@@ -74,3 +74,46 @@ def capture(html: str | Path, screenshot: str | Path | None = None, size: tuple[
     r = _run(binary, ["--enable-logging=stderr", "--v=0", "--dump-dom", url], timeout_s)
     console += _CONSOLE.findall(r.stderr)
     return BrowserCapture(shot, r.stdout, console)
+
+
+# Appended to a copy of the page: after load (and plotly's drawing), list every element wider than the
+# viewport or reaching past either edge, and write the list into the DOM for --dump-dom to return. An
+# element wholly left of the page (plotly's text-measuring svg at x = -10,000) is hidden by design.
+_PROBE = """<script>window.addEventListener('load',function(){setTimeout(function(){
+var W=document.documentElement.clientWidth,bad=[];
+document.querySelectorAll('body *').forEach(function(e){var r=e.getBoundingClientRect();
+if(r.width>0&&r.height>0&&r.right>0&&(r.right>W+1||r.left<-1||r.width>W)){var c=(typeof e.className==='string'&&e.className)?
+'.'+e.className.trim().split(/\\s+/).join('.'):'';bad.push(e.tagName.toLowerCase()+(e.id?'#'+e.id:'')+c+
+' '+Math.round(r.left)+'..'+Math.round(r.right));}});
+var p=document.createElement('pre');p.id='lpxsim-overflow';p.textContent=JSON.stringify({width:W,
+scroll_width:document.documentElement.scrollWidth,bad:bad});document.body.appendChild(p);},1500);});</script>"""
+
+
+@dataclass
+class Overflow:
+    width: int  # the viewport's width in CSS px
+    scroll_width: int  # the page's width: more than `width` means a horizontal scroll bar
+    bad: list[str]  # 'tag#id.class left..right' of every element past an edge of the viewport
+
+
+def overflow(html: str | Path, width: int = 1280, height: int = 900, timeout_s: float = 120.0,
+             binary: str | None = None) -> Overflow:
+    """Open `html` at `width` CSS px in headless Chromium and list the elements that do not fit it."""
+    import json
+
+    binary = binary or find_chromium()
+    if binary is None:
+        raise FileNotFoundError("no chromium binary on PATH (Debian: apt-get install -y chromium)")
+    page = Path(html).read_text()
+    with tempfile.TemporaryDirectory(prefix="lpxsim-overflow-") as d:
+        probe = Path(d) / "probe.html"
+        probe.write_text(page.replace("</body>", _PROBE + "</body>", 1) if "</body>" in page else page + _PROBE)
+        r = _run(binary, [f"--window-size={width},{height}", "--hide-scrollbars", "--dump-dom", probe.as_uri()],
+                 timeout_s)
+    m = re.search(r'<pre id="lpxsim-overflow">(.*?)</pre>', r.stdout, re.S)
+    if m is None:
+        raise RuntimeError(f"the overflow probe did not run (chromium exit {r.returncode}): {r.stderr[-800:]}")
+    import html as html_mod
+
+    d = json.loads(html_mod.unescape(m.group(1)))
+    return Overflow(int(d["width"]), int(d["scroll_width"]), list(d["bad"]))

@@ -6,6 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lpxsim.report.hardware_text import hardware_words
+
 PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#4b5563"]
 LAYOUT = dict(template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=50),
               legend=dict(orientation="h", y=-0.2), font=dict(size=12))
@@ -14,7 +16,7 @@ LAYOUT = dict(template="plotly_white", height=420, margin=dict(l=60, r=20, t=60,
 def capacity_chart(df: pd.DataFrame) -> go.Figure:
     """Stacked memory bars (weights, reserve, KV in use, free) per context, one panel per system, GB."""
     systems = list(dict.fromkeys(df["system"]))
-    titles = [str(df[df["system"] == s]["hardware"].iloc[0]) for s in systems]
+    titles = [hardware_words(str(df[df["system"] == s]["hardware"].iloc[0])) for s in systems]
     fig = make_subplots(rows=1, cols=len(systems), subplot_titles=titles)
     parts = (("weights_gb", "weights", "#2563eb"), ("reserve_gb", "buffers / reserve", "#94a3b8"),
              ("kv_gb", "KV of max streams", "#16a34a"), ("free_gb", "free", "#d1d5db"))
@@ -39,7 +41,8 @@ def aa_chart(points: pd.DataFrame) -> go.Figure:
         g = g.sort_values("context")
         x = [f"{int(c):,}" for c in g["context"]]
         fig.add_trace(go.Bar(
-            x=x, y=g["speed_median"], name=f"{g['hardware'].iloc[0]} (simulated)", marker_color=PALETTE[i % 7],
+            x=x, y=g["speed_median"], name=f"{system}: {hardware_words(str(g['hardware'].iloc[0]))} (simulated)",
+            marker_color=PALETTE[i % 7],
             error_y=dict(type="data", symmetric=False, array=g["speed_p95"] - g["speed_median"],
                          arrayminus=g["speed_median"] - g["speed_p5"]),
             hovertemplate=f"{system}<br>context %{{x}} tokens, concurrency 1<br>median %{{y:,.0f}} tok/s<extra></extra>",
@@ -73,10 +76,12 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
             # a concurrency asked for but missing here (did not fit, failed) leaves a gap, not a bridging line
             g = g.set_index("concurrency").reindex(asked[ctx]).reset_index()
             g["context"] = ctx
-            hw = str(g["hardware"].dropna().iloc[0])  # each context runs on its own deployment: named in the hover
+            hw = hardware_words(str(g["hardware"].dropna().iloc[0]))  # each context: its own deployment (hover)
             fig.add_trace(go.Scatter(
-                x=g["tok_s_user"], y=g[y], mode="lines+markers", name=t, connectgaps=False,
+                x=g["tok_s_user"], y=g[y], mode="lines+markers+text", name=t, connectgaps=False,
                 legendgroup=t, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
+                text=[f"{int(c):,}" if c == c and v == v else "" for c, v in zip(g["concurrency"], g[y], strict=True)],
+                textposition="top right", textfont=dict(size=9, color=PALETTE[i % 7]), cliponaxis=False,
                 customdata=g[["concurrency", "context"]].to_numpy(),
                 hovertemplate=f"{hw}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
                               f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}<extra></extra>",
@@ -84,8 +89,9 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
         fig.update_xaxes(title_text="output tok/s per user", type="log", tickformat="~s", nticks=6, row=1, col=col)
         fig.update_yaxes(title_text=y_title if col == 1 else None, type="log", tickformat="~s", nticks=6,
                          row=1, col=col)
-    fig.update_layout(title=f"Interactivity vs {y_title} (points: concurrency 1 ... KV ceiling; hover: the "
-                            "deployment of each context)", **LAYOUT)
+    fig.update_layout(title=dict(text=f"Per-user speed vs {y_title}<br><sup>each point labelled with its "
+                                      "concurrent users (1 ... KV ceiling); hover: the deployment</sup>"),
+                      **{**LAYOUT, "margin": dict(l=60, r=20, t=90, b=50)})
     return fig
 
 
@@ -100,6 +106,7 @@ def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) 
         fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", showlegend=False, cliponaxis=False,
                              marker_color=[PALETTE[i % 7] for i in range(len(df))][::-1],
                              text=[f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}" for v in vals], textposition="auto",
+                             textangle=0,
                              hovertemplate="%{y}: %{x:,.3g}<extra></extra>"), row=1, col=j)
     layout = {**LAYOUT, "height": max(LAYOUT["height"], 90 + 60 * len(df)), "margin": dict(l=20, r=20, t=90, b=40)}
     fig.update_layout(title=title, **layout)

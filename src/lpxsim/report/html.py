@@ -21,9 +21,13 @@ from lpxsim.bench.store import atomic_write_text
 
 @dataclass
 class Table:
+    """A DataFrame shown with human headers; `columns` (raw names) picks what a planner reads, else the
+    planner columns are chosen by `planner_columns`. The whole frame is in the report's CSV/parquet download."""
+
     df: pd.DataFrame
     caption: str = ""
     css: str = ""
+    columns: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -59,17 +63,20 @@ CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
 header{background:#111827;color:#fff;padding:22px 36px}
 header h1{margin:0 0 6px 0;font-size:24px} header p{margin:0;color:#cbd5e1;font-size:14px}
-nav{padding:10px 36px;background:#e5e7eb;font-size:13px} nav a{margin-right:14px;color:#1f4fa3}
-main{padding:8px 36px 40px 36px;max-width:1280px}
+nav{padding:10px 36px;background:#e5e7eb;font-size:13px;line-height:1.8} nav a{margin-right:14px;color:#1f4fa3;white-space:nowrap}
+main{padding:8px 36px 40px 36px;max-width:1280px;box-sizing:border-box}
 section{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.08);margin:18px 0;padding:16px 22px}
 h2{font-size:19px;margin:4px 0 10px 0;color:#0f172a}
 p.intro{color:#374151;font-size:14px;line-height:1.45}
 table{border-collapse:collapse;font-size:12.5px;margin:8px 0 14px 0}
 th{background:#f1f5f9;text-align:right;padding:5px 9px;border-bottom:2px solid #cbd5e1;white-space:normal;
-vertical-align:bottom;min-width:48px;max-width:140px;overflow-wrap:anywhere}
+vertical-align:bottom;min-width:48px;max-width:150px;overflow-wrap:normal;word-break:normal;hyphens:none}
 td{padding:4px 9px;border-bottom:1px solid #e5e7eb;text-align:right;white-space:nowrap}
-td.t,th.t{text-align:left} td.t{white-space:normal;overflow-wrap:anywhere} td.w{min-width:200px;max-width:420px}
+td.t,th.t{text-align:left} td.t{white-space:normal;overflow-wrap:normal} td.w{min-width:160px;max-width:420px}
+td.id{white-space:nowrap}
 .tw{max-width:100%} .tw table{width:100%}
+.downloads{font-size:13px;margin:6px 0 0 0} .downloads a{color:#93c5fd;margin-right:12px}
+.lead{font-size:15px;line-height:1.5;color:#111827;margin:6px 0} .more{font-size:12px;color:#64748b;margin:-8px 0 12px 0}
 .headline td{font-size:13.5px} .headline th{white-space:normal;max-width:120px;vertical-align:bottom}
 caption{caption-side:top;text-align:left;font-weight:600;padding:4px 0;color:#334155}
 .note{padding:8px 12px;border-left:4px solid #3b82f6;background:#eff6ff;font-size:13.5px;margin:8px 0}
@@ -94,10 +101,14 @@ def _fmt(v: Any) -> str:
 
 
 def _col_class(series: pd.Series) -> str:
-    """'' for numbers (right-aligned), 't' for short text, 't w' for long text that may wrap."""
+    """'' for numbers (right-aligned), 't id' for names (one word each: never broken, not even at a
+    hyphen), 't' for short text, 't w' for long text that may wrap at its spaces."""
     if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
         return ""
-    longest = max((len(str(v)) for v in series), default=0)
+    texts = [str(v) for v in series]
+    longest = max((len(t) for t in texts), default=0)
+    if longest <= 28 and not any(" " in t for t in texts):
+        return "t id"
     return "t w" if longest > 40 else "t"
 
 
@@ -113,24 +124,42 @@ def key_columns_first(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_html(t: Table) -> str:
-    """A table that wraps headers and text instead of clipping; key columns first."""
+    """A table with human headers (`human_header`), the planner's columns, hardware in racks and chips;
+    headers and text wrap at spaces, numbers never."""
+    from lpxsim.report.columns import human_header, planner_columns
+
     df = t.df if t.css == "headline" else key_columns_first(t.df)
-    classes = [_col_class(df[c]) for c in df.columns]
-    head = "".join(f'<th class="{k}">{html.escape(str(c))}</th>' for c, k in zip(df.columns, classes, strict=True))
+    shown = list(t.columns) if t.columns is not None else planner_columns(df, keep_all=t.css == "headline")
+    shown = [c for c in shown if c in df.columns]
+    view = df[shown]
+    hardware = [c for c in view.columns if str(c).startswith("hardware")]
+    if hardware:
+        from lpxsim.report.hardware_text import hardware_words
+
+        view = view.assign(**{c: view[c].map(hardware_words) for c in hardware})
+    classes = [_col_class(view[c]) for c in view.columns]
+    head = "".join(f'<th class="{k}">{html.escape(human_header(str(c)))}</th>'
+                   for c, k in zip(view.columns, classes, strict=True))
     rows = "".join(
         "<tr>" + "".join(f'<td class="{k}">{html.escape(_fmt(v))}</td>' for v, k in zip(r, classes, strict=True))
         + "</tr>"
-        for r in df.itertuples(index=False, name=None)
+        for r in view.itertuples(index=False, name=None)
     )
     cap = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
     css = f' class="{html.escape(t.css)}"' if t.css else ""
-    return f'<div class="tw"><table{css}>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+    hidden = len(df.columns) - len(shown)
+    more = (f'<p class="more">{hidden} more column{"s" if hidden > 1 else ""} in the full data '
+            f'(results.csv, results.parquet)</p>' if hidden > 0 else "")
+    return (f'<div class="tw"><table{css}>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+            f"{more}")
 
 
 def _block_html(b: Any, ident: str) -> str:
     if isinstance(b, Table):
         return table_html(b)
     if isinstance(b, Note):
+        if b.kind == "lead":  # the first screen's sentences: plain text, no box
+            return f'<p class="lead">{html.escape(b.text)}</p>'
         return f'<div class="note {html.escape(b.kind)}">{html.escape(b.text)}</div>'
     if isinstance(b, Chart):
         import plotly.graph_objects as go
@@ -147,11 +176,14 @@ def _block_html(b: Any, ident: str) -> str:
     raise TypeError(f"unknown report block {type(b).__name__}")
 
 
-def render(title: str, subtitle: str, sections: list[Section]) -> str:
-    """The full HTML document as a string (plotly.js inlined in the head)."""
+def render(title: str, subtitle: str, sections: list[Section], downloads: tuple[str, ...] = ()) -> str:
+    """The full HTML document as a string (plotly.js inlined in the head); `downloads` are files beside the
+    HTML (the full data), linked under the title."""
     from plotly.offline import get_plotlyjs
 
-    nav = "".join(f'<a href="#s{i}">{html.escape(s.title)}</a>' for i, s in enumerate(sections))
+    links = " ".join(f'<a href="{html.escape(d)}" download>{html.escape(d)}</a>' for d in downloads)
+    down = f'<p class="downloads">Full data: {links}</p>' if links else ""
+    nav = " ".join(f'<a href="#s{i}">{html.escape(s.title)}</a>' for i, s in enumerate(sections))  # wraps
     body = []
     for i, s in enumerate(sections):
         blocks = "".join(_block_html(b, f"chart-{i}-{j}") for j, b in enumerate(s.blocks))
@@ -161,13 +193,14 @@ def render(title: str, subtitle: str, sections: list[Section]) -> str:
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>{CSS}</style>"
         f"<script type=\"text/javascript\">{get_plotlyjs()}</script></head><body>"
-        f"<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>"
+        f"<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p>{down}</header>"
         f"<nav>{nav}</nav><main>{''.join(body)}</main></body></html>\n"
     )
 
 
-def write_report(path: str | Path, title: str, subtitle: str, sections: list[Section]) -> Path:
+def write_report(path: str | Path, title: str, subtitle: str, sections: list[Section],
+                 downloads: tuple[str, ...] = ()) -> Path:
     """Render and write atomically (temporary name, then rename)."""
     p = Path(path)
-    atomic_write_text(p, render(title, subtitle, sections))
+    atomic_write_text(p, render(title, subtitle, sections, downloads))
     return p

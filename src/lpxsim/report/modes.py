@@ -12,12 +12,16 @@ from lpxsim.report.html import Chart, Note, Section, Table
 from lpxsim.report.tour_sections import SectionResult, TourConfig, shared_note
 
 TOUR_MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
+SHOWN = ("mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s", "tok_s_per_mw",
+         "speed_vs_rubin", "speed_vs_lpx", "hardware")
 
 
 def _chart(df: pd.DataFrame, model: str, context: int, load: str, users: int):
     from lpxsim.report.charts import bars_chart
+    from lpxsim.report.hardware_text import hardware_words
 
-    d = df.assign(label=[f"{m}<br>{h}" for m, h in zip(df["mode"], df["hardware"], strict=True)])
+    d = df.assign(label=[f"{m}<br>" + "<br>+ ".join(hardware_words(h).split(" + "))
+                         for m, h in zip(df["mode"], df["hardware"], strict=True)])
     return bars_chart(d, "label", [("tok_s_user_p50", "tok/s per user, P50"), ("ttft_p90_s", "TTFT P90 (s)"),
                                    ("tok_s_per_mw", "output tok/s per MW")],
                       f"{model}: context {context:,} tokens, {users} concurrent users ({load}), closed loop")
@@ -51,7 +55,8 @@ def modes_section(cfg: TourConfig) -> SectionResult:
             if not part.empty:
                 sec.add(Chart(_chart(part, cfg.model, context, load, users_of(load))))
     sec.add(Table(df, "per mode, context and load: per-user speed (P50, P10), TTFT P90, tok/s per MW, and the "
-                      "P50 speed and tok/s per MW relative to Rubin alone and LPX alone"))
+                      "P50 speed relative to Rubin alone and LPX alone (the rest in results.csv)",
+                  columns=SHOWN))
     lines = []
     for r in df.itertuples():
         lines.append(f"mode {r.mode} @ {r.context:,} ctx, {r.users} users ({r.hardware}): P50 "

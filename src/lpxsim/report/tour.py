@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lpxsim.bench.store import atomic_write_parquet
+from lpxsim.bench.store import atomic_write_parquet, atomic_write_text
 from lpxsim.report.html import Note, Section, Table, write_report
 from lpxsim.report.tour_sections import (
     SectionResult,
@@ -81,9 +81,10 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
     context) groups go to the pool too); results do not depend on where they ran (each deployment is
     built from its arguments alone, and compiled steps meet in the step cache)."""
     results: dict[str, SectionResult] = {}
+    count = f"/{len(ORDER) + 1}"  # the sections and the economics after them (progress: the stage and its count)
     if cfg.jobs <= 1:
-        for name in ORDER:
-            log(f"tour: {name} ...")
+        for i, name in enumerate(ORDER, 1):
+            log(f"tour {i}{count}: {name} ...")
             results[name], dt = _timed(name, cfg, out)
             log(f"tour: {name} {results[name].status} in {dt:,.1f} s")  # stderr only
         return {k: results[k] for k in ORDER}
@@ -91,10 +92,10 @@ def run_sections(cfg: TourConfig, out: Path, log: Callable[[str], None]) -> dict
 
     with process_pool(cfg.jobs - 1) as pool:  # workers die with the tour, even on SIGKILL
         remote = {name: pool.submit(_timed, name, cfg, out) for name in REMOTE}
-        for name in ORDER:
+        for i, name in enumerate(ORDER, 1):
             if name in REMOTE:
                 continue
-            log(f"tour: {name} ...")
+            log(f"tour {i}{count}: {name} ...")
             t0 = time.perf_counter()
             results[name] = section(name, cfg, out, pool if cfg.jobs > 2 else None)
             log(f"tour: {name} {results[name].status} in {time.perf_counter() - t0:,.1f} s")
@@ -139,12 +140,17 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
     results = _add_economics(cfg, results, log)
     sections = [r.section for r in results.values()]
     summary = [line for r in results.values() for line in r.summary]
-    intro = summary_section(cfg, results)
+    from lpxsim.report.summary import summary_section as first_screen
+
+    intro = [first_screen(cfg, results), summary_section(cfg, results)]
     index = write_report(out / "index.html", "lpxsim tour: NVIDIA Groq 3 LPX and Vera Rubin NVL72",
                          f"{cfg.model} (dense) and {cfg.moe_model} (MoE) on {', '.join(cfg.systems)}; "
-                         f"contexts {', '.join(f'{c:,}' for c in cfg.contexts)} tokens", [intro, *sections])
+                         f"contexts {', '.join(f'{c:,}' for c in cfg.contexts)} tokens", [*intro, *sections],
+                         downloads=("results.csv", "results.parquet"))
     parquet = out / "results.parquet"
-    atomic_write_parquet(parquet, combine({k: v for r in results.values() for k, v in r.tables.items()}))
+    data = combine({k: v for r in results.values() for k, v in r.tables.items()})
+    atomic_write_parquet(parquet, data)
+    atomic_write_text(out / "results.csv", data.to_csv(index=False))  # the full data, beside the HTML
     return TourResult(out, index, parquet, sorted(out.glob("*.png")), summary,
                       {k: r.status for k, r in results.items()}, headline(cfg, results))
 
@@ -197,7 +203,7 @@ def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame
 
 def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Section:
     """Headline table plus a note for every section that is missing or failed."""
-    sec = Section("Summary: batch-1 speed is not fleet capacity",
+    sec = Section("Batch-1 speed is not fleet capacity",
                   f"{cfg.model} at concurrency 1 (Artificial Analysis method) next to the most streams that fit and "
                   "what each of them gets there. Per-user speed is always shown with its context, concurrency "
                   "and hardware.")

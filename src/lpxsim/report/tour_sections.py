@@ -16,7 +16,7 @@ import pandas as pd
 
 from lpxsim.bench.backends import BackendUnavailable
 from lpxsim.core.errors import UserError
-from lpxsim.report.html import Chart, Image, Note, Section, Table
+from lpxsim.report.html import Chart, Note, Section, Table
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,6 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
         sec.add(Note(f"{len(df) - len(fit)} requested points exceed the replica's KV ceiling (kv_ceiling: the most "
                      "streams the backend's replica holds at that context) and are omitted here; they are in "
                      "results.parquet with fits = false."))
-    sec.add(Image(png, "frontier.png (matplotlib)"))
     lines = []
     for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
