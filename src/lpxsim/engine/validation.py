@@ -27,7 +27,6 @@ from lpxsim.engine.bands import PATHS, error_stats
 SYSTEMS = {"H100": "h100-hgx", "H200": "h200-hgx", "B200": "b200-hgx", "B300": "b300-hgx",
            "GB200": "gb200-nvl72", "GB300": "gb300-nvl72", "MI300X": "mi300x", "MI325X": "mi325x",
            "MI355X": "mi355x"}
-KV_FORMAT = {"sglang": "bf16", "trt": "fp8", "trtllm": "fp8", "vllm": "bf16"}
 LENGTH_RATIO = 0.9  # InferenceX draws lengths uniformly up to the nominal value (data README)
 PROMPTS_PER_USER = 10  # InferenceX's client: --num-prompts 10 x C --max-concurrency C (docs/sources.md IX-TRT)
 # projected replay: each calibration GPU priced from a measured sibling of the same rack kind
@@ -72,6 +71,7 @@ def _pct(pred: float, meas: str | float) -> float | None:
 
 def _step_model(r: dict, project: bool, cache: dict):
     from lpxsim.backends.factory import Layout, make_step_model
+    from lpxsim.gpu.calibration import kv_format
     from lpxsim.gpu.step import GpuStepModel
 
     fw = {"trt": "trtllm"}.get(r["framework"], r["framework"])
@@ -79,7 +79,7 @@ def _step_model(r: dict, project: bool, cache: dict):
     system = SYSTEMS[r["hardware"]]
     key = (system, fw, r["precision"], int(r["tp"]), int(r["ep"]), dp, project)
     if key not in cache:
-        kv = KV_FORMAT.get(fw, "bf16")
+        kv = kv_format(r["hardware"], r["framework"])
         if project:
             cache[key] = GpuStepModel("deepseek-r1", system, tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=dp,
                                       weights=r["precision"], kv=kv, framework=fw,
