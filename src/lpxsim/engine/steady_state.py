@@ -216,13 +216,19 @@ def admission_hold_steps(ranks: int, timeout: int, arrivals_per_step: float) -> 
 
 
 def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
-    """Seconds a request waits in the engine's admission hold (0 when the engine has none)."""
-    hold = getattr(step, "admission_hold", None)
-    if not hold or cycle_s <= 0.0 or step_s <= 0.0:
+    """Seconds a request waits in the engine's admission hold and for its scheduler's next poll for new
+    requests (`admission_poll`: SGLang's --scheduler-recv-interval; 0 when the engine has neither)."""
+    if cycle_s <= 0.0 or step_s <= 0.0:
         return 0.0
+    from lpxsim.gpu.engine import poll_wait_steps
+
+    poll_s = poll_wait_steps(getattr(step, "admission_poll", None), concurrency) * step_s
+    hold = getattr(step, "admission_hold", None)
+    if not hold:
+        return poll_s
     ranks, timeout, replicas = (int(v) for v in hold)
     per_step = concurrency / max(1, replicas) / cycle_s * step_s  # new requests per engine step per replica
-    return admission_hold_steps(ranks, timeout, per_step) * step_s
+    return poll_s + admission_hold_steps(ranks, timeout, per_step) * step_s
 
 
 def steady_state(
