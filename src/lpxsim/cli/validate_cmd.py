@@ -23,7 +23,8 @@ def _stats_cells(s: dict | None) -> str:
 
 def _gpu_table(title: str, res: dict) -> list[str]:
     lines = [f"### {title}", "",
-             "| group | rows | TPOT MdAPE / MAPE / signed | output tok/s per GPU | TTFT |", "|---|---|---|---|---|"]
+             "| group | rows | TPOT MdAPE | TPOT MAPE | TPOT signed | out tok/s/GPU MdAPE | MAPE | signed "
+             "| TTFT MdAPE | MAPE | signed |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g, d in res["groups"].items():
         lines.append(f"| {g} | {d['tpot']['n']} | {_stats_cells(d.get('tpot'))} | "
                      f"{_stats_cells(d.get('tok_s_per_chip'))} | {_stats_cells(d.get('ttft'))} |")
