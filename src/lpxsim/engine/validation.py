@@ -201,7 +201,9 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
                                  "fp4), replayed in-sample (the engine overheads are fitted on them)",
                          "metrics": {k: gpu["groups"]["all"][k] for k in ("tok_s_user", "ttft", "tok_s_per_chip")}},
         "projected-gpu": {"data": "the same rows with H200 priced from H100's tables and B200 from B300's "
-                                  "(spec-ratio projection, gpu/projection.py)",
+                                  "(achieved-ratio projection, gpu/projection.py); NVIDIA siblings only: "
+                                  "no AMD measurement is in the calibration set, so a cross-vendor projection's "
+                                  "error is not validated here",
                           "metrics": {k: projected["groups"]["all"][k] for k in ("tok_s_user", "ttft",
                                                                                   "tok_s_per_chip")}},
     }
