@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lpxsim.core.errors import UserError
-from lpxsim.engine.bands import PATHS, band_for, error_stats, path_for, shipped_path
+from lpxsim.engine.bands import PATHS, answer_band, band_for, error_stats, path_for, shipped_path
 
 
 def _close(a, b, path="") -> None:
@@ -84,3 +84,11 @@ def test_path_for_tells_measured_from_projected():
     assert path_for("lpx") == "compiled-lpx"
     assert path_for("groq-v1", "int8") == "compiled-lpx"
     assert path_for("cs-3", "bf16") == "wafer-scale"
+
+
+def test_answer_band_follows_the_path_of_the_answer():
+    assert answer_band("mi300x").path == "projected-gpu"
+    b = answer_band("b200-hgx", "fp4", "trtllm", "ttft")
+    assert b.path == "measured-gpu" and b.metric == "ttft"
+    assert b.as_dict()["band_fraction"] == b.band_fraction
+    assert answer_band("cs-3", "bf16").n_points == band_for("wafer-scale").n_points

@@ -66,6 +66,10 @@ class ErrorBand:
         """(low, high) of `value` under this band."""
         return value * (1.0 - self.band_fraction), value * (1.0 + self.band_fraction)
 
+    def as_dict(self) -> dict:
+        """JSON-able fields (what an answer's `band` carries)."""
+        return asdict(self)
+
 
 def _round(x: float) -> float:
     return round(x, 2)
@@ -145,3 +149,9 @@ def _gpu_measured(system: str, weights: str, framework: str) -> bool:
     fmt = get_precision(weights, "weights").name
     # a DeepSeek-sized decode GEMM: every measured table covers this shape where it covers the format
     return measured_ops(AIC_SYSTEM[system], framework_name(framework)).gemm(8, 7168, 2048, fmt) is not None
+
+
+def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
+                metric: str = "tok_s_user") -> ErrorBand:
+    """The band of an answer for (system, weights, framework): `band_for(path_for(...), metric)`."""
+    return band_for(path_for(system, weights, framework), metric)
