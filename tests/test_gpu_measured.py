@@ -424,8 +424,7 @@ def test_sglang_scheduler_poll_adds_half_its_interval_to_ttft_on_blackwell():
     finds the engine idle; Hopper and TensorRT-LLM poll every step."""
     from dataclasses import replace
 
-    from lpxsim.engine.steady_state import steady_state
-    from lpxsim.gpu.engine import poll_wait_steps
+    from lpxsim.engine.steady_state import poll_wait_steps, steady_state
 
     sm = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", kv="fp8", framework="sglang")
     assert sm.admission_poll == (16, 10, 30)

@@ -79,19 +79,6 @@ ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl"
 FITTED = ("step_overhead_s", "first_token_overhead_s")
 
 
-def poll_wait_steps(poll: tuple[int, int, int] | None, concurrency: int) -> float:
-    """Mean decode steps a new request waits for the scheduler to read it (`GpuStepModel.admission_poll`).
-
-    A poll every N decode steps and a request arriving at a random step: N / 2 steps on average. One user's
-    request finds the engine idle (an idle loop counts as one step and spins), so it waits for none.
-    """
-    if poll is None or concurrency <= 1:
-        return 0.0
-    threshold, below, above = poll
-    n = below if concurrency < threshold else above
-    return 0.5 * n if n > 1 else 0.0
-
-
 def framework_name(name: str) -> str:
     """Canonical framework name; UserError naming `framework` if unknown."""
     key = ALIASES.get(name.lower(), name.lower())

@@ -284,7 +284,7 @@ class GpuStepModel:
     def admission_poll(self) -> tuple[int, int, int] | None:
         """(concurrency threshold, poll interval below it, at or above it) in decode steps when the engine
         reads new requests only every few decode steps (SGLang's --scheduler-recv-interval as InferenceX
-        launches it on Blackwell), else None. `gpu.engine.poll_wait_steps` turns it into the mean wait."""
+        launches it on Blackwell), else None. `engine.steady_state.poll_wait_steps` turns it into the mean wait."""
         r = self.engine.recv_interval
         if r is None or self.system.chip.name.upper() not in r[0]:
             return None
