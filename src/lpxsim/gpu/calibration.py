@@ -36,12 +36,12 @@ DATA_FILE = "inferencex_dsr1_calibration.csv"
 LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x nominal)
 SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}  # the engines' defaults; `kv_format` adds the launch settings
-BLACKWELL = ("B200", "B300", "GB200", "GB300")
+BLACKWELL = ("B200", "B300")  # the HGX scripts (IX-SGL, IX-SGL-B300); NVL72 runs use other recipes
 
 
 def kv_format(hardware: str, framework: str) -> str:
     """The KV-cache format of an InferenceX DeepSeek-R1 run: fp8 under TensorRT-LLM, and under SGLang on
-    Blackwell GPUs (its launch scripts pass --kv-cache-dtype fp8_e4m3); otherwise the engine's default."""
+    HGX B200 / B300 (its launch scripts pass --kv-cache-dtype fp8_e4m3); otherwise the engine's default."""
     fw = {"trtllm": "trt"}.get(framework, framework)
     if fw == "sglang" and hardware.upper() in BLACKWELL:
         return "fp8"

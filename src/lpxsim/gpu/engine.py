@@ -51,7 +51,7 @@ class EngineParams:
     # Scheduler request polling: (GPU names, concurrency threshold, interval below it, interval at or above it).
     # SGLang's --scheduler-recv-interval N makes the scheduler read new requests only every N decode steps
     # (SchedulerRecvSkipper: a decode step counts 1, a prefill 1000, so it polls right after any prefill).
-    # InferenceX starts SGLang on Blackwell with N = 10 below 16 users and 30 from 16 (dsr1_fp{4,8}_b200.sh,
+    # InferenceX starts SGLang on HGX B200/B300 with N = 10 below 16 users and 30 from 16 (dsr1_fp{4,8}_b200.sh,
     # dsr1_fp4_b300.sh; not set on Hopper): a launch setting, not fitted. None: polls every step.
     recv_interval: tuple[tuple[str, ...], int, int, int] | None = None
 
@@ -68,7 +68,7 @@ class EngineParams:
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
-                           recv_interval=(("B200", "B300", "GB200", "GB300"), 16, 10, 30)),
+                           recv_interval=(("B200", "B300"), 16, 10, 30)),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),
