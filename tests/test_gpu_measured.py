@@ -260,8 +260,11 @@ def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
     alone = steady_state(step, isl=isl, osl=osl, concurrency=1)
     assert est.ttft_wait_s > 0 and est.ttft_s > alone.ttft_s
     # mean-field MVA against the event loop: since the roofline-priced ops (Gemma's sliding-window layers)
-    # carry their context cost, the simulator's median is ~25 % above the estimate (it was 22 % before)
-    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.3)
+    # carry their context cost, the simulator's median is ~57 ms above the estimate (0.252 vs 0.196 s, +29 %);
+    # the same 58 ms gap is +35 % since SGLang's refitted first-token host time fell from 119 to 88 ms
+    # (issue 28: the scheduler-poll wait now carries what that constant absorbed)
+    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.4)
+    assert res.requests["ttft_s"].median() - est.ttft_s == pytest.approx(0.057, abs=0.02)
 
 
 def test_pools_take_their_own_gpu_layout_and_framework():
@@ -413,3 +416,45 @@ def test_unmeasured_attention_keeps_its_context_cost() -> None:
     assert d[2] - d[0] > 1e-3
     p = [m.prefill(PrefillChunk(2048, c, 1)).latency_s for c in (0, 100_000)]
     assert p[1] > 1.5 * p[0]
+
+
+def test_sglang_scheduler_poll_adds_half_its_interval_to_ttft_on_blackwell():
+    """SGLang as InferenceX launches it on Blackwell reads new requests every 10 decode steps below 16 users and
+    every 30 from 16 (--scheduler-recv-interval): a request waits half of that on average; one user's request
+    finds the engine idle; Hopper and TensorRT-LLM poll every step."""
+    from dataclasses import replace
+
+    from lpxsim.engine.steady_state import poll_wait_steps, steady_state
+
+    sm = GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", kv="fp8", framework="sglang")
+    assert sm.admission_poll == (16, 10, 30)
+    assert [poll_wait_steps(sm.admission_poll, c) for c in (1, 4, 15, 16, 128)] == [0.0, 5.0, 5.0, 15.0, 15.0]
+    assert GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8", framework="sglang").admission_poll is None
+    assert GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trtllm").admission_poll is None
+    polled = steady_state(sm, isl=1024, osl=1024, concurrency=64)
+    sm.engine = replace(sm.engine, recv_interval=None)
+    free = steady_state(sm, isl=1024, osl=1024, concurrency=64)
+    # the wait joins the closed loop's fixed point: about 15 decode periods more before the first token
+    assert polled.ttft_s - free.ttft_s == pytest.approx(15 * polled.decode_period_s, rel=0.15)
+    assert steady_state(sm, isl=1024, osl=1024, concurrency=1).ttft_wait_s == 0.0
+
+
+def test_a_moe_backend_missing_from_a_table_comes_from_the_same_generation_sibling():
+    """aiconfigurator-core 0.12 timed only CUTLASS for NVFP4 MoE on B300 under TensorRT-LLM, CUTLASS and the
+    TRTLLM-gen min-latency kernels on B200; the engine runs the fastest on both, so B300 takes B200's
+    min-latency time (same HBM bandwidth) where it beats its own CUTLASS."""
+    from lpxsim.gpu.measured import measured_ops
+
+    b300, b200 = measured_ops("b300_sxm", "trtllm"), measured_ops("b200_sxm", "trtllm")
+    shape = (7168, 2048, 8, 256, 8, 1, "fp4")  # DeepSeek-R1 routed experts, MoE TP8
+    own = b300._moe_by_source(128, *shape)
+    theirs = b200._moe_by_source(128, *shape)
+    assert set(own) == {"moe_torch_flow_cutlass"} and "moe_torch_flow_min_latency" in theirs
+    from lpxsim.catalog import get_system
+
+    scale = float(get_system("b200-hgx").chip.memory_bw_Bps) / float(get_system("b300-hgx").chip.memory_bw_Bps)
+    assert b300.moe(128, *shape) == pytest.approx(min(own["moe_torch_flow_cutlass"],
+                                                      theirs["moe_torch_flow_min_latency"] * float(scale)))
+    assert b300.moe(128, *shape) < 0.6 * own["moe_torch_flow_cutlass"]
+    # nothing borrowed where the table has every backend the sibling has
+    assert b200.moe(128, *shape) == pytest.approx(min(theirs.values()))

@@ -215,14 +215,32 @@ def admission_hold_steps(ranks: int, timeout: int, arrivals_per_step: float) -> 
     return held / requests
 
 
-def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
-    """Seconds a request waits in the engine's admission hold (0 when the engine has none)."""
-    hold = getattr(step, "admission_hold", None)
-    if not hold or cycle_s <= 0.0 or step_s <= 0.0:
+def poll_wait_steps(poll: tuple[int, int, int] | None, concurrency: int) -> float:
+    """Mean decode steps a new request waits for its scheduler to read it, for an engine that polls for new
+    requests every N decode steps (`admission_poll` = (concurrency threshold, N below it, N at or above it)).
+
+    A request arriving at a random step waits N / 2 steps on average. One user's request finds the engine idle
+    (an idle loop counts as a step and spins), so it waits for none.
+    """
+    if poll is None or concurrency <= 1:
         return 0.0
+    threshold, below, above = poll
+    n = below if concurrency < threshold else above
+    return 0.5 * n if n > 1 else 0.0
+
+
+def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
+    """Seconds a request waits in the engine's admission hold and for its scheduler's next poll for new
+    requests (`admission_poll`: SGLang's --scheduler-recv-interval; 0 when the engine has neither)."""
+    if cycle_s <= 0.0 or step_s <= 0.0:
+        return 0.0
+    poll_s = poll_wait_steps(getattr(step, "admission_poll", None), concurrency) * step_s
+    hold = getattr(step, "admission_hold", None)
+    if not hold:
+        return poll_s
     ranks, timeout, replicas = (int(v) for v in hold)
     per_step = concurrency / max(1, replicas) / cycle_s * step_s  # new requests per engine step per replica
-    return admission_hold_steps(ranks, timeout, per_step) * step_s
+    return poll_s + admission_hold_steps(ranks, timeout, per_step) * step_s
 
 
 def steady_state(

@@ -14,8 +14,9 @@ Data handling (docs/assumptions.md, "GPU cost model"):
 - Several dated runs of one configuration are merged by their median.
 - Throughput of rows flagged `flag_intvty_vs_n_gpus_gt15pct` is not used (a
   benchmark artefact per the data's README); their latencies are.
-- KV cache format: SGLang serves DeepSeek-R1 with a bf16 KV cache by default,
-  TensorRT-LLM's DeepSeek recipes use an fp8 KV cache.
+- KV cache format (`kv_format`): what InferenceX launches. TensorRT-LLM's DeepSeek recipes use an
+  fp8 KV cache; SGLang on Blackwell is started with `--kv-cache-dtype fp8_e4m3` (dsr1_fp8_b200.sh,
+  dsr1_fp4_b200.sh), on Hopper with the default (bf16; dsr1_fp8_h200.sh sets none).
 """
 
 from __future__ import annotations
@@ -34,7 +35,17 @@ from lpxsim.gpu.step import GpuStepModel
 DATA_FILE = "inferencex_dsr1_calibration.csv"
 LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x nominal)
 SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
-KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}
+KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}  # the engines' defaults; `kv_format` adds the launch settings
+BLACKWELL = ("B200", "B300")  # the HGX scripts (IX-SGL, IX-SGL-B300); NVL72 runs use other recipes
+
+
+def kv_format(hardware: str, framework: str) -> str:
+    """The KV-cache format of an InferenceX DeepSeek-R1 run: fp8 under TensorRT-LLM, and under SGLang on
+    HGX B200 / B300 (its launch scripts pass --kv-cache-dtype fp8_e4m3); otherwise the engine's default."""
+    fw = {"trtllm": "trt"}.get(framework, framework)
+    if fw == "sglang" and hardware.upper() in BLACKWELL:
+        return "fp8"
+    return KV_FORMAT.get(fw, "bf16")
 FRAMEWORK = {"sglang": "sglang", "trt": "trtllm", "vllm": "vllm"}
 # TTFT enters the fit only at low concurrency: above it the measured TTFT is mostly queueing behind
 # other users' prefills, which the mean-field steady state does not model.
@@ -98,7 +109,7 @@ def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list
     for r in points.to_dict("records"):
         step = GpuStepModel(
             model, SYSTEMS[r["hardware"]], tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=bool(r["dp_attention"]),
-            weights=r["precision"], kv=KV_FORMAT.get(r["framework"], "bf16"),
+            weights=r["precision"], kv=kv_format(r["hardware"], r["framework"]),
             framework=FRAMEWORK.get(r["framework"], r["framework"]),
         )
         pm = PointModel(r, step)

@@ -48,6 +48,12 @@ class EngineParams:
     # DP-attention admission balance: steps a new prefill may be held waiting for every attention-DP
     # rank to have one (0: admitted at once). A launch setting, not fitted.
     adp_balance_timeout_iters: int = 0
+    # Scheduler request polling: (GPU names, concurrency threshold, interval below it, interval at or above it).
+    # SGLang's --scheduler-recv-interval N makes the scheduler read new requests only every N decode steps
+    # (SchedulerRecvSkipper: a decode step counts 1, a prefill 1000, so it polls right after any prefill).
+    # InferenceX starts SGLang on HGX B200/B300 with N = 10 below 16 users and 30 from 16 (dsr1_fp{4,8}_b200.sh,
+    # dsr1_fp4_b300.sh; not set on Hopper): a launch setting, not fitted. None: polls every step.
+    recv_interval: tuple[tuple[str, ...], int, int, int] | None = None
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -61,7 +67,8 @@ class EngineParams:
 # Priors (before the fit, and the fallback without a fit file): a 1 ms engine step and 50 ms to the
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
-    "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches()),
+    "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
+                           recv_interval=(("B200", "B300"), 16, 10, 30)),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),

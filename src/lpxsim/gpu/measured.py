@@ -47,6 +47,18 @@ KV_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # Routed tokens are not uniform over experts; aiconfigurator's default workload (assumption
 # "gpu-moe-distribution") is a power law with exponent 1.01, the mildest skew it measured.
 MOE_DISTRIBUTION = ("power_law_1.01", "balanced")
+# Same-generation GPUs whose tables may fill each other's missing kernel backends (same SM architecture
+# and software stack; `MeasuredOps.moe`). Blackwell B200 <-> Blackwell Ultra B300, and their NVL72 racks.
+KERNEL_SIBLING = {"b300_sxm": "b200_sxm", "b200_sxm": "b300_sxm", "gb300": "gb200", "gb200": "gb300"}
+
+
+@cache
+def _hbm_Bps(aic_system: str) -> float:
+    """HBM bandwidth of the catalog system aiconfigurator-core calls `aic_system`."""
+    from lpxsim.catalog import get_system
+
+    name = next(k for k, v in AIC_SYSTEM.items() if v == aic_system)
+    return float(get_system(name).chip.memory_bw_Bps)
 
 
 @cache
@@ -367,7 +379,28 @@ class MeasuredOps:
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
             weights: str) -> float | None:
-        """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer."""
+        """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer.
+
+        The engine runs one MoE backend; where the table measured several for this shape (TensorRT-LLM's
+        CUTLASS and TRTLLM-gen "min latency" kernels), the fastest at the token count (engines and
+        InferenceX's launch settings pick the backend per workload), not a median across them. A backend the
+        same-generation sibling measured for this shape but this GPU's table lacks (aiconfigurator-core 0.12
+        timed only CUTLASS for NVFP4 on B300 under TensorRT-LLM, both on B200) is taken from the sibling,
+        scaled by the HBM bandwidth ratio (decode MoE streams expert weights): the engine still runs it here.
+        """
+        own = self._moe_by_source(tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights)
+        sib = KERNEL_SIBLING.get(self.system)
+        if sib is not None:
+            theirs = measured_ops(sib, self.framework)._moe_by_source(tokens, hidden, inter, topk, experts, moe_tp,
+                                                                     moe_ep, weights)
+            scale = _hbm_Bps(sib) / _hbm_Bps(self.system)
+            own = own | {src: t * scale for src, t in theirs.items() if src not in own and own}
+        return min(own.values()) if own else None
+
+    @cache  # noqa: B019
+    def _moe_by_source(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int,
+                       moe_ep: int, weights: str) -> dict[str, float]:
+        """{kernel source: seconds} of this table's MoE backends for one shape (empty: not measured)."""
         cols = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
                 "moe_ep_size", "distribution", "kernel_source", "latency")
         shape = {"hidden_size": hidden, "inter_size": inter, "topk": topk, "num_experts": experts,
@@ -375,21 +408,18 @@ class MeasuredOps:
         have = self._values("moe-kinds", "moe", "moe_perf.parquet", cols, ("moe_dtype", "distribution", "kernel_source"),
                             **shape)
         if not have:
-            return None
+            return {}
         dt = _first(MOE_DTYPE.get(weights, ()), np.array([h[0] for h in have]))
         dist = _first(MOE_DISTRIBUTION, np.array([h[1] for h in have if h[0] == dt])) if dt else None
         if dt is None or dist is None:
-            return None
-        # The engine runs one MoE backend; where the table measured several for this shape (TensorRT-LLM's
-        # CUTLASS and TRTLLM-gen "min latency" kernels), the fastest at this token count (engines and
-        # InferenceX's launch settings pick the backend per workload), not a median across them.
-        times = []
+            return {}
+        times = {}
         for src in sorted({h[2] for h in have if h[0] == dt and h[1] == dist}):
             c = self._curve_of("moe", "moe", "moe_perf.parquet", cols, "num_tokens", moe_dtype=dt, distribution=dist,
                                kernel_source=src, **shape)
             if c is not None:
-                times.append(_interp(c[0], c[1], tokens) * MS)
-        return min(times) if times else None
+                times[src] = _interp(c[0], c[1], tokens) * MS
+        return times
 
     @cache  # noqa: B019
     def mla(self, phase: str, batch: int, context: int, heads: int, kv: str) -> float | None:

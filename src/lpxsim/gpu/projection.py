@@ -3,13 +3,18 @@
 A GPU that aiconfigurator-core has not measured (Vera Rubin, AMD Instinct, future
 parts) borrows the op times of its nearest measured sibling: the measured GPU of
 the same rack kind (NVL72 rack or 8-GPU node) closest in HBM bandwidth, FP8 and
-FP4 peak (log distance). Each op time is then scaled by one sourced spec ratio:
-ops that are bandwidth-bound on the sibling (bytes / bandwidth above FLOPs /
-peak) by the HBM bandwidth ratio, compute-bound ops by the peak-FLOPs ratio at
-the op's precision, collectives by the scale-up bus bandwidth ratio (large
-messages) or the all-reduce latency ratio (small ones). The rule is validated by
-projecting measured GPUs from each other (benchmarks/validate_gpu.py --projection;
-docs/validation.md).
+FP4 peak (log distance). Each op time is then scaled by one ratio of what each
+GPU achieves, not of its spec sheet (issue 28): ops that are bandwidth-bound on
+the sibling (bytes / bandwidth above FLOPs / peak) by the ratio of achieved HBM
+bandwidth (spec x `hbm_achieved_fraction`, a measured STREAM-type fraction per
+GPU), compute-bound ops by the ratio of achieved matmul FLOP/s at the op's
+precision (the catalog's measured MAMF, `matmul_achieved_<fmt>_flops`, or the
+peak scaled by the GPU's measured MAMF fraction in another format), collectives
+by the scale-up bus bandwidth ratio (large messages) or the all-reduce latency
+ratio (small ones). An AMD GPU projected from an NVIDIA sibling thus carries
+AMD's own measured efficiencies (docs/validation.md, "AMD from AMD's own
+mechanisms"). The rule is validated by projecting measured GPUs from each other
+(benchmarks/validate_gpu.py --projection; `lpxsim validate`).
 """
 
 from __future__ import annotations
@@ -71,13 +76,36 @@ def alpha(s: SystemSpec) -> float:
     return float(v) if v is not None else 6e-6
 
 
+HBM_ACHIEVED_DEFAULT = 1.0  # a GPU without a measured fraction is taken at its spec bandwidth
+
+
+def achieved_hbm_Bps(s: SystemSpec) -> float:
+    """HBM bandwidth the GPU reaches in a streaming kernel: spec x its measured `hbm_achieved_fraction`."""
+    frac = s.chip.extra.get("hbm_achieved_fraction")
+    return float(s.chip.memory_bw_Bps) * (float(frac) if frac is not None else HBM_ACHIEVED_DEFAULT)
+
+
+def achieved_matmul_flops(s: SystemSpec, compute: str) -> float:
+    """Matmul FLOP/s the GPU reaches at `compute` precision: the measured MAMF at that precision, else the
+    peak scaled by the GPU's MAMF fraction measured at another precision (BF16 first), else the peak."""
+    chip = s.chip
+    got = chip.extra.get(f"matmul_achieved_{compute}_flops")
+    if got is not None:
+        return float(got)
+    for fmt in ("bf16", "fp8"):
+        have = chip.extra.get(f"matmul_achieved_{fmt}_flops")
+        if have is not None and fmt in chip.peak_flops:
+            return chip.flops(compute) * float(have) / float(chip.peak_flops[fmt])
+    return chip.flops(compute)
+
+
 def op_ratio(target: SystemSpec, sib: SystemSpec, flops: float, nbytes: float, compute: str) -> float:
-    """Target/sibling time ratio of one op: by peak FLOPs if it is compute-bound on the sibling, else by HBM."""
-    tc, sc = target.chip, sib.chip
-    peak_s = sc.flops(compute)
-    if flops / peak_s > nbytes / float(sc.memory_bw_Bps):
-        return peak_s / tc.flops(compute)
-    return float(sc.memory_bw_Bps) / float(tc.memory_bw_Bps)
+    """Target/sibling time ratio of one op: by achieved matmul FLOP/s if it is compute-bound on the sibling,
+    else by achieved HBM bandwidth."""
+    sc = sib.chip
+    if flops / sc.flops(compute) > nbytes / float(sc.memory_bw_Bps):
+        return achieved_matmul_flops(sib, compute) / achieved_matmul_flops(target, compute)
+    return achieved_hbm_Bps(sib) / achieved_hbm_Bps(target)
 
 
 def collective_ratio(target: SystemSpec, sib: SystemSpec, nbytes: float) -> float:

@@ -280,6 +280,16 @@ class GpuStepModel:
             return None
         return (self.layout.tp, t, self.layout.replicas)
 
+    @property
+    def admission_poll(self) -> tuple[int, int, int] | None:
+        """(concurrency threshold, poll interval below it, at or above it) in decode steps when the engine
+        reads new requests only every few decode steps (SGLang's --scheduler-recv-interval as InferenceX
+        launches it on Blackwell), else None. `engine.steady_state.poll_wait_steps` turns it into the mean wait."""
+        r = self.engine.recv_interval
+        if r is None or self.system.chip.name.upper() not in r[0]:
+            return None
+        return (r[1], r[2], r[3])
+
     # --- the StepModel seam -------------------------------------------------------------
 
     @property

@@ -1,0 +1,87 @@
+"""`lpxsim validate`: reproduce docs/validation.md's accuracy tables from the data shipped in the package.
+
+Replays the GPU calibration rows (measured and projected paths), the projection pairs and the published
+points of the SRAM machines, prints each table with its median absolute error and MAPE, and the error band
+of every cost path. `--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from lpxsim.cli.common import emit_json
+
+
+def _stats_cells(s: dict | None) -> str:
+    if not s or not s.get("n"):
+        return "- | - | -"
+    return f"{s['median_abs_pct']:.1f} % | {s['mape_pct']:.1f} % | {s['median_signed_pct']:+.1f} %"
+
+
+def _gpu_table(title: str, res: dict) -> list[str]:
+    lines = [f"### {title}", "",
+             "| group | rows | TPOT MdAPE | TPOT MAPE | TPOT signed | out tok/s/GPU MdAPE | MAPE | signed "
+             "| TTFT MdAPE | MAPE | signed |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for g, d in res["groups"].items():
+        lines.append(f"| {g} | {d['tpot']['n']} | {_stats_cells(d.get('tpot'))} | "
+                     f"{_stats_cells(d.get('tok_s_per_chip'))} | {_stats_cells(d.get('ttft'))} |")
+    lines += ["", f"rows skipped (their KV does not fit at that layout): {res['skipped_kv_does_not_fit']}", ""]
+    return lines
+
+
+def markdown(res: dict) -> str:
+    """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
+    lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
+    lines += _gpu_table("Projected GPU: the same rows priced from a sibling's tables (H200 <- H100, B200 <- B300)",
+                        res["projected_gpu"])
+    lines += ["### Projection rule, step level (DeepSeek-R1 fp8 TP8 SGLang)", "",
+              "| projection | steps | MdAPE | MAPE | signed |", "|---|---|---|---|---|"]
+    for p in res["projection_pairs"]:
+        lines.append(f"| {p['from']} -> {p['to']} | {p['n']} | {p['median_abs_pct']:.1f} % | {p['mape_pct']:.1f} % "
+                     f"| {p['median_signed_pct']:+.1f} % |")
+    lines += ["", "### SRAM machines: published points (tok/s per user)", "",
+              "| id | system | model | role | conditions | published | batch-1 | full pipeline / KV | "
+              "batch-1 error | inside range | band error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in res["sram_points"]:
+        kv = f" / {p['kv_full_tok_s_user']:,.0f}" if p["kv_full_tok_s_user"] is not None else ""
+        band = "-" if p["band_err_pct"] is None else f"{p['band_err_pct']:+.1f} %"
+        lines.append(f"| {p['id']} | {p['system']} ({p['chips']} chips, {p['stages']} stages) | {p['model']} | "
+                     f"{p['role']} | {p['endpoint']}; spec. decoding: {p['spec_decoding']}; {p['software_date']} | "
+                     f"{p['published']:,.0f} | {p['batch1_tok_s_user']:,.0f} | {p['pipeline_full_tok_s_user']:,.0f}"
+                     f"{kv} | {p['batch1_err_pct']:+.1f} % | {'yes' if p['inside_range'] else 'no'} | {band} |")
+    lines += ["", "### Error bands per cost path", "",
+              "| path | metric | points | MdAPE | MAPE | signed | band shown (+-) |", "|---|---|---|---|---|---|---|"]
+    for path, b in res["bands"].items():
+        for metric, s in b["metrics"].items():
+            lines.append(f"| {path} | {metric} | {s['n']} | {s['median_abs_pct']:.1f} % | {s['mape_pct']:.1f} % | "
+                         f"{s['median_signed_pct']:+.1f} % | {s['band_pct']:.1f} % |")
+    return "\n".join(lines)
+
+
+def band_file(res: dict) -> dict:
+    """The shipped band file's content for a `validation.run()` result."""
+    return {"generated_by": "lpxsim validate --write", "bands": res["bands"]}
+
+
+def validate_cmd(
+    write: bool = typer.Option(False, "--write", help="regenerate the shipped band file (catalog/fitted/error_bands.json)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Reproduce the validation tables (median absolute error and MAPE) and each cost path's error band."""
+    from lpxsim.engine import validation
+    from lpxsim.engine.bands import shipped_path
+
+    res = validation.run()
+    if write:
+        shipped_path().write_text(json.dumps(band_file(res), indent=1, sort_keys=True) + "\n")
+    if as_json:
+        emit_json(res)
+    else:
+        sys.stdout.write(markdown(res) + "\n")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate_cmd)

@@ -1,0 +1,157 @@
+"""Error bands: how far an answer of each cost path has been from measurements (issue 28, item 8).
+
+Every figure lpxsim gives comes from one of four paths, and each has its own validation record:
+
+- ``measured-gpu``: a GPU whose kernels aiconfigurator-core measured, at a precision its tables cover
+  (the calibration replay of `lpxsim validate`: InferenceX DeepSeek-R1 rows on H200 and B200);
+- ``projected-gpu``: another GPU (another vendor, a newer part) or a precision the tables lack, priced from
+  a measured sibling by spec ratios (`gpu.projection`); validated by replaying the calibration rows with each
+  GPU projected from a sibling instead of its own tables;
+- ``compiled-lpx``: a compiled LPU program (LPX, first-generation Groq), against the published figures;
+- ``wafer-scale``: the Cerebras rule, against the published figures.
+
+The errors are computed by `lpxsim validate` (`lpxsim.engine.validation`) and shipped in
+``catalog/fitted/error_bands.json``; `lpxsim validate --write` regenerates that file, and a test checks the
+shipped file equals what validate computes. The band shown with an answer is the 68th percentile of the
+path's absolute errors (about one standard deviation of a normal error), or the largest error when fewer than
+five points exist: too few for a quantile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from lpxsim.core.errors import UserError
+
+PATHS = ("measured-gpu", "projected-gpu", "compiled-lpx", "wafer-scale")
+METRICS = ("tok_s_user", "ttft", "tok_s_per_chip")
+BAND_QUANTILE = 0.68  # the share of validation points a band covers (about one sigma of a normal error)
+MIN_POINTS_FOR_QUANTILE = 5  # below this the band is the largest error seen
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """Summary of signed percent errors (prediction / measurement - 1)."""
+
+    n: int
+    median_abs_pct: float
+    mape_pct: float
+    median_signed_pct: float
+    band_pct: float  # the +- shown with an answer
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """The error band of one cost path and metric, and the data it came from."""
+
+    path: str
+    metric: str
+    median_abs_pct: float
+    mape_pct: float
+    median_signed_pct: float
+    band_fraction: float  # +- this fraction of the answer is shown
+    n_points: int
+    data: str  # what the errors were measured on
+
+    def interval(self, value: float) -> tuple[float, float]:
+        """(low, high) of `value` under this band."""
+        return value * (1.0 - self.band_fraction), value * (1.0 + self.band_fraction)
+
+    def as_dict(self) -> dict:
+        """JSON-able fields (what an answer's `band` carries)."""
+        return asdict(self)
+
+
+def _round(x: float) -> float:
+    return round(x, 2)
+
+
+def error_stats(errors_pct: list[float]) -> ErrorStats:
+    """Median absolute error, MAPE, median signed error and the band of a list of signed % errors."""
+    errs = [e for e in errors_pct if e is not None and math.isfinite(e)]
+    if not errs:
+        return ErrorStats(0, math.nan, math.nan, math.nan, math.nan)
+    a = sorted(abs(e) for e in errs)
+    if len(a) < MIN_POINTS_FOR_QUANTILE:
+        band = a[-1]
+    else:  # linear interpolation between order statistics
+        pos = BAND_QUANTILE * (len(a) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(a) - 1)
+        band = a[lo] + (a[hi] - a[lo]) * (pos - lo)
+    return ErrorStats(len(a), _round(statistics.median(a)), _round(statistics.fmean(a)),
+                      _round(statistics.median(errs)), _round(band))
+
+
+def shipped_path() -> Path:
+    """The packaged error-band file (written by `lpxsim validate --write`)."""
+    return Path(str(resources.files("lpxsim").joinpath("catalog", "fitted", "error_bands.json")))
+
+
+@cache
+def _shipped() -> dict:
+    p = shipped_path()
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
+def band_for(path: str, metric: str = "tok_s_user") -> ErrorBand:
+    """The error band of `path` (one of PATHS) for `metric` (tok_s_user, ttft, tok_s_per_chip).
+
+    Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
+    """
+    if path not in PATHS:
+        raise UserError("path", f"unknown cost path {path!r}; choose one of {', '.join(PATHS)}")
+    entry = _shipped().get("bands", {}).get(path, {})
+    m = entry.get("metrics", {}).get(metric)
+    if m is None:
+        have = ", ".join(entry.get("metrics", {})) or "none"
+        raise UserError("metric", f"no validation of {metric!r} on the {path} path (validated: {have})")
+    return ErrorBand(path=path, metric=metric, median_abs_pct=m["median_abs_pct"], mape_pct=m["mape_pct"],
+                     median_signed_pct=m["median_signed_pct"], band_fraction=round(m["band_pct"] / 100.0, 4),
+                     n_points=m["n"], data=entry["data"])
+
+
+def path_for(system: str, weights: str = "fp8", framework: str = "sglang") -> str:
+    """The cost path an answer for (system, weights precision, framework) comes from.
+
+    LPU systems are ``compiled-lpx``, wafer-scale ones ``wafer-scale``. A GPU is ``measured-gpu`` when
+    aiconfigurator-core measured it (`gpu.measured.AIC_SYSTEM`) and its tables for `framework` time a GEMM in
+    that weight format; otherwise ``projected-gpu`` (from a sibling's tables, or the roofline where no tables
+    are installed: neither is a measurement of this GPU at this precision).
+    """
+    from lpxsim.catalog import get_system
+
+    s = get_system(system)
+    if s.is_lpu:
+        return "compiled-lpx"
+    if s.is_wafer:
+        return "wafer-scale"
+    return "measured-gpu" if _gpu_measured(s.name, weights, framework) else "projected-gpu"
+
+
+@cache
+def _gpu_measured(system: str, weights: str, framework: str) -> bool:
+    from lpxsim.gpu.engine import framework_name
+    from lpxsim.gpu.measured import AIC_SYSTEM, data_root, measured_ops
+    from lpxsim.specs.precision import get_precision
+
+    if system not in AIC_SYSTEM or data_root() is None:
+        return False
+    fmt = get_precision(weights, "weights").name
+    # a DeepSeek-sized decode GEMM: every measured table covers this shape where it covers the format
+    return measured_ops(AIC_SYSTEM[system], framework_name(framework)).gemm(8, 7168, 2048, fmt) is not None
+
+
+def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
+                metric: str = "tok_s_user") -> ErrorBand:
+    """The band of an answer for (system, weights, framework): `band_for(path_for(...), metric)`."""
+    return band_for(path_for(system, weights, framework), metric)

@@ -1,0 +1,94 @@
+"""`lpxsim validate` and the error bands (issue 28, item 8)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from lpxsim.core.errors import UserError
+from lpxsim.engine.bands import PATHS, answer_band, band_for, error_stats, path_for, shipped_path
+
+
+def _close(a, b, path="") -> None:
+    """Equal JSON trees, numbers to 0.05 (the file keeps two decimals; float sums may differ in the last bit)."""
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _close(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(float(a), float(b), abs_tol=0.05), f"{path}: {a} != {b}"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_and_mape():
+    from lpxsim.cli.main import app
+    from lpxsim.cli.validate_cmd import band_file
+
+    r = CliRunner().invoke(app, ["validate", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    _close(band_file(res)["bands"], json.loads(shipped_path().read_text())["bands"])
+    assert set(res["bands"]) == set(PATHS)
+    for table in ("measured_gpu", "projected_gpu"):
+        for group, metrics in res[table]["groups"].items():
+            for m in ("tpot", "ttft", "tok_s_user"):
+                s = metrics[m]
+                assert s["n"] > 0 and s["mape_pct"] >= 0 and s["median_abs_pct"] >= 0, (table, group, m)
+    assert all({"median_abs_pct", "mape_pct"} <= set(p) for p in res["projection_pairs"])
+    # the measured path replays every calibration row that fits (489 of 492)
+    assert res["measured_gpu"]["groups"]["all"]["tpot"]["n"] == 489
+    # every published SRAM point is predicted with its range, the range ordered
+    for p in res["sram_points"]:
+        assert 0 < p["low_tok_s_user"] <= p["batch1_tok_s_user"], p["id"]
+
+
+def test_error_stats_median_mape_and_band():
+    s = error_stats([-10.0, 20.0, 5.0, -40.0, 1.0, 2.0])
+    assert s.n == 6
+    assert s.median_abs_pct == pytest.approx(7.5)  # |errors| 1 2 5 10 20 40
+    assert s.mape_pct == pytest.approx(78 / 6, abs=0.01)
+    assert s.median_signed_pct == pytest.approx(1.5)  # -40 -10 1 2 5 20
+    assert s.band_pct == pytest.approx(10 + (20 - 10) * 0.4)  # 68th percentile: 3.4 of 0..5
+    few = error_stats([3.0, -9.0])
+    assert few.band_pct == 9.0  # fewer than five points: the largest error
+
+
+def test_band_for_names_path_data_and_refuses_unknown_path_or_metric():
+    b = band_for("measured-gpu")
+    assert b.path == "measured-gpu" and b.metric == "tok_s_user" and b.n_points == 489
+    assert 0 < b.median_abs_pct <= b.band_fraction * 100 and "InferenceX" in b.data
+    lo, hi = b.interval(100.0)
+    assert lo < 100 < hi
+    assert band_for("projected-gpu").band_fraction > b.band_fraction  # projection is less certain
+    with pytest.raises(UserError) as e:
+        band_for("roofline")
+    assert e.value.field == "path"
+    with pytest.raises(UserError) as e:
+        band_for("wafer-scale", "ttft")
+    assert e.value.field == "metric"
+
+
+def test_path_for_tells_measured_from_projected():
+    assert path_for("h200-hgx", "fp8") == "measured-gpu"
+    assert path_for("b200-hgx", "fp4", "trtllm") == "measured-gpu"
+    assert path_for("h200-hgx", "fp4") == "projected-gpu"  # no NVFP4 kernels measured on Hopper
+    assert path_for("mi300x", "fp8") == "projected-gpu"
+    assert path_for("lpx") == "compiled-lpx"
+    assert path_for("groq-v1", "int8") == "compiled-lpx"
+    assert path_for("cs-3", "bf16") == "wafer-scale"
+
+
+def test_answer_band_follows_the_path_of_the_answer():
+    assert answer_band("mi300x").path == "projected-gpu"
+    b = answer_band("b200-hgx", "fp4", "trtllm", "ttft")
+    assert b.path == "measured-gpu" and b.metric == "ttft"
+    assert b.as_dict()["band_fraction"] == b.band_fraction
+    assert answer_band("cs-3", "bf16").n_points == band_for("wafer-scale").n_points
