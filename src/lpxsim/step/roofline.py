@@ -17,6 +17,7 @@ a correct model can approach but not pass.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from lpxsim.graph import OpGraph, Phase, lower
@@ -87,10 +88,8 @@ def peak_rates(system: SystemSpec, chips: int, weights: str = "fp8") -> tuple[fl
     (the highest rate any of the step's matmuls may run at), and the chips' memory bandwidth."""
     chip = system.chip
     rates = [chip.flops(weights)]
-    try:
+    with contextlib.suppress(KeyError):  # a chip without a 16-bit figure: the weights' format alone
         rates.append(chip.flops("bf16"))
-    except KeyError:
-        pass
     return chips * max(rates), chips * float(chip.memory_bw_Bps)
 
 
