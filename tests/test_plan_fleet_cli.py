@@ -80,8 +80,11 @@ def test_fleet_json(tmp_path: Path) -> None:
 def test_infeasible_fleet_is_reported(tmp_path: Path) -> None:
     p = tmp_path / "demand.yaml"
     p.write_text(DEMAND.replace("tok_s_user: 200", "tok_s_user: 1000000"))
-    d = _json("plan", "fleet", "--demand", str(p))
+    r = runner.invoke(app, ["plan", "fleet", "--demand", str(p), "--json"])
+    assert r.exit_code == 3, r.output  # no feasible fleet: its own exit code (docs/cli.md)
+    d = json.loads(r.stdout)
     assert not d["feasible"] and "interactive" in d["reasons"][0] and "1,000,000" in d["reasons"][0]
+    assert d["closest"]["kind"] == "target" and d["closest"]["targets"]["interactive"] < 1e6
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,8 @@ def report_dict(r: CapacityReport) -> dict:
             {"kv": a.kv, "kv_layout": a.kv_layout, "kv_bytes_per_stream": a.kv_bytes_per_stream, "max_streams": a.max_streams}
             for a in r.alternatives
         ],
+        "compiled_streams": r.compiled_streams,
+        "compiled": None if r.compiled is None else r.compiled.as_dict(),
         "notes": r.notes,
     }
 
@@ -78,6 +80,10 @@ def print_report(r: CapacityReport) -> None:
             f"concurrency ceiling: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
             f"(hardware power {r.power_w / 1e3:,.0f} kW)"
         )
+    if r.compiled is not None:
+        c = r.compiled
+        out.print(f"compiled ceiling: [bold]{c.streams}[/] streams of {r.context:,} tokens"
+                  + (f" ({c.layout}, {c.chips_used} chips)" if c.layout else ""))
     alt = Table(title="KV precision and layout alternatives")
     for col in ("kv", "layout", "KV per stream", "max streams"):
         alt.add_column(col)
@@ -85,7 +91,7 @@ def print_report(r: CapacityReport) -> None:
         alt.add_row(a.kv, a.kv_layout, fmt_bytes(a.kv_bytes_per_stream), str(a.max_streams))
     out.print(alt)
     for n in r.notes:
-        if not n.startswith("does not fit"):  # said above, with the bytes
+        if not n.startswith("does not fit"):  # said above, with the bytes (the compiled reason, once, here)
             out.print(f"[yellow]note:[/] {n}")
 
 
@@ -104,14 +110,20 @@ def register(app: typer.Typer) -> None:
                                          human=False),
         gpus: int | None = count_option(None, "--gpus", help="number of GPUs", hi=inputs.CHIPS_MAX,
                                          human=False),
+        compiled: bool = typer.Option(
+            True, "--compiled/--no-compiled",
+            help="LPU systems: also compile the layout that holds the most streams at exactly this context and "
+                 "give its ceiling beside the pooled one (compiled_streams), with the reason they differ"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
-        """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit."""
+        """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit (pooled memory, and on LPU
+        systems the compiled layout's per-chip ceiling at the same context)."""
         from lpxsim.core.errors import UserError
 
         if chips is not None and gpus is not None:
             raise UserError("gpus", "give either --chips or --gpus")
-        r = capacity(model, system, context, weights, kv, kv_layout, racks=racks, chips=chips if chips is not None else gpus)
+        r = capacity(model, system, context, weights, kv, kv_layout, racks=racks,
+                     chips=chips if chips is not None else gpus, compiled=compiled)
         if as_json:
             emit_json(report_dict(r))
         else:

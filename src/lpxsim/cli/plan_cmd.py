@@ -27,6 +27,7 @@ plan_app = typer.Typer(
 )
 
 USD_PER_KWH_HELP = "energy price in $/kWh (overrides the cost model)"
+NO_FEASIBLE_FLEET_EXIT = 3  # `plan fleet` found no fleet that serves the demand (docs/cli.md, "Exit codes")
 PUE_HELP = "facility PUE (overrides the cost model)"
 COSTS_HELP = "cost-model YAML overriding catalog/costs.yaml (see docs/assumptions.md, Economics)"
 BACKEND_HELP = "auto or project: the detailed backends (compiled LPX, GPU model), the only cost models"
@@ -78,6 +79,8 @@ def _print_fleet(d: dict) -> None:
         out.print("[bold red]no feasible fleet[/]")
         for r in d["reasons"]:
             out.print(f"- {r}")
+        c = d.get("closest")
+        out.print(f"closest feasible: {c['line']}" if c else "closest feasible: none found")
         return
     bom = Table(title=f"Fleet BOM (minimising {d['objective']})")
     for col in ("system", "racks", "spares", "chips", "IT kW", "facility kW", "capex $M", "racks used", "tok/s",
@@ -111,6 +114,7 @@ def _print_fleet(d: dict) -> None:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+    out.print(f"racks: {d['straddle']}")
     for c in d.get("options", []):  # every pool type per class, and the ones the MILP chose
         ttft = "" if c["target_ttft_p99_s"] is None else f", TTFT <= {c['target_ttft_p99_s']:g} s"
         out.print(f"options for {c['class']} ({c['model']}, {c['context']:,} context, target "
@@ -120,6 +124,15 @@ def _print_fleet(d: dict) -> None:
                    f"{r['hardware']} ({r['method']})" if r["tok_s_user"] > 0 else r["method"])
             pick = f"; {r['replicas']:,} replica(s) in the fleet" if r["replicas"] else ""
             out.print(f"  {r['option']}: {got}{pick}" + ("" if r["feasible"] else f" (not feasible: {r['reason']})"))
+
+
+def _emit_target(emit: str | None):
+    """--emit DIR, checked before any work: a path that exists as anything but a directory is refused."""
+    if emit is None:
+        return None
+    from lpxsim.plan.fleet_emit import check_emit_dir
+
+    return check_emit_dir(emit)
 
 
 def _money(v: float | None, scale: float = 1.0) -> str:
@@ -198,6 +211,8 @@ def point_cmd(
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
     framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+    emit: str | None = typer.Option(None, "--emit", help="write the replica as a fleet YAML (with a workload at "
+                                    "its concurrency and a README) into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
     """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
@@ -205,12 +220,19 @@ def point_cmd(
     from lpxsim.plan.operating_point import operating_point
 
     _check_backend(backend)
+    target_dir = _emit_target(emit)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
                          backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
                          framework=framework)
     d = {**op.as_dict(), **point_economics(op, costs)}
+    if target_dir is not None and op.feasible:
+        from lpxsim.plan.fleet_emit import emit_operating_point
+
+        d["emitted"] = emit_operating_point(op, target_dir, kv_layout)
     emit_json(d) if as_json else _print_point(d)
+    if target_dir is not None and op.feasible and not as_json:
+        out.print(f"wrote {', '.join(d['emitted']['files'])} in {target_dir}")
 
 
 @plan_app.command("fleet")
@@ -226,10 +248,17 @@ def fleet_cmd(
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
+    allow_straddle: bool = typer.Option(
+        False, "--allow-straddle",
+        help="let one replica span two racks (default: the demand file's allow_straddle, else whole racks)"),
+    emit: str | None = typer.Option(None, "--emit", help="write the fleet YAML the plan describes, a README and "
+                                    "(GPU pools) a Dynamo-style starting point into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Racks of each system (with N+k spares, under rack and power ceilings) that serve every class at its SLO
-    at least power, cost or TCO: a MILP (HiGHS); the BOM is priced with the cost model."""
+    """Whole racks of each system (with N+k spares, under rack and power ceilings) that serve every class at its
+    SLO at least power, cost or TCO: a MILP (HiGHS); the BOM is priced with the cost model. A replica keeps to
+    whole racks unless --allow-straddle. Exit 3 when no fleet is feasible (with the closest feasible target or
+    fleet), 2 for bad input, 0 otherwise."""
     from lpxsim.plan.costs import load_costs
     from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
@@ -237,7 +266,7 @@ def fleet_cmd(
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     spec = load_demand(demand)
     flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
-             "objective": objective}
+             "objective": objective, "allow_straddle": True if allow_straddle else None}
     if any(v is not None for v in flags.values()):  # flags override the file, validated as the file is
         spec = parse_demand({**spec.model_dump(), **{k: v for k, v in flags.items() if v is not None}})
     names = None
@@ -245,9 +274,18 @@ def fleet_cmd(
         names = [s.strip() for s in systems.split(",") if s.strip()]
         if not names:
             raise UserError("systems", "expected a comma-separated list of system names")
+    target = _emit_target(emit)
     plan = size_fleet(spec, systems=names, backend=backend, costs=costs)
     d = plan.as_dict()
+    if target is not None and plan.feasible:
+        from lpxsim.plan.fleet_emit import emit_fleet_plan
+
+        d["emitted"] = emit_fleet_plan(plan, spec, target)
     emit_json(d) if as_json else _print_fleet(d)
+    if target is not None and plan.feasible and not as_json:
+        out.print(f"wrote {', '.join(d['emitted']['files'])} in {target}")
+    if not plan.feasible:
+        raise typer.Exit(NO_FEASIBLE_FLEET_EXIT)
 
 
 @plan_app.command("t8")

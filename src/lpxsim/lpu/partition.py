@@ -20,7 +20,10 @@ from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
 
-RESERVE_FRACTION = 0.02  # SRAM kept per chip for activations and transfer buffers in the search
+# SRAM kept per chip for activations, transfer buffers and schedule state: the capacity model's reserve
+# (`lpxsim.plan.capacity.LPU_BUFFER_FRACTION` is this number), so the search and `lpxsim capacity` fit at the same
+# budget. The search counts weights and KV as the lowering places them (within 0.2 MB of `place`).
+RESERVE_FRACTION = 0.01
 MAX_TRANSFERS = 400_000  # compile-cost guard (not physics): skip layouts whose all-reduces need more transfers
 
 
@@ -45,15 +48,32 @@ def _layer_kv_per_chip(model: ModelSpec, layer: int, tp: int, kvsplit: int, kvb:
     want = kvsplit if a.window is None else 1
     h_par, seq = heads_split(tp, a.num_heads, want)
     kvh = 1 if a.kind == "mla" else a.num_kv_heads
-    group = max(1, a.num_heads // kvh)
-    worst_heads = 0
-    for t in range(h_par):
-        h0, h1 = balanced(a.num_heads, h_par, t)
-        n = 1 if a.kind == "mla" else ((max(h1, h0 + 1) - 1) // group + 1) - h0 // group
-        worst_heads = max(worst_heads, n)
+    worst_heads = _worst_kv_heads(a, h_par)
     tokens = context + 1 if a.window is None else min(context + 1, a.window + 1)
     per_tok = kv_elements_per_token(a, layout_kv) * kvb * worst_heads / kvh
     return per_tok * math.ceil(tokens / seq) * streams, seq
+
+
+def _worst_kv_heads(a, h_par: int) -> int:
+    """KV heads the fullest chip of `h_par` head shards holds (a chip holds every KV head its query heads use)."""
+    if a.kind == "mla":
+        return 1
+    group = max(1, a.num_heads // a.num_kv_heads)
+    worst = 0
+    for t in range(h_par):
+        h0, h1 = balanced(a.num_heads, h_par, t)
+        worst = max(worst, ((max(h1, h0 + 1) - 1) // group + 1) - h0 // group)
+    return worst
+
+
+def _kv_proj_excess(model: ModelSpec, layer: int, wb: float, tp: int, h_par: int) -> float:
+    """Bytes the fullest chip holds beyond an even 1/tp share of a layer's K and V projections: a chip holds the
+    projections of every KV head its query heads use whole (`lowering`), so past tp = kv_heads they repeat."""
+    a = model.layers[layer].attention
+    if a.kind == "mla":
+        return 0.0
+    per_head = model.hidden_size * (a.head_dim + (0 if a.k_eq_v else a.v_head_dim)) * wb
+    return max(0.0, per_head * (_worst_kv_heads(a, h_par) - a.num_kv_heads / tp))
 
 
 def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: str, context: int,
@@ -85,7 +105,8 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
             if terms is None:
                 a = model.layers[i].attention
                 rep = _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp) + _expert_excess(model, i, wb, lay.tp)
-                _, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
+                h_par, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
+                rep += _kv_proj_excess(model, i, wb, lay.tp, h_par)
                 if seq > 1:  # q and o projections replicated over the sequence shards
                     qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
                     rep += qo * (seq - 1) / lay.tp

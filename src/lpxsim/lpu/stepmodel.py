@@ -41,7 +41,7 @@ from lpxsim.lpu.arch import arch_for
 from lpxsim.lpu.compiler import CompileResult, Target, build_program, resolve_system
 from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.layout import Layout, parse_layout
-from lpxsim.lpu.partition import choose_layout
+from lpxsim.lpu.partition import RESERVE_FRACTION, choose_layout
 from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.lpu.verify import verify
 from lpxsim.specs.accounting import kv_bytes_per_sequence
@@ -584,14 +584,29 @@ class LpxStepModel:
     @cached_property
     def _free_per_stream(self) -> tuple[float, float]:
         """(streams that fit at the target context, free SRAM bytes) from the compiled target step."""
-        memory = self.step_summary(Phase.decode([self.target.context]))["memory"]
-        kv_need, free_min = math.inf, math.inf
-        for s in memory.values():
-            free = self.arch.sram_bytes - (s["weights"] + s["act"] + s["buffer"])
-            if s["kv"] > 0:
-                kv_need = min(kv_need, free / s["kv"])
+        c = self.stream_ceiling(self.target.context)
+        return c["streams_exact"], c["free_min_bytes"]
+
+    def stream_ceiling(self, context: int) -> dict:
+        """How many streams of exactly `context` tokens this replica holds, from its compiled decode step at that
+        context (not a bucket): each chip's SRAM, less its weights and the larger of its activations + buffers and
+        the search's per-chip reserve (`partition.RESERVE_FRACTION`, the capacity model's), over the KV one stream
+        puts on it; the fullest chip decides. Returns `streams` (whole), `streams_exact`, the deciding `chip`, its
+        `weights_bytes`, `kv_bytes_per_stream` and `free_bytes`, and the smallest free SRAM (`free_min_bytes`)."""
+        memory = self.step_summary(Phase.decode([int(context)]))["memory"]
+        reserve = self.arch.sram_bytes * RESERVE_FRACTION
+        best = {"streams_exact": math.inf, "chip": None, "weights_bytes": 0.0, "kv_bytes_per_stream": 0.0,
+                "free_bytes": 0.0}
+        free_min = math.inf
+        for chip, m in memory.items():
+            free = self.arch.sram_bytes - m["weights"] - max(m["act"] + m["buffer"], reserve)
             free_min = min(free_min, free)
-        return kv_need, free_min
+            if m["kv"] > 0 and free / m["kv"] < best["streams_exact"]:
+                best = {"streams_exact": free / m["kv"], "chip": int(chip), "weights_bytes": float(m["weights"]),
+                        "kv_bytes_per_stream": float(m["kv"]), "free_bytes": float(free)}
+        best["streams"] = int(max(0, math.floor(min(float(1 << 20), best["streams_exact"]) + 1e-9)))
+        best["free_min_bytes"] = free_min
+        return best
 
     def kv_capacity_bytes(self) -> float:
         streams, _ = self._free_per_stream

@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.lpu.partition import RESERVE_FRACTION
 from lpxsim.specs.accounting import kv_bytes_per_sequence, weight_bytes
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
 
+if TYPE_CHECKING:
+    from lpxsim.plan.compiled_capacity import CompiledCeiling
+
 # Assumptions (docs/assumptions.md, "Model accounting and KV layout").
-LPU_BUFFER_FRACTION = 0.01  # SRAM per LPU kept for activations, transfer buffers, schedule state
+LPU_BUFFER_FRACTION = RESERVE_FRACTION  # SRAM per LPU kept for activations, transfer buffers, schedule state
 GPU_MEM_FRACTION = 0.90  # the engines' default gpu-memory-utilization / mem-fraction-static
 GPU_ACTIVATION_RESERVE_FRACTION = 0.05  # of HBM, for activations, CUDA graphs, workspace
 
@@ -74,10 +79,17 @@ class CapacityReport:
     power_w: float
     alternatives: list[KvAlternative] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # LPU systems, when asked: the compiler's ceiling at the same context (`lpxsim.plan.compiled_capacity`)
+    compiled: CompiledCeiling | None = None
 
     @property
     def fits(self) -> bool:
         return self.max_streams >= 1
+
+    @property
+    def compiled_streams(self) -> int | None:
+        """Streams one compiled replica on these chips holds at `context` (None: not asked, or not an LPU)."""
+        return None if self.compiled is None else self.compiled.streams
 
 
 def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None) -> tuple[int, float]:
@@ -115,8 +127,10 @@ def capacity(
     kv_layout: str = "separate",
     racks: float | None = None,
     chips: int | None = None,
+    compiled: bool = False,
 ) -> CapacityReport:
-    """Memory breakdown and concurrency ceiling of `model` at `context` on `system`."""
+    """Memory breakdown and concurrency ceiling of `model` at `context` on `system`. `compiled` (LPU systems):
+    also the compiler's ceiling at exactly `context`, with the reason where it is lower (per-chip memory)."""
     m, s = get_model(model), get_system(system)
     if not isinstance(context, int) or context <= 0:
         raise UserError("context", f"expected a positive number of tokens, got {context!r}")
@@ -150,11 +164,21 @@ def capacity(
         KvAlternative(kv_p, lay, (ps := kv_bytes_per_sequence(m, context, kv_p, lay)), _streams(max(free, 0.0), ps))
         for kv_p, lay in (("bf16", "separate"), ("bf16", "k-once"), ("fp8", "separate"), ("fp8", "k-once"))
     ]
+    ceiling = None
+    if compiled and s.is_lpu and max_streams >= 1:  # none pooled: none compiled (per-chip is never better)
+        from lpxsim.plan.compiled_capacity import compiled_ceiling  # lazy: it loads the compiler
+
+        ceiling = compiled_ceiling(m, s.name, context, weights, kv, kv_layout, racks=racks, chips=chips,
+                                   upper=max(1, max_streams), weight_bytes=w, kv_bytes_per_stream=per_stream,
+                                   pooled_streams=max_streams)
+        if ceiling.reason:
+            notes.append(f"compiled: {ceiling.reason}")
     return CapacityReport(
         model=m.name, system=s.name, chip=s.chip.name, chips=n_chips, units=units, unit_name=s.unit_name,
         context=context, weights=weights, kv=kv, kv_layout=kv_layout, weight_bytes=w, kv_bytes_per_stream=per_stream,
         chip_memory_bytes=mem, chips_for_weights=chips_for_w, units_needed=units_needed, max_streams=max_streams,
         breakdown=breakdown, power_w=float(s.power_w) * units, alternatives=alternatives, notes=notes,
+        compiled=ceiling,
     )
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from lpxsim.catalog import get_system
 from lpxsim.plan.costs import CostModel, economics, per_token_costs
-from lpxsim.plan.fleet import Assignment, BomLine, FleetPlan, PoolType, RequestClass, SystemChoice
+from lpxsim.plan.fleet_types import Assignment, BomLine, FleetPlan, PoolType, RequestClass, SystemChoice
 from lpxsim.plan.operating_point import OperatingPoint
 
 _SUMMED = ("capex_usd", "capex_usd_per_hour", "opex_usd_per_hour", "energy_usd_per_hour", "cost_usd_per_hour",

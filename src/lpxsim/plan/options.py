@@ -23,7 +23,7 @@ def mode_pool_type(rc: Any, mode: str, seed: int = 0):
     from lpxsim.bench.fleets import builtin_fleet, closed_workload, simulate_fleet
     from lpxsim.catalog import get_system
     from lpxsim.core.errors import UserError
-    from lpxsim.plan.fleet import PoolType
+    from lpxsim.plan.fleet_types import PoolType
 
     method = f"closed-loop simulation, {OPTION_USERS} users (P50 speed, P99 TTFT)"
     wl = closed_workload(f"{rc.name}-{mode}", rc.isl, rc.osl, OPTION_USERS, 2 * OPTION_USERS)
