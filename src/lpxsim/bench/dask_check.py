@@ -41,13 +41,13 @@ def parse_scheduler(address: str) -> tuple[str, str, int]:
                                      f"got {text[:60]!r}")
     if loc.startswith("["):
         host, close, tail = loc[1:].partition("]")
-        ok = bool(close) and bool(_IPV6.match(host)) and (tail == "" or tail.startswith(":"))
+        ok = bool(close) and bool(_IPV6.match(host)) and (tail == "" or (tail.startswith(":") and len(tail) > 1))
         port_text = tail[1:] if tail else ""
     else:
         host, colon, port_text = loc.rpartition(":")
         if not colon:
             host, port_text = loc, ""
-        ok = bool(_HOST.match(host)) and ".." not in host
+        ok = bool(_HOST.match(host)) and ".." not in host and not (colon and not port_text)
     if not ok:
         raise UserError("scheduler", f"expected HOST:PORT after {scheme}:// ({_EXAMPLE}), got {text[:60]!r}")
     if port_text == "":

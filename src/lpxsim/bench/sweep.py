@@ -146,7 +146,7 @@ def make_executor(kind: str | cf.Executor = "process", workers: int | None = Non
 
         try:
             client = Client(address, timeout="10s")
-        except (OSError, ValueError) as e:  # TimeoutError and CommClosedError are OSErrors
+        except (OSError, ValueError, TypeError) as e:  # TimeoutError, CommClosedError: OSErrors; TLS unset: TypeError
             raise UserError("scheduler", f"cannot reach a Dask scheduler at {address!r}: {e}") from None
         try:
             yield client.get_executor()

@@ -310,8 +310,8 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
 
     t = _text_config(cfg)
     _check_types(t)
-    if not isinstance(cfg.get("model_type", ""), (str, type(None))):
-        raise UserError("config.model_type", f"expected a string, got {cfg['model_type']!r}")
+    if t is not cfg:  # a multimodal wrapper's own fields too (its tie flag may be the one in force)
+        _check_types(cfg)
     for key in _REQUIRED:
         if key not in t:
             raise UserError(f"config.{key}", "missing; this does not look like a decoder LLM config.json")
