@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         err.print(f"[dim]AA method: {requests} sequential requests x {len(ctxs)} contexts on {system}[/dim]")
         points, rows = run_aa(model, system, setup, weights=weights, kv=kv, framework=framework)
         if per_request:
-            atomic_write_parquet(per_request, rows)
+            atomic_write_parquet(per_request, rows, "per-request")
         if as_json:
             emit_json(aa_json(points, setup, str(per_request) if per_request else None))
         else:
