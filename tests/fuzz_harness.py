@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import resource
 import signal
 import sys
@@ -151,3 +152,127 @@ def argv(*parts: st.SearchStrategy[list[str]]) -> st.SearchStrategy[list[str]]:
     """Concatenate option groups in a drawn order."""
     return st.tuples(*parts).flatmap(lambda groups: st.permutations(groups)).map(
         lambda groups: [a for g in groups for a in g])
+
+
+# --- generators of the issue-30 kinds: each draws a fresh case of its kind, not a copied one -------------
+
+def nested_json(depth: int, style: str) -> str:
+    """JSON nested `depth` levels: lists, objects, or both alternating."""
+    if style == "list":
+        return "[" * depth + "]" * depth
+    if style == "object":
+        return '{"a":' * depth + "1" + "}" * depth
+    opens = ['{"k":' if i % 2 else "[" for i in range(depth)]
+    closes = ["}" if i % 2 else "]" for i in reversed(range(depth))]
+    return "".join(opens) + "0" + "".join(closes)
+
+
+def nested_yaml(depth: int, style: str) -> str:
+    """YAML nested `depth` levels: flow lists, flow maps, or block mappings by indentation."""
+    if style == "flow-list":
+        return "key: " + "[" * depth + "]" * depth + "\n"
+    if style == "flow-map":
+        return "key: " + "{a: " * depth + "1" + "}" * depth + "\n"
+    return "".join(" " * i + f"k{i}:\n" for i in range(depth)) + " " * depth + "v\n"
+
+
+DEEP = st.one_of(st.integers(33, 400), st.integers(401, 5_000), st.integers(5_001, 200_000))
+
+
+@st.composite
+def deep_json(draw) -> str:
+    """A JSON document nested past the cap (33 levels up to 200K): alone, or under a key of an object."""
+    body = nested_json(draw(DEEP), draw(st.sampled_from(["list", "object", "mixed"])))
+    key = draw(st.sampled_from([None, "hidden_size", "text_config", "layer_types", "rope_parameters", "x"]))
+    return body if key is None else json.dumps({"hidden_size": 8, "num_hidden_layers": 1})[:-1] + f', "{key}": {body}}}'
+
+
+@st.composite
+def deep_yaml(draw) -> str:
+    """A YAML document nested past the cap, flow or block style."""
+    return nested_yaml(draw(DEEP.filter(lambda d: d < 20_000)), draw(st.sampled_from(["flow-list", "flow-map", "block"])))
+
+
+HUGE_DIGITS = st.integers(4_301, 60_000)  # past Python's integer-digit limit (4,300)
+
+
+@st.composite
+def huge_int(draw) -> str:
+    """An integer literal longer than Python's digit limit, sometimes negative."""
+    n = draw(HUGE_DIGITS)
+    return draw(st.sampled_from(["", "-"])) + draw(st.sampled_from("123456789")) + "0" * (n - 1)
+
+
+@st.composite
+def non_utf8(draw) -> bytes:
+    """Bytes that are not UTF-8 text: random binary with an invalid sequence, Latin-1, or UTF-16/32."""
+    kind = draw(st.sampled_from(["binary", "latin1", "utf16", "utf32", "truncated"]))
+    text = draw(st.text(min_size=1, max_size=40)) + ": é"
+    if kind == "latin1":
+        return ("name: café " + text).encode("latin-1", "replace")
+    if kind == "utf16":
+        return text.encode("utf-16")
+    if kind == "utf32":
+        return text.encode("utf-32")
+    if kind == "truncated":
+        return ("a: " + text).encode()[:-1] + b"\xc3"
+    data = bytearray(draw(st.binary(max_size=200)))
+    data.insert(draw(st.integers(0, len(data))), draw(st.sampled_from([0xFF, 0xFE, 0xC0, 0x80, 0xED])))
+    return bytes(data)
+
+
+def long_name(n: int, ch: str = "a") -> str:
+    return ch * n
+
+
+LONG_COMPONENT = st.integers(256, 2_000).flatmap(lambda n: st.sampled_from("ab_é-").map(lambda c: long_name(n, c)))
+
+
+@st.composite
+def long_path(draw, base: str = "/tmp") -> str:
+    """A path one of whose components is longer than NAME_MAX (255 bytes), sometimes in the middle."""
+    comp = draw(LONG_COMPONENT)
+    where = draw(st.sampled_from(["last", "middle"]))
+    suffix = draw(st.sampled_from(["", ".json", ".yaml", ".csv", ".parquet"]))
+    return f"{base}/{comp}/x{suffix}" if where == "middle" else f"{base}/{comp}{suffix}"
+
+
+UNCREATABLE_DIRS = st.sampled_from(["/proc", "/proc/self", "/proc/1", "/sys", "/sys/kernel", "/proc/self/fd"])
+
+
+@st.composite
+def uncreatable_output(draw) -> str:
+    """A path in a folder where no file can be created (pseudo file systems)."""
+    name = draw(st.text(alphabet="abcdefghij_", min_size=1, max_size=12))
+    return f"{draw(UNCREATABLE_DIRS)}/{name}{draw(st.sampled_from(['', '.json', '.parquet']))}"
+
+
+@st.composite
+def bad_scheduler_address(draw) -> str:
+    """A scheduler address that cannot be one: bad scheme, port, brackets, host or characters."""
+    host = draw(st.sampled_from(["127.0.0.1", "localhost", "[::1]", "::1", "[::1", "::1]", "", "a b", "é", "..",
+                                 "-x", "[zz::1]x"]))
+    port = draw(st.one_of(st.sampled_from(["", ":", ":0", ":65536", ":-1", ":x", ":8786:1", ":1e3", ": 8786"]),
+                          st.integers(65_536, 10**30).map(lambda p: f":{p}")))
+    scheme = draw(st.sampled_from(["tcp://", "tls://", "foo://", "http://", "://", "tcp:/", "ucx://", "inproc://",
+                                   "TCP://", ""]))
+    addr = scheme + host + port
+    good_scheme = scheme.lower() in ("tcp://", "tls://", "")
+    good_host = host in ("127.0.0.1", "localhost", "[::1]")
+    good_port = port == "" or (port[1:].isdigit() and 1 <= int(port[1:]) <= 65535)
+    if good_scheme and good_host and good_port:  # drawn a valid address by chance: break it
+        addr += draw(st.sampled_from(["]", ":x", "\x00", " y"]))
+    return addr
+
+
+def config_type_errors():
+    """(field, wrong value) for the config.json fields whose type is checked: true/false and text."""
+    from lpxsim.specs.config_parse import BOOL_FIELDS, STR_FIELDS
+
+    wrong_bool = st.one_of(st.sampled_from(["yes", "no", "true", "false", "1", "", "on"]), st.integers(-3, 3),
+                           st.floats(allow_nan=True), st.lists(st.booleans(), max_size=2),
+                           st.dictionaries(st.text(max_size=2), st.booleans(), max_size=1))
+    wrong_str = st.one_of(st.integers(), st.floats(allow_nan=True), st.booleans(), st.lists(st.text(max_size=3), max_size=2),
+                          st.dictionaries(st.text(max_size=2), st.integers(), max_size=1))
+    return st.one_of(st.tuples(st.sampled_from(BOOL_FIELDS), wrong_bool),
+                     st.tuples(st.sampled_from(STR_FIELDS), wrong_str))

@@ -69,3 +69,66 @@ def test_unknown_option_is_one_line_exit_2() -> None:
     res = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "capacity", "gemma-4-31b", "--bogus"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+# --- identity: --version, shell completion, the name of a config.json model (issue 30) --------------------
+
+def _lpxsim(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "lpxsim.cli.main", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_version_prints_the_package_version() -> None:
+    from importlib import metadata
+
+    import lpxsim
+
+    try:
+        expected = metadata.version("lpxsim")
+    except metadata.PackageNotFoundError:
+        expected = lpxsim.__version__
+    for args in (["--version"], ["--no-cache", "--version"]):
+        res = _lpxsim(*args)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == f"lpxsim {expected}\n"
+
+
+def test_completion_options_are_offered_and_complete_command_names() -> None:
+    res = CliRunner().invoke(app, ["--help"], terminal_width=200)
+    assert "--install-completion" in res.output and "--show-completion" in res.output
+    pick = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}  # name the shell instead of detecting it
+    script = _lpxsim("--show-completion", "bash", env=pick)
+    assert script.returncode == 0 and "_LPXSIM_COMPLETE" in script.stdout and "complete_bash" in script.stdout
+    # what the installed script asks: the words completing "lpxsim est" and "lpxsim cache c"
+    words = _lpxsim(env={"_LPXSIM_COMPLETE": "complete_bash", "COMP_WORDS": "lpxsim est", "COMP_CWORD": "1"})
+    assert words.returncode == 0 and words.stdout.split() == ["estimate"]
+    words = _lpxsim(env={"_LPXSIM_COMPLETE": "complete_bash", "COMP_WORDS": "lpxsim cache c", "COMP_CWORD": "2"})
+    assert words.stdout.split() == ["clear"]
+    zsh = _lpxsim("--show-completion", "zsh", env=pick)
+    assert zsh.returncode == 0 and "compdef" in zsh.stdout
+
+
+CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "vocab_size": 128, "intermediate_size": 128, "model_type": "llama"}
+
+
+@pytest.mark.parametrize("folder, file, name_or_path, expected", [
+    ("meta-llama--Llama-3.1-8B", "config.json", "meta-llama/Llama-3.1-8B", "Llama-3.1-8B"),
+    ("anything", "config.json", "/home/me/models/my-finetune/", "my-finetune"),
+    ("my-model-folder", "config.json", None, "my-model-folder"),
+    ("my-model-folder", "config.json", "", "my-model-folder"),
+    ("some-folder", "tiny-llama.json", None, "tiny-llama"),
+    ("some-folder", "CONFIG.json", 7, "some-folder"),
+])
+def test_a_config_path_model_is_named_for_what_it_is(tmp_path, folder, file, name_or_path, expected) -> None:
+    """From `_name_or_path` (its last part), else the file's stem, else (a generic "config") its folder."""
+    d = tmp_path / folder
+    d.mkdir()
+    cfg = dict(CONFIG, **({"_name_or_path": name_or_path} if name_or_path is not None else {}))
+    (d / file).write_text(json.dumps(cfg))
+    res = _lpxsim("model", str(d / file), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["name"] == expected
+    assert "config" not in expected.lower()

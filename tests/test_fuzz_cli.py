@@ -7,13 +7,26 @@ sometimes right, so both the validators and the commands behind them are exercis
 
 from __future__ import annotations
 
+import contextlib
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz_harness import FUZZ, argv, check, count_text, invoke, maybe, real_text
+from fuzz_harness import (
+    FUZZ,
+    argv,
+    bad_scheduler_address,
+    check,
+    count_text,
+    invoke,
+    long_path,
+    maybe,
+    real_text,
+    uncreatable_output,
+)
 
 DATA = Path(__file__).parent / "data" / "emulate"
 TINY = [str(DATA / "llama_tiny.json"), str(DATA / "mixtral_tiny.json"), str(DATA / "qwen3_tiny.json")]
@@ -237,3 +250,232 @@ def test_fuzz_emulate_bad_values(config, opts, bad_opt):
     o = invoke(["emulate", "--config", config, *opts, *bad_opt])
     check(o)
     assert o.code == 2, f"emulate {bad_opt} was accepted"
+
+
+# --- issue 30: outputs, paths, seeds, the cache folder, scheduler addresses ---------------------------------
+
+# Every output option, with the rest of a command line that reaches the output check before any work.
+OUTPUTS = {
+    "trace": lambda p: ["compile", TINY[0], "--chips", "4", "--context", "64", "--trace", p],
+    "per-request": lambda p: ["bench", "aa", "llama-3.1-8b", "--system", "h200-hgx", "--per-request", p],
+    "simulate-out": lambda p: ["simulate", "--fleet", "rubin-alone", "--trace", "tracelab", "--out", p],
+    "sweep-out": lambda p: ["sweep", TINY[0], "--systems", "h200-hgx", "--executor", "serial", "--out", p],
+    "tour-out": lambda p: ["tour", "--out", p],
+}
+OUTPUT_KINDS = st.sampled_from(sorted(OUTPUTS))
+
+
+def _field(kind: str) -> str:
+    return "out" if kind.endswith("-out") else kind
+
+
+def _refused(o, field: str) -> None:
+    check(o)
+    assert o.code == 2, f"lpxsim {' '.join(o.argv)[:200]} was accepted"
+    assert o.stderr.startswith(f"error: {field}:"), o.stderr
+
+
+@FUZZ
+@given(OUTPUT_KINDS, st.data())
+def test_fuzz_output_paths_longer_than_name_max(tmp_path_factory, kind, data):
+    path = data.draw(long_path(str(tmp_path_factory.mktemp("long"))))
+    _refused(invoke(OUTPUTS[kind](path)), _field(kind))
+
+
+@FUZZ
+@given(OUTPUT_KINDS, uncreatable_output())
+def test_fuzz_outputs_where_no_file_can_be_created(kind, path):
+    """Under /proc or /sys the temporary file cannot be created: refused before any work."""
+    _refused(invoke(OUTPUTS[kind](path)), _field(kind))
+
+
+@FUZZ
+@given(OUTPUT_KINDS, st.sampled_from(["", " ", "  ", "\t"]))
+def test_fuzz_empty_output_paths(kind, path):
+    """`--out ''` would have meant the current folder: refused."""
+    _refused(invoke(OUTPUTS[kind](path)), _field(kind))
+
+
+def _special(tmp: Path, what: str) -> Path:
+    """A FIFO, a folder or a UNIX socket in `tmp` (never a real device)."""
+    import os
+    import socket
+
+    p = tmp / f"target-{what}"
+    if what == "fifo":
+        os.mkfifo(p)
+    elif what == "dir":
+        p.mkdir()
+    else:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(p))
+        s.close()
+    return p
+
+
+@settings(FUZZ, max_examples=30)
+@given(st.sampled_from(["trace", "per-request"]), st.sampled_from(["fifo", "dir", "socket"]))
+def test_fuzz_file_outputs_never_replace_a_special_file(tmp_path_factory, kind, what):
+    """A FIFO, a socket or a folder at an output file path is refused and left as it was (as root, a rename
+    over /dev/full had replaced the device with a regular file)."""
+    import stat
+
+    p = _special(tmp_path_factory.mktemp("special"), what)
+    mode = p.stat().st_mode
+    _refused(invoke(OUTPUTS[kind](str(p))), _field(kind))
+    assert stat.S_IFMT(p.stat().st_mode) == stat.S_IFMT(mode)
+
+
+def test_simulate_never_replaces_a_fifo_inside_its_out_folder(tmp_path):
+    """An output folder whose summary.json is a FIFO: the write is refused, the FIFO stays a FIFO."""
+    import os
+    import stat
+
+    os.mkfifo(tmp_path / "summary.json")
+    o = invoke(["simulate", "--fleet", "rubin-alone", "--trace", "tracelab", "--duration", "5", "--out", str(tmp_path)])
+    _refused(o, "out")
+    assert stat.S_ISFIFO((tmp_path / "summary.json").stat().st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_compile_trace_to_stdout(tmp_path):
+    """`--trace -` writes the trace on stdout (and only it); with --json it is refused."""
+    o = invoke(["compile", TINY[0], "--chips", "4", "--context", "64", "--trace", "-"])
+    check(o)
+    assert o.code == 0 and json.loads(o.stdout)["traceEvents"]
+    _refused(invoke(["compile", TINY[0], "--chips", "4", "--context", "64", "--trace", "-", "--json"]), "trace")
+
+
+SEEDED = {
+    "modes": lambda s: ["modes", TINY[0], "--seed", s, "--osl", "nan"],
+    "simulate": lambda s: ["simulate", "--fleet", "rubin-alone", "--trace", "tracelab", "--seed", s, "--duration", "nan"],
+    "emulate": lambda s: ["emulate", "--config", TINY[0], "--chips", "2", "--seed", s, "--steps", "nan"],
+    "bench aa": lambda s: ["bench", "aa", TINY[0], "--seed", s, "--requests", "nan"],
+    "tour": lambda s: ["tour", "--seed", s, "--jobs", "nan"],
+}
+
+
+@FUZZ
+@given(st.sampled_from(sorted(SEEDED)), st.one_of(st.integers(-(2**70), 2**70), st.integers(-3, 3),
+                                                   st.integers(2**63 - 3, 2**63 + 3)))
+def test_fuzz_seeds_every_command(cmd, seed):
+    """A seed is refused (naming seed) exactly when it is outside 0 .. 2^63 - 1; an accepted seed lets
+    the command reach its next option, deliberately bad, which is then the field named."""
+    from lpxsim.core.inputs import SEED_MAX
+
+    o = invoke(SEEDED[cmd](str(seed)))
+    check(o)
+    assert o.code == 2
+    assert o.stderr.startswith("error: seed:") == (not 0 <= seed <= SEED_MAX), (seed, o.stderr)
+
+
+@pytest.mark.parametrize("argv_", [
+    ["simulate", "--fleet", "rubin-alone", "--trace", "tracelab", "--duration", "2", "--json"],
+    ["emulate", "--config", TINY[0], "--chips", "2", "--steps", "1", "--json"],
+])
+def test_the_documented_max_seed_runs(argv_):
+    from lpxsim.core.inputs import SEED_MAX
+
+    o = invoke([*argv_, "--seed", str(SEED_MAX)], time_limit_s=120)
+    check(o)
+    assert o.code == 0, o.stderr
+
+
+@FUZZ
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-.", min_size=1, max_size=24),
+       st.sampled_from(["", "/cache", "/x/y"]),
+       st.sampled_from([["estimate", TINY[0], "--system", "h200-hgx", "--gpus", "1"], ["cache", "info"],
+                        ["cache", "clear"], ["model", TINY[0]]]))
+def test_fuzz_cache_folder_of_an_unknown_user(monkeypatch, user, rest, argv_):
+    """`LPXSIM_CACHE=~nosuchuser/...`: one line naming LPXSIM_CACHE (or success where no cache is used)."""
+    import pwd
+
+    from lpxsim.backends import memo
+    from lpxsim.core import cache
+
+    name = f"lpxsim-no-such-user-{user}"
+    try:
+        pwd.getpwnam(name)
+        return  # exists after all: not this kind
+    except KeyError:
+        pass
+    memo.reset()
+    cache.reset()
+    monkeypatch.setenv("LPXSIM_CACHE", f"~{name}{rest}")
+    try:
+        o = invoke(argv_)
+    finally:
+        monkeypatch.undo()
+        memo.reset()
+        cache.reset()
+    check(o)
+    if o.code == 2:
+        assert o.stderr.startswith("error: LPXSIM_CACHE:"), o.stderr
+
+
+SWEEP_DASK = ["sweep", TINY[0], "--systems", "h200-hgx", "--contexts", "100", "--concurrency", "1", "--executor", "dask"]
+
+
+@FUZZ
+@given(bad_scheduler_address())
+def test_fuzz_malformed_scheduler_addresses(address):
+    _refused(invoke([*SWEEP_DASK, "--scheduler", address]), "scheduler")
+
+
+@contextlib.contextmanager
+def _fake_service(banner: bytes, close: bool):
+    """A TCP server on 127.0.0.1 (loopback only) that sends `banner` to each client, then closes or idles."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            with contextlib.suppress(OSError):
+                c.sendall(banner)
+            if close:
+                c.close()
+            else:
+                conns.append(c)
+        for c in conns:
+            c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join(2)
+        srv.close()
+
+
+BANNERS = st.one_of(
+    st.sampled_from([b"SSH-2.0-OpenSSH_9.6\r\n", b"HTTP/1.1 400 Bad Request\r\n\r\n", b"220 smtp ready\r\n",
+                     b"\xff" * 8, b"\x00" * 8, b"", b"+OK\r\n"]),
+    st.binary(min_size=1, max_size=64),
+    st.integers(2**21, 2**64 - 1).map(lambda n: n.to_bytes(8, "little") + b"\x01" * 8))
+
+
+@settings(FUZZ, max_examples=40)
+@given(BANNERS, st.booleans())
+def test_fuzz_a_scheduler_address_where_another_service_answers(monkeypatch, banner, close):
+    """A non-Dask service (drawn first bytes; then silence or a closed socket): one line naming scheduler,
+    within the handshake bound, and no giant allocation (the harness caps the address space)."""
+    from lpxsim.bench import dask_check
+
+    monkeypatch.setattr(dask_check, "HANDSHAKE_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(dask_check, "CONNECT_TIMEOUT_S", 0.5)
+    with _fake_service(banner, close) as port:
+        o = invoke([*SWEEP_DASK, "--scheduler", f"tcp://127.0.0.1:{port}"], time_limit_s=10)
+    _refused(o, "scheduler")

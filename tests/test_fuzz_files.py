@@ -16,11 +16,22 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytic_double import use_double
-from fuzz_harness import FUZZ, bounded, check, invoke
+from fuzz_harness import (
+    FUZZ,
+    bounded,
+    check,
+    config_type_errors,
+    deep_json,
+    deep_yaml,
+    huge_int,
+    invoke,
+    long_path,
+    non_utf8,
+)
 from lpxsim.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +274,180 @@ def test_fuzz_trace_files_through_simulate(tmp_path_factory, spec):
     path = tmp / name
     path.write_bytes(data)
     check(invoke(["simulate", "--fleet", str(_tiny_fleet(tmp)), "--trace", str(path), "--json"]))
+
+
+# --- issue 30: every input file kind, through the CLI, for each new kind of bad file ------------------------
+# Each test draws fresh cases of one kind (depth, digits, bytes, sizes, names) for every file a command
+# reads; the promise: exit 2 with one line naming the option that gave the file (or success).
+
+def _input_kinds(tmp: Path) -> dict[str, tuple[str, object]]:
+    """kind -> (file name, argv builder taking the path): every command option that reads a data file."""
+    fleet, wl = _tiny_fleet(tmp), tmp / "wl.yaml"
+    wl.write_text(yaml.safe_dump(WORKLOADS[0]))
+    return {
+        "model": ("config.json", lambda p: ["model", p, "--json"]),
+        "config": ("config.json", lambda p: ["emulate", "--config", p, "--chips", "2", "--steps", "1", "--json"]),
+        "costs": ("costs.yaml", lambda p: ["estimate", str(TINY), "--system", "h200-hgx", "--gpus", "1", "--isl", "64",
+                                           "--osl", "4", "--costs", p, "--json"]),
+        "fleet": ("fleet.yaml", lambda p: ["simulate", "--fleet", p, "--workload", str(wl), "--json"]),
+        "workload": ("workload.yaml", lambda p: ["simulate", "--fleet", str(fleet), "--workload", p, "--json"]),
+        "demand": ("demand.yaml", lambda p: ["plan", "fleet", "--demand", p, "--systems", "no-such-system", "--json"]),
+        "trace": ("trace.jsonl", lambda p: ["simulate", "--fleet", str(fleet), "--trace", p, "--json"]),
+    }
+
+
+KINDS = st.sampled_from(["model", "config", "costs", "fleet", "workload", "demand", "trace"])
+
+
+def _refused_naming(o, field: str) -> None:
+    check(o)
+    assert o.code == 2, f"lpxsim {' '.join(o.argv)[:200]} was accepted"
+    line = o.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {field}"), line
+
+
+def _run_kind(tmp_path_factory, kind: str, data: bytes | str, name: str | None = None):
+    tmp = tmp_path_factory.mktemp(kind)
+    fname, build = _input_kinds(tmp)[kind]
+    path = tmp / (name or fname)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return invoke(build(str(path)))
+
+
+@FUZZ
+@given(KINDS, st.data())
+def test_fuzz_deep_nesting_in_every_input(tmp_path_factory, kind, data):
+    """JSON or YAML nested past the depth cap (33 .. 200K levels): one line, never a RecursionError."""
+    text = data.draw(deep_json()) if kind in ("model", "config", "trace") else data.draw(deep_yaml())
+    if kind == "trace":
+        text = text.replace("\n", " ") + "\n"
+    field = "model" if kind == "model" else kind
+    _refused_naming(_run_kind(tmp_path_factory, kind, text), field)
+
+
+@st.composite
+def _with_huge_int(draw, kind: str) -> str:
+    """A file of `kind` with an integer past Python's digit limit at a drawn field (or a new one)."""
+    n = draw(huge_int())
+    if kind in ("model", "config"):
+        doc = json.loads(TINY.read_text())
+        key = draw(st.sampled_from([*sorted(doc), "bogus"]))
+        return json.dumps({k: v for k, v in doc.items() if k != key})[:-1] + f', "{key}": {n}}}'
+    if kind == "trace":
+        return '{"timestamp": 0, "input_length": ' + n + ', "output_length": 4}\n'
+    key = draw(st.sampled_from(["rate", "workers", "num_requests", "capex_usd", "bogus", "osl", "isl"]))
+    base = {"costs": "usd_per_kwh: 0.1\n", "fleet": FLEET.read_text(), "workload": yaml.safe_dump(WORKLOADS[0]),
+            "demand": yaml.safe_dump(DEMAND)}[kind]
+    return base + f"{key}: {n}\n" if draw(st.booleans()) else f"{key}: [{n}]\n" + base
+
+
+@FUZZ
+@given(KINDS, st.data())
+def test_fuzz_integers_past_the_digit_limit(tmp_path_factory, kind, data):
+    """An integer literal of 4,301 .. 60,000 digits in any input file: one line naming the option."""
+    field = "model" if kind == "model" else kind
+    _refused_naming(_run_kind(tmp_path_factory, kind, data.draw(_with_huge_int(kind))), field)
+
+
+@FUZZ
+@given(KINDS, non_utf8())
+def test_fuzz_binary_and_non_utf8_inputs(tmp_path_factory, kind, data):
+    """Binary, Latin-1, UTF-16/32 or truncated UTF-8 in any input file (costs files included)."""
+    field = "model" if kind == "model" else kind
+    _refused_naming(_run_kind(tmp_path_factory, kind, data), field)
+
+
+@settings(FUZZ, max_examples=30)
+@given(KINDS, st.integers(1, 8 * 1024**2), st.booleans())
+def test_fuzz_oversized_inputs(tmp_path_factory, kind, extra, gz):
+    """A file over its kind's size cap (a sparse file: no disk used) is refused before it is read;
+    costs files have the cap of every other text input."""
+    from lpxsim.core import inputs
+
+    tmp = tmp_path_factory.mktemp("big")
+    fname, build = _input_kinds(tmp)[kind]
+    cap = inputs.TRACE_FILE_MAX_BYTES if kind == "trace" else inputs.TEXT_FILE_MAX_BYTES
+    path = tmp / fname
+    with open(path, "wb") as f:
+        f.write(b"{" if kind in ("model", "config") else b"a: ")
+        f.truncate(cap + extra)
+    o = invoke(build(str(path)))
+    _refused_naming(o, "model" if kind == "model" else kind)
+    assert "bytes" in o.stderr
+
+
+@st.composite
+def gzip_bomb(draw, cap: int) -> bytes:
+    """A gzip stream that inflates past `cap`: zeros, one repeated CSV row, or a JSONL row repeated."""
+    import zlib
+
+    unit = draw(st.sampled_from([b"\0" * 4096, b"TIMESTAMP,ContextTokens,GeneratedTokens\n",
+                                 b'{"timestamp": 1, "input_length": 10, "output_length": 5}\n']))
+    size = draw(st.integers(cap + 1, 6 * cap))
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: a gzip container
+    chunk = unit * max(1, 65536 // len(unit))
+    out, written = [], 0
+    while written < size:
+        out.append(comp.compress(chunk))
+        written += len(chunk)
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+BOMB_CAP = 256 * 1024  # the test lowers the cap so each bomb is small; the cap's own value is a constant
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.data(), st.sampled_from(["trace.csv.gz", "trace.jsonl.gz", "t.csv.gz"]))
+def test_fuzz_gzip_traces_are_capped_after_decompression(tmp_path_factory, monkeypatch, data, name):
+    from lpxsim.core import inputs
+
+    monkeypatch.setattr(inputs, "TRACE_FILE_MAX_BYTES", BOMB_CAP)
+    bomb = data.draw(gzip_bomb(BOMB_CAP))
+    assert len(bomb) < BOMB_CAP  # small on disk: only the decompressed size is over the cap
+    o = _run_kind(tmp_path_factory, "trace", bomb, name)
+    _refused_naming(o, "trace")
+    assert "when decompressed" in o.stderr
+
+
+@pytest.mark.heavy
+def test_a_one_gib_gzip_bomb_is_refused_at_the_real_cap(tmp_path):
+    """The issue's case at the shipped cap: 1 GiB inflated from ~1 MB is refused once the cap is passed."""
+    import zlib
+
+    comp, path = zlib.compressobj(9, zlib.DEFLATED, 31), tmp_path / "bomb.csv.gz"
+    with open(path, "wb") as f:
+        zeros = b"0" * 1024**2
+        for _ in range(1024):
+            f.write(comp.compress(zeros))
+        f.write(comp.flush())
+    o = invoke(["simulate", "--fleet", "rubin-alone", "--trace", str(path), "--json"])
+    _refused_naming(o, "trace")
+
+
+@FUZZ
+@given(config_type_errors(), st.sampled_from(["model", "capacity", "estimate"]), st.booleans())
+def test_fuzz_config_fields_of_the_wrong_type(tmp_path_factory, field_value, cmd, nested):
+    """A true/false or text field of config.json given another type ("yes", 1, a list) is refused by name."""
+    field, value = field_value
+    doc = json.loads(TINY.read_text())
+    if nested:  # a multimodal wrapper: the text model under text_config
+        doc = {"model_type": "wrapper", "text_config": doc}
+        (doc["text_config"] if field != "tie_word_embeddings" else doc)[field] = value
+    else:
+        doc[field] = value
+    path = tmp_path_factory.mktemp("types") / "config.json"
+    path.write_text(json.dumps(doc, allow_nan=True))
+    extra = {"model": [], "capacity": ["--context", "100"], "estimate": ["--system", "h200-hgx", "--gpus", "1"]}[cmd]
+    _refused_naming(invoke([cmd, str(path), *extra, "--json"]), f"config.{field}")
+
+
+@FUZZ
+@given(KINDS, st.data())
+def test_fuzz_input_paths_longer_than_name_max(tmp_path_factory, kind, data):
+    """An input path with a component over NAME_MAX (255 bytes): one line naming the option."""
+    tmp = tmp_path_factory.mktemp("long")
+    _, build = _input_kinds(tmp)[kind]
+    path = data.draw(long_path(str(tmp)))
+    o = invoke(build(path))
+    _refused_naming(o, "model" if kind == "model" else kind)

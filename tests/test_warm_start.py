@@ -107,10 +107,12 @@ def _memos(pkg: Path) -> list[Path]:
 def test_source_version_is_remembered_and_an_edit_changes_it(pkg: Path) -> None:
     v1 = _fresh("warmpkg")
     [memo] = _memos(pkg)
-    assert memo.read_text() == v1 and _fresh("warmpkg") == v1
-    memo.write_text("0123456789abcdef")  # the memo is what a later process answers from...
+    assert cache.unseal(memo.read_bytes()) == v1 and _fresh("warmpkg") == v1
+    memo.write_bytes(cache.seal(b"0123456789abcdef"))  # the memo is what a later process answers from...
     assert _fresh("warmpkg") == "0123456789abcdef"
-    memo.write_text("not a version")  # ...unless it is unreadable: then the files are hashed again
+    memo.write_bytes(cache.seal(b"not a version"))  # ...unless it is unusable: then the files are hashed again
+    assert _fresh("warmpkg") == v1
+    memo.write_bytes(memo.read_bytes().replace(v1.encode(), b"0123456789abcdef"))  # edited: checksum fails
     assert _fresh("warmpkg") == v1
 
     data = pkg / "sub" / "data.json"
@@ -146,7 +148,7 @@ def test_read_yaml_is_remembered_and_an_edit_is_read_again(tmp_path: Path, monke
     f.write_text("name: a\nchips: 8\npower: 1500.5\ntags: [x, y]\nnote: null\n")
     want = {"name": "a", "chips": 8, "power": 1500.5, "tags": ["x", "y"], "note": None}
     assert read_yaml(f) == want and len(memos()) == 1
-    memos()[0].write_text('{"name": "from the memo"}')  # an unchanged file is answered from its memo
+    memos()[0].write_bytes(cache.seal(b'{"name": "from the memo"}'))  # an unchanged file: answered from its memo
     assert read_yaml(f) == {"name": "from the memo"}
     memos()[0].write_text("{not json")  # a damaged memo: the file is parsed again
     assert read_yaml(f) == want

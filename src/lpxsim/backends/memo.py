@@ -65,7 +65,7 @@ class MemoStepModel:
         self._inner: StepModel | None = None
         self._key = key
         self._persist = persist
-        stored = step_cache().get(self._key) if persist else None
+        stored = step_cache().get(self._key, is_table) if persist else None
         self._table: dict[str, dict[str, Any]] = _valid(stored) or {"meta": {}, "decode": {}, "prefill": {},
                                                                     "verify": {}, "kv": {}}
         self._dirty = False
@@ -148,7 +148,7 @@ class MemoStepModel:
         cache = step_cache()
         if cache.enabled:
             cache._memory.pop(self._key, None)  # re-read the disk: another process may have added shapes
-            theirs = _valid(cache.get(self._key))
+            theirs = _valid(cache.get(self._key, is_table))
             if theirs is not None:
                 for section, entries in theirs.items():
                     for k, v in entries.items():
@@ -198,11 +198,41 @@ class MemoStepModel:
         return self._lookup("verify", f"{k}:{_ctx_key(batch.contexts)}", lambda: self.inner.verify(batch, k))
 
 
+_SECTIONS = ("meta", "decode", "prefill", "verify", "kv")
+_META_TYPES = {"name": (str,), "chips": (int,), "power_w": (int, float), "kv_capacity_bytes": (int, float),
+               "max_batch": (int,)}
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0  # NaN fails; inf is a cost
+
+
+def _cost_entry(v: Any) -> bool:
+    """[latency_s, interval_s] (finite, >= 0) or a remembered refusal ["!", field, message]."""
+    if not isinstance(v, list):
+        return False
+    if len(v) == 3 and v[0] == "!":
+        return isinstance(v[1], str) and isinstance(v[2], str)
+    return len(v) == 2 and _number(v[0]) and _number(v[1])
+
+
+def is_table(stored: Any) -> bool:
+    """Whether a stored value is shaped like a step table, down to every entry (a value of the wrong
+    type or shape, e.g. a string where a cost pair belongs, would fail later with a TypeError)."""
+    if not (isinstance(stored, dict) and all(isinstance(stored.get(s), dict) for s in _SECTIONS)):
+        return False
+    meta = stored["meta"]
+    if meta and not all(isinstance(meta.get(k), t) and not isinstance(meta.get(k), bool)
+                        for k, t in _META_TYPES.items()):
+        return False
+    return (all(_cost_entry(v) for s in ("decode", "prefill", "verify") for v in stored[s].values())
+            and all(_number(v) for v in stored["kv"].values()))
+
+
 def _valid(stored: Any) -> dict[str, dict[str, Any]] | None:
     """A stored table, or None when it is missing or not shaped like one (then it is rebuilt)."""
-    sections = ("meta", "decode", "prefill", "verify", "kv")
-    if isinstance(stored, dict) and all(isinstance(stored.get(s), dict) for s in sections):
-        return {s: dict(stored[s]) for s in sections}
+    if is_table(stored):
+        return {s: dict(stored[s]) for s in _SECTIONS}
     return None
 
 

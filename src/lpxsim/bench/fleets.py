@@ -12,7 +12,6 @@ every other answer of lpxsim.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -114,7 +113,9 @@ def builtin_fleet(mode: str, model: str, backend: str | None = None, context: in
 
 def is_fleet(target: str) -> bool:
     """A built-in mode name or a fleet YAML file."""
-    return target in MODES or target.endswith((".yaml", ".yml")) and Path(target).is_file()
+    from lpxsim.core.inputs import is_file  # False for a name too long, not an OSError
+
+    return target in MODES or target.endswith((".yaml", ".yml")) and is_file(target)
 
 
 def fleet_for(target: str, model: str) -> dict | str:

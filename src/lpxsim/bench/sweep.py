@@ -139,12 +139,15 @@ def make_executor(kind: str | cf.Executor = "process", workers: int | None = Non
     if kind == "dask":
         if not scheduler:
             raise UserError("scheduler", "--executor dask needs --scheduler ADDRESS (e.g. tcp://127.0.0.1:8786)")
+        from lpxsim.bench.dask_check import check_scheduler
+
+        address = check_scheduler(scheduler)  # malformed, unreachable or not Dask: one line, bounded in time
         from distributed import Client
 
         try:
-            client = Client(scheduler, timeout="10s")
-        except OSError as e:
-            raise UserError("scheduler", f"cannot reach a Dask scheduler at {scheduler!r}: {e}") from None
+            client = Client(address, timeout="10s")
+        except (OSError, ValueError, TypeError) as e:  # TimeoutError, CommClosedError: OSErrors; TLS unset: TypeError
+            raise UserError("scheduler", f"cannot reach a Dask scheduler at {address!r}: {e}") from None
         try:
             yield client.get_executor()
         finally:

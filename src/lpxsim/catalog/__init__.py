@@ -65,7 +65,9 @@ def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
     low = MODEL_ALIASES.get(low, low)
     if low in MODEL_FILES:
         return _load_model(low)
-    if key.endswith(".json") or "/" in key or Path(key).is_file():
+    from lpxsim.core.inputs import is_file
+
+    if key.endswith(".json") or "/" in key or is_file(key):
         return ModelSpec.from_path(key)
     raise UserError("model", f"unknown model {key!r}" + _close(low, model_names(), MODEL_ALIASES))
 

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
-from lpxsim.cli.validate import count_option, real_option, seed_option, tokens_option
+from lpxsim.cli.validate import count_option, path_option, real_option, seed_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 
@@ -68,12 +68,12 @@ def register(app: typer.Typer) -> None:
                                            hi=1_000_000),
         token_ratio: float = real_option(1.0, "--token-ratio", help="o200k tokens per native token", lo=0, hi=10,
                                          lo_open=True),
-        prompt_file: Path | None = typer.Option(None, "--prompt-file",
+        prompt_file: Path | None = path_option(None, "--prompt-file",
                                                  help="a prompt text: its o200k length is the context"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
-        per_request: Path | None = typer.Option(None, "--per-request", help="write per-request rows (parquet)"),
+        per_request: Path | None = path_option(None, "--per-request", help="write per-request rows (parquet)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Median (P5-P95) output speed at concurrency 1, with TTFT, beside published figures (AA method)."""
@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         err.print(f"[dim]AA method: {requests} sequential requests x {len(ctxs)} contexts on {system}[/dim]")
         points, rows = run_aa(model, system, setup, weights=weights, kv=kv, framework=framework)
         if per_request:
-            atomic_write_parquet(per_request, rows)
+            atomic_write_parquet(per_request, rows, "per-request")
         if as_json:
             emit_json(aa_json(points, setup, str(per_request) if per_request else None))
         else:

@@ -26,12 +26,16 @@ def info_cmd(as_json: bool = typer.Option(False, "--json", help="print one JSON 
     t.add_row("enabled", "yes" if d["enabled"] else "no (--no-cache or LPXSIM_NO_CACHE)")
     t.add_row("entries", f"{d['entries']:,}")
     t.add_row("size", fmt_bytes(d["bytes"]))
+    from pathlib import Path
+
+    t.add_row("marked", "yes (lpxsim's folder: `cache clear` may empty it)" if d["marked"] else
+              "not created yet" if not Path(d["path"]).exists() else "no marker: `cache clear` refuses this folder")
     out.print(t)
 
 
 @cache_app.command("clear")
 def clear_cmd(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
-    """Delete every cached entry (they are recomputed when next needed)."""
+    """Delete lpxsim's cached entries (recomputed when next needed); only in a folder lpxsim created."""
     from lpxsim.core.cache import step_cache
 
     c = step_cache()

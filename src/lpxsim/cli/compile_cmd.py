@@ -10,6 +10,7 @@ from rich.table import Table
 from lpxsim.cli.common import KV_HELP, emit_json, err, fmt_bytes, out
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 
 def compile_dict(res: Any, context: int, concurrency: int) -> dict[str, Any]:
@@ -93,25 +94,28 @@ def register(app: typer.Typer) -> None:
         topology: str | None = typer.Option(None, "--topology", help="topology variant, e.g. trays-32x8"),
         chip_sram: float | None = real_option(None, "--chip-sram-bytes", help="override SRAM per chip (tests)",
                                               lo=1, hi=1e12),
-        trace: str | None = typer.Option(None, "--trace", help="write a Chrome trace-event JSON here"),
+        trace: str | None = typer.Option(None, "--trace", help="write a Chrome trace-event JSON here ('-': stdout)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Partition, place, route and schedule one decode step; verify it; print the plan and tok/s."""
         from lpxsim.lpu import compile_program
         from lpxsim.lpu.trace import write_trace
 
-        if trace:
-            inputs.check_output_file(trace, "trace")  # before the compile, not after
+        if trace is not None:
+            if trace == "-" and as_json:
+                raise UserError("trace", "'-' (stdout) cannot be used with --json: stdout holds the JSON object")
+            inputs.check_output_file(trace, "trace", allow_stdout=True)  # before the compile, not after
         res = compile_program(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
                               weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
                               chip_sram_bytes=int(chip_sram) if chip_sram else None, variant=topology)
         d = compile_dict(res, context, concurrency)
-        if trace:
+        if trace is not None:
             d["trace"] = str(write_trace(res.program, trace))
-            err.print(f"trace written to {d['trace']} (open in ui.perfetto.dev)")
+            if trace != "-":
+                err.print(f"trace written to {d['trace']} (open in ui.perfetto.dev)")
         if as_json:
             emit_json(d)
-        else:
+        elif trace != "-":  # with '-', stdout holds the trace alone
             _print(d)
         if not res.report.ok:
             raise typer.Exit(1)

@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from lpxsim.cli.common import emit_json, err, fmt_bytes, out
-from lpxsim.cli.validate import count_option, seed_option
+from lpxsim.cli.validate import count_option, path_option, seed_option
+from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 
 
@@ -31,10 +32,11 @@ def _table(r: dict) -> Table:
 def register(app: typer.Typer) -> None:
     @app.command("emulate")
     def emulate(
-        config: Path = typer.Option(..., "--config", help="A small Hugging Face config.json (gemma4_text, llama, "
+        config: Path = path_option(..., "--config", help="A small Hugging Face config.json (gemma4_text, llama, "
                                     "mistral, mixtral, qwen3)."),
         chips: int = count_option(..., "--chips", help="Emulated LPUs to compile onto.", hi=4096, human=False),
-        steps: int = count_option(6, "--steps", help="Greedy decode steps after the prefill.", lo=0, hi=4096,
+        steps: int = count_option(6, "--steps", help="Greedy decode steps after the prefill.", lo=0,
+                                  hi=inputs.EMULATE_STEPS_MAX,
                                   human=False),
         seed: int = seed_option(0, help="Seed of the random weights and the prompt."),
         layout: str = typer.Option(None, "--layout", help="Force a layout, e.g. tp=2,stages=2 (default: the "

@@ -8,6 +8,7 @@ unknown name, or `app` imported by a test registers every module.
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import gc
 import importlib
@@ -26,14 +27,33 @@ _app = typer.Typer(
     help="Digital twin of the NVIDIA Groq 3 LPX rack and heterogeneous Vera Rubin + LPX serving.\n\n"
     "Per-user tok/s is always printed with its context length, concurrency and hardware.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
 )
+
+
+def version_text() -> str:
+    """`lpxsim X.Y.Z` (the installed distribution's version, else the package's)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("lpxsim")
+    except metadata.PackageNotFoundError:  # run from a source tree without installing
+        from lpxsim import __version__ as version
+    return f"lpxsim {version}"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(version_text() + "\n")
+        raise typer.Exit(0)
 
 
 @_app.callback()
 def _main(
     no_cache: bool = typer.Option(False, "--no-cache", help="bypass the on-disk step-cost cache ($LPXSIM_CACHE)"),
+    version: bool = typer.Option(False, "--version", help="print the version and exit", is_eager=True,
+                                 callback=_print_version),
 ) -> None:
     """lpxsim: tokens/s per user at a stated context and concurrency, next to the hardware and its power."""
     if no_cache:
@@ -140,6 +160,9 @@ def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
     _quick_gc()
     argv = sys.argv[1:]
+    if argv == ["--version"]:  # answered before any command module is imported
+        sys.stdout.write(version_text() + "\n")
+        sys.exit(0)
     if "--no-cache" in argv[1:]:  # also accepted after the command name
         argv = ["--no-cache", *(a for a in argv if a != "--no-cache")]
     name = _invoked(argv) or ""
@@ -162,6 +185,12 @@ def run() -> None:
     except typer.Abort:
         sys.stderr.write("aborted\n")
         sys.exit(130)
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        # a path check missed somewhere: still one line (the checked paths name their option)
+        sys.stderr.write(f"error: path: file name too long: {str(e.filename)[:60]!r}...\n")
+        sys.exit(2)
     except Exception as e:
         # Click's usage errors (typer vendors click): one line, their own exit code (2).
         if hasattr(e, "show") and hasattr(e, "exit_code") and hasattr(e, "format_message"):

@@ -7,6 +7,7 @@ import math
 import typer
 
 from lpxsim.cli.common import emit_json, out
+from lpxsim.cli.validate import seed_option, tokens_option
 
 COLUMNS = (("mode", "mode", "{}"), ("context", "context", "{:,}"), ("users", "users", "{:,}"),
            ("tok_s_user_p50", "tok/s/user P50", "{:,.0f}"), ("tok_s_user_p10", "P10", "{:,.0f}"),
@@ -32,9 +33,9 @@ def register(app: typer.Typer) -> None:
         contexts: str = typer.Option("10000,32000,100000", "--contexts", help="comma-separated prompt lengths"),
         loads: str = typer.Option("light,heavy", "--loads",
                                   help="comma-separated loads: light (8 users), heavy (64 users) or a user count"),
-        osl: int = typer.Option(256, "--osl", help="output tokens per request"),
+        osl: int = tokens_option(256, "--osl", help="output tokens per request"),
         modes: str = typer.Option("", "--modes", help="comma-separated subset of the built-in modes (default all)"),
-        seed: int = typer.Option(0, "--seed"),
+        seed: int = seed_option(0),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Compare PD, AFD and the external drafter with Rubin alone and LPX alone, on the detailed backends.

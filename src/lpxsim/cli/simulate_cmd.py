@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from lpxsim.cli.common import _clean, emit_json, err, out
-from lpxsim.cli.validate import real_option, seed_option
+from lpxsim.cli.validate import path_option, real_option, seed_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 
@@ -42,7 +40,7 @@ def _workload(workload: Path | None, trace: str | None, rate_scale: float):
 
 def _fleet(fleet: str, model: str):
     """A fleet file path, or a built-in mode name (`lpxsim.bench.fleets`) for `model`."""
-    if Path(fleet).is_file():
+    if inputs.is_file(fleet):
         return Path(fleet)
     from lpxsim.bench.fleets import MODES, builtin_fleet
 
@@ -52,30 +50,14 @@ def _fleet(fleet: str, model: str):
 
 
 def write_outputs(result, out_dir: Path) -> list[str]:
-    """requests.parquet, pools.parquet and summary.json, each written to a temp name then renamed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """requests.parquet, pools.parquet and summary.json, each written to a temp name then renamed
+    (`lpxsim.core.outputs`: never over a device, a FIFO or a folder)."""
+    from lpxsim.core.outputs import atomic_write_text, atomic_write_with
+
     written = []
     for name, frame in (("requests.parquet", result.requests), ("pools.parquet", result.pools)):
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            frame.to_parquet(tmp, index=False)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out_dir / name)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        written.append(str(out_dir / name))
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".summary.json.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_clean(result.summary), f, indent=2)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_dir / "summary.json")
-    finally:  # nothing half-written: a failed dump leaves no temp file behind
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    written.append(str(out_dir / "summary.json"))
+        written.append(str(atomic_write_with(out_dir / name, lambda tmp, f=frame: f.to_parquet(tmp, index=False))))
+    written.append(str(atomic_write_text(out_dir / "summary.json", json.dumps(_clean(result.summary), indent=2))))
     return written
 
 
@@ -126,7 +108,7 @@ def register(app: typer.Typer) -> None:
         fleet: str = typer.Option(..., "--fleet", help="fleet YAML (see examples/fleets/) or a built-in mode: "
                                   "rubin-alone, lpx-alone, rubin-lpx-pd, rubin-lpx-afd, rubin-lpx-drafter"),
         model: str = typer.Option("gemma-4-31b", "--model", help="model of a built-in fleet (ignored for files)"),
-        workload: Path | None = typer.Option(None, "--workload", help="workload YAML (see examples/workloads/)"),
+        workload: Path | None = path_option(None, "--workload", help="workload YAML (see examples/workloads/)"),
         trace: str | None = typer.Option(None, "--trace", help="trace name (azure-code, azure-conv, mooncake-conversation, "
                                          "mooncake-synthetic, tracelab-agent) or a file"),
         rate_scale: float = real_option(1.0, "--rate-scale", help="multiply the arrival rate", lo=0, hi=1e6,
@@ -134,7 +116,7 @@ def register(app: typer.Typer) -> None:
         duration: float | None = real_option(None, "--duration", help="stop new arrivals after S simulated seconds",
                                              lo=0, hi=1e9, lo_open=True, metavar="S"),
         seed: int = seed_option(0),
-        out_dir: Path | None = typer.Option(None, "--out", help="write requests.parquet, pools.parquet, summary.json"),
+        out_dir: Path | None = path_option(None, "--out", help="write requests.parquet, pools.parquet, summary.json"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Simulate serving a workload on a fleet: TTFT/TPOT/ITL/E2E percentiles, goodput, tok/s per MW."""

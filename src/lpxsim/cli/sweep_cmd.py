@@ -9,7 +9,7 @@ from rich.table import Table
 
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
-from lpxsim.cli.validate import count_option, tokens_option
+from lpxsim.cli.validate import count_option, path_option, tokens_option
 from lpxsim.core import inputs
 
 TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
         workers: int | None = count_option(None, "--workers", help="local workers (default: CPU count)",
                                            hi=inputs.jobs_max(), human=False),
         scheduler: str | None = typer.Option(None, "--scheduler", help="Dask scheduler address (tcp://...)"),
-        out_dir: Path = typer.Option(Path("lpxsim-sweep"), "--out", help="results directory (resumable)"),
+        out_dir: Path = path_option(Path("lpxsim-sweep"), "--out", help="results directory (resumable)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Per system: tok/s per user vs aggregate and per MW up to the KV ceiling; frontier PNG; resumable."""

@@ -8,7 +8,7 @@ import typer
 
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import emit_json, err, out
-from lpxsim.cli.validate import count_option, jobs_option, seed_option
+from lpxsim.cli.validate import count_option, jobs_option, path_option, seed_option
 from lpxsim.core import inputs
 
 HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
@@ -54,7 +54,7 @@ def _hardware_caption(df) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("tour")
     def tour_cmd(
-        out_dir: Path = typer.Option(Path("lpxsim-report"), "--out", help="report directory"),
+        out_dir: Path = path_option(Path("lpxsim-report"), "--out", help="report directory"),
         model: str = typer.Option("gemma-4-31b", "--model", help="dense model"),
         moe_model: str = typer.Option("gpt-oss-120b", "--moe-model", help="MoE model for contrast"),
         systems: str = typer.Option("lpx,vr-nvl72", "--systems", help="comma-separated systems"),

@@ -68,3 +68,11 @@ def seed_option(default: int = 0, help: str = "random seed (same seed, same resu
 def jobs_option(default: Any, *decls: str, help: str) -> Any:
     """Worker processes: 1 .. 4 x CPU cores."""
     return count_option(default, *decls, help=help, lo=1, hi=inputs.jobs_max(), human=False)
+
+
+def path_option(default: Any, *decls: str, help: str, metavar: str = "PATH") -> Any:
+    """A file or folder path: never empty (`--out ''` would mean the current folder), no NUL, and no
+    name longer than the file system takes (`lpxsim.core.inputs.check_path`)."""
+    field = decls[0].lstrip("-") if decls else "path"
+    return typer.Option(default, *decls, metavar=metavar, help=help,
+                        parser=_parser(lambda v: inputs.check_path(v, field)))

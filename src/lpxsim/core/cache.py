@@ -7,12 +7,17 @@ all of those, in canonical JSON, plus a version string that hashes the source
 files of the backend that computed the value: change the code and old entries
 are simply never found again (no stale answers, nothing to invalidate by hand).
 
-Entries are small JSON files under the user cache dir (`platformdirs`), or
-under `$LPXSIM_CACHE`. Writes go to a temporary file in the same folder and are
-renamed into place, so concurrent processes (sweep workers, Dask workers) never
-see half an entry; two processes computing the same key both write the same
-bytes. An entry that does not parse is deleted and recomputed, never fatal.
+Entries are small files under the user cache dir (`platformdirs`), or under
+`$LPXSIM_CACHE`: a JSON header line (the key and the SHA-256 of the value's
+bytes) and the value's JSON. Writes go to a temporary file in the same folder
+and are renamed into place, so concurrent processes (sweep workers, Dask
+workers) never see half an entry; two processes computing the same key both
+write the same bytes. An entry that does not parse, whose checksum does not
+match its bytes (an altered number), or whose value has the wrong type or shape
+for its reader (`valid=`) is deleted and recomputed, never trusted, never fatal.
 `LPXSIM_NO_CACHE=1` (or `--no-cache`, or `set_enabled(False)`) bypasses the disk.
+The cache root carries a marker file (`lpxsim.core.cache_files`): `lpxsim cache
+clear` deletes only lpxsim's own entry files, and only in a marked folder.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 ENV_DIR = "LPXSIM_CACHE"
 ENV_OFF = "LPXSIM_NO_CACHE"
-FORMAT = 1  # bump when the on-disk entry format changes
+FORMAT = 2  # bump when the on-disk entry format changes (2: header line with a checksum)
 
 
 def _canonical(obj: Any) -> Any:
@@ -150,9 +155,10 @@ def read_memo(kind: str, signature: str) -> str | None:
     if path is None:
         return None
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
+        raw = path.read_bytes()
+    except OSError:
         return None
+    return unseal(raw)
 
 
 def write_memo(kind: str, signature: str, text: str) -> None:
@@ -161,17 +167,34 @@ def write_memo(kind: str, signature: str, text: str) -> None:
     if path is None:
         return
     with contextlib.suppress(OSError):
-        _atomic_write_text(path, text)
+        step_cache().prepare_root()
+        _atomic_write_bytes(path, seal(text.encode()))
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` through a `.tmp-` file in the same folder and a rename: a reader sees the old
+def seal(data: bytes) -> bytes:
+    """`data` behind a line holding its SHA-256: `unseal` gives it back only when it is unaltered."""
+    return hashlib.sha256(data).hexdigest().encode() + b"\n" + data
+
+
+def unseal(raw: bytes) -> str | None:
+    """The text `seal` stored, or None when the file is damaged or was edited."""
+    head, sep, data = raw.partition(b"\n")
+    if not sep or hashlib.sha256(data).hexdigest().encode() != head:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a `.tmp-` file in the same folder and a rename: a reader sees the old
     file or the whole new one, never part of one (concurrent sweep and Dask workers share the cache)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -179,10 +202,18 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def default_dir() -> Path:
-    """`$LPXSIM_CACHE`, else the platform's user cache dir for lpxsim."""
+    """`$LPXSIM_CACHE`, else the platform's user cache dir for lpxsim (a UserError naming LPXSIM_CACHE
+    when it cannot be a folder: an unknown `~user`, a NUL, a name too long)."""
     env = os.environ.get(ENV_DIR)
     if env:
-        return Path(env).expanduser()
+        from lpxsim.core.errors import UserError
+        from lpxsim.core.inputs import check_path
+
+        try:
+            path = Path(env).expanduser()
+        except RuntimeError:  # "Could not determine home directory" for an unknown ~user
+            raise UserError(ENV_DIR, f"cannot expand {env[:60]!r}: no such user's home folder") from None
+        return check_path(path, ENV_DIR)
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("lpxsim", appauthor=False)) / "steps"
@@ -203,6 +234,7 @@ class StepCache:
         self._root = root
         self.enabled = (os.environ.get(ENV_OFF, "") in ("", "0")) if enabled is None else enabled
         self._memory: dict[str, Any] = {}
+        self._prepared: set[Path] = set()
         self.stats = CacheStats()
 
     @property
@@ -212,11 +244,18 @@ class StepCache:
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Any | None:
-        """The stored value of `key`, or None (missing, disabled, or corrupt: the entry is removed)."""
+    def get(self, key: str, valid: Callable[[Any], bool] | None = None) -> Any | None:
+        """The stored value of `key`, or None (missing, disabled, or corrupt: the entry is removed).
+
+        Corrupt: not parseable, another key's entry, a checksum that does not match the value's bytes,
+        or a value that `valid` rejects (the wrong type or shape for the caller)."""
         if key in self._memory:
-            self.stats.hits += 1
-            return self._memory[key]
+            hit = self._memory[key]
+            if valid is None or _accepts(valid, hit):
+                self.stats.hits += 1
+                return hit
+            del self._memory[key]
+            return None
         if not self.enabled:
             return None
         path = self._path(key)
@@ -224,36 +263,43 @@ class StepCache:
             raw = path.read_bytes()
         except OSError:
             return None
-        try:
-            entry = json.loads(raw)
-            if not isinstance(entry, dict) or entry.get("key") != key or "value" not in entry:
-                raise ValueError("entry does not match its key")
-        except (ValueError, UnicodeDecodeError):
+        value = read_entry(raw, key)
+        if value is _CORRUPT or (valid is not None and not _accepts(valid, value)):
             self.stats.corrupt += 1
             with contextlib.suppress(OSError):
                 path.unlink()
             return None
         self.stats.hits += 1
-        self._memory[key] = entry["value"]
-        return entry["value"]
+        self._memory[key] = value
+        return value
 
     def put(self, key: str, value: Any) -> None:
         """Store `value` (JSON-able) under `key`: atomic rename; a failed write only loses the entry."""
         self._memory[key] = value
         if not self.enabled:
             return
-        path = self._path(key)
-        try:  # dumps, not dump: dump runs the pure-Python encoder
-            _atomic_write_text(path, json.dumps({"key": key, "value": value}, separators=(",", ":")))
+        try:
+            self.prepare_root()
+            _atomic_write_bytes(self._path(key), entry_bytes(key, value))
             self.stats.writes += 1
         except OSError:
             pass  # a read-only or full disk costs speed, never an answer
 
+    def prepare_root(self) -> None:
+        """Create the cache folder with its marker (`cache_files.mark_root`), once per process."""
+        root = self.root
+        if root not in self._prepared:
+            from lpxsim.core.cache_files import mark_root
+
+            mark_root(root)
+            self._prepared.add(root)
+
     def get_or_compute(self, namespace: str, version: str, parts: Iterable[Any],
-                       compute: Callable[[], Any]) -> Any:
-        """The cached value for (namespace, version, parts), computing and storing it on a miss."""
+                       compute: Callable[[], Any], valid: Callable[[Any], bool] | None = None) -> Any:
+        """The cached value for (namespace, version, parts), computing and storing it on a miss (and
+        when the stored value fails `valid`)."""
         key = digest(namespace, version, *parts)
-        hit = self.get(key)
+        hit = self.get(key, valid)
         if hit is not None:
             return hit
         self.stats.misses += 1
@@ -263,33 +309,54 @@ class StepCache:
 
     def info(self) -> dict[str, Any]:
         """Where the cache lives, whether it is used, and how many entries and bytes it holds."""
+        from lpxsim.core.cache_files import entry_files, is_marked
+
         entries, size = 0, 0
         root = self.root
-        if root.is_dir():
-            for p in root.glob("*/*.json"):
-                entries += 1
-                with contextlib.suppress(OSError):
-                    size += p.stat().st_size
-        return {"path": str(root), "enabled": self.enabled, "entries": entries, "bytes": size}
+        for p in entry_files(root):
+            entries += 1
+            with contextlib.suppress(OSError):
+                size += p.stat().st_size
+        return {"path": str(root), "enabled": self.enabled, "entries": entries, "bytes": size,
+                "marked": is_marked(root)}
 
     def clear(self) -> int:
-        """Delete every entry; returns how many were removed."""
+        """Delete lpxsim's own entries (`cache_files.clear_root`); returns how many were removed. A folder
+        without lpxsim's marker is refused (UserError): lpxsim did not create it."""
+        from lpxsim.core.cache_files import clear_root
+
         self._memory.clear()
-        removed = 0
-        root = self.root
-        if not root.is_dir():
-            return 0
-        for p in list(root.glob("*/*.json")) + list(root.glob("*/.tmp-*")) + list(root.glob(f"{MEMO_DIR}/*")):
-            try:
-                p.unlink()
-                removed += p.suffix == ".json" and not p.name.startswith(".tmp-")
-            except OSError:
-                pass
-        for d in root.iterdir():
-            if d.is_dir():
-                with contextlib.suppress(OSError):
-                    d.rmdir()
-        return removed
+        return clear_root(self.root)
+
+
+_CORRUPT = object()
+
+
+def entry_bytes(key: str, value: Any) -> bytes:
+    """An entry file: a header line {key, sha256 of the value's bytes} and the value's JSON."""
+    body = json.dumps(value, separators=(",", ":")).encode()  # dumps, not dump: dump is pure Python
+    head = json.dumps({"key": key, "sha256": hashlib.sha256(body).hexdigest()}, separators=(",", ":")).encode()
+    return head + b"\n" + body
+
+
+def read_entry(raw: bytes, key: str) -> Any:
+    """The value of an entry file of `key`, or `_CORRUPT` (garbage, another key, a checksum mismatch)."""
+    head, sep, body = raw.partition(b"\n")
+    try:
+        header = json.loads(head)
+        if (not sep or not isinstance(header, dict) or header.get("key") != key
+                or header.get("sha256") != hashlib.sha256(body).hexdigest()):
+            return _CORRUPT
+        return json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, absurdly nested
+        return _CORRUPT
+
+
+def _accepts(valid: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return bool(valid(value))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        return False
 
 
 _DEFAULT: StepCache | None = None

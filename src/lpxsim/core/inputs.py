@@ -23,8 +23,12 @@ RACKS_MAX = 10_000.0
 PARALLEL_MAX = 4_096  # tp, ep, pp degree
 MTP_MAX = 32  # speculative draft length
 SEED_MAX = 2**63 - 1
-TEXT_FILE_MAX_BYTES = 64 * 1024**2  # config.json / YAML files: a few KB in practice
-TRACE_FILE_MAX_BYTES = 4 * 1024**3
+EMULATE_STEPS_MAX = 256  # `emulate --steps`: each step compiles one more program
+TEXT_FILE_MAX_BYTES = 64 * 1024**2  # config.json / YAML / costs files: a few KB in practice
+# Traces and prompt files, on disk and (gzip) after decompression: the public traces are tens of MB; a
+# quarter GiB of CSV already takes pandas seconds, and a gzip bomb is stopped as it inflates past this.
+TRACE_FILE_MAX_BYTES = 256 * 1024**2
+PATH_MAX_BYTES = 4096  # Linux PATH_MAX
 
 
 def jobs_max() -> int:
@@ -89,7 +93,10 @@ def parse_count(text: object, field: str, lo: int, hi: int, human: bool = True) 
     if not m:
         example = " (e.g. 32000, 32K, 1M)" if human else ""
         raise UserError(field, f"expected a whole number in {range_text(lo, hi)}{example}, got {text!r}")
-    num = float(m.group(1).replace("_", "").replace(",", ""))
+    digits = m.group(1).replace("_", "").replace(",", "")
+    if digits.isdigit() and len(digits) <= 30:  # a plain integer: exact (a float would round 2^63 - 1)
+        return check_int(field, int(digits) * _SCALE[m.group(2) or None], lo, hi)
+    num = float(digits)
     value = num * _SCALE[m.group(2) or None]
     if not math.isfinite(value) or not float(value).is_integer():
         if math.isfinite(value) and abs(value - round(value)) < 1e-6 * max(1.0, abs(value)):
@@ -109,15 +116,50 @@ def parse_count_list(text: str, field: str, lo: int, hi: int, max_items: int = 1
     return values
 
 
+def name_max(folder: str | Path = ".") -> int:
+    """The longest file name the file system of `folder` takes (NAME_MAX, 255 bytes on Linux)."""
+    for d in (Path(folder), *Path(folder).parents):
+        try:
+            return int(os.pathconf(d, "PC_NAME_MAX"))
+        except (OSError, ValueError):
+            continue
+    return 255
+
+
+def check_path(path: str | Path, field: str) -> Path:
+    """`path` as a Path, or a UserError when it is empty, holds a NUL, or a component or the whole path is
+    longer than the file system allows (the OS would raise ENAMETOOLONG from deep inside a command)."""
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise UserError(field, "expected a file path, got ''")
+    if "\x00" in str(text):
+        raise UserError(field, "file path contains a NUL byte")
+    raw = os.fsencode(text)
+    if len(raw) > PATH_MAX_BYTES:
+        raise UserError(field, f"file path is {len(raw):,} bytes; the limit is {PATH_MAX_BYTES:,}")
+    limit = name_max(Path(text).parent)
+    for part in raw.split(b"/"):
+        if len(part) > limit:
+            shown = os.fsdecode(part[:24]) + "..."
+            raise UserError(field, f"file name {shown!r} is {len(part):,} bytes; the limit is {limit}")
+    return Path(text)
+
+
+def is_file(path: str | Path) -> bool:
+    """`Path.is_file` that is False (not an OSError) for a name too long, a NUL or a path of a
+    non-folder: the caller then says "no such file" naming its field."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def read_text(path: str | Path, field: str, max_bytes: int = TEXT_FILE_MAX_BYTES) -> str:
     """A UTF-8 text file's contents, or a one-line UserError (missing, a folder, too big, binary)."""
-    p = Path(path)
-    if not p.is_file():
+    p = check_path(path, field)
+    if not is_file(p):
         raise UserError(field, f"no such file {str(p)!r}")
-    size = p.stat().st_size
-    if size > max_bytes:
-        raise UserError(field, f"{p.name} is {size:,} bytes; expected a text file of at most {max_bytes:,} bytes")
-    data = p.read_bytes()
+    data = read_bytes(p, field, max_bytes)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -127,27 +169,46 @@ def read_text(path: str | Path, field: str, max_bytes: int = TEXT_FILE_MAX_BYTES
     return text
 
 
+def read_bytes(path: str | Path, field: str, max_bytes: int) -> bytes:
+    """A file's bytes, at most `max_bytes` of them, or a UserError. A `.gz` file is decompressed, and
+    the cap applies to the decompressed bytes (read in blocks: a gzip bomb stops at the cap)."""
+    p = check_path(path, field)
+    too_big = f"{p.name} is over {max_bytes:,} bytes" + (" when decompressed" if p.suffix == ".gz" else "")
+    try:
+        if p.stat().st_size > max_bytes and p.suffix != ".gz":
+            raise UserError(field, f"{too_big}; expected at most {max_bytes:,}")
+        if p.suffix == ".gz":
+            import gzip
+            import zlib
+
+            try:
+                with gzip.open(p, "rb") as f:
+                    data = f.read(max_bytes + 1)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                raise UserError(field, f"{p.name} cannot be read: not a valid gzip stream ({e})") from None
+        else:
+            with open(p, "rb") as f:
+                data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise UserError(field, f"cannot read {p.name}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise UserError(field, f"{too_big}; expected at most {max_bytes:,}")
+    return data
+
+
 def check_output_dir(path: str | Path, field: str = "out") -> Path:
-    """An output folder that exists or can be created: checked before any work starts."""
-    p = Path(path)
-    for parent in (p, *p.parents):
-        if parent.exists():
-            if not parent.is_dir():
-                what = "" if parent == p else f" ({str(parent)!r} is a file)"
-                raise UserError(field, f"{str(p)!r} is not a directory{what}")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise UserError(field, f"cannot write into {str(parent)!r}")
-            return p
-    return p
+    """An output folder that exists or can be created: checked before any work starts
+    (`lpxsim.core.outputs.check_output_dir`)."""
+    from lpxsim.core.outputs import check_output_dir as check
+
+    return check(path, field)
 
 
-def check_output_file(path: str | Path, field: str) -> Path:
-    """An output file whose folder exists or can be created and which is not itself a folder."""
-    p = Path(path)
-    if p.is_dir():
-        raise UserError(field, f"{str(p)!r} is a directory; expected a file path")
-    check_output_dir(p.parent if str(p.parent) else Path("."), field)
-    return p
+def check_output_file(path: str | Path, field: str, allow_stdout: bool = False) -> Path:
+    """An output file path that can be written (`lpxsim.core.outputs.check_output_file`)."""
+    from lpxsim.core.outputs import check_output_file as check
+
+    return check(path, field, allow_stdout)
 
 
 def check_jobs(jobs: object, field: str = "jobs") -> int:

@@ -35,10 +35,14 @@ class Book:
             self._values = dict(stored) if isinstance(stored, dict) else {}  # anything else: rebuilt
         return self._values
 
-    def get_or_compute(self, name: str, compute: Callable[[], Any]) -> Any:
-        """The value of `name`, computing (and remembering) it on a miss."""
+    def get_or_compute(self, name: str, compute: Callable[[], Any],
+                       valid: Callable[[Any], bool] | None = None) -> Any:
+        """The value of `name`, computing (and remembering) it on a miss, or when the stored value fails
+        `valid` (the wrong type or shape: recomputed, never a TypeError further on)."""
         values = self._load()
         hit = values.get(name, _MISSING)
+        if hit is not _MISSING and valid is not None and not _accepts(valid, hit):
+            hit = _MISSING
         if hit is _MISSING:
             hit = values[name] = compute()
             if len(self._new) < ENTRY_LIMIT:
@@ -60,6 +64,13 @@ class Book:
         self._new = {}
         self._values = merged
         cache.put(self.key, merged)
+
+
+def _accepts(valid: Callable[[Any], bool], value: Any) -> bool:
+    try:
+        return bool(valid(value))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        return False
 
 
 _BOOKS: dict[str, Book] = {}

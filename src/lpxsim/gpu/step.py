@@ -438,7 +438,7 @@ class GpuStepModel:
         if self._book_key is None:
             self._book_key = _step_book_key(self.model, self.system)
         v = book(self._book_key).get_or_compute(
-            f"{self._cache_base}|{kind}|{new_tokens}|{n}|{ctx!r}|{graphs}", compute)
+            f"{self._cache_base}|{kind}|{new_tokens}|{n}|{ctx!r}|{graphs}", compute, valid=_is_priced_step)
         for fam, label in v["src"].items():
             self.cost_sources.setdefault(fam, label)
         return StepBreakdown(*v["b"]), v["s"]
@@ -479,3 +479,10 @@ class GpuStepModel:
         ffn_fmt = self.weights if (self._fp4_ffn and self.dense_weights != self.weights) else None
         return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
                      ffn_fmt)
+
+
+def _is_priced_step(v: object) -> bool:
+    """A stored priced step: {"b": 7 numbers, "s": seconds by label, "src": labels} (else recomputed)."""
+    return (isinstance(v, dict) and isinstance(v.get("b"), list) and len(v["b"]) == 7
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v["b"])
+            and isinstance(v.get("s"), dict) and isinstance(v.get("src"), dict))

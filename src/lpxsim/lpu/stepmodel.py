@@ -131,7 +131,8 @@ class LpxStepModel:
         choice = step_cache().get_or_compute(
             "lpx-layout", source_version(*SOURCES),
             (self.model, self.part, get_system_spec(system), variant, racks, chips, self._layout_arg, ctx,
-             int(concurrency), weights, kv, kv_layout, chip_sram_bytes), lambda: self._choose_fresh(system, racks, chips, layout))
+             int(concurrency), weights, kv, kv_layout, chip_sram_bytes), lambda: self._choose_fresh(system, racks, chips, layout),
+            valid=_is_layout_choice)
         if "error" in choice:
             raise DoesNotFit(choice["field"], choice["error"])
         self.target = Target(*choice["target"])
@@ -296,7 +297,8 @@ class LpxStepModel:
             hit = step_cache().get_or_compute(
                 "lpx-step", source_version(*SOURCES),
                 (self.model, self.part, self.system, self.units, self.n_chips, self._sram, self.layout.describe(),
-                 self.weights, self.kv, self.kv_layout, *key), lambda: self._summary_fresh(phase))
+                 self.weights, self.kv, self.kv_layout, *key), lambda: self._summary_fresh(phase),
+                valid=_is_summary)
             self._summaries[key] = hit
         if "error" in hit:
             raise DoesNotFit(hit["field"], hit["error"])
@@ -615,3 +617,20 @@ class LpxStepModel:
     def max_batch(self) -> int:
         streams, _ = self._free_per_stream
         return int(max(1, min(1024, math.floor(streams))))
+
+
+def _is_layout_choice(v: object) -> bool:
+    """A cached layout choice: a refusal {field, error} or {target, units, layout} (else recomputed)."""
+    if not isinstance(v, dict):
+        return False
+    if "error" in v:
+        return isinstance(v.get("field"), str) and isinstance(v["error"], str)
+    return (isinstance(v.get("target"), list) and isinstance(v.get("layout"), dict)
+            and isinstance(v.get("units"), (int, float)) and not isinstance(v.get("units"), bool))
+
+
+def _is_summary(v: object) -> bool:
+    """A cached step summary: a refusal {field, error} or a dict carrying its `verified` flag."""
+    if not isinstance(v, dict):
+        return False
+    return (isinstance(v.get("field"), str) and isinstance(v["error"], str)) if "error" in v else "verified" in v

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from lpxsim.lpu.program import Instruction, Program
@@ -125,17 +123,9 @@ def trace_events(p: Program) -> dict:
             "metadata": {"model": p.model, "system": p.system, "clock_hz": p.clock_hz}}
 
 
-def write_trace(p: Program, path: str | Path) -> Path:
-    """Write the trace atomically (temporary file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(trace_events(p), fh, separators=(",", ":"))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+def write_trace(p: Program, path: str | Path, field: str = "trace") -> Path:
+    """Write the trace atomically (`lpxsim.core.outputs`: a temporary file, then a rename; never over a
+    device, a FIFO or a folder; `-` is stdout)."""
+    from lpxsim.core.outputs import atomic_write_text
+
+    return atomic_write_text(path, json.dumps(trace_events(p), separators=(",", ":")), field)

@@ -160,17 +160,10 @@ def _validate(raw: dict, where: str) -> CostModel:
 
 
 def _read_file(path: str | Path, field: str = "costs") -> dict:
-    import yaml  # a user's file only: the shipped one goes through `read_yaml`
+    from lpxsim.core.structured import read_yaml  # size, UTF-8, depth and number caps: one line each
 
     p = Path(path)
-    if not p.is_file():
-        raise UserError(field, f"no such file {str(p)!r}")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(field, f"{p.name} is not valid YAML{where}") from None
+    raw = read_yaml(p, field)
     if raw is None:
         return {}
     if not isinstance(raw, dict):

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lpxsim.catalog import get_system
@@ -105,16 +104,7 @@ def parse_demand(raw: object) -> DemandSpec:
 
 def load_demand(path: str | Path) -> DemandSpec:
     """Read and validate a demand YAML file."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError("demand", f"no such file {str(p)!r}")
-    from lpxsim.core.inputs import read_text
+    from lpxsim.core.structured import read_yaml as read_capped  # size, UTF-8, depth, number caps
 
-    text = read_text(p, "demand")  # binary or huge files: one line
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError("demand", f"{p.name} is not valid YAML{where}") from None
+    raw = read_capped(Path(path), "demand")
     return parse_demand(raw)

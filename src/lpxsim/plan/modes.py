@@ -48,7 +48,7 @@ def parse_loads(text: str) -> tuple[str, ...]:
     """'light,heavy' or user counts ('8,64'): each a named load or a positive integer."""
     out = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        if part not in LOADS and not (part.isdigit() and int(part) > 0):
+        if part not in LOADS and not (part.isascii() and part.isdigit() and len(part) <= 8 and int(part) > 0):
             raise UserError("loads", f"expected light, heavy or a user count, got {part!r}")
         out.append(part)
     if not out:

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lpxsim.core.errors import UserError
@@ -162,18 +161,10 @@ def validation_error(prefix: str, e: ValidationError) -> UserError:
 
 def read_yaml(path: str | Path, what: str) -> dict:
     """A YAML mapping from a file, or a one-line UserError."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(what, f"no such file {str(p)!r}")
-    from lpxsim.core.inputs import read_text
+    from lpxsim.core.structured import read_yaml as read_capped  # size, UTF-8, depth, number caps
 
-    text = read_text(p, what)  # binary or huge files: one line
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(what, f"{p.name} is not valid YAML{where}") from None
+    p = Path(path)
+    raw = read_capped(p, what)
     if not isinstance(raw, dict):
         raise UserError(what, f"{p.name} must hold a mapping")
     return raw

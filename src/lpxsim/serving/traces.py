@@ -18,9 +18,8 @@ uniform [0, J) seconds to every arrival (the Mooncake timestamps fall in ~3 s bu
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
-import zlib
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -50,33 +49,42 @@ def trace_path(name_or_path: str) -> Path:
     key = TRACE_ALIASES.get(name_or_path.lower(), name_or_path.lower())
     if key in TRACES:
         return Path(str(resources.files("lpxsim").joinpath("data/traces", TRACES[key])))
-    p = Path(name_or_path)
-    if p.is_file():
+    from lpxsim.core.inputs import check_path, is_file
+
+    p = check_path(name_or_path, "trace")
+    if is_file(p):
         return p
     raise UserError("trace", f"unknown trace {name_or_path!r}; expected a file or one of {', '.join(TRACES)}")
 
 
+def _read_bytes(p: Path) -> bytes:
+    """The trace's bytes (a .gz file decompressed), capped before and after decompression (a gzip bomb
+    stops at the cap): `lpxsim.core.inputs.read_bytes`."""
+    from lpxsim.core.inputs import TRACE_FILE_MAX_BYTES, read_bytes
+
+    return read_bytes(p, "trace", TRACE_FILE_MAX_BYTES)
+
+
 def _read_jsonl(p: Path) -> list[dict]:
     rows = []
-    opener = gzip.open if p.suffix == ".gz" else open
+    data = _read_bytes(p)
     i = 0
     try:
-        with opener(p, "rt", encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    row = json.loads(line)
-                except (json.JSONDecodeError, RecursionError):
-                    raise UserError("trace", f"{p.name} line {i} is not valid JSON") from None
-                if not isinstance(row, dict):
-                    raise UserError("trace", f"{p.name} line {i}: expected a JSON object, got {type(row).__name__}")
-                rows.append(row)
-    except UnicodeDecodeError:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        i = data.count(b"\n", 0, e.start)
         raise UserError("trace", f"{p.name} line {i + 1} is not UTF-8 text; expected a JSONL or CSV trace") from None
-    except (OSError, EOFError, zlib.error) as e:  # gzip.BadGzipFile is an OSError; a corrupt stream, zlib.error
-        raise UserError("trace", f"{p.name} cannot be read ({type(e).__name__}: {e})") from None
+    for i, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):  # bad JSON, absurd nesting, a number past the digit limit
+            raise UserError("trace", f"{p.name} line {i} is not valid JSON") from None
+        if not isinstance(row, dict):
+            raise UserError("trace", f"{p.name} line {i}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
 
 
@@ -112,7 +120,9 @@ def load_trace(name_or_path: str) -> pd.DataFrame:
             return _tracelab(pd.DataFrame(rows), p.name)
         raise UserError("trace", f"{p.name}: unrecognised JSONL keys {sorted(keys)[:6]}")
     try:
-        raw = pd.read_csv(p)
+        raw = pd.read_csv(io.BytesIO(_read_bytes(p)))
+    except UserError:
+        raise
     except Exception as e:  # pandas raises several parser errors (and UnicodeDecodeError on binary files)
         raise UserError("trace", f"{p.name} is not a readable CSV ({type(e).__name__})") from None
     if raw.empty:

@@ -98,6 +98,42 @@ def _float(t: dict[str, Any], key: str, default: float | None, lo: float, hi: fl
     return float(v)
 
 
+def _bool(t: dict[str, Any], key: str, default: bool = False) -> bool:
+    """A true/false field (`default` when absent or null); "yes", 1 or a list is refused, not guessed."""
+    v = t.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise UserError(f"config.{key}", f"expected true or false, got {v!r}")
+    return v
+
+
+def _str(t: dict[str, Any], key: str, default: str = "") -> str:
+    """A text field such as `model_type` (`default` when absent or null)."""
+    v = t.get(key)
+    if v is None:
+        return default
+    if not isinstance(v, str):
+        raise UserError(f"config.{key}", f"expected a string, got {v!r}")
+    return v
+
+
+# true/false and text fields read here: a wrong type is refused by name before any is used
+BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "use_sliding_window", "attention_k_eq_v", "enable_moe_block")
+STR_FIELDS = ("model_type", "hidden_act", "hidden_activation", "topk_method")
+
+
+def _check_types(t: dict[str, Any]) -> None:
+    for key in BOOL_FIELDS:
+        _bool(t, key)
+    for key in STR_FIELDS:
+        _str(t, key)
+    only = t.get("mlp_only_layers")
+    if only is not None and (not isinstance(only, list)
+                             or not all(isinstance(i, int) and not isinstance(i, bool) for i in only)):
+        raise UserError("config.mlp_only_layers", f"expected a list of layer indices, got {only!r}")
+
+
 def _first(t: dict[str, Any], *keys: str, default: Any = None) -> Any:
     for k in keys:
         if t.get(k) is not None:
@@ -273,6 +309,9 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
     from lpxsim.specs.model import LayerSpec
 
     t = _text_config(cfg)
+    _check_types(t)
+    if t is not cfg:  # a multimodal wrapper's own fields too (its tie flag may be the one in force)
+        _check_types(cfg)
     for key in _REQUIRED:
         if key not in t:
             raise UserError(f"config.{key}", "missing; this does not look like a decoder LLM config.json")
@@ -288,14 +327,13 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
         LayerSpec(index=i, kind=kind, attention=_attention(t, kind), ffn=_ffn(t, i), num_norms=norms)  # type: ignore[arg-type]
         for i, kind in enumerate(_layer_kinds(t, n_layers))
     )
-    tie = t.get("tie_word_embeddings")
     return cls(
         name=name,
         model_type=model_type,
         hidden_size=_int(t, "hidden_size"),
         vocab_size=_int(t, "vocab_size"),
         layers=layers,
-        tie_embeddings=bool(tie) if tie is not None else False,
+        tie_embeddings=_bool(t, "tie_word_embeddings"),
         max_context=_max_context(t),
         activation=str(_first(t, "hidden_activation", "hidden_act", default="silu")),
         rms_norm_eps=_float(t, "rms_norm_eps", 1e-6, 0.0, 1.0) or 1e-6,

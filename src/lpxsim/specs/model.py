@@ -9,7 +9,6 @@ embeddings. Parameter, byte, KV and FLOP arithmetic lives in `accounting.py`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -100,20 +99,17 @@ class ModelSpec:
     # --- construction -----------------------------------------------------------------
     @classmethod
     def from_path(cls, path: str | Path, name: str | None = None) -> ModelSpec:
-        """Load a Hugging Face config.json from disk."""
-        from lpxsim.core.inputs import read_text
+        """Load a Hugging Face config.json from disk (named by `model_name` unless `name` is given)."""
+        from lpxsim.core.inputs import check_path, is_file
+        from lpxsim.core.structured import read_json
 
-        p = Path(path)
-        if not p.is_file():
+        p = check_path(path, "model")
+        if not is_file(p):
             raise UserError("model", f"no such config file {str(p)!r}")
-        text = read_text(p, "model")  # binary or huge files: one line
-        try:
-            cfg = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError("model", f"{p.name} is not valid JSON ({e.msg} at line {e.lineno})") from None
+        cfg = read_json(p, "model")  # binary, huge, deeply nested or absurd-number files: one line
         if not isinstance(cfg, dict):
             raise UserError("model", f"{p.name} must hold a JSON object")
-        return cls.from_config(cfg, name=name or p.stem, source=str(p))
+        return cls.from_config(cfg, name=name or model_name(cfg, p), source=str(p))
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any], name: str = "model", source: str = "") -> ModelSpec:
@@ -153,3 +149,25 @@ class ModelSpec:
         return f"{self.name}: {self.num_layers} layers ({kinds}), hidden {self.hidden_size}" + (
             "; " + ", ".join(extra) if extra else ""
         )
+
+
+_GENERIC_STEMS = ("config", "model", "params", "text_config")
+NAME_MAX_CHARS = 120
+
+
+def model_name(cfg: dict[str, Any], path: Path) -> str:
+    """The name of a model given as a config.json path: the last part of its `_name_or_path` (a Hugging
+    Face repo id or the folder it was saved from), else the file's stem, unless the stem is generic
+    ("config"), then the folder's name."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str):
+        last = given.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+        clean = "".join(ch for ch in last if ch.isprintable()).strip()
+        if clean and clean not in (".", ".."):
+            return clean[:NAME_MAX_CHARS]
+    stem = path.stem
+    if stem.lower() in _GENERIC_STEMS:
+        folder = path.resolve().parent.name
+        if folder:
+            return folder[:NAME_MAX_CHARS]
+    return stem[:NAME_MAX_CHARS]

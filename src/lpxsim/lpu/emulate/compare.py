@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.core.inputs import EMULATE_STEPS_MAX
 from lpxsim.graph import Phase
 from lpxsim.lpu.emulate.executor import ProgramExecutor
 from lpxsim.lpu.emulate.reference import Reference, build_reference, hf_greedy, seeded_prompt
@@ -126,8 +127,8 @@ def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | None, s
 def validate_request(chips: int, steps: int, prompt_tokens: int) -> None:
     if chips < 1:
         raise UserError("chips", f"expected at least 1 chip, got {chips}")
-    if steps < 0 or steps > 256:
-        raise UserError("steps", f"expected 0..256 decode steps, got {steps}")
+    if not 0 <= steps <= EMULATE_STEPS_MAX:
+        raise UserError("steps", f"expected 0..{EMULATE_STEPS_MAX} decode steps, got {steps}")
     if prompt_tokens < 1:
         raise UserError("prompt_tokens", f"expected at least 1 prompt token, got {prompt_tokens}")
 

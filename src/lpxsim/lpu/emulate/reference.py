@@ -8,7 +8,6 @@ the HF model and lpxsim's ModelSpec read the same defaults.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,10 @@ SUPPORTED_MODEL_TYPES = ("gemma4_text", "llama", "mistral", "mixtral", "qwen3")
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read a config.json for the emulator; errors name the `config` field."""
+    from lpxsim.core.structured import read_json
+
     p = Path(path)
-    if not p.is_file():
-        raise UserError("config", f"no such file {str(p)!r}")
-    try:
-        cfg = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise UserError("config", f"{p.name} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    cfg = read_json(p, "config")  # missing, binary, huge, deeply nested or absurd-number files: one line
     if not isinstance(cfg, dict):
         raise UserError("config", f"{p.name} must hold a JSON object")
     return cfg
