@@ -18,6 +18,7 @@ fields; `abort` is the one place that takes a request back out of a worker.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 
@@ -118,15 +119,17 @@ class OnlineSimulation:
         """The caller is done with `req`: stop tracking it (its result is kept in a bounded history)."""
         if self.live.pop(req.rid, None) is None:
             return
-        self._pending_abort.pop(req.rid, None)
-        self.finished.append(req)
+        if req.status == INCOMPLETE:  # an abort under way still completes as the simulation advances
+            self.abort(req)
+        else:
+            self.finished.append(req)
         self._forgotten += 1
         if self._forgotten % _COMPACT_EVERY == 0:
             self._compact()
 
     def _compact(self) -> None:
         """Keep memory bounded in a long-lived server: drop finished requests and per-run ITL samples."""
-        self.sim.requests = [r for r in self.sim.requests if r.rid in self.live]
+        self.sim.requests = [r for r in self.sim.requests if r.status == INCOMPLETE]
         for w in self.workers:
             w.itl.clear()
 
@@ -189,9 +192,7 @@ class OnlineSimulation:
             ctx = req.prefill_ctx
         else:
             if getattr(w, "active", None) is None:
-                w.finish_heap = [e for e in w.finish_heap if e[2] is not req]
-                import heapq
-
+                w.finish_heap[:] = [e for e in w.finish_heap if e[2] is not req]
                 heapq.heapify(w.finish_heap)
             ctx = w._leave(req)
         w._release(req, ctx)
@@ -204,6 +205,44 @@ class OnlineSimulation:
         req.reason = "client disconnected"
         self.sim._count(-1, self.engine.now)
         self._pending_abort.pop(req.rid, None)
+        if req.rid not in self.live:
+            self.finished.append(req)
+
+    # --- warm-up ------------------------------------------------------------------------------------
+    def warm(self, max_context: int) -> int:
+        """Price the step shapes serving will ask for up to `max_context` (so a compiled backend compiles them
+        now, not while serving): decode at batches 1, 2, 4, ... the worker's limit and prefill chunks of
+        2^k tokens, at contexts 256, 1K, 4K, ... `max_context`. Returns the shapes priced."""
+        from lpxsim.core.errors import DoesNotFit
+        from lpxsim.step.protocol import PrefillChunk
+
+        contexts = [256]
+        while contexts[-1] * 4 < max_context:
+            contexts.append(contexts[-1] * 4)
+        contexts.append(max(256, max_context))
+        priced = 0
+        seen: set[int] = set()
+        for w in self.workers:
+            if id(w.model) in seen:
+                continue
+            seen.add(id(w.model))
+            batches = [1 << i for i in range(w.max_batch.bit_length()) if 1 << i <= w.max_batch]
+            for ctx in contexts:
+                for n in batches:
+                    try:
+                        w.period(n, ctx)
+                        priced += 1
+                    except DoesNotFit:
+                        break  # larger batches at this context do not fit either
+                tokens = 1
+                while tokens <= w.budget:
+                    try:
+                        w.model.prefill(PrefillChunk(tokens=tokens, context=max(0, ctx - tokens), sequences=1))
+                        priced += 1
+                    except DoesNotFit:
+                        break
+                    tokens *= 4
+        return priced
 
     # --- state for metrics --------------------------------------------------------------------------
     def queue_depth(self) -> int:

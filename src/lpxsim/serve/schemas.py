@@ -1,0 +1,96 @@
+"""Request bodies of the OpenAI-compatible endpoints, validated strictly (unknown fields are refused).
+
+Sampling parameters are accepted and have no effect: the output is a deterministic filler and only
+its length and timing are modelled. `n` must be 1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+TOKENS_LIMIT = 100_000_000  # max_tokens beyond this is a typo (the model's context refuses it anyway)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+    continuous_usage_stats: bool = False
+
+
+class TextPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Strict):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content)
+
+
+class _Common(_Strict):
+    model: str
+    max_tokens: int | None = Field(None, ge=1, le=TOKENS_LIMIT)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    n: int = Field(1, ge=1, le=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    seed: int | None = None
+    user: str | None = None
+    # vLLM extensions benchmark clients send (aiperf --extra-inputs): accepted, length is max_tokens anyway
+    ignore_eos: bool | None = None
+    min_tokens: int | None = Field(None, ge=0, le=TOKENS_LIMIT)
+
+    def stops(self) -> list[str]:
+        if self.stop is None:
+            return []
+        stops = [self.stop] if isinstance(self.stop, str) else self.stop
+        return [s for s in stops if s]
+
+
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_completion_tokens: int | None = Field(None, ge=1, le=TOKENS_LIMIT)
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> ChatRequest:
+        if self.max_tokens is not None and self.max_completion_tokens is not None \
+                and self.max_tokens != self.max_completion_tokens:
+            raise ValueError("give max_tokens or max_completion_tokens, not two different limits")
+        return self
+
+    def limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] = Field(...)
+    echo: bool = False
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> CompletionRequest:
+        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str) and len(self.prompt) != 1:
+            raise ValueError("one prompt per request (a list of prompts is not served)")
+        if self.echo:
+            raise ValueError("echo is not served")
+        return self
+
+    def limit(self) -> int | None:
+        return self.max_tokens
