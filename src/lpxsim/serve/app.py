@@ -42,7 +42,24 @@ class ServeState:
     unit_tokens: int = 64
     bridge: Bridge | None = None
     warm_error: str | None = None
+    closing: bool = False
     created: int = field(default_factory=lambda: int(time.time()))
+
+    def close(self) -> None:
+        """The server is stopping: every open answer ends now (called from a signal handler)."""
+        self.closing = True
+        bridge = self.bridge
+        if bridge is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for s in list(bridge.streams.values()):
+            if loop is not None:
+                loop.call_soon(s.event.set)
+            else:
+                s.event.set()
 
 
 @dataclass
@@ -145,7 +162,7 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
     m.in_flight.inc()
     handed_over = False
     try:
-        first = await _wait(job.stream, request, lambda s: s.tokens > 0 or s.final)
+        first = await _wait(state, job.stream, request, lambda s: s.tokens > 0 or s.final)
         if first is None:
             m.requests.labels(endpoint, "disconnected").inc()
             return Response(status_code=499)
@@ -157,7 +174,7 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
             handed_over = True
             return StreamingResponse(_sse(state, job), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        done = await _wait(job.stream, request, lambda s: s.final)
+        done = await _wait(state, job.stream, request, lambda s: s.final)
         if done is None:
             m.requests.labels(endpoint, "disconnected").inc()
             return Response(status_code=499)
@@ -169,9 +186,11 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
             _finish(state, job)
 
 
-async def _wait(s: Stream, request: Request, ready) -> Stream | None:
-    """Wait until `ready(s)`; None if the client went away first."""
+async def _wait(state: ServeState, s: Stream, request: Request, ready) -> Stream | None:
+    """Wait until `ready(s)`; None if the client went away (or the server is stopping) first."""
     while not ready(s):
+        if state.closing:
+            return None
         s.event.clear()
         try:
             await asyncio.wait_for(s.event.wait(), _DISCONNECT_POLL_S)
@@ -283,11 +302,14 @@ async def _sse(state: ServeState, job: _Job) -> AsyncIterator[bytes]:
                 last_wall = now
                 yield chunks.token(sent)
                 sent += 1
-            if s.final and sent >= s.tokens:
+            if s.final and sent >= s.tokens or state.closing:
                 break
             s.event.clear()
             if s.tokens == sent and not s.final:
                 await s.event.wait()
+        if state.closing and not s.completed:
+            yield ("data: " + json.dumps(errors.error_body("the server is stopping", "service_unavailable",
+                                                            code="shutdown")) + "\n\n").encode()
         if s.completed:
             _observe_done(state, job)
             yield chunks.last(_finish_reason(job))

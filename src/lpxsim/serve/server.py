@@ -12,11 +12,14 @@ import asyncio
 import contextlib
 import hmac
 import ipaddress
+import signal
 import socket
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lpxsim.serving.config import ENTRY_ROLES, FleetConfig
 
@@ -57,8 +60,11 @@ def served_models(fleet: FleetConfig) -> dict[str, int]:
     return out
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(StarletteHTTPException):
+    """Raised while the body streams in; an HTTPException, so the app answers it as a 413 error object."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body over {limit} bytes")
 
 
 class Guard:
@@ -90,7 +96,7 @@ class Guard:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > self.max:
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge(self.max)
             return msg
 
         try:
@@ -188,8 +194,10 @@ def _write_timeline(path: Path, recorder, online) -> None:
     from lpxsim.serving.metrics import request_frame
     from lpxsim.serving.timeline import write_timeline
 
+    recorder.flush(online.sim, online.now_s)
+
     class _Done:  # request_frame reads `.requests`
-        requests = [*online.finished, *online.live.values()]
+        requests = online.history()
 
     written = write_timeline(path, recorder, request_frame(_Done))
     print(f"lpxsim serve: wrote {written}", file=sys.stderr, flush=True)
@@ -212,6 +220,34 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _server_class():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server that ends open streams at once on a signal and exits 0 (no re-raised signal)."""
+
+        on_exit = None
+
+        def handle_exit(self, sig, frame) -> None:
+            if self.on_exit is not None:
+                self.on_exit()
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            old = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+    return Server
+
+
 def run(fleet: FleetConfig, opts: ServeOptions, on_listening=None) -> dict:
     """Serve until SIGINT/SIGTERM; returns a summary (address, requests answered)."""
     import uvicorn
@@ -224,7 +260,8 @@ def run(fleet: FleetConfig, opts: ServeOptions, on_listening=None) -> dict:
         on_listening(address)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_graceful_shutdown=GRACE_S, timeout_keep_alive=30, backlog=2048)
-    server = uvicorn.Server(config)
+    server = _server_class()(config)
+    server.on_exit = state.close
     server.run(sockets=[sock])
     served = {}
     for metric in state.metrics.requests.collect():

@@ -127,6 +127,13 @@ class OnlineSimulation:
         if self._forgotten % _COMPACT_EVERY == 0:
             self._compact()
 
+    def history(self) -> list[Request]:
+        """Every request still known: the bounded history of finished ones, live ones, aborts under way."""
+        seen = {r.rid: r for r in self.finished}
+        seen.update(self.live)
+        seen.update(self._pending_abort)
+        return list(seen.values())
+
     def _compact(self) -> None:
         """Keep memory bounded in a long-lived server: drop finished requests and per-run ITL samples."""
         self.sim.requests = [r for r in self.sim.requests if r.status == INCOMPLETE]

@@ -54,12 +54,18 @@ class TimelineRecorder:
         elif self._on_transfer is not None and handler == self._on_transfer:
             self._transfer(time, arg)
 
+    def flush(self, sim, now: float) -> None:
+        """Record the steps still running at `now` (a run stopped before its end, e.g. a server stopping)."""
+        for w in sim.workers():
+            if w.busy and w.run_start < now:
+                self._step(w, now, running=True)
+
     # --- what is recorded ------------------------------------------------------------------------------
-    def _step(self, w: Worker, end: float) -> None:
+    def _step(self, w: Worker, end: float, running: bool = False) -> None:
         chunks = w.run_chunks or []
         prefill = sum(t for _, t in chunks)
         name = (f"prefill {prefill} tok x{len(chunks)} + decode {w.n_dec}" if chunks
-                else f"decode {w.n_dec} x {w.run_k} steps")
+                else f"decode {w.n_dec} x {w.run_k} steps") + (" (running when the trace ended)" if running else "")
         self._add({"name": name, "cat": "prefill" if chunks else "decode", "ph": "X", "pid": self._pid(w.pool),
                    "tid": w.index, "ts": w.run_start * _US, "dur": (end - w.run_start) * _US,
                    "args": {"decode_sequences": w.n_dec, "steps": w.run_k, "step_s": w.run_dt,
