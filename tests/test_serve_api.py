@@ -102,16 +102,16 @@ def test_metrics_and_health(server):
 def test_served_itl_matches_simulated_tpot():
     """At time scale 20 a token gap is tens of milliseconds of wall time, which the clock resolves."""
     scale, osl = 20.0, 30
-    with running_server(FLEET, time_scale=scale) as (base, _):
-        with httpx.stream("POST", f"{base}/v1/completions", timeout=60,
-                          json={"model": MODEL, "prompt": "word " * 500, "max_tokens": osl, "stream": True,
-                                "stream_options": {"include_usage": True}}) as r:
-            times, isl = [], None
-            for line in r.iter_lines():
-                if line.startswith("data: {") and '"text": "' in line and '"finish_reason": null' in line:
-                    times.append(time.monotonic())
-                elif '"usage"' in line:
-                    isl = httpx.Response(200, content=line[6:]).json()["usage"]["prompt_tokens"]
+    body = {"model": MODEL, "prompt": "word " * 500, "max_tokens": osl, "stream": True,
+            "stream_options": {"include_usage": True}}
+    with running_server(FLEET, time_scale=scale) as (base, _), \
+            httpx.stream("POST", f"{base}/v1/completions", timeout=60, json=body) as r:
+        times, isl = [], None
+        for line in r.iter_lines():
+            if line.startswith("data: {") and '"text": "' in line and '"finish_reason": null' in line:
+                times.append(time.monotonic())
+            elif '"usage"' in line:
+                isl = httpx.Response(200, content=line[6:]).json()["usage"]["prompt_tokens"]
     assert len(times) == osl
     served_itl = (times[-1] - times[0]) / (osl - 1) / scale
     work = {"name": "one", "kind": "synthetic", "num_requests": 1, "arrival": {"process": "poisson", "rate": 1},

@@ -12,6 +12,7 @@ server reports ready (`warm`), so the loop does not stop for compiles.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -68,10 +69,8 @@ class Bridge:
         self._kick()
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     # --- requests ---------------------------------------------------------------------------------------
     def submit(self, isl: int, osl: int, **ids) -> Stream:

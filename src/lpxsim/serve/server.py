@@ -81,8 +81,8 @@ class Guard:
         from lpxsim.serve.errors import error_response
 
         headers = dict(scope.get("headers") or [])
-        if self.key is not None and scope["path"].startswith("/v1"):
-            if not hmac.compare_digest(headers.get(b"authorization", b""), self.key):
+        if self.key is not None and scope["path"].startswith("/v1") \
+                and not hmac.compare_digest(headers.get(b"authorization", b""), self.key):
                 return await error_response(401, "missing or wrong API key (Authorization: Bearer KEY)",
                                             type_="authentication_error", code="invalid_api_key")(scope, receive, send)
         length = headers.get(b"content-length")
@@ -130,6 +130,9 @@ def _warm(fleet: FleetConfig, opts: ServeOptions, loop: asyncio.AbstractEventLoo
     from lpxsim.serving.online import OnlineSimulation
 
     try:
+        from lpxsim.serve.tokens import encode
+
+        encode("warm")  # builds the o200k_base encoding (about a second) before the first request needs it
         online = OnlineSimulation(fleet, seed=opts.seed)
         online.warm(opts.warm_context)
     except UserError as e:
@@ -208,8 +211,11 @@ def bind(host: str, port: int) -> socket.socket:
     from lpxsim.core.errors import UserError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then (a token chunk after the headers
+    # would otherwise wait for the client's delayed ACK, ~40 ms); set on the listener too, which Linux inherits
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
     except OSError as e:
