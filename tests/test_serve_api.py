@@ -60,6 +60,19 @@ def test_openai_client_plain_answers(server):
     assert [m.id for m in c.models.list().data] == [MODEL]
 
 
+def test_agent_request_fields_are_accepted(server):
+    base, _ = server
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {}}}}]
+    r = _client(base).chat.completions.create(
+        model=MODEL, max_tokens=3, tools=tools, tool_choice="auto", temperature=0.2, top_p=0.9, seed=1,
+        response_format={"type": "text"}, messages=[
+            {"role": "system", "content": "agent"}, {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                    "function": {"name": "search", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"}])
+    assert r.usage.completion_tokens == 3 and r.choices[0].message.content == " the of and"
+
+
 def test_stop_sequence_ends_early(server):
     base, _ = server
     r = _client(base).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}],

@@ -1,12 +1,13 @@
 """Request bodies of the OpenAI-compatible endpoints, validated strictly (unknown fields are refused).
 
-Sampling parameters are accepted and have no effect: the output is a deterministic filler and only
-its length and timing are modelled. `n` must be 1.
+Sampling parameters and the other fields of the OpenAI API (tools, response formats, logprobs, ...) are
+accepted with their JSON types checked and have no effect: the output is a deterministic filler and only
+its length and timing are modelled (no tool calls are produced). `n` must be 1. Any other field is refused.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -32,6 +33,8 @@ class ChatMessage(_Strict):
     content: str | list[TextPart] | None = None
     name: str | None = None
     tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    refusal: str | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -54,6 +57,12 @@ class _Common(_Strict):
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     seed: int | None = None
     user: str | None = None
+    logprobs: bool | int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    logit_bias: dict[str, float] | None = None
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
     # vLLM extensions benchmark clients send (aiperf --extra-inputs): accepted, length is max_tokens anyway
     ignore_eos: bool | None = None
     min_tokens: int | None = Field(None, ge=0, le=TOKENS_LIMIT)
@@ -68,6 +77,12 @@ class _Common(_Strict):
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1, le=TOKENS_LIMIT)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    modalities: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_limit(self) -> ChatRequest:
@@ -83,6 +98,8 @@ class ChatRequest(_Common):
 class CompletionRequest(_Common):
     prompt: str | list[str] | list[int] = Field(...)
     echo: bool = False
+    suffix: str | None = None
+    best_of: int | None = Field(None, ge=1, le=1)
 
     @model_validator(mode="after")
     def _one_prompt(self) -> CompletionRequest:
