@@ -96,6 +96,9 @@ def test_conversation_resending_history_hits_prefix_cache(server):
     # the earlier prompt and reply are resident: all their complete 64-token units hit
     assert cached >= (a.usage.prompt_tokens + 100) // 64 * 64 - 64
     assert cached < b.usage.prompt_tokens
+    gauges = dict(line.split(" ") for line in httpx.get(f"{base}/metrics").text.splitlines()
+                  if line.startswith(("lpxsim_sessions_resident ", "lpxsim_kv_occupancy_ratio ")))
+    assert float(gauges["lpxsim_sessions_resident"]) >= 1 and float(gauges["lpxsim_kv_occupancy_ratio"]) > 0
 
 
 def test_metrics_and_health(server):

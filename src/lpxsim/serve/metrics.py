@@ -42,7 +42,7 @@ class ServeMetrics:
         for name, doc in (("lpxsim_queue_depth", "Requests waiting for admission on a worker"),
                           ("lpxsim_running_sequences", "Sequences prefilling or decoding"),
                           ("lpxsim_kv_occupancy_ratio", "KV bytes in use over KV capacity, whole fleet"),
-                          ("lpxsim_sessions_resident", "Conversations with KV resident on a worker"),
+                          ("lpxsim_sessions_resident", "Conversations (of the 4,096 most recent) with KV resident on a worker"),
                           ("lpxsim_simulated_time_seconds", "The simulation's clock")):
             self._gauges.append((Gauge(name, doc, registry=r), lambda: 0.0))
 

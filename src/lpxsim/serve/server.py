@@ -185,12 +185,16 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
     return lifespan
 
 
+RESIDENT_CHECKED = 4096  # a scrape looks at this many most recent conversations (bounded work on the loop)
+
+
 def _sessions_resident(state, online) -> float:
-    """Conversations whose first prefix unit is resident on some worker."""
+    """Conversations (of the most recent RESIDENT_CHECKED) whose first prefix unit is resident on a worker."""
     from lpxsim.serve.tokens import SESSION_STRIDE
 
     units = [w.kv.units for w in online.workers]
-    return float(sum(any((sid + 1) * SESSION_STRIDE in u for u in units) for sid in state.sessions.sessions()))
+    recent = state.sessions.sessions(RESIDENT_CHECKED)
+    return float(sum(any((sid + 1) * SESSION_STRIDE in u for u in units) for sid in recent))
 
 
 def _write_timeline(path: Path, recorder, online) -> None:

@@ -134,8 +134,12 @@ class SessionIndex:
         if placement.session in self._units:
             self._extend(placement.session, unit_hashes(stream_tokens, self.unit))
 
-    def sessions(self) -> list[int]:
-        return list(self._units)
+    def sessions(self, most_recent: int | None = None) -> list[int]:
+        """Known conversations, oldest first (only the `most_recent` ones if given)."""
+        if most_recent is None or most_recent >= len(self._units):
+            return list(self._units)
+        it = reversed(self._units)
+        return [next(it) for _ in range(most_recent)]
 
     def _new(self) -> int:
         sid = self._next
