@@ -3,7 +3,15 @@ recognised by content (a continuation keeps its session; a fork starts a new one
 
 from __future__ import annotations
 
-from lpxsim.serve.tokens import SESSION_STRIDE, SessionIndex, encode, filler_text, render_chat, stop_cut, visible_text
+from lpxsim.serve.tokens import (
+    SESSION_STRIDE,
+    SessionIndex,
+    encode,
+    filler_text,
+    render_chat,
+    stop_cut,
+    visible_text,
+)
 
 
 def test_filler_is_exactly_n_tokens():
