@@ -108,3 +108,23 @@ def test_abort_frees_everything():
     r = online.submit(500, 10)
     online.advance(online.now_s + 10.0)
     assert r.status == "completed"
+
+
+def test_stream_sends_every_token_of_a_request_finished_before_the_pump_polled():
+    """The simulation may finish a request while advancing for another one's arrival; its stream must still
+    count all of its tokens (a load run once ended two streams one token short)."""
+    import asyncio
+
+    from lpxsim.serve.bridge import Bridge
+
+    async def scenario():
+        b = Bridge(OnlineSimulation(load_fleet(FLEETS["gpu-2"])), time_scale=1.0)
+        clock = [0.0]
+        b.sim_now = lambda: clock[0]
+        a = b.submit(100, 5)
+        clock[0] = 10.0  # much later: `a` completes inside the next submit's advance, before any poll
+        b.submit(100, 5)
+        assert a.req.status == "completed" and a.tokens == 0
+        return a.available
+
+    assert asyncio.run(scenario()) == 5

@@ -162,11 +162,11 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
     m.in_flight.inc()
     handed_over = False
     try:
-        first = await _wait(state, job.stream, request, lambda s: s.tokens > 0 or s.final)
+        first = await _wait(state, job.stream, request, lambda s: s.available > 0 or s.final)
         if first is None:
             m.requests.labels(endpoint, "disconnected").inc()
             return Response(status_code=499)
-        if job.stream.tokens == 0 and not job.stream.completed:
+        if job.stream.available == 0 and not job.stream.completed:
             m.requests.labels(endpoint, "rejected").inc()
             reason = job.stream.req.reason or job.stream.req.status
             return errors.error_response(400, f"the fleet refused the request: {reason}", code="rejected")
@@ -292,7 +292,7 @@ async def _sse(state: ServeState, job: _Job) -> AsyncIterator[bytes]:
     last_wall = 0.0
     try:
         while True:
-            n = s.tokens
+            n = s.available
             while sent < n:
                 now = time.monotonic()
                 if sent == 0:
@@ -302,10 +302,10 @@ async def _sse(state: ServeState, job: _Job) -> AsyncIterator[bytes]:
                 last_wall = now
                 yield chunks.token(sent)
                 sent += 1
-            if s.final and sent >= s.tokens or state.closing:
+            if s.final and sent >= s.available or state.closing:
                 break
             s.event.clear()
-            if s.tokens == sent and not s.final:
+            if s.available == sent and not s.final:
                 await s.event.wait()
         if state.closing and not s.completed:
             yield ("data: " + json.dumps(errors.error_body("the server is stopping", "service_unavailable",

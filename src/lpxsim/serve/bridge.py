@@ -31,6 +31,12 @@ class Stream:
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
+    def available(self) -> int:
+        """Tokens that may be sent now: all of them once the request has completed (the simulation may
+        finish it while advancing for another request, before the pump has polled)."""
+        return self.req.osl if self.req.status == DONE else self.tokens
+
+    @property
     def final(self) -> bool:
         return self.req.status != INCOMPLETE
 
