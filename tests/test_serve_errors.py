@@ -112,3 +112,44 @@ def test_api_key():
         ok = httpx.post(base + CHAT, json=OK, headers={"Authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 2
         assert httpx.get(base + "/health").status_code == 200  # health and metrics stay open
+
+
+def test_warming_until_the_fleet_is_priced(monkeypatch):
+    """/health says "warming" (503) and completions get a 503 error object until warm-up has finished."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from lpxsim.serve.server import ServeOptions, bind, build
+    from lpxsim.serving.config import load_fleet
+    from lpxsim.serving.online import OnlineSimulation
+
+    release = threading.Event()
+    real_warm = OnlineSimulation.warm
+    monkeypatch.setattr(OnlineSimulation, "warm", lambda self, ctx: (release.wait(60), real_warm(self, ctx))[1])
+    app, _ = build(load_fleet(fleet(pool())), ServeOptions(port=0))
+    sock = bind("127.0.0.1", 0)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):  # until the server answers at all (bounded)
+            try:
+                r = httpx.get(base + "/health", timeout=30)
+                break
+            except httpx.TransportError:
+                time.sleep(0.02)
+        assert r.status_code == 503 and r.json() == {"status": "warming"}
+        _error(httpx.post(base + CHAT, json=OK, timeout=30), 503, "warming")
+        release.set()
+        for _ in range(500):
+            if httpx.get(base + "/health", timeout=30).status_code == 200:
+                break
+            time.sleep(0.02)
+        assert httpx.post(base + CHAT, json=OK, timeout=30).status_code == 200
+    finally:
+        release.set()
+        server.should_exit = True
+        thread.join(10)
