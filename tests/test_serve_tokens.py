@@ -9,6 +9,7 @@ from lpxsim.serve.tokens import (
     encode,
     filler_text,
     render_chat,
+    reply_tokens,
     stop_cut,
     visible_text,
 )
@@ -18,6 +19,11 @@ def test_filler_is_exactly_n_tokens():
     for n in (1, 2, 29, 30, 31, 500, 4097):
         assert len(encode(filler_text(n))) == n
     assert filler_text(3) + filler_text(4, start=3) == filler_text(7)
+
+
+def test_reply_tokens_are_the_encoded_reply():
+    assert reply_tokens(75, None, []) == encode(filler_text(75))
+    assert reply_tokens(50, 4, [" to"]) == encode(" the of and")
 
 
 def test_stop_strings():

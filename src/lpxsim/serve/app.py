@@ -24,7 +24,15 @@ from lpxsim.serve.bridge import Bridge, Stream
 from lpxsim.serve.errors import ApiError
 from lpxsim.serve.metrics import ServeMetrics
 from lpxsim.serve.schemas import ChatRequest, CompletionRequest
-from lpxsim.serve.tokens import SessionIndex, encode, filler_token, render_chat, stop_cut, visible_text
+from lpxsim.serve.tokens import (
+    SessionIndex,
+    encode,
+    filler_token,
+    render_chat,
+    reply_tokens,
+    stop_cut,
+    visible_text,
+)
 
 _TOKENIZE_INLINE_CHARS = 20_000  # longer prompts are tokenized in a thread so the loop keeps serving
 _DISCONNECT_POLL_S = 0.5  # how often a non-streaming answer checks whether its client is still there
@@ -77,6 +85,22 @@ class _Job:
     placement: object
     include_usage: bool
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:24])
+    released: bool = False
+
+
+class _SseResponse(StreamingResponse):
+    """A streamed answer that releases its request however the response ends, even if the client left before
+    the body iterator ever started (an unstarted generator never runs its `finally`)."""
+
+    def __init__(self, content, on_close, **kw) -> None:
+        super().__init__(content, **kw)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
 
 
 def create_app(state: ServeState) -> FastAPI:
@@ -172,8 +196,8 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
             return errors.error_response(400, f"the fleet refused the request: {reason}", code="rejected")
         if body.stream:
             handed_over = True
-            return StreamingResponse(_sse(state, job), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return _SseResponse(_sse(state, job), lambda: _release(state, job), media_type="text/event-stream",
+                                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done = await _wait(state, job.stream, request, lambda s: s.final)
         if done is None:
             m.requests.labels(endpoint, "disconnected").inc()
@@ -182,8 +206,7 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
         return JSONResponse(_full_body(state, job))
     finally:
         if not handed_over:
-            m.in_flight.dec()
-            _finish(state, job)
+            _release(state, job)
 
 
 async def _wait(state: ServeState, s: Stream, request: Request, ready) -> Stream | None:
@@ -200,13 +223,21 @@ async def _wait(state: ServeState, s: Stream, request: Request, ready) -> Stream
     return s
 
 
+def _release(state: ServeState, job: _Job) -> None:
+    """Once per request, however its answer ended: the request leaves the bridge and the in-flight count."""
+    if job.released:
+        return
+    job.released = True
+    state.metrics.in_flight.dec()
+    _finish(state, job)
+
+
 def _finish(state: ServeState, job: _Job) -> None:
     """Give the request back to the bridge and record its conversation (prompt + the reply it produced)."""
     if state.bridge is not None:
         state.bridge.close(job.stream)
     if job.stream.completed:
-        reply, _ = visible_text(job.osl, job.cut, job.stops)
-        state.sessions.record(job.placement, job.prompt_tokens + encode(reply))
+        state.sessions.record(job.placement, job.prompt_tokens + reply_tokens(job.osl, job.cut, job.stops))
 
 
 def _observe_done(state: ServeState, job: _Job) -> None:
@@ -322,5 +353,4 @@ async def _sse(state: ServeState, job: _Job) -> AsyncIterator[bytes]:
         m.requests.labels(job.endpoint, "disconnected").inc()
         raise
     finally:
-        m.in_flight.dec()
-        _finish(state, job)
+        _release(state, job)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cache
 
 WORDS = (" the", " of", " and", " to", " in", " a", " is", " that", " for", " it", " as", " with", " on",
          " was", " by", " at", " from", " this", " be", " or", " an", " are", " not", " we", " can", " has",
@@ -81,6 +82,19 @@ def visible_text(generated: int, cut: int | None, stop: list[str]) -> tuple[str,
     text = filler_text(cut)
     first = min(i for i in (text.find(s) for s in stop) if i >= 0)
     return text[:first], cut - 1
+
+
+@cache
+def _word_ids() -> tuple[int, ...]:
+    return tuple(encode(w)[0] for w in WORDS)
+
+
+def reply_tokens(generated: int, cut: int | None, stop: list[str]) -> list[int]:
+    """Token ids of the reply text a client sees (no encoding of long replies: each filler word is one token)."""
+    if cut is not None:
+        return encode(visible_text(generated, cut, stop)[0])
+    ids = _word_ids()
+    return [ids[i % len(ids)] for i in range(generated)]
 
 
 def unit_hashes(tokens: list[int], unit: int) -> list[int]:
