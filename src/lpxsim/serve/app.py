@@ -188,8 +188,7 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
     try:
         first = await _wait(state, job.stream, request, lambda s: s.available > 0 or s.final)
         if first is None:
-            m.requests.labels(endpoint, "disconnected").inc()
-            return Response(status_code=499)
+            return _gone(state, endpoint)
         if job.stream.available == 0 and not job.stream.completed:
             m.requests.labels(endpoint, "rejected").inc()
             reason = job.stream.req.reason or job.stream.req.status
@@ -200,13 +199,21 @@ async def _answer(state: ServeState, request: Request, endpoint: str, body, toke
                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         done = await _wait(state, job.stream, request, lambda s: s.final)
         if done is None:
-            m.requests.labels(endpoint, "disconnected").inc()
-            return Response(status_code=499)
+            return _gone(state, endpoint)
         _observe_done(state, job)
         return JSONResponse(_full_body(state, job))
     finally:
         if not handed_over:
             _release(state, job)
+
+
+def _gone(state: ServeState, endpoint: str) -> Response:
+    """The answer for a client that left (nobody reads it) or a server that is stopping."""
+    if state.closing:
+        state.metrics.requests.labels(endpoint, "shutdown").inc()
+        return errors.error_response(503, "the server is stopping", "service_unavailable", code="shutdown")
+    state.metrics.requests.labels(endpoint, "disconnected").inc()
+    return Response(status_code=499)
 
 
 async def _wait(state: ServeState, s: Stream, request: Request, ready) -> Stream | None:
