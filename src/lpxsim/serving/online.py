@@ -46,6 +46,7 @@ class OnlineSimulation:
         self.live: dict[int, Request] = {}  # submitted and not yet forgotten
         self.finished: deque[Request] = deque(maxlen=keep_finished)  # for a timeline; bounded
         self._pending_abort: dict[int, Request] = {}
+        self._abort_timed: set[int] = set()  # pending aborts with a retry already scheduled at a step boundary
         self._next_rid = 0
         self._forgotten = 0
 
@@ -62,7 +63,8 @@ class OnlineSimulation:
         self.engine.now = t_s  # nothing is pending before t_s, so the clock may stand at it
         if self._pending_abort:
             for req in list(self._pending_abort.values()):
-                self.abort(req)
+                if req.rid not in self._abort_timed:
+                    self.abort(req)
 
     def next_event_s(self) -> float:
         """Simulated time of the next scheduled event (inf when the fleet is idle)."""
@@ -169,10 +171,13 @@ class OnlineSimulation:
             w._cut_run()
         boundary = w.run_start + w.run_k * w.run_dt
         self._pending_abort[req.rid] = req
-        self.engine.schedule(boundary, EventKind.TIMER, self._retry_abort, req)
+        if req.rid not in self._abort_timed:
+            self._abort_timed.add(req.rid)
+            self.engine.schedule(boundary, EventKind.TIMER, self._retry_abort, req)
         return False
 
     def _retry_abort(self, req: Request) -> None:
+        self._abort_timed.discard(req.rid)
         if req.rid in self._pending_abort and self.abort(req):
             self._pending_abort.pop(req.rid, None)
 
