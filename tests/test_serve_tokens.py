@@ -57,3 +57,7 @@ def test_index_is_bounded():
         idx.place(encode(f"conversation {i} " * 20))
     assert len(idx.sessions()) == 10 and len(idx._owner) <= 10 * 40
     assert idx.sessions(3) == idx.sessions()[-3:][::-1]
+    by_units = SessionIndex(unit_tokens=4, max_units=100)
+    for i in range(50):
+        by_units.place(encode(f"conversation {i} " * 20))  # ~15 units each
+    assert by_units._total <= 100 and sum(len(h) for h in by_units._units.values()) == by_units._total

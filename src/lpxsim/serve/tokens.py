@@ -119,9 +119,11 @@ class Placement:
 class SessionIndex:
     """Conversations by the content of their units (bounded, least recently used forgotten first)."""
 
-    def __init__(self, unit_tokens: int, max_sessions: int = 50_000) -> None:
+    def __init__(self, unit_tokens: int, max_sessions: int = 50_000, max_units: int = 1_000_000) -> None:
         self.unit = unit_tokens
         self.max_sessions = max_sessions
+        self.max_units = max_units  # ~150 MB of index at most (64M tokens of history at 64-token units)
+        self._total = 0
         self._owner: dict[int, tuple[int, int]] = {}  # unit hash -> (session, unit index)
         self._units: OrderedDict[int, list[int]] = OrderedDict()  # session -> its unit hashes, in order
         self._next = 0
@@ -159,17 +161,26 @@ class SessionIndex:
         sid = self._next
         self._next += 1
         self._units[sid] = []
-        while len(self._units) > self.max_sessions:
+        self._bound()
+        return sid
+
+    def _bound(self) -> None:
+        """Forget the least recently used conversations while over the session or unit limit."""
+        while len(self._units) > self.max_sessions or (self._total > self.max_units and len(self._units) > 1):
             old, hs = self._units.popitem(last=False)
+            self._total -= len(hs)
             for h in hs:
                 if self._owner.get(h, (None,))[0] == old:
                     del self._owner[h]
-        return sid
 
     def _extend(self, sid: int, hashes: list[int]) -> None:
         have = self._units[sid]
         if len(hashes) <= len(have) or hashes[:len(have)] != have:
             return  # nothing new, or a different history (the conversation keeps what it had)
+        self._total += len(hashes) - len(have)
         for j in range(len(have), len(hashes)):
             self._owner.setdefault(hashes[j], (sid, j))
             have.append(hashes[j])
+        if self._total > self.max_units:
+            self._units.move_to_end(sid)  # the conversation being extended is the most recent
+            self._bound()
