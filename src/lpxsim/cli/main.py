@@ -77,6 +77,7 @@ COMMAND_MODULES = [
     "lpxsim.cli.cache_cmd",
     "lpxsim.cli.modes_cmd",
     "lpxsim.cli.validate_cmd",
+    "lpxsim.cli.serve_cmd",
 ]
 
 # The module that registers each command: `lpxsim NAME` imports only that one. A command missing here
@@ -88,10 +89,10 @@ COMMAND_NAMES = {
     "estimate": "lpxsim.cli.estimate_cmd", "emulate": "lpxsim.cli.emulate_cmd",
     "simulate": "lpxsim.cli.simulate_cmd", "bench": "lpxsim.cli.bench_cmd", "sweep": "lpxsim.cli.sweep_cmd",
     "tour": "lpxsim.cli.tour_cmd", "plan": "lpxsim.cli.plan_cmd", "cache": "lpxsim.cli.cache_cmd",
-    "modes": "lpxsim.cli.modes_cmd", "validate": "lpxsim.cli.validate_cmd",
+    "modes": "lpxsim.cli.modes_cmd", "validate": "lpxsim.cli.validate_cmd", "serve": "lpxsim.cli.serve_cmd",
 }
 # Commands that answer in well under 2 s: no whole-command spinner (every other one shows one at a terminal).
-QUICK_COMMANDS = {"models", "model", "systems", "system", "cache", "capacity"}
+QUICK_COMMANDS = {"models", "model", "systems", "system", "cache", "capacity", "serve"}  # serve: no spinner
 _registered: set[str] = set()
 
 

@@ -50,13 +50,15 @@ def _fleet(fleet: str, model: str):
 
 
 def write_outputs(result, out_dir: Path) -> list[str]:
-    """requests.parquet, pools.parquet and summary.json, each written to a temp name then renamed
-    (`lpxsim.core.outputs`: never over a device, a FIFO or a folder)."""
+    """requests.parquet (and the same as requests.csv), pools.parquet and summary.json, each written to a temp
+    name then renamed (`lpxsim.core.outputs`: never over a device, a FIFO or a folder)."""
     from lpxsim.core.outputs import atomic_write_text, atomic_write_with
 
     written = []
     for name, frame in (("requests.parquet", result.requests), ("pools.parquet", result.pools)):
         written.append(str(atomic_write_with(out_dir / name, lambda tmp, f=frame: f.to_parquet(tmp, index=False))))
+    written.append(str(atomic_write_with(out_dir / "requests.csv",
+                                         lambda tmp: result.requests.to_csv(tmp, index=False))))
     written.append(str(atomic_write_text(out_dir / "summary.json", json.dumps(_clean(result.summary), indent=2))))
     return written
 
@@ -116,7 +118,9 @@ def register(app: typer.Typer) -> None:
         duration: float | None = real_option(None, "--duration", help="stop new arrivals after S simulated seconds",
                                              lo=0, hi=1e9, lo_open=True, metavar="S"),
         seed: int = seed_option(0),
-        out_dir: Path | None = path_option(None, "--out", help="write requests.parquet, pools.parquet, summary.json"),
+        out_dir: Path | None = path_option(None, "--out", help="write requests.parquet (+ .csv), pools.parquet, summary.json"),
+        timeline: Path | None = path_option(None, "--timeline", help="write the serving timeline as a Chrome "
+                                             "trace (open in ui.perfetto.dev)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Simulate serving a workload on a fleet: TTFT/TPOT/ITL/E2E percentiles, goodput, tok/s per MW."""
@@ -126,14 +130,25 @@ def register(app: typer.Typer) -> None:
             raise UserError("duration", f"expected a positive number of seconds, got {duration}")
         if out_dir is not None:
             inputs.check_output_dir(out_dir, "out")  # before the simulation, not after
+        if timeline is not None:
+            inputs.check_output_file(timeline, "timeline")
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
         from lpxsim.core.progress import bar
 
+        recorder = None
+        if timeline is not None:
+            from lpxsim.serving.timeline import TimelineRecorder
+
+            recorder = TimelineRecorder()
         with bar("simulating") as tick:  # silent under --json or when stderr is not a terminal
             result = simulate(fleet_src, wcfg, seed=seed, duration_s=duration,
-                              on_progress=lambda t: tick.update(note=f"{t:,.0f} s simulated"))
+                              on_progress=lambda t: tick.update(note=f"{t:,.0f} s simulated"), timeline=recorder)
         written = write_outputs(result, out_dir) if out_dir is not None else []
+        if recorder is not None:
+            from lpxsim.serving.timeline import write_timeline
+
+            written.append(write_timeline(timeline, recorder, result.requests))
         if as_json:
             emit_json({"summary": result.summary, "pools": result.pools.to_dict(orient="records"), "written": written})
         else:

@@ -31,15 +31,20 @@ def simulate(
     duration_s: float | None = None,
     horizon_s: float | None = None,
     on_progress: Callable[[float], None] | None = None,
+    timeline=None,
 ) -> SimResult:
     """Run one simulation. `duration_s` stops new arrivals; the fleet then drains.
 
     `horizon_s` (optional) stops the clock; requests still running are reported "incomplete".
+    `timeline` (optional): a `lpxsim.serving.timeline.TimelineRecorder` that records the run.
     """
     f = fleet if isinstance(fleet, FleetConfig) else load_fleet(fleet)
     w = workload if isinstance(workload, WorkloadConfig) else load_workload(workload)
     t0 = time.perf_counter()
-    sim = Simulation(f, w, seed=seed, duration_s=duration_s, horizon_s=horizon_s).run(on_progress)
+    sim = Simulation(f, w, seed=seed, duration_s=duration_s, horizon_s=horizon_s)
+    if timeline is not None:
+        timeline.attach(sim)
+    sim.run(on_progress)
     wall = time.perf_counter() - t0
     res = summarize(sim)
     res.wall_s = wall  # kept out of `summary` so results stay bit-for-bit reproducible

@@ -31,7 +31,7 @@ class EventKind(IntEnum):
 class Engine:
     """Discrete-event loop. `schedule` returns nothing; `run` processes events in order."""
 
-    __slots__ = ("now", "_heap", "_seq", "rng", "events", "_stop", "on_progress", "progress_every")
+    __slots__ = ("now", "_heap", "_seq", "rng", "events", "_stop", "on_progress", "progress_every", "on_event")
 
     def __init__(self, seed: int = 0) -> None:
         self.now = 0.0
@@ -42,6 +42,8 @@ class Engine:
         self._stop = False
         self.on_progress: Callable[[float], None] | None = None
         self.progress_every = 50_000
+        # optional observer called as on_event(time, kind, handler, arg) before each handler (a timeline)
+        self.on_event: Callable[[float, int, Callable[[Any], None], Any], None] | None = None
 
     def schedule(self, time: float, kind: EventKind, handler: Callable[[Any], None], arg: Any = None) -> None:
         """Schedule `handler(arg)` at `time` (never before now)."""
@@ -63,6 +65,8 @@ class Engine:
                 break
             time, _kind, _seq, handler, arg = pop(heap)
             self.now = time
+            if self.on_event is not None:
+                self.on_event(time, _kind, handler, arg)
             handler(arg)
             self.events += 1
             if self.on_progress is not None and self.events % every == 0:
