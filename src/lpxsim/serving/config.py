@@ -26,6 +26,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf: one-line error naming the field
 
 
+class OffloadTier(_Strict):
+    """A slower memory a worker parks evicted KV in and reloads it from (per replica).
+
+    A reload of b bytes takes b / bandwidth_Bps + latency_s on the tier's link (FIFO with the write-backs).
+    `source`: where the numbers come from, or why they are assumed (docs/assumptions.md, docs/sources.md)."""
+
+    name: str
+    capacity_bytes: float = Field(..., gt=0, le=1e18)
+    bandwidth_Bps: float = Field(..., gt=0, le=1e18)
+    latency_s: float = Field(..., ge=0, le=1e6)
+    source: str = ""
+
+
 class PoolConfig(_Strict):
     """`workers` replicas of `model` on `system`; chips per replica from one of the *_per_worker keys."""
 
@@ -57,6 +70,7 @@ class PoolConfig(_Strict):
     # lpx backend: the output tokens of the request target_context is sized for; with it the steps are compiled
     # at that workload's own contexts (0, 1,024, target_context) instead of the generic context buckets
     target_osl: int | None = Field(None, ge=1, le=10_000_000)
+    offload: OffloadTier | None = None  # where this pool's evicted session KV goes (None: evicted KV is dropped)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -103,6 +117,23 @@ class SchedulerConfig(_Strict):
     preemption: Literal["recompute"] = "recompute"
 
 
+RetentionPolicy = Literal["hold", "evict_idle", "lru"]
+
+
+class RetentionConfig(_Strict):
+    """What a worker does with finished turns' KV when new work needs the room (docs/serving.md "Retention").
+
+    * `hold`: sessions whose KV is resident keep it; a session with nothing resident (new, or evicted) waits
+      until its turn fits without evicting a resident session, keeping `headroom` of the KV free for the
+      resident sessions' growth. A resident session's turn that needs room evicts the longest-idle session.
+    * `evict_idle`: anything may evict; the longest-idle session goes first, whole.
+    * `lru`: plain block LRU over the prefix units (tail blocks of the least recently used first).
+    """
+
+    policy: RetentionPolicy = "hold"
+    headroom: float = Field(0.1, ge=0, lt=1)
+
+
 class SpeculationConfig(_Strict):
     draft_tokens: int = Field(4, ge=1, le=32)
     adaptive: bool = False
@@ -122,6 +153,7 @@ class FleetConfig(_Strict):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
     afd: AfdConfig = Field(default_factory=AfdConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FleetConfig:

@@ -14,9 +14,11 @@ from lpxsim.serving.afd import AfdStepModel
 from lpxsim.serving.backends import make_step_model, pool_model
 from lpxsim.serving.config import ENTRY_ROLES, FleetConfig, PoolConfig
 from lpxsim.serving.engine import Engine, EventKind
+from lpxsim.serving.kvcache import ResidentCount, TierStore
 from lpxsim.serving.request import DONE, REJECTED, Request
 from lpxsim.serving.router import Router
 from lpxsim.serving.spec import Link, SpecWorker
+from lpxsim.serving.timeline import Timeline
 from lpxsim.serving.worker import SharedResource, Worker
 from lpxsim.serving.workload import Workload, WorkloadConfig, make_workload
 
@@ -57,7 +59,11 @@ class Simulation:
         self.completed = 0
         self.workload: Workload = make_workload(workload, self.rng, duration_s)
         self.horizon_s = horizon_s
+        self._resident: dict[str, ResidentCount] = {}
         self._build()
+        self.context_window = self._context_window()
+        self.workload.context_window = self.context_window  # sessions truncate to it (docs/serving.md)
+        self.timeline = Timeline(self)
         self._entry = [p for p in self.pools.values() if p.role in ENTRY_ROLES]
         self._class_workers: dict[str, list[Worker]] = {}
         self._all_entry_workers = [w for p in self._entry for w in p.workers]
@@ -75,6 +81,29 @@ class Simulation:
         if key not in self.links:
             self.links[key] = Link(f"{a}<->{b} ({cfg.kind})", cfg.bandwidth_Bps, cfg.latency_s)
         return self.links[key]
+
+    def make_tier(self, pool: str, index: int) -> TierStore | None:
+        """The offload tier of replica `index` of `pool` (None if the pool has none), with its own link."""
+        cfg = next(p for p in self.fleet.pools if p.name == pool).offload
+        if cfg is None:
+            return None
+        out = Link(f"{pool}[{index}]->{cfg.name} (offload)", cfg.bandwidth_Bps, cfg.latency_s)
+        back = Link(f"{cfg.name}->{pool}[{index}] (reload)", cfg.bandwidth_Bps, cfg.latency_s)
+        self.links[out.name], self.links[back.name] = out, back
+        return TierStore(cfg.name, cfg.capacity_bytes, out, back, self._now)
+
+    def _now(self) -> float:
+        return self.engine.now
+
+    def resident_count(self, pool: str) -> ResidentCount:
+        """The count of sessions with KV resident in `pool` (shared by its workers' stores)."""
+        return self._resident.setdefault(pool, ResidentCount())
+
+    def _context_window(self) -> int | None:
+        """The smallest context window of the models that serve requests (None: no pool states one)."""
+        wins = [pool_model(p).max_context for p in self.fleet.pools if p.role not in ("ffn", "drafter")]
+        wins = [w for w in wins if w]
+        return min(wins) if wins else None
 
     def _build(self) -> None:
         fleet = self.fleet
@@ -174,7 +203,12 @@ class Simulation:
         now = self.engine.now
         self.requests.append(req)
         self._count(+1, now)
+        if now >= self.timeline.next_s:
+            self.timeline.offer(now)
         self._schedule_next_arrival()
+        if self.context_window and req.isl >= self.context_window:
+            self.reject(req, "context_window: the prompt is longer than the model's context window")
+            return
         ws = self._candidates(req)
         if not ws:
             self.reject(req, f"no pool serves request class {req.klass!r}")
@@ -193,14 +227,32 @@ class Simulation:
         req.status = REJECTED
         req.reason = reason
         self._count(-1, self.engine.now)
+        if req.session_hash_base >= 0:  # a session cut short holds nothing any more
+            self._close_session(req)
 
     def complete(self, req: Request, t: float) -> None:
         """A request produced its last token at `t`."""
         req.status = DONE
         self.completed += 1
         self._count(-1, self.engine.now)
+        if self.engine.now >= self.timeline.next_s:
+            self.timeline.offer(self.engine.now)
+        if req.last_turn and req.session_hash_base >= 0:
+            self._close_session(req)
         for nxt in self.workload.on_complete(req, t):
             self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
+
+    def _close_session(self, req: Request) -> None:
+        """A session ended: the workers that kept its KV no longer hold it for a next turn."""
+        ids = req.unit_ids(req.isl + req.osl)
+        for pool, index in ((req.pool, req.worker), (req.decode_pool, req.decode_worker)):
+            rt = self.pools.get(pool)
+            if rt is None or not (0 <= index < len(rt.workers)):
+                continue
+            w = rt.workers[index]
+            w.kv.close_session(req.session, ids)
+            if w.parked and not w.busy:
+                w.plan()
 
     def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
         """PD: the prefill worker's KV for `req` crosses to a decode worker."""
@@ -230,6 +282,7 @@ class Simulation:
         self._count(0, self.engine.now)
         for w in self.workers():
             w._kv_account(self.engine.now)
+        self.timeline.record(self.engine.now)
         return self
 
     def workers(self) -> list[Worker]:

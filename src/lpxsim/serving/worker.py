@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from lpxsim.serving.sim import Simulation
 
 
+_ADMITTED, _NO_ROOM, _PARK = 0, 1, 2  # admission verdicts
+
+
 def ctx_bucket(ctx: float) -> int:
     """Round a context to max(256 tokens, 1/64 of its magnitude) so step costs can be cached."""
     c = int(ctx)
@@ -84,7 +87,14 @@ class Worker:
         self.model = model
         self.role = role
         self.share = share
-        self.kv = KvStore(model.kv_capacity_bytes())
+        retention = sim.fleet.retention
+        cap = model.kv_capacity_bytes()
+        self.kv = KvStore(cap, session_whole=retention.policy != "lru", tier=sim.make_tier(pool, index),
+                          resident=sim.resident_count(pool))
+        self.hold = retention.policy == "hold"
+        self.headroom = retention.headroom * cap
+        self.parked: deque[Request] = deque()  # hold: sessions with nothing resident, waiting for room
+        self.loading = 0  # sequences whose KV is being reloaded from the offload tier
         self.block = int(sched.block_tokens)
         self.budget = int(sched.token_budget)
         self.min_chunk = int(sched.min_chunk_tokens)
@@ -211,7 +221,7 @@ class Worker:
         return self.ctx_sum + self.queued_tokens
 
     def load(self) -> int:
-        return self.n_dec + len(self.prefilling) + len(self.waiting)
+        return self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.parked) + self.loading
 
     # --- entry points -----------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -235,48 +245,101 @@ class Worker:
             self.engine.schedule(self.run_start + done * self.run_dt, EventKind.STEP_END, self._on_step_end,
                                  self.version)
 
-    # --- admission ----------------------------------------------------------------------
+    # --- admission ---------------------------------------------------------------------
     def _admit(self) -> None:
-        kv = self.kv
-        while self.waiting and self.n_dec + len(self.prefilling) < self.max_batch:
-            req = self.waiting[0]
-            ctx = req.isl + req.generated
-            prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
-            ids = req.unit_ids(ctx)
-            m = kv.match(ids) if ids else 0
-            if m * req.hash_block_tokens >= ctx:
-                m = (ctx - 1) // req.hash_block_tokens
-            shared_tok = m * req.hash_block_tokens
-            shared = self.kvb(shared_tok) if m else 0.0
-            need = self.kvb(ctx + 1) - shared
-            # must fit alone with one step of growth to spare, so a lone sequence always makes progress
-            if self.kvb(req.isl + req.osl) + self.g_all > kv.capacity:
-                self.waiting.popleft()
-                self.queued_tokens -= ctx
-                self.rejected += 1
-                self.sim.reject(req, "kv_capacity: one sequence needs more KV than the worker holds")
-                continue
-            if m:
-                kv.acquire(ids[:m])
-            if not kv.make_room(need):
-                if m:
-                    kv.release(ids[:m])
+        if self.parked:
+            self._admit_from(self.parked, True)
+        self._admit_from(self.waiting, False)
+
+    def _admit_from(self, queue: deque[Request], parked: bool) -> None:
+        while queue and self.n_dec + len(self.prefilling) + self.loading < self.max_batch:
+            req = queue[0]
+            verdict = self._try_admit(req, parked)
+            if verdict == _ADMITTED:
+                queue.popleft()
+            elif verdict == _PARK and not parked:  # hold: wait behind the sessions already parked
+                queue.popleft()
+                self.parked.append(req)
+            else:
                 break
-            self.waiting.popleft()
+
+    def _try_admit(self, req: Request, parked: bool) -> int:
+        """Admit `req` if its KV fits under the retention policy (`_ADMITTED`; a rejection counts as one)."""
+        kv = self.kv
+        ctx = req.isl + req.generated
+        # must fit alone with one step of growth to spare, so a lone sequence always makes progress
+        if self.kvb(req.isl + req.osl) + self.g_all > kv.capacity:
             self.queued_tokens -= ctx
-            kv.charge(need)
-            req.kv_charge = need
-            req.units_ref = ids[:m]
-            if prefilled:
-                self._join(req)
-                continue
-            if req.preemptions == 0 and req.generated == 0:
-                req.cached_tokens = shared_tok
-                kv.hits_tokens += shared_tok
-            req.prefill_ctx = shared_tok
-            req.prefill_left = ctx - shared_tok
+            self.rejected += 1
+            self.sim.reject(req, "kv_capacity: one sequence needs more KV than the worker holds")
+            return _ADMITTED
+        prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
+        ids = req.unit_ids(ctx)
+        unit = req.hash_block_tokens
+        limit = (ctx - 1) // unit  # at least one token is always prefilled
+        m = min(kv.match(ids), limit) if ids else 0
+        r = 0  # units reloaded from the offload tier
+        if kv.tier is not None and m < limit and not prefilled and ids:
+            r = min(kv.tier.run(ids, m), limit - m)
+            if r and not self._reload_pays(m * unit, r * unit):
+                r = 0
+        session = req.session if req.session_hash_base >= 0 else -1
+        room = need = self.kvb(ctx + 1) - (self.kvb(m * unit) if m else 0.0)
+        spare = self.hold and session >= 0 and m == 0
+        if spare:  # nothing of this session is resident here: it may not evict a resident session
+            if self.parked and not parked:
+                return _PARK
+            room = min(room + self.headroom, kv.capacity)
+        if m:
+            kv.acquire(ids[:m], session)
+        if not kv.make_room(room, spare):
+            if m:
+                kv.release(ids[:m], session)
+            return _PARK if spare else _NO_ROOM
+        self.queued_tokens -= ctx
+        kv.charge(need)
+        req.kv_charge = need
+        req.units_ref = ids[:m]
+        if prefilled:
+            self._join(req)
+            return _ADMITTED
+        cached = (m + r) * unit
+        if req.preemptions == 0 and req.generated == 0:
+            req.cached_tokens = cached
+            kv.hits_tokens += cached
+        req.prefill_ctx = cached
+        req.prefill_left = ctx - cached
+        self.queued_tokens += req.prefill_left
+        if r:
+            req.reloaded_tokens += r * unit
+            self.loading += 1
+            self.engine.schedule(kv.tier.fetch(ids[m:m + r]), EventKind.TRANSFER_DONE, self._on_reloaded, req)
+        else:
             self.prefilling.append(req)
-            self.queued_tokens += req.prefill_left
+        return _ADMITTED
+
+    def _reload_pays(self, cached: int, tokens: int) -> bool:
+        """Reload `tokens` of KV after `cached` ones from the tier only if that beats prefilling them again
+        (bytes / bandwidth + latency against the prefill of those tokens in budget-sized chunks)."""
+        link = self.kv.tier.link_in
+        reload_s = (self.kvb(cached + tokens) - self.kvb(cached)) / link.bandwidth_Bps + link.latency_s
+        chunk = min(tokens, self.budget)
+        try:
+            one = self.model.prefill(PrefillChunk(tokens=chunk, context=ctx_bucket(cached + tokens / 2),
+                                                  sequences=1)).latency_s
+        except DoesNotFit:
+            return True
+        return reload_s < one * (tokens / chunk)
+
+    def _on_reloaded(self, req: Request) -> None:
+        """The offload tier's copy of a session's KV is back: it is cached again, the rest is prefilled."""
+        self.loading -= 1
+        self._cache_units(req, req.prefill_ctx, referenced=True)
+        self.prefilling.append(req)
+        if not self.busy:
+            self.plan()
+        elif self.run_chunks is None and self.run_k > 1:
+            self._cut_run()
 
     # --- planning ---------------------------------------------------------------------
     def plan(self) -> None:
@@ -433,7 +496,7 @@ class Worker:
         u = req.hash_block_tokens
         sizes = [self.kvb((j + 1) * u) - self.kvb(j * u) for j in range(have, len(ids))]
         new = ids[have:]
-        req.kv_charge -= self.kv.insert(new, sizes, referenced)
+        req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if req.session_hash_base >= 0 else -1)
         if referenced:
             req.units_ref = ids
 
@@ -474,7 +537,7 @@ class Worker:
         """Give back a sequence's KV; its complete units stay cached (evictable)."""
         if req.session_hash_base >= 0:
             self._cache_units(req, ctx, referenced=True)
-        self.kv.release(req.units_ref)
+        self.kv.release(req.units_ref, req.session if req.session_hash_base >= 0 else -1)
         self.kv.free(req.kv_charge)
         req.kv_charge = 0.0
         req.units_ref = ()
