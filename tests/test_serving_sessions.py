@@ -156,3 +156,51 @@ def test_kvstore_evicts_the_longest_idle_session_whole():
     assert not kv.make_room(70.0, spare_sessions=True)  # hold: a newcomer may not evict a held session
     kv.close_session(2, (21, 22))  # ended: its units are loose now, a newcomer may take them
     assert kv.resident.n == 1 and kv.make_room(70.0, spare_sessions=True) and kv.match((21,)) == 0
+
+
+def test_pd_a_later_turn_sends_only_its_new_blocks_and_both_sides_keep_the_session():
+    from lpxsim.serving.sim import Simulation
+    from serving_fixtures import link
+
+    f = load_fleet(fleet(pool("pre", role="prefill"), pool("dec", system="lpx", role="decode"),
+                         links=[link("pre", "dec")]))
+    sim = Simulation(f, load_workload(_sessions(1, 3, 4096, 512, think=1.0)), seed=0).run()
+    step = sim.pools["pre"].workers[0].model
+    sent = sim.links["dec|pre"].bytes_sent
+    # the prompt and the prefill's one token; turns 1 and 2: only what follows the 9 and 11 units held
+    want = (step.kv_bytes(4097) + step.kv_bytes(5121) - step.kv_bytes(4608)
+            + step.kv_bytes(6145) - step.kv_bytes(5632))
+    assert sent == pytest.approx(want, rel=1e-12)
+    reqs = sorted(sim.requests, key=lambda r: r.turn)
+    # the prefill side holds the prompts it prefilled, not the outputs decoded on the other side: a later turn
+    # prefills the previous output and its new tokens
+    assert [r.cached_tokens for r in reqs] == [0, 4096, 5120]
+    assert sim.resident_count("dec").max == 1 and sim.resident_count("pre").max == 1
+
+
+def test_afd_the_attention_side_holds_the_sessions():
+    from serving_fixtures import link
+
+    f = fleet(pool("att", role="attention"), pool("ffn", system="lpx", role="ffn"), links=[link("att", "ffn")])
+    res = simulate(f, _sessions(2, 4, 8192, 1024), seed=0)
+    by = res.pools.set_index("pool")
+    assert by.loc["att", "sessions_resident_max"] == 2 and by.loc["ffn", "sessions_resident_max"] == 0
+    assert res.summary["prefix_hit_rate"] > 0.7
+
+
+def test_the_external_drafter_holds_its_own_kv_of_every_session():
+    from lpxsim.serving.sim import Simulation
+    from serving_fixtures import link
+
+    def target_kv(drafter_chips):
+        f = fleet(pool("tgt", role="target"),
+                  pool("dr", system="lpx", model="gemma-4-assistant", role="drafter", chips_per_worker=drafter_chips),
+                  links=[link("tgt", "dr")])
+        return Simulation(load_fleet(f), load_workload(_sessions(1, 1, 1000, 10)), seed=0).pools["tgt"].workers[0]
+
+    big, small = target_kv(256), target_kv(16)
+    assert big.kv.capacity == big.model.kv_capacity_bytes()  # a roomy drafter does not bind
+    d = small.drafter
+    ratio = small.model.kv_bytes(32_768) / d.kv_bytes(32_768)
+    assert small.kv.capacity == pytest.approx(d.kv_capacity_bytes() * ratio)
+    assert small.kv.capacity < big.kv.capacity

@@ -178,6 +178,9 @@ class Simulation:
             self.links[link.name] = link
             workers.append(SpecWorker(self, tgt.name, j, t, self._sched(tgt), d, shares[j % dr.workers], link,
                                       self.fleet.speculation, hidden))
+        per = -(-tgt.workers // dr.workers)
+        for w in workers:  # the drafter's own KV of the sessions a target holds (docs/serving.md "Sessions")
+            w.limit_kv_by_drafter(d.kv_capacity_bytes() / per)
         t0, d0 = workers[0].model, workers[0].drafter
         self.pools[tgt.name] = PoolRuntime(tgt, workers, t0.power_w * tgt.workers, t0.chips * tgt.workers, t0.name)
         self.pools[dr.name] = PoolRuntime(dr, [], d0.power_w * dr.workers, d0.chips * dr.workers, d0.name, shares)
