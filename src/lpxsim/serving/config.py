@@ -82,6 +82,9 @@ class PoolConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:
+        if self.offload is not None and self.role in ("decode", "ffn", "drafter"):
+            raise ValueError(f"a {self.role} pool takes no offload tier: a decode pool's evicted session KV comes back "
+                             "from the prefill pool over the PD link; FFN and drafter pools follow their partner")
         given = [k for k in ("gpus_per_worker", "chips_per_worker", "racks_per_worker") if getattr(self, k)]
         if len(given) > 1:
             raise ValueError(f"give one of gpus_per_worker, chips_per_worker, racks_per_worker (got {given})")
@@ -117,12 +120,14 @@ class SchedulerConfig(_Strict):
     preemption: Literal["recompute"] = "recompute"
 
 
-RetentionPolicy = Literal["hold", "evict_idle", "lru"]
+RetentionPolicy = Literal["auto", "hold", "evict_idle", "lru"]
 
 
 class RetentionConfig(_Strict):
     """What a worker does with finished turns' KV when new work needs the room (docs/serving.md "Retention").
 
+    * `auto` (default): `evict_idle` on a pool with an offload tier (the evicted session parks there and
+      reloads), `hold` on one without (an evicted session would have to prefill its whole context again).
     * `hold`: sessions whose KV is resident keep it; a session with nothing resident (new, or evicted) waits
       until its turn fits without evicting a resident session, keeping `headroom` of the KV free for the
       resident sessions' growth. A resident session's turn that needs room evicts the longest-idle session.
@@ -130,7 +135,7 @@ class RetentionConfig(_Strict):
     * `lru`: plain block LRU over the prefix units (tail blocks of the least recently used first).
     """
 
-    policy: RetentionPolicy = "hold"
+    policy: RetentionPolicy = "auto"
     headroom: float = Field(0.1, ge=0, lt=1)
 
 

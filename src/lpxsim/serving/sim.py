@@ -60,6 +60,7 @@ class Simulation:
         self.workload: Workload = make_workload(workload, self.rng, duration_s)
         self.horizon_s = horizon_s
         self._resident: dict[str, ResidentCount] = {}
+        self._homes: dict[tuple[str, int], Worker] = {}  # (pool, session) -> the worker its turns go to
         self._build()
         self.context_window = self._context_window()
         self.workload.context_window = self.context_window  # sessions truncate to it (docs/serving.md)
@@ -216,7 +217,10 @@ class Simulation:
         if not ws:
             self.reject(req, f"no pool serves request class {req.klass!r}")
             return
-        self.router.pick(req, ws).submit(req)
+        w = self.router.pick(req, ws)
+        if req.session_hash_base >= 0:
+            self._home(req, w)
+        w.submit(req)
 
     def _schedule_next_arrival(self) -> None:
         if self._arrivals is None:
@@ -245,6 +249,18 @@ class Simulation:
         for nxt in self.workload.on_complete(req, t):
             self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
 
+    def _home(self, req: Request, w: Worker) -> None:
+        """A session's turn goes to `w`: a copy another worker of the pool kept is stale now (the session's
+        context moves on without it), so it stops being a held session there (evictable first)."""
+        key = (w.pool, req.session)
+        old = self._homes.get(key)
+        if old is not w:
+            self._homes[key] = w
+            if old is not None:
+                old.kv.close_session(req.session, req.unit_ids(req.isl))
+                if old.parked and not old.busy:
+                    old.plan()
+
     def _close_session(self, req: Request) -> None:
         """A session ended: the workers that kept its KV no longer hold it for a next turn."""
         ids = req.unit_ids(req.isl + req.osl)
@@ -253,6 +269,7 @@ class Simulation:
             if rt is None or not (0 <= index < len(rt.workers)):
                 continue
             w = rt.workers[index]
+            self._homes.pop((pool, req.session), None)
             w.kv.close_session(req.session, ids)
             if w.parked and not w.busy:
                 w.plan()
@@ -262,6 +279,8 @@ class Simulation:
         pool = self._decode_pool
         dst = self.router.pick(req, pool.workers)
         req.decode_pool, req.decode_worker = pool.name, dst.index
+        if req.session_hash_base >= 0:
+            self._home(req, dst)
         # only the blocks the decode worker does not already hold cross (a session's earlier turns stay there)
         ctx = req.isl + req.generated
         ids = req.unit_ids(ctx)

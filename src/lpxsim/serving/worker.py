@@ -89,9 +89,10 @@ class Worker:
         self.share = share
         retention = sim.fleet.retention
         cap = model.kv_capacity_bytes()
-        self.kv = KvStore(cap, session_whole=retention.policy != "lru", tier=sim.make_tier(pool, index),
-                          resident=sim.resident_count(pool))
-        self.hold = retention.policy == "hold"
+        tier = sim.make_tier(pool, index)
+        policy = retention.policy if retention.policy != "auto" else ("evict_idle" if tier else "hold")
+        self.kv = KvStore(cap, session_whole=policy != "lru", tier=tier, resident=sim.resident_count(pool))
+        self.hold = policy == "hold"
         self.headroom = retention.headroom * cap
         self.parked: deque[Request] = deque()  # hold: sessions with nothing resident, waiting for room
         self.loading = 0  # sequences whose KV is being reloaded from the offload tier
