@@ -34,7 +34,8 @@ def _cpu() -> float:
 
 
 def policies(fleet_path: str, workload_path: str, seed: int) -> list[dict]:
-    base = yaml.safe_load(open(fleet_path))
+    with open(fleet_path) as fh:
+        base = yaml.safe_load(fh)
     wl = load_workload(workload_path)
     rows = []
     for policy, tier in POLICY_ROWS:
