@@ -107,6 +107,9 @@ class RouterConfig(_Strict):
     overlap_weight: float = Field(1.0, ge=0)
     temperature: float = Field(0.0, ge=0)
     classes: dict[str, list[str]] = Field(default_factory=dict)  # request class -> entry pools
+    # a session's turn goes back to the worker that holds its KV unless that worker is already queueing
+    # (then the KV cost above decides, which may move the session: docs/serving.md "Routing sessions")
+    session_affinity: bool = True
 
 
 class SchedulerConfig(_Strict):

@@ -106,7 +106,7 @@ class KvStore:
         self.used = 0.0
         self.units: dict[int, list] = {}  # id -> [refcount, bytes, session (-1: none)]
         self.lru: OrderedDict[int, int] = OrderedDict()  # loose unreferenced units -> release stamp, oldest first
-        self.idle: OrderedDict[int, list] = OrderedDict()  # session -> [stamp, its unreferenced units]
+        self.idle: OrderedDict[int, list] = OrderedDict()  # session -> [stamp, its unreferenced units, head unit]
         self.evictable = 0.0
         self.evictable_loose = 0.0
         self.peak = 0.0
@@ -141,6 +141,15 @@ class KvStore:
     def acquire(self, ids: tuple[int, ...], session: int = -1) -> None:
         """Reference resident units (pins them against eviction)."""
         if session >= 0 and session in self.idle:
+            entry = self.idle[session]
+            if len(entry[1]) == len(ids) and entry[2] == ids[0]:  # the session takes back exactly what it left
+                del self.idle[session]
+                units = self.units
+                for h in ids:
+                    u = units[h]
+                    u[0] += 1
+                    self.evictable -= u[1]
+                return
             self._loosen(session, stale=True)
         for h in ids:
             u = self.units[h]
@@ -152,7 +161,7 @@ class KvStore:
 
     def _loosen(self, session: int, stale: bool) -> None:
         """Turn an idle session's entry into loose units (at the cold end when `stale`)."""
-        _, ids = self.idle.pop(session)
+        ids = self.idle.pop(session)[1]
         lru, units = self.lru, self.units
         for h in ids:
             u = units.get(h)
@@ -180,9 +189,9 @@ class KvStore:
                 else:
                     self.lru[h] = self._stamp
                     self.evictable_loose += u[1]
-        if freed:
+        if freed:  # [stamp, units, the head unit]; `freed` is tail first
             entry = self.idle.pop(session, None)
-            self.idle[session] = [self._stamp, freed + entry[1] if entry else freed]
+            self.idle[session] = ([self._stamp, freed + entry[1], -1] if entry else [self._stamp, freed, freed[-1]])
 
     def insert(self, ids: tuple[int, ...], unit_bytes: list[float], referenced: bool, session: int = -1) -> float:
         """Turn private KV into cached units. Returns the private bytes handed over (or freed as duplicates)."""
@@ -239,7 +248,7 @@ class KvStore:
         lru, idle = self.lru, self.idle
         while self.capacity - self.used < nbytes:
             if idle and not spare_sessions and (not lru or next(iter(idle.values()))[0] < next(iter(lru.values()))):
-                session, (_, ids) = idle.popitem(last=False)
+                ids = idle.popitem(last=False)[1][1]
                 for h in ids:
                     if self.units.get(h, (1,))[0] == 0:
                         self._evict(h)

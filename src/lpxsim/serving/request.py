@@ -77,10 +77,10 @@ class Request:
         self.decode_pool = ""
         self.decode_worker = -1
 
-    def unit_ids(self, tokens: int) -> tuple[int, ...]:
+    def unit_ids(self, tokens: int) -> tuple[int, ...] | range:
         """Prefix-unit ids covering the first `tokens` tokens (complete units only)."""
         n = tokens // self.hash_block_tokens
-        if self.session_hash_base >= 0:
+        if self.session_hash_base >= 0:  # a session's chain: consecutive ids, as a range (no tuple to build)
             b = self.session_hash_base
-            return tuple(range(b, b + n))
+            return range(b, b + n)
         return self.hash_ids[:n]

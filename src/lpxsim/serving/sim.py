@@ -60,7 +60,7 @@ class Simulation:
         self.workload: Workload = make_workload(workload, self.rng, duration_s)
         self.horizon_s = horizon_s
         self._resident: dict[str, ResidentCount] = {}
-        self._homes: dict[tuple[str, int], Worker] = {}  # (pool, session) -> the worker its turns go to
+        self._homes: dict[tuple[int, int], Worker] = {}  # (entry 0 / decode 1, session) -> where its KV is
         self._build()
         self.context_window = self._context_window()
         self.workload.context_window = self.context_window  # sessions truncate to it (docs/serving.md)
@@ -217,9 +217,10 @@ class Simulation:
         if not ws:
             self.reject(req, f"no pool serves request class {req.klass!r}")
             return
-        w = self.router.pick(req, ws)
         if req.session_hash_base >= 0:
-            self._home(req, w)
+            w = self._session_pick(req, ws, 0)
+        else:
+            w = self.router.pick(req, ws)
         w.submit(req)
 
     def _schedule_next_arrival(self) -> None:
@@ -249,27 +250,34 @@ class Simulation:
         for nxt in self.workload.on_complete(req, t):
             self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
 
-    def _home(self, req: Request, w: Worker) -> None:
-        """A session's turn goes to `w`: a copy another worker of the pool kept is stale now (the session's
-        context moves on without it), so it stops being a held session there (evictable first)."""
-        key = (w.pool, req.session)
-        old = self._homes.get(key)
-        if old is not w:
+    def _session_pick(self, req: Request, ws: list[Worker], side: int) -> Worker:
+        """The worker for a session's turn (`side` 0: entry pools, 1: the decode pool). With session affinity
+        the turn goes home (the worker that holds its KV) unless home is already queueing; otherwise the
+        router's KV cost decides. A move leaves a stale copy behind: it stops being a held session there
+        (evictable first), since the session's context moves on without it."""
+        key = (side, req.session)
+        home = self._homes.get(key)
+        if (home is not None and self.fleet.router.session_affinity and not home.waiting and not home.parked
+                and home in ws):
+            return home
+        w = self.router.pick(req, ws)
+        if home is not w:
             self._homes[key] = w
-            if old is not None:
-                old.kv.close_session(req.session, req.unit_ids(req.isl))
-                if old.parked and not old.busy:
-                    old.plan()
+            if home is not None:
+                home.kv.close_session(req.session, req.unit_ids(req.isl))
+                if home.parked and not home.busy:
+                    home.plan()
+        return w
 
     def _close_session(self, req: Request) -> None:
         """A session ended: the workers that kept its KV no longer hold it for a next turn."""
         ids = req.unit_ids(req.isl + req.osl)
-        for pool, index in ((req.pool, req.worker), (req.decode_pool, req.decode_worker)):
+        for side, (pool, index) in enumerate(((req.pool, req.worker), (req.decode_pool, req.decode_worker))):
             rt = self.pools.get(pool)
             if rt is None or not (0 <= index < len(rt.workers)):
                 continue
             w = rt.workers[index]
-            self._homes.pop((pool, req.session), None)
+            self._homes.pop((side, req.session), None)
             w.kv.close_session(req.session, ids)
             if w.parked and not w.busy:
                 w.plan()
@@ -277,10 +285,8 @@ class Simulation:
     def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
         """PD: the prefill worker's KV for `req` crosses to a decode worker."""
         pool = self._decode_pool
-        dst = self.router.pick(req, pool.workers)
+        dst = self._session_pick(req, pool.workers, 1) if req.session_hash_base >= 0 else self.router.pick(req, pool.workers)
         req.decode_pool, req.decode_worker = pool.name, dst.index
-        if req.session_hash_base >= 0:
-            self._home(req, dst)
         # only the blocks the decode worker does not already hold cross (a session's earlier turns stay there)
         ctx = req.isl + req.generated
         ids = req.unit_ids(ctx)

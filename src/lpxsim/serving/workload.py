@@ -8,6 +8,7 @@ from the run's one generator, drawn in a fixed order, so a seed fixes the run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Literal
 
@@ -61,6 +62,28 @@ class Dist(BaseModel):
         if self.min is not None and self.max is not None and self.max < self.min:
             raise ValueError("needs min <= max")
         return self
+
+    def one(self, rng: np.random.Generator) -> float:
+        """One draw: the value `sample(rng, 1)[0]` would give (the same draws from the generator), without
+        building an array."""
+        k = self.kind
+        if k == "fixed":
+            x = float(self.value)
+        elif k == "uniform":
+            x = rng.uniform(self.low, self.high)
+        elif k == "lognormal":
+            x = self.median * math.exp(self.sigma * rng.standard_normal())
+        elif k == "normal":
+            x = rng.normal(self.mean, self.sigma)
+        elif k == "exponential":
+            x = rng.exponential(self.mean)
+        else:
+            x = rng.beta(self.a, self.b)
+        if self.min is not None and x < self.min:
+            x = self.min
+        if self.max is not None and x > self.max:
+            x = self.max
+        return float(x)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         k = self.kind
@@ -217,6 +240,15 @@ class Workload:
         return []
 
 
+def _token(x: float) -> int:
+    """One sampled token count as `_tokens` makes it: rounded half to even, in [1, TOKENS_MAX]."""
+    if x != x or x < 1:
+        return 1
+    if x >= TOKENS_MAX:
+        return TOKENS_MAX
+    return max(1, int(round(x)))
+
+
 def _tokens(x: np.ndarray) -> np.ndarray:
     """Sampled token counts as ints in [1, TOKENS_MAX] (a wide distribution's tail is clipped, not wrapped)."""
     return np.clip(np.rint(np.nan_to_num(x, nan=1.0, posinf=TOKENS_MAX, neginf=1.0)), 1, TOKENS_MAX).astype(int)
@@ -320,7 +352,7 @@ class AgenticWorkload(Workload):
 
     def _turn(self, sid: int, t: float) -> Request:
         st = self.sessions[sid]
-        osl = int(_tokens(self.cfg.osl.sample(self.rng, 1))[0])
+        osl = _token(self.cfg.osl.one(self.rng))
         if st["turn"] > 0:
             self._truncate(st, osl)
         r = Request(self._rid(), t, st["ctx"], osl, hash_block_tokens=self.cfg.hash_block_tokens,
@@ -370,8 +402,9 @@ class AgenticWorkload(Workload):
                 self._left -= 1
                 return [self._new_session(now)]
             return []
-        new = int(np.clip(np.rint(s.new_tokens.sample(self.rng, 1)[0]), 0, TOKENS_MAX))
-        think = max(0.0, float(s.think_s.sample(self.rng, 1)[0]))
+        new = s.new_tokens.one(self.rng)
+        new = 0 if new != new or new < 0 else min(TOKENS_MAX, int(round(new)))
+        think = max(0.0, s.think_s.one(self.rng))
         st["ctx"] = min(TOKENS_MAX, req.isl + req.osl + new)
         return [self._turn(req.session, now + think)]
 
