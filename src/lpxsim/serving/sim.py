@@ -217,10 +217,7 @@ class Simulation:
         if not ws:
             self.reject(req, f"no pool serves request class {req.klass!r}")
             return
-        if req.session_hash_base >= 0:
-            w = self._session_pick(req, ws, 0)
-        else:
-            w = self.router.pick(req, ws)
+        w = self._session_pick(req, ws, 0) if req.session_hash_base >= 0 else self.router.pick(req, ws)
         w.submit(req)
 
     def _schedule_next_arrival(self) -> None:
