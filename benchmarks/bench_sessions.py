@@ -2,6 +2,11 @@
 
     python benchmarks/bench_sessions.py policies [--fleet examples/fleets/lpx-host-offload.yaml]
     python benchmarks/bench_sessions.py fleet [--sessions 10000 --turns 50 --repeat 3]
+    python benchmarks/bench_sessions.py mooncake
+
+`mooncake` replays the Mooncake conversation trace and prints its prefix reuse: the trace's own
+infinite-cache bound, then the simulator on one Rubin rack (KV-aware and round-robin routing), with a
+Vera LPDDR5X tier, and on one LPX rack (docs/validation.md compares them with Dynamo's replay).
 
 `policies` runs one workload (examples/workloads/agentic-sessions.yaml) on one fleet under every
 retention policy, with and without the fleet's offload tier, and prints the table docs/serving.md
@@ -51,7 +56,7 @@ def policies(fleet_path: str, workload_path: str, seed: int) -> list[dict]:
                      "ttft_later_p50": s["ttft_by_turn"]["later"]["p50"], "tok_s_user_p50": s["tok_s_user"]["p50"],
                      "fleet_tok_s": s["fleet_tok_s"], "makespan_s": s["makespan_s"], "requests": s["completed"]})
     print(f"{fleet_path} x {workload_path}, seed {seed}")
-    print("| policy | prefix hit rate | of it reloaded | evictions | reloads | sessions resident (max) | "
+    print("| policy | prefix hit rate | reloaded (share of input) | evictions | reloads | sessions resident (max) | "
           "TTFT first turn P50 | TTFT later turns P50 | tok/s/user P50 | fleet tok/s | makespan |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -106,6 +111,39 @@ def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int) ->
           f"wall s: {[round(w, 1) for w in wall]} (median {statistics.median(wall):.1f})")
 
 
+def mooncake(seed: int) -> None:
+    from lpxsim.serving.traces import MOONCAKE_BLOCK, load_trace
+
+    df = load_trace("mooncake-conversation")
+    seen: set[int] = set()
+    hit = total = 0
+    for ids, isl in zip(df["hash_ids"], df["isl"], strict=True):
+        m = 0
+        for h in ids:
+            if h not in seen:
+                break
+            m += 1
+        hit += min(m * MOONCAKE_BLOCK, isl - 1) if m else 0
+        total += isl
+        seen.update(ids)
+    print(f"mooncake-conversation: {len(df):,} requests, mean ISL {df['isl'].mean():,.0f}; "
+          f"infinite-cache prefix reuse {hit / total:.3f} (input tokens)")
+    trace = load_workload({"name": "mooncake-conversation", "kind": "trace", "trace": "mooncake-conversation"})
+    runs = (("examples/fleets/rubin-alone.yaml", "kv"), ("examples/fleets/rubin-alone.yaml", "round_robin"),
+            ("examples/fleets/rubin-vera-offload.yaml", "kv"), ("examples/fleets/lpx-alone.yaml", "kv"),
+            ("examples/fleets/lpx-host-offload.yaml", "kv"))
+    for path, router in runs:
+        with open(path) as fh:
+            f = yaml.safe_load(fh)
+        f["router"] = {**f.get("router", {}), "policy": router}
+        res = simulate(load_fleet(f), trace, seed=seed)
+        s, d = res.summary, res.requests
+        d = d[d["status"] == "completed"]
+        print(f"{path} ({router}): prefix hit rate {s['prefix_hit_rate']:.3f} of input tokens "
+              f"({(d['cached_tokens'] / d['isl']).mean():.3f} per-request mean), reloaded {s['reload_rate']:.3f}, "
+              f"evictions {s['evictions']:,}, TTFT P50 {s['ttft_s']['p50'] * 1e3:,.0f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="what", required=True)
@@ -119,9 +157,13 @@ def main() -> None:
     q.add_argument("--rate", type=float, default=20.0, help="session arrivals per second")
     q.add_argument("--repeat", type=int, default=3)
     q.add_argument("--seed", type=int, default=0)
+    m = sub.add_parser("mooncake")
+    m.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     if a.what == "policies":
         policies(a.fleet, a.workload, a.seed)
+    elif a.what == "mooncake":
+        mooncake(a.seed)
     else:
         fleet_run(a.sessions, a.turns, a.rate, a.repeat, a.seed)
 
