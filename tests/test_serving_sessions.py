@@ -143,19 +143,31 @@ def test_session_shape_becomes_an_agentic_workload():
 
 def test_kvstore_evicts_the_longest_idle_session_whole():
     kv = KvStore(100.0, session_whole=True)
-    for sid, ids in ((0, (1, 2)), (1, (11, 12)), (2, (21, 22))):
+    chains = {0: range(0, 2), 1: range(100, 102), 2: range(200, 202)}  # each session's chain of two units
+    for sid, ids in chains.items():
         kv.charge(20.0)
-        kv.insert(ids, [10.0, 10.0], referenced=True, session=sid)
+        kv.insert(ids, [10.0, 10.0], referenced=True, session=sid, chain=ids.start)
         kv.release(ids, session=sid)
-    assert kv.resident.n == 3 and kv.evictable == 60.0
-    kv.acquire((1, 2), session=0)  # session 0 comes back: 1 is now the longest idle
-    kv.release((1, 2), session=0)
+    assert kv.resident.n == 3 and kv.evictable == 60.0 and kv.match(range(0, 5)) == 2
+    kv.acquire(chains[0], session=0)  # session 0 comes back: 1 is now the longest idle
+    kv.release(chains[0], session=0)
     assert kv.make_room(50.0)  # 40 free + session 1 (20): one whole session goes
-    assert kv.evictions == 1 and kv.match((11,)) == 0 and kv.match((1, 2)) == 2 and kv.match((21, 22)) == 2
-    assert kv.resident.n == 2
+    assert kv.evictions == 1 and kv.match(chains[1]) == 0 and kv.match(chains[0]) == 2 and kv.match(chains[2]) == 2
+    assert kv.resident.n == 2 and 100 not in kv.units
     assert not kv.make_room(70.0, spare_sessions=True)  # hold: a newcomer may not evict a held session
-    kv.close_session(2, (21, 22))  # ended: its units are loose now, a newcomer may take them
-    assert kv.resident.n == 1 and kv.make_room(70.0, spare_sessions=True) and kv.match((21,)) == 0
+    kv.close_session(2, chains[2])  # ended: its chain is open to newcomers now, and goes first
+    assert kv.resident.n == 1 and kv.make_room(70.0, spare_sessions=True) and kv.match(chains[2]) == 0
+    assert kv.match(chains[0]) == 2 and kv.used == 20.0
+
+
+def test_kvstore_block_lru_evicts_a_chain_tail_first():
+    kv = KvStore(100.0)
+    kv.charge(30.0)
+    kv.insert(range(0, 3), [10.0] * 3, referenced=True, session=0, chain=0)
+    kv.release(range(0, 3), session=0)
+    assert kv.make_room(80.0) and kv.evictions == 1 and kv.match(range(0, 3)) == 2
+    kv.acquire(range(0, 2), session=0)  # pinned whole: nothing more to evict
+    assert not kv.make_room(90.0) and kv.match(range(0, 3)) == 2
 
 
 def test_pd_a_later_turn_sends_only_its_new_blocks_and_both_sides_keep_the_session():

@@ -94,24 +94,34 @@ class TierStore:
 
 
 class KvStore:
-    """Byte-accounted KV pool with a hashed-prefix cache (refcounts, block or session LRU, optional tier)."""
+    """Byte-accounted KV pool: a hashed-prefix cache of loose units (refcounts, LRU) and session chains.
 
-    __slots__ = ("capacity", "used", "units", "lru", "idle", "evictable", "evictable_loose", "peak", "hits_tokens",
-                 "evictions", "evicted_bytes", "holders", "bit", "session_whole", "tier", "resident", "sess_units",
-                 "_stamp")
+    A session's units are one chain of consecutive ids (`Request.unit_ids` gives a `range`); a worker
+    always holds a prefix of a chain, so a chain is kept as (units resident, references, bytes) and its
+    match, pin and release cost O(1) instead of O(units). Its units still appear one by one in `units`
+    (the router's index and the tier see units). Idle chains wait in `idle` (held sessions) or `cold`
+    (sessions that ended, or copies a moved session left behind: evicted first, and open to `hold`'s
+    newcomers)."""
+
+    __slots__ = ("capacity", "used", "units", "lru", "chains", "idle", "cold", "evictable", "evictable_loose",
+                 "peak", "hits_tokens", "evictions", "evicted_bytes", "holders", "bit", "session_whole", "tier",
+                 "resident", "by_session", "_stamp")
 
     def __init__(self, capacity_bytes: float, session_whole: bool = False, tier: TierStore | None = None,
                  resident: ResidentCount | None = None) -> None:
         self.capacity = float(capacity_bytes)
         self.used = 0.0
-        self.units: dict[int, list] = {}  # id -> [refcount, bytes, session (-1: none)]
+        self.units: dict[int, list] = {}  # id -> [refcount (loose units), bytes, session (-1: none)]
         self.lru: OrderedDict[int, int] = OrderedDict()  # loose unreferenced units -> release stamp, oldest first
-        self.idle: OrderedDict[int, list] = OrderedDict()  # session -> [stamp, its unreferenced units, head unit]
+        # chain base -> [units resident, references, bytes, session (-1: none held), unit sizes]
+        self.chains: dict[int, list] = {}
+        self.idle: OrderedDict[int, int] = OrderedDict()  # unreferenced chains of held sessions -> release stamp
+        self.cold: OrderedDict[int, int] = OrderedDict()  # unreferenced chains no session holds
         self.evictable = 0.0
-        self.evictable_loose = 0.0
+        self.evictable_loose = 0.0  # what `hold` lets a newcomer evict: loose units and cold chains
         self.peak = 0.0
         self.hits_tokens = 0
-        self.evictions = 0  # eviction events: a loose unit, or a whole idle session
+        self.evictions = 0  # eviction events: a loose unit, a whole idle session, or (block LRU) a chain's unit
         self.evicted_bytes = 0.0
         # A KV-aware router's index (unit id -> bitmask of the workers holding it) and this store's bit in it
         self.holders: dict[int, int] | None = None
@@ -119,7 +129,7 @@ class KvStore:
         self.session_whole = session_whole
         self.tier = tier
         self.resident = resident if resident is not None else ResidentCount()
-        self.sess_units: dict[int, int] = {}  # session -> units resident here
+        self.by_session: dict[int, int] = {}  # held session -> the base of its chain here
         self._stamp = 0
 
     def track(self, holders: dict[int, int], bit: int) -> None:
@@ -128,8 +138,11 @@ class KvStore:
         for h in self.units:
             holders[h] = holders.get(h, 0) | bit
 
-    def match(self, ids: tuple[int, ...]) -> int:
+    def match(self, ids) -> int:
         """Number of leading units of `ids` resident here (no side effects)."""
+        if type(ids) is range:
+            c = self.chains.get(ids.start)
+            return min(c[0], len(ids)) if c is not None else 0
         units = self.units
         n = 0
         for h in ids:
@@ -138,19 +151,12 @@ class KvStore:
             n += 1
         return n
 
-    def acquire(self, ids: tuple[int, ...], session: int = -1) -> None:
-        """Reference resident units (pins them against eviction)."""
-        if session >= 0 and session in self.idle:
-            entry = self.idle[session]
-            if len(entry[1]) == len(ids) and entry[2] == ids[0]:  # the session takes back exactly what it left
-                del self.idle[session]
-                units = self.units
-                for h in ids:
-                    u = units[h]
-                    u[0] += 1
-                    self.evictable -= u[1]
-                return
-            self._loosen(session, stale=True)
+    def acquire(self, ids, session: int = -1) -> None:
+        """Reference resident units (pins them against eviction; a chain is pinned whole)."""
+        if type(ids) is range:
+            if len(ids):
+                self._ref_chain(self.chains[ids.start])
+            return
         for h in ids:
             u = self.units[h]
             if u[0] == 0:
@@ -159,24 +165,28 @@ class KvStore:
                 self.evictable -= u[1]
             u[0] += 1
 
-    def _loosen(self, session: int, stale: bool) -> None:
-        """Turn an idle session's entry into loose units (at the cold end when `stale`)."""
-        ids = self.idle.pop(session)[1]
-        lru, units = self.lru, self.units
-        for h in ids:
-            u = units.get(h)
-            if u is None or u[0] or h in lru:
-                continue
-            lru[h] = 0
-            if stale:
-                lru.move_to_end(h, last=False)
-            self.evictable_loose += u[1]
+    def _ref_chain(self, c: list) -> None:
+        if c[1] == 0:
+            base = c[5]
+            if base in self.idle:
+                del self.idle[base]
+            else:
+                del self.cold[base]
+                self.evictable_loose -= c[2]
+            self.evictable -= c[2]
+        c[1] += 1
 
-    def release(self, ids: tuple[int, ...], session: int = -1) -> None:
-        """Drop references; units nobody references become evictable (tail units first, or as one session)."""
+    def release(self, ids, session: int = -1) -> None:
+        """Drop references; what nobody references becomes evictable."""
         self._stamp += 1
-        whole = self.session_whole and session >= 0
-        freed = []
+        if type(ids) is range:
+            if len(ids):
+                c = self.chains.get(ids.start)
+                if c is not None:
+                    c[1] -= 1
+                    if c[1] == 0:
+                        self._park(c)
+            return
         for h in reversed(ids):
             u = self.units.get(h)
             if u is None:
@@ -184,17 +194,25 @@ class KvStore:
             u[0] -= 1
             if u[0] == 0:
                 self.evictable += u[1]
-                if whole:
-                    freed.append(h)
-                else:
-                    self.lru[h] = self._stamp
-                    self.evictable_loose += u[1]
-        if freed:  # [stamp, units, the head unit]; `freed` is tail first
-            entry = self.idle.pop(session, None)
-            self.idle[session] = ([self._stamp, freed + entry[1], -1] if entry else [self._stamp, freed, freed[-1]])
+                self.lru[h] = self._stamp
+                self.evictable_loose += u[1]
 
-    def insert(self, ids: tuple[int, ...], unit_bytes: list[float], referenced: bool, session: int = -1) -> float:
-        """Turn private KV into cached units. Returns the private bytes handed over (or freed as duplicates)."""
+    def _park(self, c: list) -> None:
+        """An unreferenced chain waits to be taken back (idle) or evicted (cold)."""
+        self.evictable += c[2]
+        if c[3] >= 0:
+            self.idle[c[5]] = self._stamp
+        else:
+            self.cold[c[5]] = self._stamp
+            self.evictable_loose += c[2]
+
+    def insert(self, ids, unit_bytes: list[float], referenced: bool, session: int = -1,
+               chain: int | None = None) -> float:
+        """Turn private KV into cached units. Returns the private bytes handed over (or freed as duplicates).
+        A `range` of ids is the continuation of chain `chain` (its base id) from what the caller holds."""
+        if type(ids) is range:
+            return self._extend_chain(chain if chain is not None else ids.start, ids, unit_bytes, referenced,
+                                      session)
         handed = 0.0
         for h, b in zip(ids, unit_bytes, strict=True):
             handed += b
@@ -203,18 +221,12 @@ class KvStore:
                 self.used -= b
                 if referenced:
                     if u[0] == 0:
-                        if h in self.lru:
-                            del self.lru[h]
-                            self.evictable_loose -= u[1]
+                        del self.lru[h]
+                        self.evictable_loose -= u[1]
                         self.evictable -= u[1]
                     u[0] += 1
                 continue
-            self.units[h] = [1 if referenced else 0, b, session]
-            if session >= 0:
-                c = self.sess_units.get(session, 0)
-                if c == 0:
-                    self.resident.add(1)
-                self.sess_units[session] = c + 1
+            self.units[h] = [1 if referenced else 0, b, -1]
             if self.holders is not None:
                 self.holders[h] = self.holders.get(h, 0) | self.bit
             if not referenced:
@@ -223,61 +235,125 @@ class KvStore:
                 self.evictable_loose += b
         return handed
 
-    def close_session(self, session: int, ids: tuple[int, ...]) -> None:
-        """The session has ended: its units (`ids`, the last chain) are no longer a held session's."""
-        if session in self.idle:
-            self._loosen(session, stale=True)
-        units = self.units
-        for h in ids:
-            u = units.get(h)
-            if u is not None and u[2] == session:
-                u[2] = -1
-        if self.sess_units.pop(session, 0):
-            self.resident.add(-1)
+    def _extend_chain(self, base: int, ids: range, unit_bytes: list[float], referenced: bool, session: int) -> float:
+        handed = 0.0
+        c = self.chains.get(base)
+        if c is None:
+            if session >= 0:  # a session starting a new chain (truncated): its old chain is no held session's
+                old = self.by_session.get(session)
+                if old is not None:
+                    self.close_session(session, range(old, old + 1))
+                self.by_session[session] = base
+                self.resident.add(1)
+            c = self.chains[base] = [0, 0, 0.0, session, [], base]
+            fresh = True
+        else:
+            fresh = False
+        first = ids.start - base  # index in the chain of the first unit handed over
+        units, holders, bit = self.units, self.holders, self.bit
+        sizes = c[4]
+        for j, b in zip(range(first, first + len(ids)), unit_bytes, strict=True):
+            handed += b
+            if j < c[0]:  # already resident (another copy of this turn cached it): ours is a duplicate
+                self.used -= b
+                continue
+            h = base + j
+            units[h] = [0, b, c[3]]
+            if holders is not None:
+                holders[h] = holders.get(h, 0) | bit
+            sizes.append(b)
+            c[0] += 1
+            c[2] += b
+            if c[1] == 0 and not fresh:  # an idle chain grows: its new bytes are evictable too
+                self.evictable += b
+                if c[5] in self.cold:
+                    self.evictable_loose += b
+        if referenced and first == 0:  # the caller held nothing of the chain: it takes its reference now
+            if fresh:
+                c[1] = 1
+            else:
+                self._ref_chain(c)
+        elif fresh:
+            self._park(c)
+        return handed
+
+    def close_session(self, session: int, ids) -> None:
+        """The session has ended here (its last turn, or it moved on): its chain is no held session's now."""
+        if type(ids) is not range:
+            return
+        c = self.chains.get(ids.start)
+        if c is None or c[3] < 0:
+            return
+        c[3] = -1
+        self.resident.add(-1)
+        base = c[5]
+        if self.by_session.get(session) == base:
+            del self.by_session[session]
+        if base in self.idle:  # waiting idle: to the cold end, open to newcomers
+            del self.idle[base]
+            self.cold[base] = 0
+            self.cold.move_to_end(base, last=False)
+            self.evictable_loose += c[2]
 
     def free_total(self, spare_sessions: bool = False) -> float:
-        """Bytes obtainable now: free space plus everything evictable (only loose units if `spare_sessions`)."""
+        """Bytes obtainable now: free space plus everything evictable (not held sessions' if `spare_sessions`)."""
         return self.capacity - self.used + (self.evictable_loose if spare_sessions else self.evictable)
 
     def make_room(self, nbytes: float, spare_sessions: bool = False) -> bool:
-        """Evict the coldest entries until `nbytes` are free. False (and nothing evicted) if impossible."""
+        """Evict the coldest entries until `nbytes` are free. False (and nothing evicted) if impossible.
+
+        Order: chains no session holds, then whichever of a loose unit and an idle session's chain was
+        released first. A chain goes whole (`session_whole`) or tail unit first (block LRU)."""
         if self.capacity - self.used >= nbytes:
             return True
         if self.free_total(spare_sessions) < nbytes:
             return False
-        lru, idle = self.lru, self.idle
+        lru, idle, cold = self.lru, self.idle, self.cold
         while self.capacity - self.used < nbytes:
-            if idle and not spare_sessions and (not lru or next(iter(idle.values()))[0] < next(iter(lru.values()))):
-                ids = idle.popitem(last=False)[1][1]
-                for h in ids:
-                    if self.units.get(h, (1,))[0] == 0:
-                        self._evict(h)
+            if cold:
+                self._evict_from_chain(next(iter(cold)), cold, True)
+            elif idle and not spare_sessions and (not lru or next(iter(idle.values())) < next(iter(lru.values()))):
+                self._evict_from_chain(next(iter(idle)), idle, False)
             elif lru:
                 h, _ = lru.popitem(last=False)
-                self.evictable_loose -= self.units[h][1]
-                self._evict(h)
+                b = self.units[h][1]
+                self.evictable_loose -= b
+                self.evictable -= b
+                self._drop(h, b)
             else:
                 break
             self.evictions += 1
         return self.capacity - self.used >= nbytes
 
-    def _evict(self, h: int) -> None:
-        _, b, session = self.units.pop(h)
+    def _evict_from_chain(self, base: int, queue: OrderedDict, loose: bool) -> None:
+        """Evict a whole idle chain, or (block LRU) only its tail unit."""
+        c = self.chains[base]
+        k = c[0] if self.session_whole or loose else 1
+        sizes = c[4]
+        for _ in range(k):
+            c[0] -= 1
+            b = sizes.pop()
+            c[2] -= b
+            self.evictable -= b
+            if loose:
+                self.evictable_loose -= b
+            self._drop(base + c[0], b)
+        if c[0] == 0:
+            del queue[base]
+            del self.chains[base]
+            if c[3] >= 0:
+                self.resident.add(-1)
+                if self.by_session.get(c[3]) == base:
+                    del self.by_session[c[3]]
+
+    def _drop(self, h: int, b: float) -> None:
+        self.units.pop(h)
         if self.holders is not None:
             rest = self.holders[h] & ~self.bit
             if rest:
                 self.holders[h] = rest
             else:
                 del self.holders[h]
-        if session >= 0:
-            c = self.sess_units.get(session)
-            if c is not None:
-                if c <= 1:
-                    del self.sess_units[session]
-                    self.resident.add(-1)
-                else:
-                    self.sess_units[session] = c - 1
-        self.evictable -= b
         self.used -= b
         self.evicted_bytes += b
         if self.tier is not None:

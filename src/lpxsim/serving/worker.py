@@ -497,7 +497,9 @@ class Worker:
         u = req.hash_block_tokens
         sizes = [self.kvb((j + 1) * u) - self.kvb(j * u) for j in range(have, len(ids))]
         new = ids[have:]
-        req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if req.session_hash_base >= 0 else -1)
+        chain = req.session_hash_base
+        req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if chain >= 0 else -1,
+                                        chain if chain >= 0 else None)
         if referenced:
             req.units_ref = ids
 
