@@ -216,3 +216,12 @@ def test_the_external_drafter_holds_its_own_kv_of_every_session():
     ratio = small.model.kv_bytes(32_768) / d.kv_bytes(32_768)
     assert small.kv.capacity == pytest.approx(d.kv_capacity_bytes() * ratio)
     assert small.kv.capacity < big.kv.capacity
+
+
+def test_a_trace_with_sessions_replays_with_retention():
+    res = simulate(fleet(pool()), {"name": "t", "kind": "trace", "trace": "tracelab-agent"}, seed=0)
+    df = res.requests
+    assert set(df["session"]) == {0, 1} and (df.groupby("session")["turn"].max() > 3).all()
+    later = df[df["turn"] > 0]
+    assert (later["cached_tokens"] > 0).mean() > 0.5 and res.summary["prefix_hit_rate"] > 0.3
+    assert res.summary["sessions_resident_max"] >= 1
