@@ -249,13 +249,13 @@ class Simulation:
 
     def _session_pick(self, req: Request, ws: list[Worker], side: int) -> Worker:
         """The worker for a session's turn (`side` 0: entry pools, 1: the decode pool). With session affinity
-        the turn goes home (the worker that holds its KV) unless home is already queueing; otherwise the
+        the turn goes home (the worker that holds its KV) unless home has requests waiting; otherwise the
         router's KV cost decides. A move leaves a stale copy behind: it stops being a held session there
         (evictable first), since the session's context moves on without it."""
         key = (side, req.session)
         home = self._homes.get(key)
-        if (home is not None and self.fleet.router.session_affinity and not home.waiting and not home.parked
-                and home in ws):
+        # (sessions parked under `hold` wait for room, but a held session's turn goes ahead of them)
+        if home is not None and self.fleet.router.session_affinity and not home.waiting and home in ws:
             return home
         w = self.router.pick(req, ws)
         if home is not w:
