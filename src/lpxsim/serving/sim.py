@@ -266,6 +266,21 @@ class Simulation:
                     home.plan()
         return w
 
+    def move_session(self, req: Request, src: Worker) -> bool:
+        """`hold` would park a session with nothing resident on `src`: send it instead to the least loaded
+        candidate that has room for it now (its queue empty). False if none has (it waits at `src`)."""
+        best = None
+        for w in self._candidates(req):
+            if w is not src and w.room_for_newcomer(req) and (best is None or w.active_tokens() < best.active_tokens()):
+                best = w
+        if best is None:
+            return False
+        src.queued_tokens -= req.isl + req.generated
+        self._homes[(0, req.session)] = best
+        src.kv.close_session(req.session, req.unit_ids(req.isl))
+        best.submit(req)
+        return True
+
     def _close_session(self, req: Request) -> None:
         """A session ended: the workers that kept its KV no longer hold it for a next turn."""
         ids = req.unit_ids(req.isl + req.osl)

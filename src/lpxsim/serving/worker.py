@@ -258,9 +258,10 @@ class Worker:
             verdict = self._try_admit(req, parked)
             if verdict == _ADMITTED:
                 queue.popleft()
-            elif verdict == _PARK and not parked:  # hold: wait behind the sessions already parked
+            elif verdict == _PARK and not parked:  # hold: move to a worker with room, or wait here
                 queue.popleft()
-                self.parked.append(req)
+                if self.role == "decode" or not self.sim.move_session(req, self):
+                    self.parked.append(req)
             else:
                 break
 
@@ -331,6 +332,13 @@ class Worker:
         except DoesNotFit:
             return True
         return reload_s < one * (tokens / chunk)
+
+    def room_for_newcomer(self, req: Request) -> bool:
+        """Whether `hold` would admit `req` here now, nothing of it being resident (no queue, KV to spare)."""
+        if self.waiting or self.parked:
+            return False
+        need = min(self.kvb(req.isl + 1) + self.headroom, self.kv.capacity)
+        return self.kv.free_total(spare_sessions=self.hold) >= need
 
     def _on_reloaded(self, req: Request) -> None:
         """The offload tier's copy of a session's KV is back: it is cached again, the rest is prefilled."""
