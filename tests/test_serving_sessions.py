@@ -225,3 +225,19 @@ def test_a_trace_with_sessions_replays_with_retention():
     later = df[df["turn"] > 0]
     assert (later["cached_tokens"] > 0).mean() > 0.5 and res.summary["prefix_hit_rate"] > 0.3
     assert res.summary["sessions_resident_max"] >= 1
+
+
+def test_hold_moves_a_session_that_would_wait_to_a_worker_with_room():
+    from lpxsim.serving.request import Request
+    from lpxsim.serving.sim import Simulation
+
+    sim = Simulation(load_fleet(fleet(pool(workers=2, **SMALL))), load_workload(_sessions(1, 1, 1000, 10)), seed=0)
+    w0, w1 = sim.pools["p"].workers
+    w0.kv.charge(w0.kv.capacity)  # w0's KV is all in use by running sequences
+    req = Request(0, 0.0, 20_000, 10, session_hash_base=0, session=0)
+    w0.submit(req)
+    assert req.worker == 1 and list(w1.prefilling) == [req] and not w0.parked and w0.queued_tokens == 0
+    w1.kv.charge(w1.kv.capacity)  # now neither has room: a newcomer waits where it was sent
+    late = Request(1, 0.0, 20_000, 10, session_hash_base=1 << 24, session=1)
+    w0.submit(late)
+    assert list(w0.parked) == [late]
