@@ -99,15 +99,20 @@ def test_prefix_cache_hits_with_shared_system_prompts(policy):
 def test_kv_router_keeps_agentic_sessions_on_their_worker():
     wl = {"kind": "agentic", "num_requests": 6, "arrival": {"process": "poisson", "rate": 2.0},
           "session": {"turns": 6, "first_isl": 4000, "tool_tokens": 1500, "think_s": 0.5}, "osl": 200}
-    res = simulate(fleet(pool(workers=4), router={"overlap_weight": 4.0}), wl, seed=0)
+    # Dynamo's cost alone (no session affinity): a high overlap weight keeps each session where its KV is
+    res = simulate(fleet(pool(workers=4), router={"overlap_weight": 4.0, "session_affinity": False}), wl, seed=0)
     df = res.requests
     late = df[df.turn > 0]
     assert (df.groupby("session")["worker"].nunique() == 1).all()
     assert (late["cached_tokens"] > 0).all()
     # with overlap weight 0 the router balances load and sessions lose their cache when they move
-    spread = simulate(fleet(pool(workers=4), router={"overlap_weight": 0.0}), wl, seed=0).requests
+    spread = simulate(fleet(pool(workers=4), router={"overlap_weight": 0.0, "session_affinity": False}), wl,
+                      seed=0).requests
     assert spread.groupby("session")["worker"].nunique().max() > 1
     assert spread["cached_tokens"].sum() < df["cached_tokens"].sum()
     # turn t+1's prompt = turn t's prompt + output + tool output
     s0 = df[df.session == 0].sort_values("turn")
     assert (s0["isl"].diff().dropna() == 200 + 1500).all()
+    # with session affinity (the default) even a load-only cost keeps each session on its worker
+    kept = simulate(fleet(pool(workers=4), router={"overlap_weight": 0.0}), wl, seed=0).requests
+    assert (kept.groupby("session")["worker"].nunique() == 1).all()

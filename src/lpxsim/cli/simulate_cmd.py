@@ -84,6 +84,14 @@ def _print(s: dict, pools) -> None:
         f"{s['power_w'] / 1e3:,.1f} kW, {s['tok_s_per_mw']:,.0f} tok/s per MW; goodput "
         f"{s['goodput_req_s']:,.2f} req/s under TTFT <= {s['slo']['ttft_s']} s, TPOT <= {s['slo']['tpot_s']} s"
     )
+    tb = s.get("ttft_by_turn", {})
+    if tb.get("later", {}).get("requests"):
+        out.print(
+            f"sessions: prefix hit rate {s['prefix_hit_rate']:.2f} ({s['reload_rate']:.2f} reloaded from a tier); "
+            f"TTFT P50 first turns {_ms(tb['first']['p50'])} ms, later turns {_ms(tb['later']['p50'])} ms; "
+            f"{s['sessions_resident_max']:,} sessions held at most; {s['evictions']:,} evictions, "
+            f"{s['reloads']:,} reloads"
+        )
     if s.get("by_context"):
         ct = Table(title="by prompt length")
         for col in ("context", "requests", "mean ISL", "tok/s/user P50", "TTFT P50 ms"):

@@ -46,7 +46,7 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
 
     Step models are pure functions of the pool's hardware fields, so one process reuses them across
     simulations (a modes comparison runs the same pools at several contexts and loads)."""
-    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
+    key = (pool.model_dump_json(exclude={"name", "workers", "role", "offload"}), part)
     hit = _MEMO.get(key)
     if hit is None:
         hit = _build_step_model(pool, part, field)

@@ -25,6 +25,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # NaN/inf: one-line error naming the field
 
 
+class OffloadTier(_Strict):
+    """A slower memory a worker parks evicted KV in and reloads it from (per replica).
+
+    A reload of b bytes takes b / bandwidth_Bps + latency_s on the tier's link (FIFO with the write-backs).
+    `source`: where the numbers come from, or why they are assumed (docs/assumptions.md, docs/sources.md)."""
+
+    name: str
+    capacity_bytes: float = Field(..., gt=0, le=1e18)
+    bandwidth_Bps: float = Field(..., gt=0, le=1e18)
+    latency_s: float = Field(..., ge=0, le=1e6)
+    source: str = ""
+
+
 class PoolConfig(_Strict):
     """`workers` replicas of `model` on `system`; chips per replica from one of the *_per_worker keys."""
 
@@ -56,6 +69,7 @@ class PoolConfig(_Strict):
     # lpx backend: the output tokens of the request target_context is sized for; with it the steps are compiled
     # at that workload's own contexts (0, 1,024, target_context) instead of the generic context buckets
     target_osl: int | None = Field(None, ge=1, le=10_000_000)
+    offload: OffloadTier | None = None  # where this pool's evicted session KV goes (None: evicted KV is dropped)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -67,6 +81,9 @@ class PoolConfig(_Strict):
 
     @model_validator(mode="after")
     def _one_size(self) -> PoolConfig:
+        if self.offload is not None and self.role in ("decode", "ffn", "drafter"):
+            raise ValueError(f"a {self.role} pool takes no offload tier: a decode pool's evicted session KV comes back "
+                             "from the prefill pool over the PD link; FFN and drafter pools follow their partner")
         given = [k for k in ("gpus_per_worker", "chips_per_worker", "racks_per_worker") if getattr(self, k)]
         if len(given) > 1:
             raise ValueError(f"give one of gpus_per_worker, chips_per_worker, racks_per_worker (got {given})")
@@ -89,6 +106,9 @@ class RouterConfig(_Strict):
     overlap_weight: float = Field(1.0, ge=0)
     temperature: float = Field(0.0, ge=0)
     classes: dict[str, list[str]] = Field(default_factory=dict)  # request class -> entry pools
+    # a session's turn goes back to the worker that holds its KV unless that worker is already queueing
+    # (then the KV cost above decides, which may move the session: docs/serving.md "Routing sessions")
+    session_affinity: bool = True
 
 
 class SchedulerConfig(_Strict):
@@ -100,6 +120,25 @@ class SchedulerConfig(_Strict):
     max_batch: int = Field(256, ge=1, le=10_000_000)
     max_run_steps: int = Field(1_000_000, ge=1, le=10**12)
     preemption: Literal["recompute"] = "recompute"
+
+
+RetentionPolicy = Literal["auto", "hold", "evict_idle", "lru"]
+
+
+class RetentionConfig(_Strict):
+    """What a worker does with finished turns' KV when new work needs the room (docs/serving.md "Retention").
+
+    * `auto` (default): `evict_idle` on a pool with an offload tier (the evicted session parks there and
+      reloads), `hold` on one without (an evicted session would have to prefill its whole context again).
+    * `hold`: sessions whose KV is resident keep it; a session with nothing resident (new, or evicted) waits
+      until its turn fits without evicting a resident session, keeping `headroom` of the KV free for the
+      resident sessions' growth. A resident session's turn that needs room evicts the longest-idle session.
+    * `evict_idle`: anything may evict; the longest-idle session goes first, whole.
+    * `lru`: plain block LRU over the prefix units (tail blocks of the least recently used first).
+    """
+
+    policy: RetentionPolicy = "auto"
+    headroom: float = Field(0.1, ge=0, lt=1)
 
 
 class SpeculationConfig(_Strict):
@@ -121,6 +160,7 @@ class FleetConfig(_Strict):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
     afd: AfdConfig = Field(default_factory=AfdConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> FleetConfig:

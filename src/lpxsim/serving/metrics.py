@@ -41,7 +41,7 @@ def request_frame(sim) -> pd.DataFrame:
     cols: dict[str, list] = {k: [] for k in (
         "request_id", "session", "turn", "klass", "arrival_s", "isl", "osl", "cached_tokens", "status", "reason",
         "pool", "worker", "decode_pool", "decode_worker", "first_token_s", "finish_s", "handoff_s", "preemptions",
-        "spec_rounds", "spec_accepted", "accept_rate")}
+        "spec_rounds", "spec_accepted", "accept_rate", "reloaded_tokens")}
     for r in reqs:
         cols["request_id"].append(r.rid)
         cols["session"].append(r.session)
@@ -64,6 +64,7 @@ def request_frame(sim) -> pd.DataFrame:
         cols["spec_rounds"].append(r.spec_rounds)
         cols["spec_accepted"].append(r.spec_accepted)
         cols["accept_rate"].append(r.accept_rate)
+        cols["reloaded_tokens"].append(r.reloaded_tokens)
     df = pd.DataFrame(cols)
     done = df["status"] == DONE
     df["output_tokens"] = np.where(done, df["osl"], 0)
@@ -98,8 +99,12 @@ def _weighted_pcts(samples: list[tuple[float, int]]) -> dict[str, float]:
 
 def pool_frame(sim, makespan: float) -> pd.DataFrame:
     rows = []
+    tl = sim.occupancy
     for p in sim.pools.values():
         ws = p.workers
+        tiers = [w.kv.tier for w in ws if w.kv.tier is not None]
+        cap_all = sum(w.kv.capacity for w in ws)
+        used = tl.kv_used.get(p.name)
         busy = sum(w.busy_s for w in ws)
         cap = sum(w.kv.capacity for w in ws)
         kv_int = sum(w.kv_integral for w in ws)
@@ -118,6 +123,18 @@ def pool_frame(sim, makespan: float) -> pd.DataFrame:
             "prefix_hit_tokens": sum(w.kv.hits_tokens for w in ws),
             "preemptions": sum(w.preemptions for w in ws),
             "output_tokens": sum(w.tokens_out for w in ws),
+            "evictions": sum(w.kv.evictions for w in ws),
+            "evicted_bytes": sum(w.kv.evicted_bytes for w in ws),
+            "offload_tier": tiers[0].name if tiers else "",
+            "reloads": sum(t.reloads for t in tiers),
+            "reload_bytes": sum(t.reload_bytes for t in tiers),
+            "offload_write_bytes": sum(t.write_bytes for t in tiers),
+            "sessions_resident_max": sim.resident_count(p.name).max if ws else 0,
+            # the time series the report draws: KV occupancy and sessions resident over simulated time
+            "timeline_t_s": list(tl.t_s) if ws else [],
+            "kv_occupancy_timeline": [u / cap_all for u in used] if used and cap_all > 0 else [],
+            "sessions_resident_timeline": list(tl.resident.get(p.name, [])),
+            "running_timeline": list(tl.running.get(p.name, [])),
         })
     return pd.DataFrame(rows)
 
@@ -134,6 +151,14 @@ def by_context(done: pd.DataFrame) -> dict[str, dict[str, float]]:
             out[label] = {"requests": len(d), "tok_s_user_p50": float(d["tok_s_user"].median()),
                           "ttft_p50_s": float(d["ttft_s"].median()), "mean_isl": float(d["isl"].mean())}
     return out
+
+
+def ttft_by_turn(done: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """TTFT of sessions' first turns (the whole prompt prefilled) against their later turns (only what is not
+    cached); requests outside sessions count as first turns."""
+    first = (done["turn"] == 0) | (done["session"] < 0)
+    return {"first": _pcts(done.loc[first, "ttft_s"].to_numpy()) | {"requests": int(first.sum())},
+            "later": _pcts(done.loc[~first, "ttft_s"].to_numpy()) | {"requests": int((~first).sum())}}
 
 
 def summarize(sim) -> SimResult:
@@ -177,6 +202,11 @@ def summarize(sim) -> SimResult:
         "power_w": power,
         "tok_s_per_mw": fleet_tps / (power / 1e6) if power > 0 else math.nan,
         "prefix_hit_rate": float(done["cached_tokens"].sum() / max(1, done["isl"].sum())) if len(done) else 0.0,
+        "reload_rate": float(done["reloaded_tokens"].sum() / max(1, done["isl"].sum())) if len(done) else 0.0,
+        "evictions": int(pools["evictions"].sum()) if len(pools) else 0,
+        "reloads": int(pools["reloads"].sum()) if len(pools) else 0,
+        "sessions_resident_max": int(pools["sessions_resident_max"].max()) if len(pools) else 0,
+        "ttft_by_turn": ttft_by_turn(done),
         "preemptions": int(df["preemptions"].sum()),
         "kv_over_capacity": bool(pools["kv_over_capacity"].any()) if len(pools) else False,
         "events": sim.engine.events,

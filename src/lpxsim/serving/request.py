@@ -19,11 +19,11 @@ class Request:
 
     __slots__ = (
         "rid", "arrival_s", "isl", "osl", "hash_ids", "hash_block_tokens", "session_hash_base",
-        "session", "turn", "klass", "accept_rate",
+        "session", "turn", "last_turn", "klass", "accept_rate",
         # progress
         "pool", "worker", "prefill_left", "prefill_ctx", "cached_tokens", "generated", "ctx0",
         "join_step", "finish_step", "kv_charge", "kv_growth", "units_ref", "preemptions",
-        "spec_rounds", "spec_accepted", "handoff_s",
+        "spec_rounds", "spec_accepted", "handoff_s", "reloaded_tokens",
         # results
         "first_token_s", "finish_s", "status", "reason", "decode_pool", "decode_worker",
     )
@@ -50,6 +50,7 @@ class Request:
         self.session_hash_base = session_hash_base
         self.session = session
         self.turn = turn
+        self.last_turn = False  # the session's last turn: its KV is no longer a held session's when it ends
         self.klass = klass
         self.accept_rate = 0.0
         self.pool = ""
@@ -68,6 +69,7 @@ class Request:
         self.spec_rounds = 0
         self.spec_accepted = 0
         self.handoff_s = float("nan")
+        self.reloaded_tokens = 0  # of cached_tokens, those reloaded from an offload tier
         self.first_token_s = float("nan")
         self.finish_s = float("nan")
         self.status = INCOMPLETE
@@ -75,10 +77,10 @@ class Request:
         self.decode_pool = ""
         self.decode_worker = -1
 
-    def unit_ids(self, tokens: int) -> tuple[int, ...]:
+    def unit_ids(self, tokens: int) -> tuple[int, ...] | range:
         """Prefix-unit ids covering the first `tokens` tokens (complete units only)."""
         n = tokens // self.hash_block_tokens
-        if self.session_hash_base >= 0:
+        if self.session_hash_base >= 0:  # a session's chain: consecutive ids, as a range (no tuple to build)
             b = self.session_hash_base
-            return tuple(range(b, b + n))
+            return range(b, b + n)
         return self.hash_ids[:n]

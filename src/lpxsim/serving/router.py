@@ -65,6 +65,37 @@ class Board:
             cur, count = nxt, 1
         if cur:
             runs.append((cur, count))
+        return self._counts(runs)
+
+    def chain_matches(self, ids: range) -> np.ndarray | None:
+        """`matches` for a session's chain, in O(log units) per distinct holder set: a worker holds a prefix of a
+        chain (units join at its tail and leave tail first or all at once), so each holder set's extent is found
+        by bisection instead of a walk."""
+        holders = self.holders
+        cur = holders.get(ids[0], 0)
+        if not cur:
+            return None
+        n = len(ids)
+        runs: list[tuple[int, int]] = []
+        lo = 0
+        while True:
+            a, b = lo, n - 1  # the last index every worker of `cur` still holds
+            while a < b:
+                mid = (a + b + 1) >> 1
+                if holders.get(ids[mid], 0) & cur == cur:
+                    a = mid
+                else:
+                    b = mid - 1
+            runs.append((cur, a - lo + 1))
+            if a + 1 >= n:
+                break
+            cur &= holders.get(ids[a + 1], 0)
+            if not cur:
+                break
+            lo = a + 1
+        return self._counts(runs)
+
+    def _counts(self, runs: list[tuple[int, int]]) -> np.ndarray:
         nbytes = (self.size + 7) // 8
         m = np.zeros(self.size, dtype=np.int64)
         for mask, n in runs:
@@ -121,7 +152,7 @@ class Router:
             return self._kv_pick_loop(req, workers, use_prefix)
         board, isl = self._board, req.isl
         ids = req.unit_ids(isl) if use_prefix else ()
-        m = board.matches(ids) if ids else None
+        m = (board.chain_matches(ids) if isinstance(ids, range) else board.matches(ids)) if ids else None
         if m is None:
             pre = self.w * max(0, isl)
         else:

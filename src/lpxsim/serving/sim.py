@@ -14,6 +14,8 @@ from lpxsim.serving.afd import AfdStepModel
 from lpxsim.serving.backends import make_step_model, pool_model
 from lpxsim.serving.config import ENTRY_ROLES, FleetConfig, PoolConfig
 from lpxsim.serving.engine import Engine, EventKind
+from lpxsim.serving.kvcache import ResidentCount, TierStore
+from lpxsim.serving.occupancy import OccupancyTimeline
 from lpxsim.serving.request import DONE, REJECTED, Request
 from lpxsim.serving.router import Router
 from lpxsim.serving.spec import Link, SpecWorker
@@ -57,7 +59,12 @@ class Simulation:
         self.completed = 0
         self.workload: Workload = make_workload(workload, self.rng, duration_s)
         self.horizon_s = horizon_s
+        self._resident: dict[str, ResidentCount] = {}
+        self._homes: dict[tuple[int, int], Worker] = {}  # (entry 0 / decode 1, session) -> where its KV is
         self._build()
+        self.context_window = self._context_window()
+        self.workload.context_window = self.context_window  # sessions truncate to it (docs/serving.md)
+        self.occupancy = OccupancyTimeline(self)
         self._entry = [p for p in self.pools.values() if p.role in ENTRY_ROLES]
         self._class_workers: dict[str, list[Worker]] = {}
         self._all_entry_workers = [w for p in self._entry for w in p.workers]
@@ -75,6 +82,29 @@ class Simulation:
         if key not in self.links:
             self.links[key] = Link(f"{a}<->{b} ({cfg.kind})", cfg.bandwidth_Bps, cfg.latency_s)
         return self.links[key]
+
+    def make_tier(self, pool: str, index: int) -> TierStore | None:
+        """The offload tier of replica `index` of `pool` (None if the pool has none), with its own link."""
+        cfg = next(p for p in self.fleet.pools if p.name == pool).offload
+        if cfg is None:
+            return None
+        out = Link(f"{pool}[{index}]->{cfg.name} (offload)", cfg.bandwidth_Bps, cfg.latency_s)
+        back = Link(f"{cfg.name}->{pool}[{index}] (reload)", cfg.bandwidth_Bps, cfg.latency_s)
+        self.links[out.name], self.links[back.name] = out, back
+        return TierStore(cfg.name, cfg.capacity_bytes, out, back, self._now)
+
+    def _now(self) -> float:
+        return self.engine.now
+
+    def resident_count(self, pool: str) -> ResidentCount:
+        """The count of sessions with KV resident in `pool` (shared by its workers' stores)."""
+        return self._resident.setdefault(pool, ResidentCount())
+
+    def _context_window(self) -> int | None:
+        """The smallest context window of the models that serve requests (None: no pool states one)."""
+        wins = [pool_model(p).max_context for p in self.fleet.pools if p.role not in ("ffn", "drafter")]
+        wins = [w for w in wins if w]
+        return min(wins) if wins else None
 
     def _build(self) -> None:
         fleet = self.fleet
@@ -149,6 +179,9 @@ class Simulation:
             self.links[link.name] = link
             workers.append(SpecWorker(self, tgt.name, j, t, self._sched(tgt), d, shares[j % dr.workers], link,
                                       self.fleet.speculation, hidden))
+        per = -(-tgt.workers // dr.workers)
+        for w in workers:  # the drafter's own KV of the sessions a target holds (docs/serving.md "Sessions")
+            w.limit_kv_by_drafter(d.kv_capacity_bytes() / per)
         t0, d0 = workers[0].model, workers[0].drafter
         self.pools[tgt.name] = PoolRuntime(tgt, workers, t0.power_w * tgt.workers, t0.chips * tgt.workers, t0.name)
         self.pools[dr.name] = PoolRuntime(dr, [], d0.power_w * dr.workers, d0.chips * dr.workers, d0.name, shares)
@@ -174,12 +207,18 @@ class Simulation:
         now = self.engine.now
         self.requests.append(req)
         self._count(+1, now)
+        if now >= self.occupancy.next_s:
+            self.occupancy.offer(now)
         self._schedule_next_arrival()
+        if self.context_window and req.isl >= self.context_window:
+            self.reject(req, "context_window: the prompt is longer than the model's context window")
+            return
         ws = self._candidates(req)
         if not ws:
             self.reject(req, f"no pool serves request class {req.klass!r}")
             return
-        self.router.pick(req, ws).submit(req)
+        w = self._session_pick(req, ws, 0) if req.session_hash_base >= 0 else self.router.pick(req, ws)
+        w.submit(req)
 
     def _schedule_next_arrival(self) -> None:
         if self._arrivals is None:
@@ -193,19 +232,72 @@ class Simulation:
         req.status = REJECTED
         req.reason = reason
         self._count(-1, self.engine.now)
+        if req.session_hash_base >= 0:  # a session cut short holds nothing any more
+            self._close_session(req)
 
     def complete(self, req: Request, t: float) -> None:
         """A request produced its last token at `t`."""
         req.status = DONE
         self.completed += 1
         self._count(-1, self.engine.now)
+        if self.engine.now >= self.occupancy.next_s:
+            self.occupancy.offer(self.engine.now)
+        if req.last_turn and req.session_hash_base >= 0:
+            self._close_session(req)
         for nxt in self.workload.on_complete(req, t):
             self.engine.schedule(nxt.arrival_s, EventKind.ARRIVAL, self._on_arrival, nxt)
+
+    def _session_pick(self, req: Request, ws: list[Worker], side: int) -> Worker:
+        """The worker for a session's turn (`side` 0: entry pools, 1: the decode pool). With session affinity
+        the turn goes home (the worker that holds its KV) unless home has requests waiting; otherwise the
+        router's KV cost decides. A move leaves a stale copy behind: it stops being a held session there
+        (evictable first), since the session's context moves on without it."""
+        key = (side, req.session)
+        home = self._homes.get(key)
+        # (sessions parked under `hold` wait for room, but a held session's turn goes ahead of them)
+        if home is not None and self.fleet.router.session_affinity and not home.waiting and home in ws:
+            return home
+        w = self.router.pick(req, ws)
+        if home is not w:
+            self._homes[key] = w
+            if home is not None:
+                home.kv.close_session(req.session, req.unit_ids(req.isl))
+                if home.parked and not home.busy:
+                    home.plan()
+        return w
+
+    def move_session(self, req: Request, src: Worker) -> bool:
+        """`hold` would park a session with nothing resident on `src`: send it instead to the least loaded
+        candidate that has room for it now (its queue empty). False if none has (it waits at `src`)."""
+        best = None
+        for w in self._candidates(req):
+            if w is not src and w.room_for_newcomer(req) and (best is None or w.active_tokens() < best.active_tokens()):
+                best = w
+        if best is None:
+            return False
+        src.queued_tokens -= req.isl + req.generated
+        self._homes[(0, req.session)] = best
+        src.kv.close_session(req.session, req.unit_ids(req.isl))
+        best.submit(req)
+        return True
+
+    def _close_session(self, req: Request) -> None:
+        """A session ended: the workers that kept its KV no longer hold it for a next turn."""
+        ids = req.unit_ids(req.isl + req.osl)
+        for side, (pool, index) in enumerate(((req.pool, req.worker), (req.decode_pool, req.decode_worker))):
+            rt = self.pools.get(pool)
+            if rt is None or not (0 <= index < len(rt.workers)):
+                continue
+            w = rt.workers[index]
+            self._homes.pop((side, req.session), None)
+            w.kv.close_session(req.session, ids)
+            if w.parked and not w.busy:
+                w.plan()
 
     def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
         """PD: the prefill worker's KV for `req` crosses to a decode worker."""
         pool = self._decode_pool
-        dst = self.router.pick(req, pool.workers)
+        dst = self._session_pick(req, pool.workers, 1) if req.session_hash_base >= 0 else self.router.pick(req, pool.workers)
         req.decode_pool, req.decode_worker = pool.name, dst.index
         # only the blocks the decode worker does not already hold cross (a session's earlier turns stay there)
         ctx = req.isl + req.generated
@@ -230,6 +322,7 @@ class Simulation:
         self._count(0, self.engine.now)
         for w in self.workers():
             w._kv_account(self.engine.now)
+        self.occupancy.record(self.engine.now)
         return self
 
     def workers(self) -> list[Worker]:

@@ -73,6 +73,21 @@ class SpecWorker(Worker):
         self.dslots = max(1, round(c.latency_s / c.interval_s)) if c.interval_s > 0 else 1
         super().__init__(sim, pool, index, model, sched, role="aggregated")
 
+    DRAFTER_KV_CONTEXT = 32_768  # context at which the target's and drafter's KV per token are compared
+
+    def limit_kv_by_drafter(self, drafter_kv_bytes: float) -> None:
+        """The drafter keeps its own KV of every sequence and session this target holds, in `drafter_kv_bytes`
+        (this target's share of its drafter replica). Both hold the same tokens, so the target holds no more
+        than the drafter's share has room for, in target bytes (ratio of KV per token at DRAFTER_KV_CONTEXT)."""
+        c = self.DRAFTER_KV_CONTEXT
+        per_tok = self.drafter.kv_bytes(c)
+        if per_tok <= 0:
+            return
+        cap = drafter_kv_bytes * self.model.kv_bytes(c) / per_tok
+        if cap < self.kv.capacity:
+            self.headroom *= cap / self.kv.capacity
+            self.kv.capacity = cap
+
     def round_time(self, n: int, ctx: float, k: int) -> float:
         """One draft-verify round for `n` sequences at mean context `ctx` with `k` draft tokens."""
         c = ctx_bucket(ctx)

@@ -227,6 +227,9 @@ class TraceWorkload(Workload):
         times = (df["arrival_s"].to_numpy() / self.scale).tolist()
         isl, osl = df["isl"].tolist(), df["osl"].tolist()
         sess, hashes = df["session"].tolist(), df["hash_ids"].tolist()
+        in_session = df["session"] >= 0
+        turn = df.groupby("session").cumcount().where(in_session, 0).tolist()
+        last = (in_session & ~df["session"].duplicated(keep="last")).tolist()
         limit = self.cfg.num_requests or n
         for i in range(min(n, limit)):
             t = times[i]
@@ -235,6 +238,7 @@ class TraceWorkload(Workload):
             s = int(sess[i])
             r = Request(self._rid(), t, isl[i], osl[i], hash_ids=hashes[i], hash_block_tokens=MOONCAKE_BLOCK,
                         session_hash_base=s * self.SESSION_STRIDE if s >= 0 and not hashes[i] else -1,
-                        session=s, klass=klass[i])
+                        session=s, turn=int(turn[i]), klass=klass[i])
+            r.last_turn = bool(last[i])
             r.accept_rate = float(acc[i])
             yield r

@@ -28,6 +28,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from lpxsim.core.errors import DoesNotFit
+from lpxsim.serving.admission import Admission
 from lpxsim.serving.engine import EventKind
 from lpxsim.serving.kvcache import KvStore
 from lpxsim.serving.request import Request
@@ -67,7 +68,7 @@ class SharedResource:
         return self.busy_s + (now - self._since if self.active > 0 else 0.0)
 
 
-class Worker:
+class Worker(Admission):
     """One replica. `role`: aggregated | prefill (hands KV off after the first token) | decode."""
 
     _board = None  # class defaults: a subclass may touch the load before Worker.__init__ runs
@@ -84,7 +85,15 @@ class Worker:
         self.model = model
         self.role = role
         self.share = share
-        self.kv = KvStore(model.kv_capacity_bytes())
+        retention = sim.fleet.retention
+        cap = model.kv_capacity_bytes()
+        tier = sim.make_tier(pool, index)
+        policy = retention.policy if retention.policy != "auto" else ("evict_idle" if tier else "hold")
+        self.kv = KvStore(cap, session_whole=policy != "lru", tier=tier, resident=sim.resident_count(pool))
+        self.hold = policy == "hold"
+        self.headroom = retention.headroom * cap
+        self.parked: deque[Request] = deque()  # hold: sessions with nothing resident, waiting for room
+        self.loading = 0  # sequences whose KV is being reloaded from the offload tier
         self.block = int(sched.block_tokens)
         self.budget = int(sched.token_budget)
         self.min_chunk = int(sched.min_chunk_tokens)
@@ -211,7 +220,7 @@ class Worker:
         return self.ctx_sum + self.queued_tokens
 
     def load(self) -> int:
-        return self.n_dec + len(self.prefilling) + len(self.waiting)
+        return self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.parked) + self.loading
 
     # --- entry points -----------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -234,49 +243,6 @@ class Worker:
             self.run_k = done
             self.engine.schedule(self.run_start + done * self.run_dt, EventKind.STEP_END, self._on_step_end,
                                  self.version)
-
-    # --- admission ----------------------------------------------------------------------
-    def _admit(self) -> None:
-        kv = self.kv
-        while self.waiting and self.n_dec + len(self.prefilling) < self.max_batch:
-            req = self.waiting[0]
-            ctx = req.isl + req.generated
-            prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
-            ids = req.unit_ids(ctx)
-            m = kv.match(ids) if ids else 0
-            if m * req.hash_block_tokens >= ctx:
-                m = (ctx - 1) // req.hash_block_tokens
-            shared_tok = m * req.hash_block_tokens
-            shared = self.kvb(shared_tok) if m else 0.0
-            need = self.kvb(ctx + 1) - shared
-            # must fit alone with one step of growth to spare, so a lone sequence always makes progress
-            if self.kvb(req.isl + req.osl) + self.g_all > kv.capacity:
-                self.waiting.popleft()
-                self.queued_tokens -= ctx
-                self.rejected += 1
-                self.sim.reject(req, "kv_capacity: one sequence needs more KV than the worker holds")
-                continue
-            if m:
-                kv.acquire(ids[:m])
-            if not kv.make_room(need):
-                if m:
-                    kv.release(ids[:m])
-                break
-            self.waiting.popleft()
-            self.queued_tokens -= ctx
-            kv.charge(need)
-            req.kv_charge = need
-            req.units_ref = ids[:m]
-            if prefilled:
-                self._join(req)
-                continue
-            if req.preemptions == 0 and req.generated == 0:
-                req.cached_tokens = shared_tok
-                kv.hits_tokens += shared_tok
-            req.prefill_ctx = shared_tok
-            req.prefill_left = ctx - shared_tok
-            self.prefilling.append(req)
-            self.queued_tokens += req.prefill_left
 
     # --- planning ---------------------------------------------------------------------
     def plan(self) -> None:
@@ -433,7 +399,9 @@ class Worker:
         u = req.hash_block_tokens
         sizes = [self.kvb((j + 1) * u) - self.kvb(j * u) for j in range(have, len(ids))]
         new = ids[have:]
-        req.kv_charge -= self.kv.insert(new, sizes, referenced)
+        chain = req.session_hash_base
+        req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if chain >= 0 else -1,
+                                        chain if chain >= 0 else None)
         if referenced:
             req.units_ref = ids
 
@@ -474,7 +442,7 @@ class Worker:
         """Give back a sequence's KV; its complete units stay cached (evictable)."""
         if req.session_hash_base >= 0:
             self._cache_units(req, ctx, referenced=True)
-        self.kv.release(req.units_ref)
+        self.kv.release(req.units_ref, req.session if req.session_hash_base >= 0 else -1)
         self.kv.free(req.kv_charge)
         req.kv_charge = 0.0
         req.units_ref = ()

@@ -8,11 +8,12 @@ from the run's one generator, drawn in a fixed order, so a seed fixes the run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from lpxsim.core.inputs import TOKENS_MAX  # sampled ISL/OSL are clipped to [1, TOKENS_MAX]
 from lpxsim.serving.config import read_yaml, validation_error
@@ -61,6 +62,28 @@ class Dist(BaseModel):
         if self.min is not None and self.max is not None and self.max < self.min:
             raise ValueError("needs min <= max")
         return self
+
+    def one(self, rng: np.random.Generator) -> float:
+        """One draw: the value `sample(rng, 1)[0]` would give (the same draws from the generator), without
+        building an array."""
+        k = self.kind
+        if k == "fixed":
+            x = float(self.value)
+        elif k == "uniform":
+            x = rng.uniform(self.low, self.high)
+        elif k == "lognormal":
+            x = self.median * math.exp(self.sigma * rng.standard_normal())
+        elif k == "normal":
+            x = rng.normal(self.mean, self.sigma)
+        elif k == "exponential":
+            x = rng.exponential(self.mean)
+        else:
+            x = rng.beta(self.a, self.b)
+        if self.min is not None and x < self.min:
+            x = self.min
+        if self.max is not None and x > self.max:
+            x = self.max
+        return float(x)
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         k = self.kind
@@ -111,13 +134,28 @@ class SharedPrefix(BaseModel):
 
 
 class Session(BaseModel):
-    """Agentic session: each turn's prompt = previous context + tool output; think/tool time between."""
+    """Agentic session: each turn's prompt = previous prompt + previous output + `new_tokens` (tool output, the
+    user's next message); `think_s` of tool or think time between a turn's end and the next turn's arrival.
+
+    `context_cap`: past it the agent truncates (docs/serving.md "Sessions"): the turn keeps the newest
+    `truncate_to` tokens (default: the cap), and since those tokens' KV depended on what was dropped, the turn
+    prefills them all and later turns grow a new cached chain from there. The model's context window caps a
+    session the same way."""
 
     model_config = _STRICT
     turns: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=20))
     first_isl: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=8000))
-    tool_tokens: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=4000))
+    new_tokens: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=4000),
+                             validation_alias=AliasChoices("new_tokens", "tool_tokens"))
     think_s: Dist = Field(default_factory=lambda: Dist(kind="fixed", value=2.0))
+    context_cap: int | None = Field(None, ge=1, le=TOKENS_MAX)
+    truncate_to: int | None = Field(None, ge=1, le=TOKENS_MAX)
+
+    @model_validator(mode="after")
+    def _truncation(self) -> Session:
+        if self.truncate_to is not None and (self.context_cap is None or self.truncate_to > self.context_cap):
+            raise ValueError("truncate_to needs a context_cap at least as large")
+        return self
 
 
 class Slo(BaseModel):
@@ -202,6 +240,15 @@ class Workload:
         return []
 
 
+def _token(x: float) -> int:
+    """One sampled token count as `_tokens` makes it: rounded half to even, in [1, TOKENS_MAX]."""
+    if x != x or x < 1:
+        return 1
+    if x >= TOKENS_MAX:
+        return TOKENS_MAX
+    return max(1, int(round(x)))
+
+
 def _tokens(x: np.ndarray) -> np.ndarray:
     """Sampled token counts as ints in [1, TOKENS_MAX] (a wide distribution's tail is clipped, not wrapped)."""
     return np.clip(np.rint(np.nan_to_num(x, nan=1.0, posinf=TOKENS_MAX, neginf=1.0)), 1, TOKENS_MAX).astype(int)
@@ -273,12 +320,19 @@ class SyntheticWorkload(Workload):
 class AgenticWorkload(Workload):
     """Multi-turn agent sessions over a growing context (prefix-cached turn to turn)."""
 
-    SESSION_STRIDE = 1 << 24  # prefix-unit id space per session
+    SESSION_STRIDE = 1 << 24  # prefix-unit id space per cached chain (a session starts a new one on truncation)
 
     def __init__(self, cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None) -> None:
         super().__init__(cfg, rng, duration_s)
         self.sessions: dict[int, dict] = {}
         self.n_sessions = 0
+        self.n_chains = 0
+        self.context_window: int | None = None  # the fleet's, set by the simulation
+        self.truncations = 0
+
+    def _chain(self) -> int:
+        self.n_chains += 1
+        return (self.n_chains - 1) * self.SESSION_STRIDE
 
     def _new_session(self, t: float) -> Request:
         s = self.cfg.session
@@ -291,17 +345,34 @@ class AgenticWorkload(Workload):
             "ctx": int(_tokens(s.first_isl.sample(self.rng, 1))[0]),
             "klass": self._classes(1)[0],
             "accept": float(self._accept(1)[0]),
+            "chain": self._chain(),
         }
         self.sessions[sid] = state
         return self._turn(sid, t)
 
     def _turn(self, sid: int, t: float) -> Request:
         st = self.sessions[sid]
-        osl = int(_tokens(self.cfg.osl.sample(self.rng, 1))[0])
+        osl = _token(self.cfg.osl.one(self.rng))
+        if st["turn"] > 0:
+            self._truncate(st, osl)
         r = Request(self._rid(), t, st["ctx"], osl, hash_block_tokens=self.cfg.hash_block_tokens,
-                    session_hash_base=sid * self.SESSION_STRIDE, session=sid, turn=st["turn"], klass=st["klass"])
+                    session_hash_base=st["chain"], session=sid, turn=st["turn"], klass=st["klass"])
         r.accept_rate = st["accept"]
+        r.last_turn = st["turn"] == st["turns"] - 1
         return r
+
+    def _truncate(self, st: dict, osl: int) -> None:
+        """Apply the truncation rule when the context passes the cap or the model's window."""
+        s = self.cfg.session
+        cap = s.context_cap if s.context_cap is not None else TOKENS_MAX
+        keep = s.truncate_to if s.truncate_to is not None else cap
+        if self.context_window:
+            room = max(1, self.context_window - osl - 1)
+            cap, keep = min(cap, room), min(keep, room)
+        if st["ctx"] > cap:
+            st["ctx"] = keep
+            st["chain"] = self._chain()  # the kept tokens' KV changed with what was dropped: nothing is reused
+            self.truncations += 1
 
     def arrivals(self) -> Iterator[Request]:
         cfg = self.cfg
@@ -331,10 +402,30 @@ class AgenticWorkload(Workload):
                 self._left -= 1
                 return [self._new_session(now)]
             return []
-        tool = int(np.clip(np.rint(s.tool_tokens.sample(self.rng, 1)[0]), 0, TOKENS_MAX))
-        think = max(0.0, float(s.think_s.sample(self.rng, 1)[0]))
-        st["ctx"] = min(TOKENS_MAX, req.isl + req.osl + tool)
+        new = s.new_tokens.one(self.rng)
+        new = 0 if new != new or new < 0 else min(TOKENS_MAX, int(round(new)))
+        think = max(0.0, s.think_s.one(self.rng))
+        st["ctx"] = min(TOKENS_MAX, req.isl + req.osl + new)
         return [self._turn(req.session, now + think)]
+
+
+def session_workload(shape, sessions: int, osl: int, concurrency: int | None = None, rate_per_s: float | None = None,
+                     name: str | None = None, hash_block_tokens: int = 512) -> WorkloadConfig:
+    """The `kind: agentic` workload of `sessions` sessions of one shape (`lpxsim.engine.query.SessionShape`: any
+    object with first_isl, new_tokens, turns, think_s, context_cap), `osl` output tokens a turn. Arrivals: a
+    closed loop of `concurrency` sessions in flight, else Poisson sessions at `rate_per_s` (default: all
+    sessions at once as a closed loop)."""
+    if concurrency is None and rate_per_s is None:
+        concurrency = sessions
+    arrival = (Arrival(process="closed", concurrency=min(concurrency, sessions)) if concurrency is not None
+               else Arrival(process="poisson", rate=rate_per_s))
+    session = Session(turns=Dist(value=shape.turns), first_isl=Dist(value=shape.first_isl),
+                      new_tokens=Dist(value=shape.new_tokens), think_s=Dist(value=float(shape.think_s)),
+                      context_cap=shape.context_cap)
+    label = name or (f"agentic {shape.first_isl}+{shape.new_tokens}x{shape.turns}"
+                     f"{f' cap {shape.context_cap}' if shape.context_cap else ''}")
+    return WorkloadConfig(name=label, kind="agentic", num_requests=sessions, arrival=arrival, session=session,
+                          osl=Dist(value=osl), hash_block_tokens=hash_block_tokens)
 
 
 def make_workload(cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None = None) -> Workload:

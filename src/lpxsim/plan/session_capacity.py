@@ -1,0 +1,114 @@
+"""The two ceilings of agentic serving: sessions held (KV resident, thinking ones included) and streams decoding.
+
+`plan.capacity` answers how many streams of one context fit. An agent session
+keeps its KV between turns (tool calls, think time) while the deployment holds
+it, and its context grows turn by turn, so the memory question has two answers:
+
+* **sessions held**: how many sessions' KV fits at once. A held session's
+  resident context after turn k is its prompt plus that turn's output,
+  isl_k + osl with isl_k = min(first_isl + k (new_tokens + osl), context_cap)
+  (the truncation rule of docs/serving.md: past the cap a turn keeps the newest
+  `context_cap` tokens). A steady population of sessions of every age holds the
+  mean of kv_bytes(isl_k + osl) over its turns each; `sessions_held_last_turn`
+  is the ceiling if every session were at its longest.
+* **streams decoding**: of the sessions held, those in a turn rather than in
+  think time: sessions_held x duty, duty = turn_s / (turn_s + think_s), where
+  `turn_s` (one turn's TTFT + decode time) comes from the operating point that
+  runs the session (`lpxsim.engine`); without it the bound is sessions_held.
+
+The memory breakdown uses `plan.capacity`'s accounting (weights, reserve, KV,
+free) for the same model, system, precisions and chips, so the numbers agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from lpxsim.catalog import get_model
+from lpxsim.core.errors import UserError
+from lpxsim.plan.capacity import Breakdown, capacity
+from lpxsim.specs.accounting import kv_bytes_per_sequence
+
+
+@dataclass(frozen=True)
+class SessionCeilings:
+    """Sessions held and streams decoding for one session shape on one deployment, with where the bytes go."""
+
+    model: str
+    system: str
+    chips: int
+    first_isl: int
+    new_tokens: int
+    turns: int
+    think_s: float
+    context_cap: int | None
+    osl: int
+    kv_budget_bytes: float  # memory left for KV after weights and reserve
+    session_context_mean: float  # resident tokens of a held session, averaged over its turns
+    session_context_max: int  # resident tokens at its last turn
+    kv_bytes_per_session_mean: float
+    kv_bytes_per_session_max: float
+    sessions_held: int  # steady population of sessions of every age
+    sessions_held_last_turn: int  # every session at its longest
+    duty: float | None  # share of a held session's time in a turn (None: no turn time given)
+    streams_decoding: int
+    streams_no_reuse: int  # plan.capacity's streams at the longest context (each turn re-prefilled, none held)
+    breakdown: Breakdown  # kv_bytes = sessions_held x kv_bytes_per_session_mean
+    offload_sessions: int | None = None  # further sessions an offload tier of `offload_bytes` parks
+    notes: list[str] = field(default_factory=list)
+
+
+def session_contexts(first_isl: int, new_tokens: int, turns: int, osl: int, context_cap: int | None) -> list[int]:
+    """Resident tokens of a session after each of its turns (prompt + output), under the truncation rule."""
+    cap = context_cap if context_cap is not None else math.inf
+    out, isl = [], first_isl
+    for k in range(turns):
+        if k:
+            isl = isl + osl + new_tokens
+            if isl > cap:
+                isl = int(cap)
+        out.append(isl + osl)
+    return out
+
+
+def session_ceilings(model: str, system: str, shape, osl: int, weights: str = "fp8", kv: str = "bf16",
+                     kv_layout: str = "separate", racks: float | None = None, chips: int | None = None,
+                     turn_s: float | None = None, offload_bytes: float | None = None) -> SessionCeilings:
+    """Both ceilings of `shape` (an `lpxsim.engine.query.SessionShape`: first_isl, new_tokens, turns, think_s,
+    context_cap) with `osl` output tokens a turn, on `racks` or `chips` of `system` (default: one unit)."""
+    if not isinstance(osl, int) or isinstance(osl, bool) or osl < 1:
+        raise UserError("osl", f"expected a positive number of output tokens a turn, got {osl!r}")
+    if turn_s is not None and not (math.isfinite(turn_s) and turn_s > 0):
+        raise UserError("turn_s", f"expected a positive number of seconds, got {turn_s!r}")
+    m = get_model(model)
+    ctxs = session_contexts(shape.first_isl, shape.new_tokens, shape.turns, osl, shape.context_cap)
+    ctx_max = max(ctxs)
+    rep = capacity(m, system, context=ctx_max, weights=weights, kv=kv, kv_layout=kv_layout, racks=racks, chips=chips)
+    b = rep.breakdown
+    budget = max(0.0, b.total_bytes - b.weights_bytes - b.reserve_bytes)
+    per = {c: kv_bytes_per_sequence(m, c, kv, kv_layout) for c in set(ctxs)}
+    mean_bytes = sum(per[c] for c in ctxs) / len(ctxs)
+    max_bytes = per[ctx_max]
+    held = int(budget // mean_bytes) if mean_bytes > 0 else 0
+    held_last = int(budget // max_bytes) if max_bytes > 0 else 0
+    notes = list(rep.notes)
+    if turn_s is None:
+        duty = None
+        streams = held
+        if shape.think_s > 0:
+            notes.append("no turn time given: streams decoding is the upper bound (every held session in a turn)")
+    else:
+        duty = turn_s / (turn_s + shape.think_s)
+        streams = int(math.floor(held * duty + 1e-9))
+    kv_held = held * mean_bytes
+    breakdown = Breakdown(total_bytes=b.total_bytes, weights_bytes=b.weights_bytes, reserve_bytes=b.reserve_bytes,
+                          kv_bytes=kv_held, free_bytes=b.total_bytes - b.weights_bytes - b.reserve_bytes - kv_held)
+    parked = int(offload_bytes // mean_bytes) if offload_bytes and mean_bytes > 0 else None
+    return SessionCeilings(
+        model=m.name, system=rep.system, chips=rep.chips, first_isl=shape.first_isl, new_tokens=shape.new_tokens,
+        turns=shape.turns, think_s=float(shape.think_s), context_cap=shape.context_cap, osl=osl,
+        kv_budget_bytes=budget, session_context_mean=sum(ctxs) / len(ctxs), session_context_max=ctx_max,
+        kv_bytes_per_session_mean=mean_bytes, kv_bytes_per_session_max=max_bytes, sessions_held=held,
+        sessions_held_last_turn=held_last, duty=duty, streams_decoding=streams, streams_no_reuse=rep.max_streams,
+        breakdown=breakdown, offload_sessions=parked, notes=notes)
