@@ -55,10 +55,11 @@ def shapes(draw, head_dims=(2, 6, 10, 12)) -> dict:  # noqa: ANN001
 
 
 def candidates(spec: ModelSpec, chips: int) -> list[str]:
-    """Every layout the search finds feasible for the run at the emulator's default SRAM (best first)."""
+    """The layouts the search emits for the run at the emulator's default SRAM, best first (the compiler
+    takes the first that places)."""
     found = search_layouts(spec, "lpx", chips=chips, context=PROMPT + STEPS, weights=PRECISION, kv=PRECISION,
                            chip_sram_bytes=sram_for(spec, chips, None, PROMPT, STEPS))
-    return list(dict.fromkeys(row["layout"] for row in found.info))
+    return [lay.describe() for lay in found.candidates]
 
 
 def _refusal_is_clear(e: UserError) -> None:
@@ -122,14 +123,14 @@ def _pick(spec: ModelSpec, chips: int, index: int) -> str | None:
     return lays[index % len(lays)] if lays else None
 
 
-@settings(max_examples=24, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=shapes(), chips=st.integers(1, 32), index=st.integers(0, 6))
 def test_odd_shapes_verify_and_emulate_or_are_refused(cfg: dict, chips: int, index: int) -> None:
     layout = _pick(ModelSpec.from_config(cfg, name=cfg["name"]), chips, index)
     emulates_or_refuses(cfg, chips, layout)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=shapes(head_dims=(3, 5, 7)), chips=st.integers(1, 32))
 def test_odd_head_dim_compiles_and_verifies_on_every_candidate(cfg: dict, chips: int) -> None:
     assert list(verifies_chained(cfg, chips))  # the emulator's SRAM sizing places the search's own choice
@@ -149,7 +150,7 @@ def test_the_24_chip_gqa_program_that_read_kv_it_did_not_hold() -> None:
 
 
 @pytest.mark.heavy
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(cfg=shapes(head_dims=(2, 4, 6, 10, 12, 14)), chips=st.integers(1, 32))
 def test_sweep_every_candidate_verifies_and_emulates_or_is_refused(cfg: dict, chips: int) -> None:
     spec = ModelSpec.from_config(cfg, name=cfg["name"])
