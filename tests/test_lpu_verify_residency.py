@@ -12,10 +12,13 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lpxsim.graph import Phase, lower
 from lpxsim.lpu import Program, compile_program, verify
-from lpxsim.lpu.verify_kv import KvResidency, kv_after
+from lpxsim.lpu.program import stripe_positions
+from lpxsim.lpu.verify_kv import KvResidency, _merge, _uncovered, kv_after
 from lpxsim.specs.model import ModelSpec
 
 DATA = Path(__file__).parent / "data" / "emulate"
@@ -154,3 +157,22 @@ def test_the_24_chip_gqa_decode_on_another_layout_than_its_prefill_is_rejected()
         "hold" in rep.errors[0], rep.errors[0]
     _, _, same = step(GQA, Phase.decode([8]), "tp=8,stages=2", chips=24, sram=GQA_SRAM, kv_held=held)
     assert same.ok, same.errors[:3]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(want=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+       have=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=4),
+       stripe=st.integers(1, 4).flatmap(lambda n: st.tuples(st.integers(0, n - 1), st.just(n), st.integers(1, 3))))
+def test_uncovered_finds_exactly_the_owned_positions_outside(want, have, stripe) -> None:  # noqa: ANN001
+    """`_uncovered` against sets of positions: None iff every position of `want` the stripe owns is in `have`;
+    else the gap it names lies in `want`, outside `have`, and holds an owned position."""
+    i, n, b = stripe
+    owned = set(stripe_positions(*want, i, n, b).tolist())
+    held = set().union(*(range(lo, hi) for lo, hi in have)) if have else set()
+    gap = _uncovered(want, _merge(list(have)), stripe)
+    if owned <= held:
+        assert gap is None
+    else:
+        assert gap is not None and want[0] <= gap[0] < gap[1] <= want[1]
+        in_gap = set(stripe_positions(int(gap[0]), int(gap[1]), i, n, b).tolist())
+        assert in_gap and not in_gap & held

@@ -132,20 +132,24 @@ def _kv_rows(p: Program, graph: OpGraph) -> tuple[dict[tuple, list[_Write]], lis
             continue
         stripe = (*tuple(slc.get("kv_stripe", (0, 1))), int(attrs.get("kv_block", 1)))
         bound = tuple(slc["kv_seq"]) if "kv_seq" in slc else UNBOUNDED
-        if kind == "kv_write":
-            writes[(ins.chip[k], layer, stripe)].append(
-                _Write(tuple(slc.get("kv_heads", (0, 0))), bound, ins.first_out_cycle[k], ins.cycle_end[k]))
+        if kind == "kv_write":  # no kv_heads slice: every KV head of the layer
+            heads = tuple(slc["kv_heads"]) if "kv_heads" in slc else (0, _kv_head_count(graph, layer))
+            writes[(ins.chip[k], layer, stripe)].append(_Write(heads, bound, ins.first_out_cycle[k], ins.cycle_end[k]))
         else:
             reads.append(_Read(k, ins.chip[k], op, layer, _heads_read(graph, layer, slc), stripe, bound,
                                ins.cycle_start[k], ins.cycle_end[k]))
     return writes, reads
 
 
+def _kv_head_count(graph: OpGraph, layer: int) -> int:
+    a = graph.model.layers[layer].attention
+    return 1 if a.kind == "mla" else a.num_kv_heads
+
+
 def _heads_read(graph: OpGraph, layer: int, slc) -> Span:  # noqa: ANN001
     """The KV heads an attention over query heads ``slice["heads"]`` reads (query head h uses h // group)."""
     a = graph.model.layers[layer].attention
-    kvh = 1 if a.kind == "mla" else a.num_kv_heads
-    group = max(1, a.num_heads // kvh)
+    group = max(1, a.num_heads // _kv_head_count(graph, layer))
     h0, h1 = slc.get("heads", (0, a.num_heads))
     return h0 // group, (max(h1, h0 + 1) - 1) // group + 1
 
