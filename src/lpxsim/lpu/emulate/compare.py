@@ -1,9 +1,10 @@
 """Compile a tiny model onto N emulated chips, run prefill + greedy decode, and compare with Hugging Face.
 
 Every step gets its own compiled Program (the step's phase: prefill of the
-prompt, then one decode step per generated token); the executor keeps each
-chip's KV cache between steps. The reference is the real HF model class with
-the same seeded weights (`reference.py`).
+prompt, then one decode step per generated token), all on the one layout of
+the run (`run_layout`), each verified against the KV the steps before it left;
+the executor keeps each chip's KV cache between steps. The reference is the
+real HF model class with the same seeded weights (`reference.py`).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def _fits(spec: ModelSpec, chips: int, layout: str | None, sram: int, prompt_tok
 
 def sram_for(spec: ModelSpec, chips: int, layout: str | None = None, prompt_tokens: int = 8, steps: int = 6) -> int:
     """Default per-chip SRAM: twice the bf16 weights spread over `chips` (so the chips are needed), at least the
-    largest tensor, raised by 1/4 at a time until the run's prefill and decode steps both place.
+    largest tensor, raised by 1/4 at a time until the run's prefill and decode steps both place on one layout.
 
     On many chips a tiny model's per-chip floor (replicated norms and activations, stage hand-off
     buffers) exceeds its share of the weights; the search finds the smallest size on that 1.25x ladder."""
