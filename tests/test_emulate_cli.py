@@ -81,3 +81,20 @@ def test_bad_config_files_are_user_errors(tmp_path: Path) -> None:
         p = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "emulate", "--config", str(path),
                             "--chips", "2"], capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and word in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 5}, "config"),  # HF's validator refuses it
+    ({"hidden_size": 8, "num_attention_heads": 1, "num_key_value_heads": 1, "head_dim": 3}, "config.head_dim"),
+])
+def test_an_odd_rotary_dimension_is_one_line_exit_2(tmp_path: Path, changes: dict, field: str) -> None:
+    """RoPE turns pairs of dimensions: the emulator refuses an odd head_dim before Hugging Face fails on it."""
+    cfg = {**json.loads((DATA / "llama_tiny.json").read_text()), **changes}
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(cfg))
+    p = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "emulate", "--config", str(path), "--chips", "2",
+                        "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{field}:" in lines[0] and "RoPE" in lines[0], lines

@@ -260,3 +260,35 @@ def test_emulation_is_deterministic() -> None:
 def test_larger_chip_counts_and_longer_decode(name: str, chips: int, layout: str) -> None:
     r = emulate_reference(reference(name, seed=1), chips, steps=12, seed=1, layout=layout, sram_bytes=200_000)
     assert r.tokens_match and r.max_abs_logit_err < LOGIT_ATOL, r.step_errors
+
+
+def test_verify_and_the_emulator_agree_on_a_decode_laid_out_unlike_its_prefill() -> None:
+    """Issue 28's 24-chip GQA case: a decode compiled on another layout than its prefill reads KV its chips
+    never held. The emulator fails on it, and verify (given the prefill's KV) names the same op and chip;
+    `emulate_reference` now compiles every step on one layout and matches HF."""
+    from lpxsim.graph import Phase, lower
+    from lpxsim.lpu import verify
+    from lpxsim.lpu.emulate import ProgramExecutor
+    from lpxsim.lpu.verify_kv import kv_after
+
+    cfg = {"name": "gqa-8h1kv", "model_type": "llama", "vocab_size": 96, "hidden_size": 48,
+           "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 1,
+           "head_dim": 6, "hidden_act": "silu", "rope_parameters": {"rope_type": "default", "rope_theta": 1e4},
+           "tie_word_embeddings": False, "rms_norm_eps": 1e-5, "max_position_embeddings": 128}
+    ref = build_reference(cfg, seed=0)
+    sram = default_sram_bytes(ref, 24, None, 8, 3)
+    prefill = compile_step(ref, _prefill(8), 24, "tp=8,stages=2", sram, 11)
+    decode = compile_step(ref, Phase.decode([8]), 24, "tp=8,stages=1", sram, 11)
+    ex = ProgramExecutor(ref.spec, ref.weights)
+    first = ex.run(prefill, [1, 2, 3, 4, 5, 6, 7, 8])
+    with pytest.raises(EmulationError) as caught:
+        ex.run(decode, first.tokens)
+    err = caught.value
+    assert "does not hold" in str(err)
+    held = kv_after(prefill, lower(ref.spec, _prefill(8), weights="bf16", kv="bf16"))
+    rep = verify(decode, lower(ref.spec, Phase.decode([8]), weights="bf16", kv="bf16"), kv_held=held)
+    assert rep.kinds() == {"kv"}
+    assert any(m.startswith(f"kv: {err.op} on chip {err.chip} at cycle {err.cycle} ") for m in rep.errors), \
+        (str(err), rep.errors[:3])
+    r = emulate_reference(ref, 24, steps=3, seed=0)
+    assert r.tokens_match and r.max_abs_logit_err < LOGIT_ATOL, (r.layout, r.step_errors)

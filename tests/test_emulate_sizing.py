@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from lpxsim.core.errors import DoesNotFit
-from lpxsim.graph import Phase
 from lpxsim.lpu import compile_program
-from lpxsim.lpu.emulate.compare import PRECISION, largest_tensor_bytes, sram_for
+from lpxsim.lpu.emulate.compare import PRECISION, largest_tensor_bytes, run_layout, run_phases, sram_for
 from lpxsim.specs.accounting import weight_bytes
 from lpxsim.specs.model import ModelSpec
 
@@ -27,11 +26,13 @@ def spec(name: str) -> ModelSpec:
 
 
 def _run_compiles(m: ModelSpec, chips: int, sram: int, prompt: int = 8, steps: int = 6) -> None:
-    for phase in (Phase.prefill(prompt), Phase.decode([prompt + steps - 1])):
-        r = compile_program(m, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION,
+    """The run's prefill and last decode step compile and verify on the one layout all its steps share."""
+    lay = run_layout(m, chips, None, sram, prompt, steps)
+    for phase in run_phases(prompt, steps):
+        r = compile_program(m, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION, layout=lay,
                             chip_sram_bytes=sram, context=prompt + steps)
         assert r.report.ok, r.report.errors[:3]
-        assert r.timing.chips <= chips
+        assert r.timing.chips <= chips and r.layout == lay
 
 
 def _check(name: str, chips: int) -> None:

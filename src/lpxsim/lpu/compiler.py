@@ -1,12 +1,15 @@
-"""The LPX compiler pipeline: lower -> partition -> place -> route + schedule -> verify.
+"""The LPX compiler pipeline: partition (search a layout) -> lower -> realise -> route + schedule -> place ->
+verify.
 
-`compile_program` is the one entry point (the CLI and `LpxStepModel` call it).
+`compile_program` compiles one step (the CLI and `LpxStepModel` call it); `deployment_layout` picks the one
+layout all steps of a deployment share (the emulator compiles its prefill and decode steps on it).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -25,6 +28,7 @@ from lpxsim.lpu.program import InstructionTable, LayoutInfo, Program
 from lpxsim.lpu.schedule import Provenance, Scheduler
 from lpxsim.lpu.timing import Timing, summarize
 from lpxsim.lpu.verify import VerifyReport, verify
+from lpxsim.lpu.verify_kv import KvResidency
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.topology import chip_graph
@@ -130,6 +134,48 @@ def _by_chip_and_cycle(instructions: InstructionTable) -> InstructionTable:
     return instructions
 
 
+@dataclass
+class Search:
+    """The layout search's answer: the system sized to the chips, the chip's rates, the candidates best first."""
+
+    model: ModelSpec
+    system: SystemSpec
+    n_chips: int
+    units: int
+    arch: Arch
+    target: Target
+    candidates: list[Layout]
+    info: list[dict]
+
+
+def search_layouts(model: str | ModelSpec, system: str | SystemSpec = "lpx", *, racks: float | None = None,
+                   chips: int | None = None, context: int = 8192, concurrency: int = 1, weights: str = "fp8",
+                   kv: str = "bf16", kv_layout: str = "separate", layout: Layout | str | dict | None = None,
+                   chip_sram_bytes: int | None = None, variant: str | None = None) -> Search:
+    """Partition: the candidate layouts of `model` on `system` for the target, best first (one, if forced).
+    Without --racks/--chips: on the fewest units that have a candidate."""
+    m = get_model(model)
+    if context < 0 or concurrency <= 0:
+        raise UserError("context", "context must be >= 0 and concurrency > 0")
+    target = Target(context=context, concurrency=concurrency)
+    forced = _forced(layout)
+    auto = racks is None and chips is None and not (forced and {"tp", "stages"} <= set(forced))
+    s, n_chips, units = resolve_system(system, racks, chips, variant)
+    while True:
+        arch = arch_for(s).with_sram(chip_sram_bytes)
+        candidates, info = _candidates(m, s, arch, n_chips, target, weights, kv, kv_layout, forced)
+        if candidates or not auto or units >= s.max_units:
+            return Search(m, s, n_chips, units, arch, target, candidates, info)
+        s, n_chips, units = resolve_system(system, float(units + 1), None, variant)
+
+
+def _no_fit(found: Search, weights: str) -> DoesNotFit:
+    t, a = found.target, found.arch
+    return DoesNotFit("model", f"{found.model.name} ({weights}) does not fit {found.n_chips} x "
+                               f"{found.system.chip.name} ({a.sram_bytes:,} B each) at context {t.context:,}, "
+                               f"concurrency {t.concurrency}")
+
+
 @gc_paused
 def compile_program(
     model: str | ModelSpec,
@@ -147,40 +193,64 @@ def compile_program(
     chip_sram_bytes: int | None = None,
     variant: str | None = None,
     run_verify: bool = True,
+    kv_held: KvResidency | None = None,
 ) -> CompileResult:
-    """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it."""
+    """Compile one step of `model` on `system` (searching a layout unless one is forced) and verify it.
+
+    The search takes the first candidate on which this step places. The steps of one deployment must share
+    their layout (it fixes where each stream's KV lives): compile them on `deployment_layout`'s. `kv_held`:
+    the KV the chips hold when this step starts (`verify_kv.kv_after` of the previous step), for `verify`."""
     t0, c0 = time.perf_counter(), time.process_time()
-    m = get_model(model)
-    if context < 0 or concurrency <= 0:
-        raise UserError("context", "context must be >= 0 and concurrency > 0")
-    target = Target(context=context, concurrency=concurrency)
-    forced = _forced(layout)
-    auto = racks is None and chips is None and not (forced and {"tp", "stages"} <= set(forced))
-    s, n_chips, units = resolve_system(system, racks, chips, variant)
-    while True:  # without --racks/--chips: the fewest units that place the model
-        arch = arch_for(s).with_sram(chip_sram_bytes)
-        candidates, cands_info = _candidates(m, s, arch, n_chips, target, weights, kv, kv_layout, forced)
-        if candidates or not auto or units >= s.max_units:
-            break
-        s, n_chips, units = resolve_system(system, float(units + 1), None, variant)
+    found = search_layouts(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
+                           weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
+                           chip_sram_bytes=chip_sram_bytes, variant=variant)
     last_err: Exception | None = None
-    for lay in candidates:
-        ph = phase or default_phase(target, lay.replicas)
-        graph = lower(m, ph, weights=weights, kv=kv, kv_layout=kv_layout)
+    for lay in found.candidates:
+        ph = phase or default_phase(found.target, lay.replicas)
+        graph = lower(found.model, ph, weights=weights, kv=kv, kv_layout=kv_layout)
         try:
-            prog, summary = build_program(graph, s, units, arch, lay, n_chips)
+            prog, summary = build_program(graph, found.system, found.units, found.arch, lay, found.n_chips)
         except DoesNotFit as e:
             last_err = e
             continue
-        rep = verify(prog, graph, arch) if run_verify else VerifyReport(ok=True)
-        timing = summarize(prog, graph, arch)
+        rep = verify(prog, graph, found.arch, kv_held=kv_held) if run_verify else VerifyReport(ok=True)
+        timing = summarize(prog, graph, found.arch)
         prog.meta["layout"] = lay.describe()
-        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, cands_info,
+        return CompileResult(prog, rep, timing, lay, summary, time.perf_counter() - t0, found.info,
                              time.process_time() - c0)
     if last_err is not None:
         raise last_err
-    raise DoesNotFit("model", f"{m.name} ({weights}) does not fit {n_chips} x {s.chip.name} "
-                              f"({arch.sram_bytes:,} B each) at context {context:,}, concurrency {concurrency}")
+    raise _no_fit(found, weights)
+
+
+@gc_paused
+def deployment_layout(model: str | ModelSpec, system: str | SystemSpec = "lpx", *, phases: Sequence[Phase],
+                      racks: float | None = None, chips: int | None = None, context: int = 8192,
+                      concurrency: int = 1, weights: str = "fp8", kv: str = "bf16", kv_layout: str = "separate",
+                      layout: Layout | str | dict | None = None, chip_sram_bytes: int | None = None,
+                      variant: str | None = None) -> Layout:
+    """The one layout every step of a deployment runs on: the best candidate on which each of `phases` (its
+    largest steps: the prefill chunk, the decode at the longest context) places.
+
+    A layout fixes which chip holds each KV position (`lowering`), and a stream's KV stays on its chips
+    between steps. Each step searched on its own may place on different candidates (a prefill's activations
+    overflow the best one, the decode fits it), and a decode step would then read KV its chips never held."""
+    found = search_layouts(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
+                           weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
+                           chip_sram_bytes=chip_sram_bytes, variant=variant)
+    last_err: DoesNotFit | None = None
+    for lay in found.candidates:
+        try:
+            for ph in phases:
+                graph = lower(found.model, ph, weights=weights, kv=kv, kv_layout=kv_layout)
+                build_program(graph, found.system, found.units, found.arch, lay, found.n_chips)
+        except DoesNotFit as e:
+            last_err = e
+            continue
+        return lay
+    if last_err is not None:
+        raise last_err
+    raise _no_fit(found, weights)
 
 
 def _candidates(m: ModelSpec, s: SystemSpec, arch: Arch, n_chips: int, target: Target, weights: str, kv: str,
@@ -203,4 +273,5 @@ def _forced(layout: Layout | str | dict | None) -> dict[str, int] | None:
     return parse_layout(layout)
 
 
-__all__ = ["CompileResult", "Target", "compile_program", "resolve_system", "replace"]
+__all__ = ["CompileResult", "Search", "Target", "compile_program", "deployment_layout", "resolve_system",
+           "search_layouts", "replace"]

@@ -15,9 +15,13 @@ takes at the unit's rate; every op of the op graph computed over its whole
 output; every partial sum reaching its reduction exactly once; the sampled
 token leaving the last stage; every weight resident where it is read.
 
+KV residency (`lpxsim.lpu.verify_kv`, needing the op graph): every attention instruction reads only KV its
+own chip holds at its cycle (this step's keys written there in time, earlier steps' keys held there when the
+step starts, exactly so when the previous step's residency is passed as `kv_held`).
+
 Each class of error has its own prefix (``region:``, ``unit:``, ``buffer:``,
 ``dependency:``, ``transfer:``, ``link:``, ``cost:``, ``graph:``, ``partial:``,
-``token:``, ``weights:``). The checks work on columns of numpy arrays built in
+``token:``, ``weights:``, ``kv:``). The checks work on columns of numpy arrays built in
 one pass over the Program; interval overlaps are found with sorted sweeps.
 """
 
@@ -33,6 +37,7 @@ import numpy as np
 from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.lpu.memtrim import release_free_memory
 from lpxsim.lpu.program import Buffer, InstructionTable, Program, RegionTable
+from lpxsim.lpu.verify_kv import KvResidency, check_kv
 
 if TYPE_CHECKING:
     from lpxsim.graph import OpGraph
@@ -560,12 +565,15 @@ def _clashing_regions(g: np.ndarray, lo: np.ndarray, hi: np.ndarray, t0: np.ndar
 
 
 @gc_paused
-def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -> VerifyReport:
+def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None, *,
+           kv_held: KvResidency | None = None) -> VerifyReport:
     """Run every check; `ok` is True only if all pass.
 
-    `graph` (the op graph the Program was compiled from) and `arch` (the chip's rates) enable the cost and
-    completeness checks. Without them they are rebuilt from the catalog (model and system names in the
-    Program); a model not in the catalog leaves those checks in `skipped`.
+    `graph` (the op graph the Program was compiled from) and `arch` (the chip's rates) enable the cost,
+    completeness and KV residency checks. Without them they are rebuilt from the catalog (model and system
+    names in the Program); a model not in the catalog leaves those checks in `skipped`. `kv_held`: the KV the
+    chips hold when the step starts (`verify_kv.kv_after` of the deployment's previous step); without it the
+    Program's own KV holdings stand for the earlier steps'.
     """
     rep = VerifyReport(ok=True)
     col = Columns(p)
@@ -587,9 +595,11 @@ def verify(p: Program, graph: OpGraph | None = None, arch: Arch | None = None) -
 
     graph, arch, why = context_for(p, graph, arch)
     if graph is None or arch is None:
-        rep.skipped.append(f"cost, graph, partial, token, weights: {why}")
+        rep.skipped.append(f"cost, graph, partial, token, weights, kv: {why}")
     else:
         check_work(p, graph, arch, rep, col, prod)
+        release_free_memory()
+        check_kv(p, graph, rep, kv_held)
     return rep
 
 

@@ -1,9 +1,10 @@
 """Compile a tiny model onto N emulated chips, run prefill + greedy decode, and compare with Hugging Face.
 
 Every step gets its own compiled Program (the step's phase: prefill of the
-prompt, then one decode step per generated token); the executor keeps each
-chip's KV cache between steps. The reference is the real HF model class with
-the same seeded weights (`reference.py`).
+prompt, then one decode step per generated token), all on the one layout of
+the run (`run_layout`), each verified against the KV the steps before it left;
+the executor keeps each chip's KV cache between steps. The reference is the
+real HF model class with the same seeded weights (`reference.py`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import numpy as np
 
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.core.inputs import EMULATE_STEPS_MAX
-from lpxsim.graph import Phase
+from lpxsim.graph import Phase, lower
 from lpxsim.lpu.emulate.executor import ProgramExecutor
 from lpxsim.lpu.emulate.reference import Reference, build_reference, hf_greedy, seeded_prompt
+from lpxsim.lpu.layout import Layout
 from lpxsim.lpu.program import Program
+from lpxsim.lpu.verify_kv import KvResidency, kv_after
 from lpxsim.specs.accounting import weight_bytes
 from lpxsim.specs.model import ModelSpec
 
@@ -62,8 +65,6 @@ class EmulationReport:
 def largest_tensor_bytes(spec: ModelSpec, prompt_tokens: int = 8) -> int:
     """Bytes of the model's largest single tensor at `PRECISION`: a weight matrix (the embedding table
     whole) or an activation of a `prompt_tokens` prefill."""
-    from lpxsim.graph import lower
-
     g = lower(spec, Phase.prefill(max(1, prompt_tokens)), weights=PRECISION, kv=PRECISION)
     biggest = 0.0
     for op in g.ops:
@@ -76,23 +77,34 @@ def largest_tensor_bytes(spec: ModelSpec, prompt_tokens: int = 8) -> int:
     return int(math.ceil(biggest))
 
 
-def _fits(spec: ModelSpec, chips: int, layout: str | None, sram: int, prompt_tokens: int, steps: int) -> bool:
-    """Do the prefill and the last decode step of the run compile on `chips` chips of `sram` bytes each?"""
-    from lpxsim.lpu import compile_program
+def run_phases(prompt_tokens: int, steps: int) -> tuple[Phase, Phase]:
+    """The run's largest steps: the prefill of the prompt and the last decode step."""
+    return Phase.prefill(prompt_tokens), Phase.decode([max(prompt_tokens + steps - 1, 0)])
 
-    context = prompt_tokens + steps
-    for phase in (Phase.prefill(prompt_tokens), Phase.decode([max(prompt_tokens + steps - 1, 0)])):
-        try:
-            compile_program(spec, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION, layout=layout,
-                            chip_sram_bytes=sram, context=context, run_verify=False)
-        except DoesNotFit:
-            return False
+
+def run_layout(spec: ModelSpec, chips: int, layout: str | Layout | None, sram: int, prompt_tokens: int,
+               steps: int) -> Layout:
+    """The one layout every step of the run compiles on (`deployment_layout`: the prefill and the last decode
+    step both place on it); raises DoesNotFit when no candidate holds both."""
+    from lpxsim.lpu import deployment_layout
+
+    return deployment_layout(spec, "lpx", phases=run_phases(prompt_tokens, steps), chips=chips,
+                             context=prompt_tokens + steps, weights=PRECISION, kv=PRECISION, layout=layout,
+                             chip_sram_bytes=sram)
+
+
+def _fits(spec: ModelSpec, chips: int, layout: str | None, sram: int, prompt_tokens: int, steps: int) -> bool:
+    """Does one layout place the run's prefill and its last decode step on `chips` chips of `sram` bytes each?"""
+    try:
+        run_layout(spec, chips, layout, sram, prompt_tokens, steps)
+    except DoesNotFit:
+        return False
     return True
 
 
 def sram_for(spec: ModelSpec, chips: int, layout: str | None = None, prompt_tokens: int = 8, steps: int = 6) -> int:
     """Default per-chip SRAM: twice the bf16 weights spread over `chips` (so the chips are needed), at least the
-    largest tensor, raised by 1/4 at a time until the run's prefill and decode steps both place.
+    largest tensor, raised by 1/4 at a time until the run's prefill and decode steps both place on one layout.
 
     On many chips a tiny model's per-chip floor (replicated norms and activations, stage hand-off
     buffers) exceeds its share of the weights; the search finds the smallest size on that 1.25x ladder."""
@@ -112,13 +124,14 @@ def default_sram_bytes(ref: Reference, chips: int, layout: str | None = None, pr
     return sram_for(ref.spec, chips, layout, prompt_tokens, steps)
 
 
-def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | None, sram_bytes: int,
-                 context: int) -> Program:
-    """Compile one step of the reference's model for the emulated chips (verified by the compiler)."""
+def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | Layout | None, sram_bytes: int,
+                 context: int, kv_held: KvResidency | None = None) -> Program:
+    """Compile one step of the reference's model for the emulated chips, verified by the compiler (against
+    `kv_held`, the KV the chips hold from the run's earlier steps, when given)."""
     from lpxsim.lpu import compile_program
 
     res = compile_program(ref.spec, "lpx", chips=chips, phase=phase, weights=PRECISION, kv=PRECISION,
-                          layout=layout, chip_sram_bytes=sram_bytes, context=context)
+                          layout=layout, chip_sram_bytes=sram_bytes, context=context, kv_held=kv_held)
     if not res.report.ok:
         raise RuntimeError(f"the compiler's own verifier rejected the program: {res.report}")
     return res.program
@@ -162,11 +175,12 @@ def emulate_reference(
     errors: list[float] = []
     n_ins = n_tr = 0
     spans: list[int] = []
-    lay_used = layout or ""
+    lay = run_layout(ref.spec, chips, layout, sram, prompt_tokens, steps)  # every step on the same chips' KV
+    held = KvResidency()  # nothing before the prefill
     for i in range(steps + 1):
         phase = Phase.prefill(prompt_tokens) if i == 0 else Phase.decode([prompt_tokens + i - 1])
-        prog = compile_step(ref, phase, chips, layout, sram, context)
-        lay_used = str(prog.meta.get("layout", lay_used))
+        prog = compile_step(ref, phase, chips, lay, sram, context, held)
+        held = kv_after(prog, lower(ref.spec, phase, weights=PRECISION, kv=PRECISION), held)
         if mutate is not None:
             prog = mutate(prog, i)
         res = ex.run(prog, prompt if i == 0 else [tokens[-1]])
@@ -177,7 +191,7 @@ def emulate_reference(
         spans.append(res.makespan_cycles)
     err = max(errors)
     return EmulationReport(
-        model=ref.spec.name, model_type=ref.spec.model_type, chips=chips, layout=lay_used,
+        model=ref.spec.name, model_type=ref.spec.model_type, chips=chips, layout=lay.describe(),
         sram_bytes_per_chip=sram, seed=seed, prompt_tokens=prompt_tokens, steps=steps,
         tokens_match=tokens == hf.tokens, max_abs_logit_err=err, tolerance=tolerance,
         within_tolerance=err <= tolerance, reference_tokens=hf.tokens, emulated_tokens=tokens,

@@ -103,22 +103,48 @@ def _resolved_config(cfg: dict[str, Any], transformers: Any) -> Any:
         kwargs.setdefault("hidden_size_per_layer_input", 0)  # per-layer embeddings are not in the op graph
     try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise UserError("config", f"transformers rejected the config: {e}") from None
+    except (TypeError, ValueError, *_config_validation_errors()) as e:
+        reason = " ".join(str(e).split())  # its validators' messages span lines: one line
+        raise UserError("config", f"transformers rejected the config: {reason}") from None
+
+
+def _config_validation_errors() -> tuple[type[Exception], ...]:
+    """The error huggingface_hub's strict config dataclasses raise on a failed validator (e.g. an odd rotary
+    dimension); it is neither a TypeError nor a ValueError."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return ()
+    return (StrictDataclassError,)
+
+
+def _check_rotary(spec: ModelSpec) -> None:
+    """UserError unless every layer's rotary dimension is even: RoPE turns pairs of dimensions (HF's config
+    validators miss an odd head_dim whose hidden_size / heads is even, and its forward pass then fails)."""
+    for i, layer in enumerate(spec.layers):
+        a = layer.attention
+        dim = int(a.head_dim * a.partial_rotary_factor)
+        if a.kind != "mla" and dim % 2:
+            raise UserError("config.head_dim", f"layer {i} rotates {dim} dimensions (head_dim {a.head_dim} x "
+                                               f"partial_rotary_factor {a.partial_rotary_factor:g}); RoPE needs "
+                                               "an even number")
 
 
 def build_reference(cfg: dict[str, Any], seed: int = 0) -> Reference:
     """Build the HF causal LM for `cfg` in float32 with seeded random weights, fully offline."""
     torch, transformers = _require_hf()
     hf_cfg = _resolved_config(cfg, transformers)
-    torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager", dtype=torch.float32)
-    model.eval()
-    _fill_random(model, seed)
     # The ModelSpec sees HF's resolved defaults, overridden by what the user wrote (e.g. global_head_dim,
     # which Gemma4TextConfig consumes without keeping as an attribute).
     resolved = {**hf_cfg.to_dict(), **cfg}
     spec = ModelSpec.from_config(resolved, name=str(cfg.get("name", cfg.get("model_type", "model"))))
+    _check_rotary(spec)
+    torch.manual_seed(seed)
+    # eager experts: HF's grouped-GEMM path needs 16-byte strides, which odd tiny hidden sizes do not have
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager",
+                                                         experts_implementation="eager", dtype=torch.float32)
+    model.eval()
+    _fill_random(model, seed)
     state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     if spec.tie_embeddings:
         state.pop("lm_head.weight", None)
