@@ -3,7 +3,7 @@
 A deployment the user gives (`--racks`, `--chips`, `--gpus`/`--tp`, `--layout`, a fleet file's
 `racks_per_worker`) is kept exactly: its chips are the chips asked for, whatever the load. A deployment
 nobody gives is the default one: the fewest whole units (LPX racks, NVL72 domains) that hold the weights
-plus one stream of the workload's context (the memory capacity model, `plan.capacity`).
+plus one stream of the workload's context (`backends.sizing`: the memory capacity model's arithmetic).
 
 The layout inside a deployment is chosen once, for the deployment and its workload, never per
 concurrency: the backend's layout search is asked to hold the largest power of two of streams of
@@ -21,17 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from lpxsim.backends import sizing
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.engine.query import Deployment, Workload
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.step.protocol import StepModel
-
-# The most streams a layout search is asked to hold: a short context on a small model fits millions, and a
-# layout searched for millions is neither meaningful nor quick (the LPX compiler schedules every stream).
-MAX_DESIGN_STREAMS_LPX = 1024
-MAX_DESIGN_STREAMS_GPU = 16384
 
 
 @dataclass(frozen=True)
@@ -99,20 +95,13 @@ def _parse_gpu_layout(text: str) -> dict:
 
 
 def default_units(model: ModelSpec, system: SystemSpec, context: int, p: Precision) -> int:
-    """The fewest whole units that hold the weights plus one stream of `context` tokens (capacity model)."""
-    from lpxsim.plan.capacity import capacity
-
-    return max(1, capacity(model, system, context, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout).units_needed)
+    """The fewest whole units that hold the weights plus one stream of `context` tokens."""
+    return sizing.units_needed(model, system, context, p.weights, p.kv, p.kv_layout)
 
 
 def design_streams(model: ModelSpec, system: SystemSpec, context: int, p: Precision, chips: int) -> int:
-    """The streams a layout on `chips` chips is searched to hold: the largest power of two of the streams of
-    `context` tokens the capacity model fits there (at least one)."""
-    from lpxsim.plan.capacity import capacity
-
-    fit = capacity(model, system, context, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout, chips=chips).max_streams
-    cap = MAX_DESIGN_STREAMS_LPX if system.is_lpu else MAX_DESIGN_STREAMS_GPU
-    return 1 << (max(1, min(fit, cap)).bit_length() - 1)
+    """The streams a layout on `chips` chips is searched to hold (`backends.sizing.design_streams`)."""
+    return sizing.design_streams(model, system, context, chips, p.weights, p.kv, p.kv_layout)
 
 
 def place(model: str | ModelSpec, system: str, workload: Workload, deployment: Deployment | None = None,
@@ -181,14 +170,11 @@ def _layout_of(step: StepModel) -> str:
 
 def units_for_streams(model: str | ModelSpec, system: str, context: int, streams: int,
                       precision: Precision = Precision()) -> int | None:
-    """The fewest whole units whose capacity holds `streams` streams of `context` tokens (None: more than the
+    """The fewest whole units whose memory holds `streams` streams of `context` tokens (None: more than the
     system joins). The 'needs N racks' of an over-capacity answer."""
-    from lpxsim.plan.capacity import capacity
-
     m, s = get_model(model) if isinstance(model, str) else model, get_system(system)
+    p = precision
     for units in range(1, s.max_units + 1):
-        cap = capacity(m, s, context, weights=precision.weights, kv=precision.kv, kv_layout=precision.kv_layout,
-                       racks=float(units))
-        if cap.max_streams >= streams:
+        if sizing.streams_that_fit(m, s, context, units * s.chips_per_unit, p.weights, p.kv, p.kv_layout) >= streams:
             return units
     return None
