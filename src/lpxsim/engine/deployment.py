@@ -148,14 +148,55 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
             step = make_step_model(m, s.name, lay, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
             break
         except DoesNotFit:
-            if conc == 1:
+            if conc > 1:
+                conc //= 2
+                continue
+            # A default deployment is the fewest whole units the backend lays the workload out on: where the
+            # memory arithmetic says one unit holds it but the compiled layout does not, take the next.
+            if given or not whole or units >= s.max_units:
                 raise
-            conc //= 2
+            units += 1
+            chips = units * s.chips_per_unit
+            conc = design_streams(m, s, context, p, chips)
+    if not s.is_lpu:
+        step = _one_gpu_replica(m, s.name, step, p, framework)
     replicas = max(1, chips // step.chips)
     resolved = Deployment(
         s.name, step.chips, layout=_layout_of(step), replicas=replicas, given=given,
         idle_chips=chips - replicas * step.chips, framework="" if s.is_lpu else getattr(step, "framework", framework))
     return Placed(resolved, step, m, conc)
+
+
+def gpu_layout_of(label: str) -> dict:
+    """The GPU layout a step model's label states ('TP2/EP2/DPattn x36 fp8') as Layout fields and replicas."""
+    head = label.split(" ")[0]
+    out: dict = {"tp": 1, "ep": 1, "pp": 1, "dp_attention": False, "kv_parallel": False}
+    for part in head.split("/"):
+        if part == "DPattn":
+            out["dp_attention"] = True
+        elif part == "KVP":
+            out["kv_parallel"] = True
+        else:
+            key, num = part[:2].lower(), part[2:]
+            if key not in ("tp", "ep", "pp") or not num.isdigit():
+                raise ValueError(f"unreadable GPU layout {label!r}")
+            out[key] = int(num)
+    reps = next((t[1:] for t in label.split(" ")[1:] if t.startswith("x") and t[1:].isdigit()), "1")
+    return {**out, "replicas": int(reps)}
+
+
+def _one_gpu_replica(m: ModelSpec, system: str, step: StepModel, p: Precision, framework: str) -> StepModel:
+    """One replica of a GPU step model whose layout holds several behind one router: a deployment states its
+    replicas (the engine splits the load over them, the simulator runs each as a worker)."""
+    from lpxsim.backends.factory import Layout, make_step_model
+
+    lay = gpu_layout_of(_layout_of(step))
+    reps = lay.pop("replicas")
+    if reps == 1:
+        return step
+    per = lay["tp"] * lay["pp"]
+    return make_step_model(m, system, Layout(gpus=per, framework=framework, **lay), weights=p.weights, kv=p.kv,
+                           kv_layout=p.kv_layout)
 
 
 def _layout_of(step: StepModel) -> str:

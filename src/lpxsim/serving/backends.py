@@ -56,6 +56,15 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     return hit
 
 
+def pin_step_model(pool: PoolConfig, step: StepModel, part: str = "all") -> None:
+    """Run `pool`'s replicas on `step`, a step model the caller already holds (the engine's deployment, whose
+    steady state a simulation of the same deployment is checked against), instead of building one."""
+    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = step
+
+
 def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     model = pool_model(pool)
     system = get_system(pool.system)
