@@ -51,10 +51,23 @@ def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrenc
     extra = {} if fw == "sglang" else {"framework": fw}
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
-         "weights": weights, "kv": kv, **extra}
-        for t in targets for ctx in sorted(set(contexts))
+         "weights": weights, "kv": kv, **extra, **goal}
+        for t in targets for goal in _layout_goals(t) for ctx in sorted(set(contexts))
         for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
+
+
+def _layout_goals(target: str) -> list[dict]:
+    """The deployments a system is swept on: on GPUs the layout search's latency pick (laid out for one stream)
+    and its throughput pick (for the most streams that fit), so the frontier runs over layouts; an LPX rack's
+    layout holds the most streams that fit, one deployment (`engine.deployment`)."""
+    from lpxsim.catalog import get_system
+
+    try:
+        gpu = not get_system(target).is_lpu and not get_system(target).is_wafer
+    except UserError:  # a fleet, or a test's stand-in name
+        return [{}]
+    return [{"goal": "latency"}, {"goal": "throughput"}] if gpu else [{}]
 
 
 def _placed(p: dict[str, Any]):
@@ -66,7 +79,7 @@ def _placed(p: dict[str, Any]):
 
     try:
         return place(p["model"], p["target"], Workload(p["context"], p["osl"]), None, Precision(p["weights"], p["kv"]),
-                     framework=p.get("framework", "sglang"))
+                     framework=p.get("framework", "sglang"), goal=p.get("goal", "latency"))
     except ImportError as e:
         raise BackendUnavailable("system", f"the backend for {p['target']} is not available in this build: {e}") from None
 
@@ -88,7 +101,7 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
     _, unit_streams = unit_ceiling(p["model"], p["target"], wl.context, p["weights"], p["kv"])
     dep = placed.deployment
-    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework") if k in p},
+    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework", "goal") if k in p},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
            "capacity_ceiling": unit_streams, "hardware": dep.label(), "chips": dep.powered_chips,
            "power_kw": dep.power_w / 1e3, "layout": dep.layout, "session": "no prefix reuse"}
@@ -235,10 +248,10 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
 
 
 def _groups(points: list[dict]) -> list[list[dict]]:
-    """Points grouped by (target, context), in first-seen order."""
+    """Points grouped by (target, layout goal, context), in first-seen order."""
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault((p.get("target"), p.get("context")), []).append(p)
+        groups.setdefault((p.get("target"), p.get("goal"), p.get("context")), []).append(p)
     return list(groups.values())
 
 
@@ -275,8 +288,9 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
         return df
     if "at_ceiling" in df:  # a ceiling that equals a requested concurrency: keep one row, flagged as the ceiling
         df = df.sort_values("at_ceiling", ascending=False, kind="stable")
-        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework") if k in df.columns])
-    df = df.sort_values([k for k in SORT_KEYS if k in df.columns], kind="stable").reset_index(drop=True)
+        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework", "goal") if k in df.columns])
+    df = df.sort_values([k for k in (*SORT_KEYS[:3], "goal", SORT_KEYS[3]) if k in df.columns],
+                        kind="stable").reset_index(drop=True)
     return mark_frontier(df)
 
 

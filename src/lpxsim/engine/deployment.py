@@ -104,6 +104,15 @@ def design_streams(model: ModelSpec, system: SystemSpec, context: int, p: Precis
     return sizing.design_streams(model, system, context, chips, p.weights, p.kv, p.kv_layout)
 
 
+def _design(m: ModelSpec, s: SystemSpec, context: int, p: Precision, chips: int, goal: str) -> int:
+    """The streams the layout search holds: on GPUs the latency goal lays out for one stream (the most tok/s
+    per user) and the throughput goal for the most that fit; an LPX layout always holds the most that fit (its
+    layouts differ in where KV lives, and one that holds fewer streams leaves the rack's SRAM unused)."""
+    if not s.is_lpu and goal == "latency":
+        return 1
+    return design_streams(m, s, context, p, chips)
+
+
 def place(model: str | ModelSpec, system: str, workload: Workload, deployment: Deployment | None = None,
           precision: Precision = Precision(), framework: str = "sglang", goal: str = "latency") -> Placed:
     """The deployment (given, or the default one) with its layout resolved for `workload`, and its replica's
@@ -134,7 +143,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
         units = default_units(m, s, context, p)
         chips = units * s.chips_per_unit
     whole = float(units).is_integer()
-    conc = design_streams(m, s, context, p, chips)
+    conc = _design(m, s, context, p, chips, goal)
     while True:
         try:
             if s.is_lpu:
@@ -157,7 +166,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
                 raise
             units += 1
             chips = units * s.chips_per_unit
-            conc = design_streams(m, s, context, p, chips)
+            conc = _design(m, s, context, p, chips, goal)
     if not s.is_lpu:
         step = _one_gpu_replica(m, s.name, step, p, framework)
     replicas = max(1, chips // step.chips)
