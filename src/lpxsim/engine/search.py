@@ -63,6 +63,7 @@ class Candidate:
     batch1_tok_s_user: float = 0.0  # per-user speed at concurrency 1, same context
     kv_max_concurrency: int = 0
     reason: str = ""
+    replica_layout: str = ""  # the replica's layout as a deployment states it (`engine.query.Deployment.layout`)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class OperatingPoint:
     spec_k: int = 0  # MTP draft tokens per round (0: no speculative decoding)
     spec_accept: float = 0.0  # per-token draft acceptance
     layout: str = ""
+    replica_layout: str = ""  # as a deployment states it: `estimate --layout` (LPX), --tp/--ep/... (GPU)
     replica_chips: int = 0
     replica_units: float = 0.0
     unit_name: str = "rack"
@@ -195,6 +197,18 @@ def wide_ep_layout(model: ModelSpec, gpus: int) -> Layout | None:
     return Layout(gpus=gpus, tp=gpus, ep=ep, dp_attention=True) if ep > 1 else None
 
 
+def replica_layout_text(step: StepModel) -> str:
+    """The layout of one replica as a deployment states it (LPX layout string; GPU tp/ep/pp[/dp-attention/kvp])."""
+    from lpxsim.engine.deployment import _layout_of, gpu_layout_of, gpu_layout_text
+
+    text = _layout_of(step)
+    if text.startswith("TP") and text[2:3].isdigit():
+        lay = gpu_layout_of(text)
+        lay.pop("replicas")
+        return gpu_layout_text(**lay)
+    return text
+
+
 def _layout_label(step: StepModel) -> str:
     name = getattr(step, "name", "")
     return f"{step.chips} chips: {name}" if name else f"{step.chips} chips"
@@ -272,7 +286,8 @@ def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, os
     best, first, ceiling, error = best_concurrency(step, isl, osl, target, *spec)
     chips = step.chips
     units = chips / system.chips_per_unit
-    base = Candidate(layout=_layout_label(step), chips=chips, units=units, power_w=step.power_w,
+    base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
+                     power_w=step.power_w,
                      feasible=False, kv_max_concurrency=ceiling,
                      batch1_tok_s_user=first.tok_s_user if first else 0.0)
     if first is None:
@@ -367,7 +382,7 @@ def _pick(head: dict, found: list[tuple[Candidate, Estimate | None]]) -> Operati
         return OperatingPoint(**head, feasible=False, best_tok_s_user=best_user, reason=why, candidates=cands)
     c, e = max(ok, key=lambda ce: (ce[0].tok_s_per_mw, -ce[0].chips))
     return OperatingPoint(
-        **head, feasible=True, layout=c.layout, replica_chips=c.chips, replica_units=c.units,
+        **head, feasible=True, layout=c.layout, replica_layout=c.replica_layout, replica_chips=c.chips, replica_units=c.units,
         replica_power_w=c.power_w, concurrency=e.concurrency, tok_s_user=e.tok_s_user, tok_s_total=e.tok_s_total,
         tok_s_per_mw=e.tok_s_per_mw, ttft_s=e.ttft_s, e2e_s=e.e2e_s, requests_per_s=e.concurrency / e.e2e_s,
         best_tok_s_user=best_user, candidates=cands,
