@@ -27,7 +27,12 @@ from lpxsim.engine.steady_state import Estimate, steady_state
 
 STATISTIC = ("tok/s/user: mean over requests of 1/TPOT (AIPerf output throughput per user; "
              "TPOT = AIPerf inter-token latency); TTFT: mean, queueing included")
-ARRIVALS = "stagger"  # the engine's queueing: identical closed-loop requests settle into a stagger
+# The engine's queueing. "auto": the steady state with the deterministic stagger, unless the arrival pattern
+# decides the answer (the stagger and the random-arrival wait differ by more than SENSITIVE), where the serving
+# simulator answers on the same replica (`engine.simulated`; docs/engine.md, "One queueing answer").
+ARRIVALS = "auto"
+SENSITIVE_TOK_S_USER = 0.02  # relative difference in tok/s/user between the two arrival patterns
+SENSITIVE_TTFT = 0.05  # relative difference in TTFT
 
 
 @dataclass(frozen=True)
@@ -135,9 +140,14 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         raise UserError("concurrency", f"one {workload.context:,}-token stream does not fit {dep.label()}")
     admitted = min(users, ceiling)
 
+    solvers: set[str] = set()
+
     def at(c: int) -> Estimate:
-        return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
-                            arrivals=arrivals)
+        if arrivals != "auto":
+            solvers.add(f"steady state ({arrivals})")
+            return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
+                                arrivals=arrivals)
+        return _auto(placed, priced, workload, c, spec_k, spec_accept, solvers)
 
     # The admitted streams spread over the replicas as evenly as they go: r replicas run q + 1, the rest q.
     q, r = divmod(admitted, dep.replicas)
@@ -170,8 +180,46 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         kv_ceiling=ceiling, ttft_wait_s=wait, micro_batches=first.micro_batches,
         decode_period_s=first.decode_period_s, spec_k=spec_k, spec_accept=spec_accept,
         tokens_per_round=first.tokens_per_round, needs=needs, alternative=alt,
-        solver=f"steady state ({arrivals})",
+        solver=" + ".join(sorted(solvers)),
     )
+
+
+def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float,
+          solvers: set[str]) -> Estimate:
+    """One replica at `c` streams: the stagger steady state, or the simulator where the arrival pattern decides
+    (speculative decoding and prefix-cached sessions stay with the steady state: the synthetic closed loop the
+    simulator runs here has neither)."""
+    def ss(arr: str) -> Estimate:
+        return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
+                            arrivals=arr)
+
+    stagger = ss("stagger")
+    if c == 1 or spec_k > 0 or workload.session is not None:
+        solvers.add("steady state (stagger)")
+        return stagger
+    random = ss("random")
+    if (abs(random.tok_s_user / stagger.tok_s_user - 1.0) <= SENSITIVE_TOK_S_USER
+            and abs(random.ttft_s / stagger.ttft_s - 1.0) <= SENSITIVE_TTFT):
+        solvers.add("steady state (stagger)")
+        return stagger
+    from lpxsim.engine.simulated import simulate_answer
+
+    one = replace(placed, deployment=replace(placed.deployment, replicas=1, idle_chips=0))
+    sim = simulate_answer(one, workload, Load(concurrency=c))
+    solvers.add("serving simulator (arrival-sensitive)")
+    own = stagger.ttft_s - stagger.ttft_wait_s
+    return replace(stagger, ttft_s=sim.ttft_s, tpot_s=sim.tpot_s, e2e_s=sim.e2e_s, tok_s_user=sim.tok_s_user,
+                   tok_s_total=sim.tok_s_total, total_tok_s=sim.tok_s_total * workload.context / workload.osl,
+                   output_tok_s_per_chip=sim.tok_s_total / max(1, stagger.chips),
+                   total_tok_s_per_chip=sim.tok_s_total * workload.context / workload.osl / max(1, stagger.chips),
+                   tok_s_per_mw=sim.tok_s_total / (stagger.power_w / 1e6) if stagger.power_w > 0 else math.nan,
+                   ttft_wait_s=max(0.0, sim.ttft_s - own))
+
+
+def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0,
+                     spec_accept: float = 0.0) -> Estimate:
+    """One replica of `placed` at `c` streams as the engine answers it (the search prices its candidates so)."""
+    return _auto(placed, prefix_cached(placed.step, workload), workload, c, spec_k, spec_accept, set())
 
 
 def prefix_cached(step, workload: Workload):

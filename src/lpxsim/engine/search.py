@@ -31,7 +31,6 @@ from lpxsim.backends import sizing
 from lpxsim.backends.factory import Layout
 from lpxsim.catalog import get_system
 from lpxsim.core.errors import UserError
-from lpxsim.engine.prefix import PrefixCachedStep
 from lpxsim.engine.steady_state import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -234,11 +233,12 @@ class Search(NamedTuple):
 
 
 def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0,
-                     spec_accept: float = 0.0) -> Search:
+                     spec_accept: float = 0.0, evaluate: Callable[[int], Estimate] | None = None) -> Search:
     """The largest concurrency at which every user gets >= `target`, up to the KV ceiling.
 
     A concurrency the backend refuses (e.g. a compiled step shape that overflows SRAM) counts as missing
-    the target. `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
+    the target. `evaluate(c)`: how a concurrency is priced (default: the stagger steady state of `step`; the
+    search passes the engine's answer for one replica, `engine.answer.replica_estimate`). `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
     """
     ceiling = _kv_ceiling(step, isl, osl)
     if ceiling < 1:
@@ -249,8 +249,8 @@ def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k:
     def ok(c: int) -> bool:
         if c not in cache:
             try:
-                cache[c] = steady_state(step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept,
-                                        arrivals=ARRIVALS)
+                cache[c] = evaluate(c) if evaluate is not None else steady_state(
+                    step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept, arrivals=ARRIVALS)
             except UserError as e:
                 if e.field in ("accept", "isl", "osl"):
                     raise  # the user's input, not this concurrency
@@ -282,8 +282,22 @@ def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
 
 
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
-               spec: tuple[int, float] = (0, 0.0)) -> tuple[Candidate, Estimate | None]:
-    best, first, ceiling, error = best_concurrency(step, isl, osl, target, *spec)
+               spec: tuple[int, float] = (0, 0.0), model: ModelSpec | None = None,
+               new_tokens: int | None = None) -> tuple[Candidate, Estimate | None]:
+    evaluate = None
+    if model is not None:  # priced as the engine answers one replica of it
+        from lpxsim.engine.answer import replica_estimate
+        from lpxsim.engine.deployment import Placed
+        from lpxsim.engine.query import Deployment, SessionShape, Workload
+
+        session = None if new_tokens is None or new_tokens >= isl else SessionShape(isl - new_tokens, new_tokens, 2)
+        placed = Placed(Deployment(system.name, step.chips), step, model, 1)
+        wl = Workload(isl, osl, session)
+
+        def evaluate(c: int) -> Estimate:
+            return replica_estimate(placed, wl, c, *spec)
+
+    best, first, ceiling, error = best_concurrency(step, isl, osl, target, *spec, evaluate=evaluate)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
@@ -363,9 +377,8 @@ def operating_point(
         if key in seen:  # the backend resolved two layouts to the same replica
             continue
         seen.add(key)
-        if new_tokens is not None:
-            step = PrefixCachedStep(step, isl, new_tokens)
-        found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept)))
+        found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept), m,
+                                new_tokens))
     return _pick(head, found)
 
 

@@ -29,6 +29,7 @@ class Simulated:
     tpot_s: float  # mean
     tok_s_total: float  # output tok/s of the deployment
     requests: int  # requests the statistics are over
+    e2e_s: float = math.nan  # mean
 
 
 def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int = ROUNDS,
@@ -56,7 +57,7 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
     e2e = float(steady["e2e_s"].mean())
     total = users * workload.osl / e2e if e2e > 0 else math.nan
     return Simulated(float(steady["tok_s_user"].mean()), float(steady["ttft_s"].mean()),
-                     float(steady["tpot_s"].mean()), float(total), len(steady))
+                     float(steady["tpot_s"].mean()), float(total), len(steady), e2e)
 
 
 def _is_lpu(system: str) -> bool:
