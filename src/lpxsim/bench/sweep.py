@@ -114,7 +114,7 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     return {**row, "fits": fits, "tok_s_user": a.tok_s_user if fits else nan,
             "tok_s_total": a.tok_s_total if fits else nan, "tok_s_per_mw": a.tok_s_per_mw if fits else nan,
             "ttft_s": a.ttft_s if fits else nan, "tpot_s": a.tpot_s if fits else nan, "needs": a.needs,
-            "label": a.label()}
+            "label": a.label(), "solver": a.solver}
 
 
 def kv_ceiling(step, context: int) -> int:

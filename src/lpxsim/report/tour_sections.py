@@ -215,21 +215,21 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                   "menu a planner chooses from.")
     for m in missing:
         sec.add(Note(m, "warn"))
-    sec.add(Note("One deployment per system and context serves every concurrency there: one rack / NVL72 domain "
-                 "laid out for context + OSL tokens and for the largest power of two of streams that the capacity "
-                 "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
-                 "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
-                 "capacity_ceiling is the memory capacity model's figure for the same hardware."
+    sec.add(Note("Every row is the operating-point engine's answer (lpxsim.engine, docs/engine.md), the same "
+                 "`lpxsim estimate` gives for that system, context, concurrency and OSL. One deployment per system "
+                 "and context serves every concurrency there: the fewest whole racks / NVL72 domains that hold the "
+                 "model, laid out once for context + OSL tokens (LPX: for the largest power of two of streams that "
+                 "fit; GPUs: both the layout search's latency pick and its throughput pick, and the frontier runs "
+                 "over both). kv_ceiling is the most streams that deployment runs (its KV capacity and largest "
+                 "batch: the ceiling row); capacity_ceiling is the memory capacity model's figure for the same "
+                 "hardware."
                  + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
                                     "(same context and OSL)")))
-    if shared_contexts(cfg):
-        sec.add(Note("These rows are the mean-field steady state; the modes section below simulates the same closed "
-                     "loop step by step. Both charge other users' prefills to a user's decode except where they "
-                     "fall in its own queueing wait, and their aggregate throughput agrees; they split the cycle "
-                     "differently. The steady state queues as random traffic does (closed-network MVA), while the "
-                     "simulator replays identical requests, which stagger so that nobody waits: every other "
-                     "prefill then lands in each user's decode, so its TTFT is lower and its per-user speed too "
-                     "(docs/validation.md, 'Steady state against the simulator')."))
+    sec.add(Note("tok/s/user is the mean over requests of 1 / TPOT (AIPerf's per-user output throughput), TTFT the "
+                 "mean with queueing. A closed loop of identical requests staggers (nobody waits for the prefill "
+                 "server and every other user's prefill lands in each user's decode); where that arrival pattern, "
+                 "not the hardware, decides the answer, the engine answers with the serving simulator on the same "
+                 "replica (the row's solver says which)."))
     if max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
@@ -237,9 +237,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                      "TTFT grows with the queue."))
     sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "context", "concurrency", "tok_s_user", "ttft_s", "tok_s_total",
-                            "tok_s_per_mw", "hardware", "at_ceiling", "kv_ceiling", "capacity_ceiling",
-                            "on_frontier")
+    view = fit[[c for c in ("target", "goal", "context", "osl", "concurrency", "tok_s_user", "ttft_s",
+                            "tok_s_total", "tok_s_per_mw", "hardware", "session", "at_ceiling", "kv_ceiling",
+                            "capacity_ceiling", "on_frontier")
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):
@@ -250,8 +250,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     lines = []
     for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
-        lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
-                     f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; {best['hardware']})")
+        lines.append(f"sweep {t} @ {ctx:,} (OSL {cfg.osl}, no prefix reuse): peak {best['tok_s_total']:,.0f} tok/s "
+                     f"total at concurrency {int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; "
+                     f"{best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
 
 
