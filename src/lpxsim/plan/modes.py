@@ -94,7 +94,10 @@ def _engine_row(mode: str, context: int, load: str, a) -> dict:
         "mode": mode, "context": context, "load": load, "users": users_of(load),
         "tok_s_user_p50": a.tok_s_user, "tok_s_user_p10": a.tok_s_user, "ttft_p90_s": a.ttft_s,
         "tok_s_per_mw": a.tok_s_per_mw, "fleet_tok_s": a.tok_s_total, "power_kw": a.power_w / 1e3,
-        "hardware": a.deployment.label(), "mean_concurrency": float(a.streams_admitted), "completed": math.nan,
+        # `hardware` in the fleet rows' form ('72 vr-nvl72, 200 kW', what the economics parse); the deployment
+        # with its layout and replicas beside it
+        "hardware": f"{a.deployment.powered_chips} {a.deployment.system}, {a.power_w / 1e3:,.0f} kW",
+        "deployment": a.deployment.label(), "mean_concurrency": float(a.streams_admitted), "completed": math.nan,
         "solver": a.solver, "osl": a.workload.osl, "ttft_s": a.ttft_s, "label": a.label(), "needs": a.needs,
     }
 
