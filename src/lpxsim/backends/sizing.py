@@ -19,8 +19,9 @@ GPU_MEM_FRACTION = 0.90  # the engines' default gpu-memory-utilization / mem-fra
 GPU_ACTIVATION_RESERVE_FRACTION = 0.05  # of HBM, for activations, CUDA graphs, workspace
 
 # The most streams a layout search is asked to hold: a short context on a small model fits millions, and a
-# layout searched for millions is neither meaningful nor quick (the LPX compiler schedules every stream).
-MAX_DESIGN_STREAMS_LPX = 1024
+# layout searched for millions is neither meaningful nor quick (the LPX compiler schedules every stream, and a
+# 1,024-stream decode compile on a whole rack takes minutes). A deployment still admits every stream its KV holds.
+MAX_DESIGN_STREAMS_LPX = 64
 MAX_DESIGN_STREAMS_GPU = 16384
 
 

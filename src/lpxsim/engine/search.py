@@ -13,7 +13,7 @@ largest one that still meets the target: found by doubling then bisection,
 capped by the KV ceiling (steady_state refuses concurrencies whose KV does not
 fit). Replica sizes tried (bounded: each LPX size costs a layout search and its compiles):
 on LPX the fewest whole nodes that hold the weights plus one stream, its double, and
-the fewest whole racks (and one more) -- at most `MAX_LPX_SIZES`; on GPUs the fewest
+the fewest whole racks -- at most `MAX_LPX_SIZES`; on GPUs the fewest
 whole domains and their double, each with the layout search's latency and throughput
 picks and wide EP for MoE. Every size is placed as the engine places a deployment the
 user gives (`engine.deployment.place`): its layout searched once for the workload.
@@ -31,6 +31,7 @@ from lpxsim.backends import sizing
 from lpxsim.backends.factory import Layout
 from lpxsim.catalog import get_system
 from lpxsim.core.errors import UserError
+from lpxsim.engine.prefix import PrefixCachedStep
 from lpxsim.engine.steady_state import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -42,7 +43,7 @@ ARRIVALS = "stagger"  # the engine's queueing (`engine.answer`)
 StepFactory = Callable[[ModelSpec, str, Layout, str, str, str], StepModel]
 
 MAX_REPLICA_SIZES = 2  # GPU replica sizes tried: the smallest that fits, then its double
-MAX_LPX_SIZES = 4  # LPX sizes tried: fewest nodes, its double, fewest whole racks, one more rack
+MAX_LPX_SIZES = 3  # LPX sizes tried: fewest nodes, its double, the fewest whole racks
 MAX_CONCURRENCY = 1 << 16  # search cap when the KV ceiling is larger still
 
 
@@ -172,14 +173,14 @@ def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights:
 def lpx_sizes(model: ModelSpec, system: SystemSpec, context: int, weights: str, kv: str, kv_layout: str
               ) -> list[int]:
     """LPX chip counts to try, smallest first: the fewest whole nodes holding the weights plus one stream, its
-    double, the fewest whole racks, and one rack more (within the chain; at most `MAX_LPX_SIZES`)."""
+    double, and the fewest whole racks (within the chain; at most `MAX_LPX_SIZES`)."""
     node, per_unit = system.topology.chips_per_node, system.chips_per_unit
     top = system.max_units * per_unit
     fewest = node
     while fewest < top and sizing.streams_that_fit(model, system, context, fewest, weights, kv, kv_layout) < 1:
         fewest += node
     racks = sizing.units_needed(model, system, context, weights, kv, kv_layout) * per_unit
-    sizes = sorted({c for c in (fewest, 2 * fewest, racks, racks + per_unit) if fewest <= c <= top})
+    sizes = sorted({c for c in (fewest, 2 * fewest, racks) if fewest <= c <= top})
     return sizes[:MAX_LPX_SIZES]
 
 
@@ -281,6 +282,36 @@ def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
     return lo, ceiling + 1
 
 
+def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, ceiling: int, target: float) -> Estimate | None:
+    """The largest concurrency whose engine answer meets `target`, found from the steady state's `guess`:
+    upward by doubling, or downward by halving, then bisection (a refused concurrency misses)."""
+    memo: dict[int, Estimate | None] = {}
+
+    def ok(c: int) -> bool:
+        if c not in memo:
+            try:
+                memo[c] = evaluate(c)
+            except UserError:
+                memo[c] = None
+        e = memo[c]
+        return e is not None and e.tok_s_user >= target
+
+    if ok(guess):
+        lo, hi = guess, guess + 1
+        while hi <= ceiling and ok(hi):
+            lo, hi = hi, min(ceiling + 1, lo + 2 * (hi - lo))
+    else:
+        lo, hi = guess // 2, guess
+        while lo >= 1 and not ok(lo):
+            lo, hi = lo // 2, lo
+        if lo < 1:
+            return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return memo[lo]
+
+
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
                spec: tuple[int, float] = (0, 0.0), model: ModelSpec | None = None,
                new_tokens: int | None = None) -> tuple[Candidate, Estimate | None]:
@@ -297,7 +328,14 @@ def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, os
         def evaluate(c: int) -> Estimate:
             return replica_estimate(placed, wl, c, *spec)
 
-    best, first, ceiling, error = best_concurrency(step, isl, osl, target, *spec, evaluate=evaluate)
+    priced = step if new_tokens is None or new_tokens >= isl else PrefixCachedStep(step, isl, new_tokens)
+    # The concurrency is searched on the stagger steady state (fast), then the point found is priced as the
+    # engine answers it (where the arrival pattern decides, the simulator: `engine.answer`), stepping down
+    # until that answer meets the target too.
+    best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec)
+    if evaluate is not None and first is not None and best is not None:
+        first = evaluate(1)
+        best = _engine_edge(evaluate, best.concurrency, ceiling, target)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
