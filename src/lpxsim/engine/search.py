@@ -282,34 +282,19 @@ def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
     return lo, ceiling + 1
 
 
-def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, ceiling: int, target: float) -> Estimate | None:
-    """The largest concurrency whose engine answer meets `target`, found from the steady state's `guess`:
-    upward by doubling, or downward by halving, then bisection (a refused concurrency misses)."""
-    memo: dict[int, Estimate | None] = {}
-
-    def ok(c: int) -> bool:
-        if c not in memo:
-            try:
-                memo[c] = evaluate(c)
-            except UserError:
-                memo[c] = None
-        e = memo[c]
-        return e is not None and e.tok_s_user >= target
-
-    if ok(guess):
-        lo, hi = guess, guess + 1
-        while hi <= ceiling and ok(hi):
-            lo, hi = hi, min(ceiling + 1, lo + 2 * (hi - lo))
-    else:
-        lo, hi = guess // 2, guess
-        while lo >= 1 and not ok(lo):
-            lo, hi = lo // 2, lo
-        if lo < 1:
-            return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return memo[lo]
+def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float) -> Estimate | None:
+    """The engine's answer at the steady state's edge `guess`, halved until it meets `target` (the simulator
+    answers some points, and each of its runs costs seconds: the search itself stays on the steady state)."""
+    c = guess
+    while c >= 1:
+        try:
+            e = evaluate(c)
+        except UserError:
+            e = None
+        if e is not None and e.tok_s_user >= target:
+            return e
+        c //= 2
+    return None
 
 
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
@@ -335,7 +320,7 @@ def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, os
     best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec)
     if evaluate is not None and first is not None and best is not None:
         first = evaluate(1)
-        best = _engine_edge(evaluate, best.concurrency, ceiling, target)
+        best = _engine_edge(evaluate, best.concurrency, target)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
