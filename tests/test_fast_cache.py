@@ -66,7 +66,9 @@ def test_estimate_imports_no_heavy_library(tmp_path: Path) -> None:
     # docs/engine.md "One queueing answer")
     assert set(heavy_cold) <= {"pyarrow", "pandas"} and "pyarrow" in heavy_cold
     _, (_, _, heavy_warm) = _cli(ESTIMATE, tmp_path / "c")
-    assert heavy_warm == []
+    # warm: the step table answers; pandas/pyarrow only where the simulator answers (its runs are not cached:
+    # issue 26 follow-up)
+    assert set(heavy_warm) <= {"pyarrow", "pandas"}
 
 
 def test_cache_info_and_clear(tmp_path: Path) -> None:
