@@ -25,6 +25,7 @@ Efficiencies and overheads are assumptions, listed in docs/assumptions.md
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -384,6 +385,21 @@ def use_double(monkeypatch) -> None:
 
     monkeypatch.setattr(sb, "_MEMO", {})
     monkeypatch.setattr(sb, "_build_step_model", build)
+    use_double_in_engine(monkeypatch)
+
+
+def use_double_in_engine(monkeypatch) -> None:
+    """The engine's deployments (`lpxsim.engine.deployment.place`) build the double too, from a fresh memo."""
+    import lpxsim.backends.factory as factory
+    from lpxsim.catalog import get_model
+    from lpxsim.engine import deployment
+
+    def make(model, system, layout=None, weights="fp8", kv="bf16", kv_layout="separate"):
+        return double_factory(get_model(model), system, layout, weights, kv, kv_layout)
+
+    monkeypatch.setattr(factory, "make_step_model", make)
+    # a memo of its own for the test: the process-wide one never holds a double
+    monkeypatch.setattr(deployment, "_place", functools.lru_cache(maxsize=128)(deployment._place.__wrapped__))
 
 
 def double_factory(model, system, layout, weights, kv, kv_layout):

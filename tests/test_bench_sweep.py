@@ -144,20 +144,45 @@ class CeilingStep:
         return 256
 
 
+def _toy_placed(chips: int = 8, replicas: int = 1):
+    from lpxsim.catalog import get_model
+    from lpxsim.engine.deployment import Placed
+    from lpxsim.engine.query import Deployment
+
+    return Placed(Deployment("lpx", chips, layout="toy", replicas=replicas), CeilingStep(), get_model("gemma-4-31b"), 8)
+
+
 def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
     import lpxsim.bench.backends as be
 
-    monkeypatch.setattr(be, "step_model", lambda *a, **k: CeilingStep())
+    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed())
     monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 12))
     base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
     ceil = sw.evaluate_point({**base, "concurrency": 0})
     assert ceil["kv_ceiling"] == 10 and ceil["concurrency"] == 10 and ceil["fits"] and ceil["at_ceiling"]
     assert ceil["capacity_ceiling"] == 12  # the capacity model's figure, shown beside the replica's
     over = sw.evaluate_point({**base, "concurrency": 11})
-    assert not over["fits"] and math.isnan(over["tok_s_user"])
+    assert not over["fits"] and math.isnan(over["tok_s_user"]) and over["needs"].startswith("needs ")
     one = sw.evaluate_point({**base, "concurrency": 1})
     assert one["tok_s_user"] > ceil["tok_s_user"] and one["tok_s_total"] < ceil["tok_s_total"]
-    assert one["hardware"].startswith("toy: 8 chips")
+    assert one["hardware"].startswith("8 lpx chips (0.0312 rack, toy)")
+    assert "concurrency 1 on" in one["label"] and "OSL 1,000" in one["label"]
+
+
+def test_a_deployment_with_two_replicas_runs_twice_the_streams(monkeypatch):
+    """A rack whose layout fills half of it runs two replicas: twice the ceiling, the same per-user speed at
+    one stream per replica, twice the aggregate."""
+    import lpxsim.bench.backends as be
+
+    monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 12))
+    base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
+    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed())
+    single = sw.evaluate_point({**base, "concurrency": 1})
+    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed(replicas=2))
+    double = sw.evaluate_point({**base, "concurrency": 2})
+    assert double["kv_ceiling"] == 20
+    assert double["tok_s_user"] == pytest.approx(single["tok_s_user"], rel=1e-12)
+    assert double["tok_s_total"] == pytest.approx(2 * single["tok_s_total"], rel=1e-12)
 
 
 def capped_point(p: dict) -> dict:
@@ -175,32 +200,30 @@ def test_a_ceiling_equal_to_a_requested_concurrency_is_one_row(tmp_path):
 
 def test_a_context_deployment_is_sized_for_the_most_streams_a_layout_holds(monkeypatch):
     """The largest power of two within the capacity model's ceiling is asked first; halved until the backend
-    lays one out."""
-    import lpxsim.bench.backends as be
+    lays one out; the chips are the deployment's whatever the load."""
+    import lpxsim.backends.factory as factory
     from lpxsim.core.errors import DoesNotFit
+    from lpxsim.engine import deployment as dp
+    from lpxsim.engine.query import Workload
 
-    tries: list[tuple] = []
+    tries: list = []
 
-    def factory(model, system, weights, kv, isl=None, osl=None, concurrency=1, racks=None):
-        tries.append((isl, osl, concurrency, racks))
-        if concurrency > 20:
-            raise DoesNotFit("layout", f"no layout holds {concurrency}")
+    def make(model, system, layout, **kw):
+        tries.append(layout)
+        if layout.concurrency > 20:
+            raise DoesNotFit("layout", f"no layout holds {layout.concurrency}")
         return CeilingStep()
 
-    monkeypatch.setattr(be, "step_model", factory)
-    monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 57))
-    step = be.workload_step_model("m", "toy", 9_000, 1_000)
-    assert isinstance(step, CeilingStep)
-    assert [t[2] for t in tries] == [32, 16]
-    assert all(t[:2] == (9_000, 1_000) and t[3] == 1.0 for t in tries)
-    assert be.workload_step_model("m", "toy", 9_000, 1_000) is step and len(tries) == 2  # built once
-
-    def never(*a, **k):
-        raise DoesNotFit("layout", "nothing fits")
-
-    monkeypatch.setattr(be, "step_model", never)
-    with pytest.raises(DoesNotFit):
-        be.workload_step_model("m", "toy", 9_000, 1_000)
+    dp._place.cache_clear()
+    monkeypatch.setattr(factory, "make_step_model", make)
+    monkeypatch.setattr(dp, "design_streams", lambda *a: 32)
+    placed = dp.place("gemma-4-31b", "lpx", Workload(9_000, 1_000))
+    assert isinstance(placed.step, CeilingStep) and placed.design_streams == 16
+    assert [t.concurrency for t in tries] == [32, 16]
+    assert all((t.isl, t.osl, t.racks) == (9_000, 1_000, 1.0) for t in tries)
+    assert placed.deployment.replicas == 256 // 8 and placed.deployment.powered_chips == 256
+    assert dp.place("gemma-4-31b", "lpx", Workload(9_000, 1_000)) is placed and len(tries) == 2  # built once
+    dp._place.cache_clear()
 
 
 def test_points_of_one_context_are_one_task(tmp_path):

@@ -46,8 +46,10 @@ def test_estimate_json_is_one_object_with_context_and_hardware() -> None:
         "llama-3.1-8b", 2000, 200, 2200, 4, 1)
     h200 = get_system("h200-hgx")
     assert d["power_w"] == pytest.approx(float(h200.power_w) / h200.chips_per_unit)  # one GPU's share of the node
-    assert d["tok_s_user"] == pytest.approx(1 / d["tpot_s"])
-    assert d["e2e_s"] == pytest.approx(d["ttft_s"] + (d["osl"] - 1) * d["tpot_s"], rel=1e-9)
+    # tok/s/user is the mean over requests of 1 / TPOT, and where the simulator answers (docs/engine.md) the
+    # requests differ a little: within 1 % of 1 / mean TPOT, and E2E = TTFT + (OSL - 1) x TPOT in the means
+    assert d["tok_s_user"] == pytest.approx(1 / d["tpot_s"], rel=1e-2)
+    assert d["e2e_s"] == pytest.approx(d["ttft_s"] + (d["osl"] - 1) * d["tpot_s"], rel=1e-2)
     assert d["tok_s_total"] == pytest.approx(d["concurrency"] * d["osl"] / d["e2e_s"])
     assert d["total_tok_s"] == pytest.approx(d["concurrency"] * d["context"] / d["e2e_s"])
     assert d["output_tok_s_per_gpu"] == d["output_tok_s_per_chip"] == pytest.approx(d["tok_s_total"] / d["chips"])

@@ -44,7 +44,7 @@ def test_catalog_tables_keep_every_name_whole() -> None:
     (["capacity", TINY, "--context", "100k"], ["where the bytes go", "concurrency ceiling", "100,000 tokens"]),
     (["compile", TINY, "--chips", "4", "--context", "1K"], ["verified", "context 1,000", "tok/s per user"]),
     (["estimate", TINY, "--chips", "4", "--isl", "1K", "--osl", "100", "--concurrency", "2"],
-     ["TTFT", "tok/s/user", "ISL 1,000 / OSL 100 at concurrency 2"]),
+     ["TTFT", "tok/s/user", "ISL 1,000 / OSL 100", "concurrency 2 on 4 lpx chips"]),
     (["estimate", TINY, "--system", "h200-hgx", "--gpus", "1", "--isl", "2k"], ["TPOT", "ISL 2,000"]),
     (["plan", "point", TINY, "--system", "h200-hgx", "--context", "2K", "--target-tok-s-user", "50"],
      ["best:", "2,000 context"]),
@@ -59,10 +59,11 @@ def test_every_command_prints_its_table(argv, expected) -> None:
 
 
 def test_estimate_on_lpx_titles_the_model_once() -> None:
-    """The core question on LPX: the title says "MODEL on lpx (layout)", not "MODEL on MODEL on lpx"."""
+    """The core question on LPX: the title names the model once, then the workload, load and deployment."""
     text = _table(["estimate", TINY, "--chips", "4", "--isl", "512", "--osl", "64"])
     title = " ".join(text.split("┏")[0].split())
-    assert title.startswith("llama_tiny on lpx (") and title.count("llama_tiny") == 1, title
+    assert title.startswith("llama_tiny: ISL 512 / OSL 64") and title.count("llama_tiny") == 1, title
+    assert "concurrency 1 on 4 lpx chips" in title and " kW" in title, title
 
 
 def test_capacity_that_does_not_fit_says_so_in_bytes() -> None:

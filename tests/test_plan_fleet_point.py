@@ -99,9 +99,15 @@ def test_point_is_the_edge_of_the_target() -> None:
     # one more user on the chosen replica either misses the target or does not fit its KV
     step = double_factory(get_model("llama-3.1-70b"), "h200-hgx", Layout(gpus=op.replica_chips), "fp8", "bf16",
                             "separate")
-    assert steady_state(step, 8_000, 500, op.concurrency).tok_s_user == pytest.approx(op.tok_s_user)
-    try:
-        assert steady_state(step, 8_000, 500, op.concurrency + 1).tok_s_user < 100.0
+    # (priced as the engine answers one replica: `engine.answer.replica_estimate`)
+    from lpxsim.engine.answer import replica_estimate
+    from lpxsim.engine.deployment import Placed
+    from lpxsim.engine.query import Deployment, Workload
+
+    placed = Placed(Deployment("h200-hgx", step.chips), step, get_model("llama-3.1-70b"), 1)
+    assert replica_estimate(placed, Workload(8_000, 500), op.concurrency).tok_s_user == pytest.approx(op.tok_s_user)
+    try:  # the search's edge is the stagger steady state's
+        assert steady_state(step, 8_000, 500, op.concurrency + 1, arrivals="stagger").tok_s_user < 100.0
     except UserError as e:
         assert e.field == "concurrency"
 

@@ -53,16 +53,20 @@ def _layout_asked(monkeypatch, build) -> object:
 
 @pytest.mark.parametrize("context", [10_000, 100_000])
 def test_a_modes_lpx_pool_is_the_sweeps_deployment_of_the_same_workload(monkeypatch, context) -> None:
-    """With target_osl an LPX pool asks for the very Layout a sweep of that workload builds (racks, contexts,
-    power-of-two streams, workload grid), so the two share the layout search and every compiled step."""
-    from lpxsim.bench import backends as bench_backends
+    """With target_osl an LPX pool asks for the very Layout the engine builds for that workload (racks,
+    contexts, power-of-two streams, workload grid) -- the deployment of estimate and sweep -- whatever the
+    users, so they all share the layout search and every compiled step."""
+    import functools
+
     from lpxsim.bench.fleets import builtin_fleet
+    from lpxsim.engine import deployment
+    from lpxsim.engine.query import Workload
 
     osl = 256
-    sweep = _layout_asked(monkeypatch, lambda: bench_backends._workload_step(
-        bench_backends.step_model, "gemma-4-31b", "lpx", context, osl, "fp8", "bf16"))
+    monkeypatch.setattr(deployment, "_place", functools.lru_cache(maxsize=8)(deployment._place.__wrapped__))
+    sweep = _layout_asked(monkeypatch, lambda: deployment.place("gemma-4-31b", "lpx", Workload(context, osl)))
     for mode in ("lpx-alone", "rubin-lpx-pd"):
-        f = builtin_fleet(mode, "gemma-4-31b", context=context + osl, users=64, osl=osl)
+        f = builtin_fleet(mode, "gemma-4-31b", context=context + osl, users=3, osl=osl)
         lpx = next(p for p in f["pools"] if p["system"] == "lpx")
         assert lpx["target_osl"] == osl
         got = _layout_asked(monkeypatch, lambda lpx=lpx: make_step_model(PoolConfig(**lpx)))
@@ -77,7 +81,8 @@ def test_only_a_pool_sized_for_a_whole_workload_rounds_its_streams_to_a_power_of
     fit = capacity("gemma-4-31b", "lpx", 10_256, racks=1).max_streams
     assert fit & (fit - 1)  # not a power of two: the two rules differ here
     assert _streams("gemma-4-31b", 64, 10_256, racks=1) == min(64, fit)
-    assert _streams("gemma-4-31b", 64, 10_256, racks=1, pow2=True) == 1 << (min(64, fit).bit_length() - 1)
+    assert _streams("gemma-4-31b", 64, 10_256, racks=1, pow2=True) == 1 << (fit.bit_length() - 1)
+    assert _streams("gemma-4-31b", 3, 10_256, racks=1, pow2=True) == 1 << (fit.bit_length() - 1)  # users: no part
     plain = builtin_fleet("lpx-alone", "gemma-4-31b", context=10_256, users=64)["pools"][0]
     assert plain["target_concurrency"] == min(64, fit) and "target_osl" not in plain  # plan fleet's sizing
 

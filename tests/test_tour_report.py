@@ -31,13 +31,11 @@ def analytic_step(model: str, system: str, weights: str = "fp8", kv: str = "bf16
 
 
 def stand_in(mp: pytest.MonkeyPatch) -> None:
-    import lpxsim.bench.aa as aa
     import lpxsim.bench.backends as be
     from analytic_double import use_double
 
     mp.setattr(be, "step_model", analytic_step)
-    mp.setattr(aa, "step_model", analytic_step)
-    use_double(mp)  # the modes section's fleets
+    use_double(mp)  # the engine's deployments (sweep, AA, modes' single systems) and the modes section's fleets
 
 
 @pytest.fixture(scope="module")
@@ -111,22 +109,26 @@ def test_economics_and_moe_long_context_come_from_rows_the_tour_has(tour):
 
 def test_moe_long_context_line_is_the_deployments_decode_speed():
     """racks and streams from the capacity model; tok/s per user = 1 / the mean batch-1 decode step over the
-    answer on the AA deployment (the same step model object, so nothing new is built)."""
+    answer on the engine's deployment for the workload (the one `estimate` answers on)."""
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Workload
     from lpxsim.plan.capacity import capacity
     from lpxsim.report.tour_sections import moe_long_context_rows
     from lpxsim.step.protocol import DecodeBatch
 
+    ctx, osl = 100_000, SMALL.osl
     with pytest.MonkeyPatch.context() as mp:
         stand_in(mp)
         res = moe_long_context_rows(SMALL)
-        step = analytic_step(SMALL.moe_model, "lpx", SMALL.weights, SMALL.kv)
+        placed = place(SMALL.moe_model, "lpx", Workload(ctx, osl), None, Precision(SMALL.weights, SMALL.kv))
+    step = placed.step
     row = res.tables["moe_long_context"].iloc[0]
-    ctx, osl = 100_000, SMALL.osl
     tpot = (step.decode_step(DecodeBatch((ctx,))).latency_s + step.decode_step(DecodeBatch((ctx + osl - 1,))).latency_s) / 2
     assert row["tok_s_user"] == pytest.approx(1 / tpot)
     cap = capacity(SMALL.moe_model, "lpx", ctx + osl, weights=SMALL.weights, kv=SMALL.kv)
     assert row["racks_for_weights_and_one_stream"] == max(1, cap.units_needed)
-    assert row["streams_the_deployment_runs"] == int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl))
+    per = min(int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl)), step.max_batch())
+    assert row["streams_the_deployment_runs"] == per * placed.deployment.replicas
     assert "tok/s/user at concurrency 1" in res.summary[0] and "runs" in res.summary[0]
 
 
@@ -138,17 +140,24 @@ def test_a_missing_backend_is_said_not_invented(tmp_path):
             raise BackendUnavailable("system", "the backend for vr-nvl72 is not available in this build: test")
         return analytic_step(model, system, weights, kv, **workload)
 
-    import lpxsim.bench.aa as aa
+    import lpxsim.backends.factory as factory
     import lpxsim.bench.backends as be
     from analytic_double import use_double
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(be, "step_model", gpu_missing)
-        mp.setattr(aa, "step_model", gpu_missing)
-        use_double(mp)  # the modes section's fleets (not what this test is about): no LPX compiles
+        use_double(mp)  # the engine's deployments and the modes section's fleets: no LPX compiles
+        double = factory.make_step_model
+
+        def engine_gpu_missing(model, system, *a, **k):
+            if system == "vr-nvl72":
+                raise ImportError("the GPU model is not in this build (test)")
+            return double(model, system, *a, **k)
+
+        mp.setattr(factory, "make_step_model", engine_gpu_missing)
         res = run_tour(SMALL, tmp_path)
     assert res.statuses["sweep"] == "ok" and not res.failed  # the sweep runs on what is available
-    assert any("vr-nvl72 is not available" in s for s in res.summary)
+    assert any("vr-nvl72 is not available" in s or "not in this build" in s for s in res.summary)
     aa_rows = pd.read_parquet(res.results_parquet).query("table == 'aa_gemma-4-31b'")
     assert set(aa_rows["system"]) == {"lpx"}  # nothing invented for the missing backend
     sweep = pd.read_parquet(res.results_parquet).query("table == 'sweep'")

@@ -28,6 +28,7 @@ class Layout:
     ep: int = 1
     pp: int = 1
     dp_attention: bool = False
+    kv_parallel: bool = False  # GPU: KV split along the sequence over the TP group (Helix-style)
     goal: str = "latency"  # GPU layout search goal when tp is not given
     # The workload the layout searches are sized for (GPU: scored at it; LPX: KV placed for it).
     isl: int | None = None  # None: the backend's default (GPU search 1,024; LPX its default context)
@@ -118,7 +119,7 @@ def _build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: 
         )
     return GpuStepModel(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
-        weights=weights, kv=kv, kv_layout=kv_layout, framework=lay.framework, part=lay.part,
+        kv_parallel=lay.kv_parallel, weights=weights, kv=kv, kv_layout=kv_layout, framework=lay.framework, part=lay.part,
     )
 
 

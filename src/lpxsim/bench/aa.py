@@ -18,12 +18,12 @@ benchmark; no noise is added for its own sake.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from lpxsim.bench.backends import hardware_label, step_model
+from lpxsim.bench.backends import hardware_label
 from lpxsim.bench.published import Published, lookup
 from lpxsim.bench.stats import pct_diff, summarize
 from lpxsim.bench.tokens import TokenConversion
@@ -217,5 +217,24 @@ def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str =
         from lpxsim.gpu.engine import framework_name
 
         framework = framework_name(framework)  # one-line error naming `framework`
-    fw = {} if framework == "sglang" else {"framework": framework}  # stand-in factories take no framework
-    return run_aa_on_step(step_model(model, system, weights, kv, **fw), model, system, setup)
+    placed = aa_deployment(model, system, setup, weights, kv, framework)
+    points, df = run_aa_on_step(placed.step, model, system, setup)
+    dep = placed.deployment  # every point is labelled with the deployment it ran on, as every other answer
+    return [replace(p, hardware=dep.label(), chips=dep.powered_chips, power_w=dep.power_w) for p in points], df
+
+
+def aa_deployment(model: str, system: str, setup: AASetup, weights: str = "fp8", kv: str = "bf16",
+                  framework: str = "sglang"):
+    """The deployment AA runs on: the engine's default deployment (`engine.deployment.place`) for the longest
+    context AA asks about and the default output length -- the one endpoint that serves every AA context, and
+    the deployment `estimate` and `sweep` answer on at that context (one replica of it serves the one user)."""
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import DEFAULT_OSL, Workload
+
+    isl = setup.conversion.to_native(max(setup.contexts))
+    try:
+        return place(model, system, Workload(isl, DEFAULT_OSL), None, Precision(weights, kv), framework=framework)
+    except ImportError as e:
+        from lpxsim.bench.backends import BackendUnavailable
+
+        raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None

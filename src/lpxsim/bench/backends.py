@@ -9,18 +9,16 @@ Two kinds of deployment:
 - `step_model(model, system)`: the backend's default layout (LPX: one deployment
   compiled for long context at concurrency 1, as the AA endpoint; GPU: the
   latency pick for a short workload). The AA benchmark runs on it.
-- `workload_step_model(model, system, context, osl)`: one unit (rack / NVL72
-  domain) sized for a sweep context: compiled for `context + osl` tokens and as
-  many streams as the unit holds there. A sweep point at that context, whatever
-  its concurrency, runs on it, as a deployment serves every load it sees.
+- `workload_step_model(model, system, context, osl)`: the engine's default
+  deployment for that workload (`lpxsim.engine.deployment`). A sweep point at that
+  context, whatever its concurrency, runs on it, as a deployment serves every load.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cache
 
-from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.core.errors import UserError
 from lpxsim.step.protocol import StepModel
 
 
@@ -63,35 +61,17 @@ def unit_ceiling(model: str, system: str, context: int, weights: str = "fp8", kv
 
 def workload_step_model(model: str, system: str, context: int, osl: int, weights: str = "fp8",
                         kv: str = "bf16", framework: str = "sglang") -> StepModel:
-    """The deployment a sweep at `context` runs on: the fewest units that hold the model (one rack /
-    NVL72 domain for Gemma 4 31B), laid out for `context + osl` tokens and for the largest power of two
-    of streams that the memory capacity model says fit there (halved until the backend lays one out).
+    """The replica a sweep at `context` runs on: the engine's default deployment for ISL `context`, OSL `osl`
+    (`lpxsim.engine.deployment.place`: the fewest whole units that hold the model, laid out once for the
+    workload)."""
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Workload
 
-    A power of two, not the capacity model's ceiling itself: the micro-batches a step is scheduled in
-    are power-of-two buckets, and on LPX the layout searched for the exact ceiling (55 streams at 10K
-    for Gemma 4 31B) spreads KV over helper chips whose prefill is several times slower, which lowers
-    every point's throughput (docs/assumptions.md, "Benchmarks and reports"). The deployment's own
-    ceiling (its KV capacity and largest batch) then bounds the sweep and is reported beside the
-    capacity model's.
-    """
-    return _workload_step(step_model, model, system, int(context), int(osl), weights, kv, framework)
-
-
-@cache
-def _workload_step(factory: Callable[..., StepModel], model: str, system: str, context: int, osl: int,
-                   weights: str, kv: str, framework: str = "sglang") -> StepModel:
-    # `factory` is part of the key so that a replaced step_model (tests' stand-ins) is never served stale.
-    units, streams = unit_ceiling(model, system, context + osl, weights, kv)
-    conc = 1 << (max(1, streams).bit_length() - 1)
-    while True:
-        try:
-            fw = {} if framework == "sglang" else {"framework": framework}  # stand-in factories take none
-            return factory(model, system, weights, kv, isl=context, osl=osl, concurrency=conc, racks=float(units),
-                           **fw)
-        except DoesNotFit:
-            if conc == 1:
-                raise
-            conc //= 2
+    try:
+        return place(model, system, Workload(int(context), int(osl)), None, Precision(weights, kv),
+                     framework=framework).step
+    except ImportError as e:
+        raise BackendUnavailable("system", f"the backend for {system} is not available in this build: {e}") from None
 
 
 def hardware_label(step: StepModel) -> str:

@@ -27,8 +27,8 @@ import pandas as pd
 from lpxsim.bench.frontier import mark_frontier
 from lpxsim.bench.store import PointStore, atomic_write_parquet
 from lpxsim.core.errors import UserError
+from lpxsim.engine.query import DEFAULT_OSL  # one output length everywhere
 
-DEFAULT_OSL = 1024
 EXECUTORS = ("process", "thread", "dask", "serial")
 SORT_KEYS = ["model", "target", "context", "concurrency"]
 
@@ -51,44 +51,77 @@ def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrenc
     extra = {} if fw == "sglang" else {"framework": fw}
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
-         "weights": weights, "kv": kv, **extra}
-        for t in targets for ctx in sorted(set(contexts))
+         "weights": weights, "kv": kv, **extra, **goal}
+        for t in targets for goal in _layout_goals(t) for ctx in sorted(set(contexts))
         for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
 
 
-def kv_ceiling(step, context: int) -> int:
-    """Streams of `context` tokens whose KV fits the replica, capped by its largest batch."""
-    per = step.kv_bytes(context)
-    fit = math.floor(step.kv_capacity_bytes() / per) if per > 0 else step.max_batch()
-    return max(0, min(fit, step.max_batch()))
+def _layout_goals(target: str) -> list[dict]:
+    """The deployments a system is swept on: on GPUs the layout search's latency pick (laid out for one stream)
+    and its throughput pick (for the most streams that fit), so the frontier runs over layouts; an LPX rack's
+    layout holds the most streams that fit, one deployment (`engine.deployment`)."""
+    from lpxsim.catalog import get_system
+
+    try:
+        gpu = not get_system(target).is_lpu and not get_system(target).is_wafer
+    except UserError:  # a fleet, or a test's stand-in name
+        return [{}]
+    return [{"goal": "latency"}, {"goal": "throughput"}] if gpu else [{}]
+
+
+def _placed(p: dict[str, Any]):
+    """The deployment a sweep point at this (system, context) runs on: the engine's default deployment for the
+    workload (`engine.deployment.place`), shared by every concurrency of the context."""
+    from lpxsim.bench.backends import BackendUnavailable
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Workload
+
+    try:
+        return place(p["model"], p["target"], Workload(p["context"], p["osl"]), None, Precision(p["weights"], p["kv"]),
+                     framework=p.get("framework", "sglang"), goal=p.get("goal", "latency"))
+    except ImportError as e:
+        raise BackendUnavailable("system", f"the backend for {p['target']} is not available in this build: {e}") from None
 
 
 def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
-    """One sweep point: steady-state tok/s per user, aggregate and per MW (a system or a fleet/mode)."""
-    from lpxsim.bench import backends
+    """One sweep point: the engine's answer (tok/s per user, aggregate, per MW) for a system, or a fleet's
+    simulation. Every row carries its labels (workload, load, deployment and power)."""
     from lpxsim.bench.fleets import is_fleet
 
     if is_fleet(p["target"]):
         return evaluate_fleet_point(p)
-    from lpxsim.plan.estimate import steady_state
+    from lpxsim.bench.backends import unit_ceiling
+    from lpxsim.engine.answer import answer_on
+    from lpxsim.engine.query import Load, Workload
 
-    # One deployment per (system, context), sized for the most streams it holds there (bench.backends).
-    step = backends.workload_step_model(p["model"], p["target"], p["context"], p["osl"], p["weights"], p["kv"],
-                                        framework=p.get("framework", "sglang"))
-    ceiling = kv_ceiling(step, p["context"] + p["osl"])
+    placed = _placed(p)
+    wl = Workload(p["context"], p["osl"])
+    ceiling = kv_ceiling(placed.step, wl.context) * placed.deployment.replicas
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
-    _, unit_streams = backends.unit_ceiling(p["model"], p["target"], p["context"] + p["osl"], p["weights"], p["kv"])
-    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework") if k in p},
+    _, unit_streams = unit_ceiling(p["model"], p["target"], wl.context, p["weights"], p["kv"])
+    dep = placed.deployment
+    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework", "goal") if k in p},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
-           "capacity_ceiling": unit_streams, "hardware": backends.hardware_label(step), "chips": step.chips,
-           "power_kw": step.power_w / 1e3}
-    if conc < 1 or conc > ceiling:
+           "capacity_ceiling": unit_streams, "hardware": dep.label(), "chips": dep.powered_chips,
+           "power_kw": dep.power_w / 1e3, "layout": dep.layout, "session": "no prefix reuse"}
+    if conc < 1:
         return {**row, "fits": False, "tok_s_user": math.nan, "tok_s_total": math.nan,
                 "tok_s_per_mw": math.nan, "ttft_s": math.nan, "tpot_s": math.nan}
-    est = steady_state(step, isl=p["context"], osl=p["osl"], concurrency=conc)
-    return {**row, "fits": True, "tok_s_user": est.tok_s_user, "tok_s_total": est.tok_s_total,
-            "tok_s_per_mw": est.tok_s_per_mw, "ttft_s": est.ttft_s, "tpot_s": est.tpot_s}
+    a = answer_on(placed, wl, Load(concurrency=conc))
+    fits = not a.over_capacity
+    nan = math.nan
+    return {**row, "fits": fits, "tok_s_user": a.tok_s_user if fits else nan,
+            "tok_s_total": a.tok_s_total if fits else nan, "tok_s_per_mw": a.tok_s_per_mw if fits else nan,
+            "ttft_s": a.ttft_s if fits else nan, "tpot_s": a.tpot_s if fits else nan, "needs": a.needs,
+            "label": a.label(), "solver": a.solver}
+
+
+def kv_ceiling(step, context: int) -> int:
+    """Streams of `context` tokens whose KV fits the replica, capped by its largest batch (the engine's)."""
+    from lpxsim.engine.answer import kv_ceiling as ceiling
+
+    return ceiling(step, context)
 
 
 FLEET_REQUESTS_PER_USER = 4  # closed-loop requests per user in a fleet point: enough to pass the ramp-up
@@ -218,10 +251,10 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
 
 
 def _groups(points: list[dict]) -> list[list[dict]]:
-    """Points grouped by (target, context), in first-seen order."""
+    """Points grouped by (target, layout goal, context), in first-seen order."""
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault((p.get("target"), p.get("context")), []).append(p)
+        groups.setdefault((p.get("target"), p.get("goal"), p.get("context")), []).append(p)
     return list(groups.values())
 
 
@@ -258,8 +291,9 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
         return df
     if "at_ceiling" in df:  # a ceiling that equals a requested concurrency: keep one row, flagged as the ceiling
         df = df.sort_values("at_ceiling", ascending=False, kind="stable")
-        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework") if k in df.columns])
-    df = df.sort_values([k for k in SORT_KEYS if k in df.columns], kind="stable").reset_index(drop=True)
+        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework", "goal") if k in df.columns])
+    df = df.sort_values([k for k in (*SORT_KEYS[:3], "goal", SORT_KEYS[3]) if k in df.columns],
+                        kind="stable").reset_index(drop=True)
     return mark_frontier(df)
 
 

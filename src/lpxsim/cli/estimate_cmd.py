@@ -9,56 +9,29 @@ import typer
 from lpxsim.cli.common import PRICES_HELP, WEIGHTS_HELP, economics_line, emit_json, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
+from lpxsim.engine.query import DEFAULT_OSL
 
 if TYPE_CHECKING:
+    from lpxsim.engine.answer import Answer
     from lpxsim.plan.costs import CostModel
-    from lpxsim.plan.estimate import Estimate
 
 
-def estimate_dict(e: Estimate, model: str, weights: str, kv: str, costs: CostModel | None = None,
-                  system: str | None = None) -> dict:
-    """JSON keys of an estimate (with its economics); per-chip keys also under the GPU names InferenceX uses."""
+def estimate_dict(a: Answer, costs: CostModel | None = None) -> dict:
+    """JSON keys of an engine answer (with its economics); per-chip keys also under the GPU names InferenceX
+    uses. Every per-user figure carries its labels: workload, load, deployment, power."""
     from lpxsim.plan.costs import estimate_economics
 
-    return {
-        "model": model,
-        "system": e.system,
-        "chips": e.chips,
-        "power_w": e.power_w,
-        "weights": weights,
-        "kv": kv,
-        "isl": e.isl,
-        "osl": e.osl,
-        "context": e.isl + e.osl,
-        "concurrency": e.concurrency,
-        "ttft_s": e.ttft_s,
-        "tpot_s": e.tpot_s,
-        "e2e_s": e.e2e_s,
-        "tok_s_user": e.tok_s_user,
-        "tok_s_total": e.tok_s_total,
-        "total_tok_s": e.total_tok_s,
-        "output_tok_s_per_chip": e.output_tok_s_per_chip,
-        "total_tok_s_per_chip": e.total_tok_s_per_chip,
-        "output_tok_s_per_gpu": e.output_tok_s_per_chip,
-        "total_tok_s_per_gpu": e.total_tok_s_per_chip,
-        "tok_s_per_mw": e.tok_s_per_mw,
-        "micro_batches": e.micro_batches,
-        "spec_k": e.spec_k,
-        "spec_accept": e.spec_accept,
-        "tokens_per_round": e.tokens_per_round,
-        **estimate_economics(e, system or e.system, costs),
-    }
+    d = a.as_dict()
+    d["output_tok_s_per_gpu"] = d["output_tok_s_per_chip"]
+    d["total_tok_s_per_gpu"] = d["total_tok_s_per_chip"]
+    return {**d, **estimate_economics(a, a.deployment.system, costs)}
 
 
 def _print(d: dict) -> None:
     from rich.table import Table  # only for people: --json never pays for it
 
-    # A step model's name may already read "MODEL on SYSTEM (layout)": say the model once.
-    where = d["system"] if d["system"].startswith(f"{d['model']} on ") else f"{d['model']} on {d['system']}"
-    t = Table(
-        title=f"{where} ({d['chips']} chips, {d['power_w'] / 1e3:,.0f} kW): "
-        f"ISL {d['isl']:,} / OSL {d['osl']:,} at concurrency {d['concurrency']}"
-    )
+    t = Table(title=f"{d['model']}: {d['label']}")
     for col in ("TTFT", "TPOT", "tok/s/user", "tok/s total", "tok/s/chip", "tok/s/MW"):
         t.add_column(col, justify="right")
     t.add_row(
@@ -68,6 +41,11 @@ def _print(d: dict) -> None:
     out.print(t)
     if d["micro_batches"] > 1:
         out.print(f"{d['micro_batches']} micro-batches in flight")
+    if d["over_capacity"]:
+        out.print(f"over capacity: the deployment holds {d['kv_ceiling']:,} streams of {d['context']:,} tokens; "
+                  f"{d['streams_admitted']:,} run and the rest wait {d['ttft_wait_s']:,.2f} s for a slot (in "
+                  f"TTFT). {d['needs']}: {d['alternative']}" if d["alternative"] else d["needs"])
+    out.print(f"statistic: {d['statistic']}")
     out.print(economics_line(d))
 
 
@@ -77,7 +55,7 @@ def register(app: typer.Typer) -> None:
         model: str = typer.Argument(..., help="catalog name or path to a config.json"),
         system: str = typer.Option("lpx", "--system", help=systems_help()),
         isl: int = tokens_option(1024, "--isl", help="input tokens per request"),
-        osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
+        osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         concurrency: int = count_option(1, "--concurrency", help="concurrent users (closed loop)"),
         racks: float | None = real_option(None, "--racks", help="LPU systems: racks", lo=0, hi=inputs.RACKS_MAX,
                                           lo_open=True),
@@ -109,18 +87,16 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
-        from lpxsim.backends.factory import Layout, make_step_model
-        from lpxsim.catalog import get_system
+        from lpxsim.engine.answer import answer
+        from lpxsim.engine.deployment import Precision, deployment_from_flags
+        from lpxsim.engine.query import Load, Objective, Workload
         from lpxsim.plan.costs import load_costs
-        from lpxsim.plan.estimate import steady_state
 
         costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)  # before costly work
-        # LPX: compile at this workload's own contexts (decode exactly at ISL + OSL/2, prefill from two
-        # points) rather than the generic buckets around them: 4 compiles instead of 6 on a cold cache.
-        lay = Layout(racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp, dp_attention=dp_attention,
-                     goal=goal, lpx_layout=layout, isl=isl, osl=osl, concurrency=concurrency,
-                     framework=framework, workload_grid=get_system(system).is_lpu)
-        step = make_step_model(model, system, lay, weights=weights, kv=kv, kv_layout=kv_layout)
+        if goal not in ("latency", "throughput"):
+            raise UserError("goal", f"expected latency or throughput, got {goal!r}")
+        dep = deployment_from_flags(system, racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp,
+                                    dp_attention=dp_attention, layout=layout, framework=framework)
         if accept is None:
             accept = 0.0
             if mtp > 0:
@@ -128,11 +104,14 @@ def register(app: typer.Typer) -> None:
                 from lpxsim.specs.mtp import default_accept
 
                 accept = default_accept(get_model(model))
-        e = steady_state(step, isl=isl, osl=osl, concurrency=concurrency, spec_k=mtp, spec_accept=accept)
-        from lpxsim.catalog import get_model
+        a = answer(model, dep, Workload(isl, osl), Load(concurrency=concurrency), Objective(goal), system=system,
+                   precision=Precision(weights, kv, kv_layout), framework=framework, spec_k=mtp, spec_accept=accept)
+        d = estimate_dict(a, costs)
+        d["weights"], d["kv"] = weights, kv
+        from lpxsim.engine.deployment import place
 
-        # a config path reads as its model's name
-        d = estimate_dict(e, get_model(model).name, weights, kv, costs, system=system)
+        step = place(model, system, Workload(isl, osl), dep, Precision(weights, kv, kv_layout), framework,
+                     goal).step
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family
             d["framework"] = getattr(step, "framework", framework)

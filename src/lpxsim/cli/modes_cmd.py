@@ -8,6 +8,7 @@ import typer
 
 from lpxsim.cli.common import emit_json, out
 from lpxsim.cli.validate import seed_option, tokens_option
+from lpxsim.engine.query import DEFAULT_OSL
 
 COLUMNS = (("mode", "mode", "{}"), ("context", "context", "{:,}"), ("users", "users", "{:,}"),
            ("tok_s_user_p50", "tok/s/user P50", "{:,.0f}"), ("tok_s_user_p10", "P10", "{:,.0f}"),
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
         contexts: str = typer.Option("10000,32000,100000", "--contexts", help="comma-separated prompt lengths"),
         loads: str = typer.Option("light,heavy", "--loads",
                                   help="comma-separated loads: light (8 users), heavy (64 users) or a user count"),
-        osl: int = tokens_option(256, "--osl", help="output tokens per request"),
+        osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         modes: str = typer.Option("", "--modes", help="comma-separated subset of the built-in modes (default all)"),
         seed: int = seed_option(0),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -43,7 +44,14 @@ def register(app: typer.Typer) -> None:
         Closed loop: each user sends a CONTEXT-token prompt, reads OSL tokens, sends the next."""
         from lpxsim.cli.bench_cmd import parse_int_list
         from lpxsim.core.errors import UserError
-        from lpxsim.plan.modes import COLLAPSE_NOTE, ModesQuery, compare_modes, ordered, parse_loads
+        from lpxsim.plan.modes import (
+            COLLAPSE_NOTE,
+            SOLVER_NOTE,
+            ModesQuery,
+            compare_modes,
+            ordered,
+            parse_loads,
+        )
 
         if osl <= 0:
             raise UserError("osl", f"expected a positive number of output tokens, got {osl}")
@@ -53,15 +61,15 @@ def register(app: typer.Typer) -> None:
         df = ordered(compare_modes(q))
         if as_json:
             emit_json({"model": model, "osl": osl, "backends": "detailed (GPU model, compiled LPX)",
-                       "note": COLLAPSE_NOTE, "rows": df.to_dict(orient="records")})
+                       "note": COLLAPSE_NOTE, "solvers": SOLVER_NOTE, "rows": df.to_dict(orient="records")})
             return
         from rich.table import Table
 
-        t = Table(title=f"{model}: serving modes, closed loop, {osl} output tokens per request")
+        t = Table(title=f"{model}: serving modes, closed loop, OSL {osl:,}, no prefix reuse")
         for _, label, _ in COLUMNS:
             t.add_column(label, justify="left" if label in ("mode", "hardware, power") else "right",
                          overflow="fold")
         for r in df.to_dict(orient="records"):
             t.add_row(*(_cell(r.get(k), fmt, k) for k, _, fmt in COLUMNS))
-        t.caption = COLLAPSE_NOTE
+        t.caption = f"{COLLAPSE_NOTE}. {SOLVER_NOTE}"
         out.print(t)

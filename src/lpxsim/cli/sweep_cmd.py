@@ -11,6 +11,7 @@ from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
 from lpxsim.cli.validate import count_option, path_option, tokens_option
 from lpxsim.core import inputs
+from lpxsim.engine.query import DEFAULT_OSL
 
 TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok_s_total", "tok_s_per_mw",
               "ttft_s", "on_frontier")
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
                                      help="input contexts (tokens) [each 1..10M; 32K, 1M ok]"),
         concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency",
                                         help="concurrent users [each 1..10M; 1K ok]"),
-        osl: int = tokens_option(1024, "--osl", help="output tokens per request"),
+        osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),

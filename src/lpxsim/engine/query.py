@@ -24,6 +24,10 @@ from enum import StrEnum
 
 from lpxsim.core.errors import UserError
 
+# The output tokens per request of every command that is not told otherwise (estimate, sweep, modes, plan,
+# the tour): printed in every label beside the figures it shapes.
+DEFAULT_OSL = 256
+
 
 def _positive_int(field: str, v: object, lo: int = 1) -> None:
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -129,11 +133,50 @@ class Deployment:
     layout: str = ""
     replicas: int = 1
     given: bool = False
+    # Chips the deployment holds beyond its replicas (a rack given whole whose layout leaves chips over): they
+    # are powered, so they count in the deployment's power and tok/s/MW.
+    idle_chips: int = 0
+    framework: str = ""  # GPU: the serving engine (sglang, trtllm, vllm); "" on LPX
 
     def __post_init__(self) -> None:
         _positive_int("chips", self.chips)
         _positive_int("replicas", self.replicas)
+        _positive_int("idle_chips", self.idle_chips, lo=0)
 
     @property
     def total_chips(self) -> int:
         return self.chips * self.replicas
+
+    @property
+    def powered_chips(self) -> int:
+        """Chips that draw power: every replica's and the idle ones."""
+        return self.total_chips + self.idle_chips
+
+    @property
+    def power_w(self) -> float:
+        """All-in power of the deployment: its share of its units' power, per powered chip."""
+        from lpxsim.catalog import get_system
+
+        s = get_system(self.system)
+        return float(s.power_w) * self.powered_chips / s.chips_per_unit
+
+    def label(self) -> str:
+        """'1 lpx rack (256 chips: 2 replicas x 128 chips, tp=16,stages=8,kvsplit=4), 194 kW'."""
+        from lpxsim.catalog import get_system
+
+        s = get_system(self.system)
+        units = self.powered_chips / s.chips_per_unit
+        if units.is_integer():
+            size = f"{units:g} {s.name} {s.unit_name}{'s' if units != 1 else ''}"
+            inner = f"{self.powered_chips:,} chips"
+        else:  # part of a unit: the chips say it
+            size, inner = f"{self.powered_chips:,} {s.name} chips", f"{units:.3g} {s.unit_name}"
+        if self.replicas > 1:
+            inner += f": {self.replicas} replicas x {self.chips:,} chips"
+        if self.idle_chips:
+            inner += f", {self.idle_chips:,} idle"
+        if self.layout:
+            inner += f", {self.layout}"
+        if self.framework:
+            inner += f", {self.framework}"
+        return f"{size} ({inner}), {self.power_w / 1e3:,.1f} kW"

@@ -43,6 +43,7 @@ from lpxsim.core.errors import UserError
 from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 DEFAULT_PREFILL_CHUNK = 8192  # tokens; vLLM's default max_num_batched_tokens
+ARRIVALS = ("random", "stagger")  # where other users' prefills fall in a closed loop (`steady_state`)
 
 
 @dataclass(frozen=True)
@@ -252,8 +253,18 @@ def steady_state(
     spec_k: int = 0,
     spec_accept: float = 0.0,
     draft: StepModel | None = None,
+    arrivals: str = "random",
 ) -> Estimate:
-    """Steady-state point estimate of `step` serving `concurrency` closed-loop users."""
+    """Steady-state point estimate of `step` serving `concurrency` closed-loop users.
+
+    `arrivals`: where the other users' prefills fall in a user's cycle. "random": a new request waits for
+    the prefills queued ahead of it (the MVA of a closed network with random arrival order; real engines'
+    jitter). "stagger": identical requests in a closed loop settle into a deterministic stagger, each
+    arriving as the prefill server frees, so no request queues and every other user's prefill lands in its
+    decode phase (what the serving simulator converges to, and the engine's answer: `lpxsim.engine`).
+    The cycle, hence the aggregate and E2E, is the same either way; the TTFT / TPOT split is not."""
+    if arrivals not in ARRIVALS:
+        raise UserError("arrivals", f"expected one of {', '.join(ARRIVALS)}, got {arrivals!r}")
     for name, v in (("isl", isl), ("osl", osl), ("concurrency", concurrency)):
         if not isinstance(v, int) or v <= 0:
             raise UserError(name, f"expected a positive integer, got {v!r}")
@@ -281,8 +292,8 @@ def steady_state(
     def waited(w: float) -> float:
         """The queueing (and admission hold) a user meets when every user waits `w`."""
         d = _decode_phase(d0, f, w, drain) if osl > 1 else 0.0
-        return (prefill_wait(occupancy, d + own - occupancy, concurrency)
-                + _admission_hold_s(step, concurrency, own + w + d, round_s))
+        queue = prefill_wait(occupancy, d + own - occupancy, concurrency) if arrivals == "random" else 0.0
+        return queue + _admission_hold_s(step, concurrency, own + w + d, round_s)
 
     wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
     ttft = own + wait

@@ -1,9 +1,12 @@
 """T9: what each heterogeneous serving mode buys, against Rubin alone and LPX alone.
 
-Every mode (`lpxsim.bench.fleets.MODES`) serves the same closed-loop workload
+Every mode (`lpxsim.engine.fleets.MODES`) serves the same closed-loop workload
 -- `users` concurrent users, each sending a `context`-token prompt and reading
-`osl` output tokens, then sending the next -- in the serving simulator, on the
-detailed backends only (the GPU model; compiled LPX programs). One row per
+`osl` output tokens, then sending the next -- on the detailed backends only (the
+GPU model; compiled LPX programs). Rubin alone and LPX alone are the engine's
+answer (`lpxsim.engine.answer`) on each system's default deployment, the one
+`estimate` and `sweep` answer on; the heterogeneous modes run in the serving
+simulator, their LPX pools sized by the engine's rule. One row per
 (mode, context, load) with per-user speed P50 and P10, TTFT P90, output tok/s
 per MW (power-normalised, so fleets of different power compare), and the P50
 speed relative to Rubin alone and to LPX alone at the same context and load.
@@ -22,11 +25,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lpxsim.core.errors import UserError
+from lpxsim.engine.query import DEFAULT_OSL
 
 LOADS = {"light": 8, "heavy": 64}  # concurrent users of the whole fleet
 DEFAULT_CONTEXTS = (10_000, 32_000, 100_000)
-DEFAULT_OSL = 256
+
 REQUESTS_PER_USER = 2  # each user's turns simulated (kept small: the tour's budget)
+SOLVER_NOTE = ("Rubin alone and LPX alone: the engine's steady state on each system's default deployment (every "
+               "request alike: P10 = P50 = mean); the Rubin + LPX modes: the serving simulator")
 COLLAPSE_NOTE = ("closed loop: every user re-prefills its whole context on every turn (no prefix reuse), so at "
                  "100K context and heavy load prefill dominates: TTFT grows with the queue and per-user speed "
                  "falls")
@@ -42,6 +48,8 @@ class ModesQuery:
     osl: int = DEFAULT_OSL
     modes: tuple[str, ...] = ()
     seed: int = 0
+    weights: str = "fp8"
+    kv: str = "bf16"
 
 
 def parse_loads(text: str) -> tuple[str, ...]:
@@ -60,8 +68,13 @@ def users_of(load: str) -> int:
     return LOADS[load] if load in LOADS else int(load)
 
 
+# Single-system modes are the engine's answer on that system's default deployment (the same one `estimate`
+# and `sweep` answer on); the heterogeneous modes have no steady state and are simulated.
+ENGINE_MODES = {"rubin-alone": "vr-nvl72", "lpx-alone": "lpx"}
+
+
 def _row(mode: str, context: int, load: str, res) -> dict:
-    from lpxsim.bench.fleets import fleet_hardware
+    from lpxsim.engine.fleets import fleet_hardware
 
     s = res.summary
     speed = s["tok_s_user"]
@@ -71,12 +84,36 @@ def _row(mode: str, context: int, load: str, res) -> dict:
         "ttft_p90_s": s["ttft_s"].get("p90", math.nan), "tok_s_per_mw": s["tok_s_per_mw"],
         "fleet_tok_s": s["fleet_tok_s"], "power_kw": s["power_w"] / 1e3, "hardware": fleet_hardware(res),
         "mean_concurrency": s["mean_concurrency"], "completed": s["completed"],
+        "solver": "serving simulator (closed loop)", "osl": None, "ttft_s": s["ttft_s"].get("mean", math.nan),
     }
+
+
+def _engine_row(mode: str, context: int, load: str, a) -> dict:
+    """A single-system mode from the engine: every request of a steady state is alike (P10 = P50 = mean)."""
+    return {
+        "mode": mode, "context": context, "load": load, "users": users_of(load),
+        "tok_s_user_p50": a.tok_s_user, "tok_s_user_p10": a.tok_s_user, "ttft_p90_s": a.ttft_s,
+        "tok_s_per_mw": a.tok_s_per_mw, "fleet_tok_s": a.tok_s_total, "power_kw": a.power_w / 1e3,
+        # `hardware` in the fleet rows' form ('72 vr-nvl72, 200 kW', what the economics parse); the deployment
+        # with its layout and replicas beside it
+        "hardware": f"{a.deployment.powered_chips} {a.deployment.system}, {a.power_w / 1e3:,.0f} kW",
+        "deployment": a.deployment.label(), "mean_concurrency": float(a.streams_admitted), "completed": math.nan,
+        "solver": a.solver, "osl": a.workload.osl, "ttft_s": a.ttft_s, "label": a.label(), "needs": a.needs,
+    }
+
+
+def _engine_answer(q: ModesQuery, mode: str, context: int, users: int):
+    from lpxsim.engine.answer import answer
+    from lpxsim.engine.deployment import Precision
+    from lpxsim.engine.query import Load, Workload
+
+    return answer(q.model, None, Workload(context, q.osl), Load(concurrency=users), system=ENGINE_MODES[mode],
+                  precision=Precision(q.weights, q.kv))
 
 
 def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
     """One row per (context, load, mode), with P50 speed relative to Rubin alone and LPX alone."""
-    from lpxsim.bench.fleets import MODES, builtin_fleet, closed_workload, simulate_fleet
+    from lpxsim.engine.fleets import MODES, builtin_fleet, closed_workload, simulate_fleet
 
     modes = q.modes or MODES
     for m in modes:
@@ -93,8 +130,11 @@ def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
             n = users_of(load)
             wl = closed_workload(f"closed-{n}x{context}", context, q.osl, n, REQUESTS_PER_USER * n)
             for mode in modes:
-                res = simulate_fleet(builtin_fleet(mode, q.model, **size), wl, seed=q.seed)
-                rows.append(_row(mode, context, load, res))
+                if mode in ENGINE_MODES:
+                    rows.append(_engine_row(mode, context, load, _engine_answer(q, mode, context, n)))
+                else:
+                    res = simulate_fleet(builtin_fleet(mode, q.model, **size), wl, seed=q.seed)
+                    rows.append({**_row(mode, context, load, res), "osl": q.osl})
                 if progress is not None:
                     progress(mode, context, load)
     df = pd.DataFrame(rows)

@@ -1,6 +1,6 @@
 """The Rubin + LPX modes as candidate pool types of `plan fleet`'s MILP (`lpxsim.plan.fleet`).
 
-PD, AFD and the external drafter each run as their built-in fleet (`lpxsim.bench.fleets`) on the
+PD, AFD and the external drafter each run as their built-in fleet (`lpxsim.engine.fleets`) on the
 detailed backends, exactly as `lpxsim modes` runs them: a closed loop of `OPTION_USERS` users at the
 class's ISL and OSL. One such fleet is one replica of the pool type: it serves `OPTION_USERS`
 concurrent sessions (or its completed requests/s, output tok/s / OSL) when its P50 tok/s per user
@@ -20,9 +20,9 @@ MIXED_MODES = ("rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
 
 def mode_pool_type(rc: Any, mode: str, seed: int = 0):
     """The pool type of one Rubin + LPX mode for request class `rc` (simulated; see module docstring)."""
-    from lpxsim.bench.fleets import builtin_fleet, closed_workload, simulate_fleet
     from lpxsim.catalog import get_system
     from lpxsim.core.errors import UserError
+    from lpxsim.engine.fleets import builtin_fleet, closed_workload, simulate_fleet
     from lpxsim.plan.fleet_types import PoolType
 
     method = f"closed-loop simulation, {OPTION_USERS} users (P50 speed, P99 TTFT)"

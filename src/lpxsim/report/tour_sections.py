@@ -207,39 +207,40 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
         df = df[df["unavailable"].isna()].drop(columns="unavailable").reset_index(drop=True)
     if df.empty:
         raise BackendUnavailable("systems", "; ".join(missing) or "no sweep point ran")
-    png = frontier_png(df, out / "frontier.png")
-    png_mw = frontier_png(df, out / "frontier_per_mw.png", y="tok_s_per_mw", y_label="output tok/s per MW")
+    drawn = by_deployment(df)
+    png = frontier_png(drawn, out / "frontier.png")
+    png_mw = frontier_png(drawn, out / "frontier_per_mw.png", y="tok_s_per_mw", y_label="output tok/s per MW")
     sec = Section(f"{cfg.model}: context x concurrency sweep",
                   f"Steady state (closed loop, OSL {cfg.osl}) from concurrency 1 up to each system's KV ceiling. "
                   "Per-user speed falls as the batch grows while aggregate throughput rises: the frontier is the "
                   "menu a planner chooses from.")
     for m in missing:
         sec.add(Note(m, "warn"))
-    sec.add(Note("One deployment per system and context serves every concurrency there: one rack / NVL72 domain "
-                 "laid out for context + OSL tokens and for the largest power of two of streams that the capacity "
-                 "model says fit (halved until the backend's layout search holds them). kv_ceiling is the most "
-                 "streams that deployment runs (its KV capacity and largest batch: the ceiling row); "
-                 "capacity_ceiling is the memory capacity model's figure for the same hardware."
+    sec.add(Note("Every row is the operating-point engine's answer (lpxsim.engine, docs/engine.md), the same "
+                 "`lpxsim estimate` gives for that system, context, concurrency and OSL. One deployment per system "
+                 "and context serves every concurrency there: the fewest whole racks / NVL72 domains that hold the "
+                 "model, laid out once for context + OSL tokens (LPX: for the largest power of two of streams that "
+                 "fit; GPUs: both the layout search's latency pick and its throughput pick, and the frontier runs "
+                 "over both). kv_ceiling is the most streams that deployment runs (its KV capacity and largest "
+                 "batch: the ceiling row); capacity_ceiling is the memory capacity model's figure for the same "
+                 "hardware."
                  + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
                                     "(same context and OSL)")))
-    if shared_contexts(cfg):
-        sec.add(Note("These rows are the mean-field steady state; the modes section below simulates the same closed "
-                     "loop step by step. Both charge other users' prefills to a user's decode except where they "
-                     "fall in its own queueing wait, and their aggregate throughput agrees; they split the cycle "
-                     "differently. The steady state queues as random traffic does (closed-network MVA), while the "
-                     "simulator replays identical requests, which stagger so that nobody waits: every other "
-                     "prefill then lands in each user's decode, so its TTFT is lower and its per-user speed too "
-                     "(docs/validation.md, 'Steady state against the simulator')."))
+    sec.add(Note("tok/s/user is the mean over requests of 1 / TPOT (AIPerf's per-user output throughput), TTFT the "
+                 "mean with queueing. A closed loop of identical requests staggers (nobody waits for the prefill "
+                 "server and every other user's prefill lands in each user's decode); where that arrival pattern, "
+                 "not the hardware, decides the answer, the engine answers with the serving simulator on the same "
+                 "replica (the row's solver says which)."))
     if max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
                      "100K-token context each turn (no prefix reuse); prefill then takes most of each step and "
                      "TTFT grows with the queue."))
-    sec.add(Chart(frontier_chart(df))).add(Chart(frontier_chart(df, "tok_s_per_mw", "output tok/s per MW")))
+    sec.add(Chart(frontier_chart(drawn))).add(Chart(frontier_chart(drawn, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "context", "concurrency", "tok_s_user", "ttft_s", "tok_s_total",
-                            "tok_s_per_mw", "hardware", "at_ceiling", "kv_ceiling", "capacity_ceiling",
-                            "on_frontier")
+    view = fit[[c for c in ("target", "goal", "context", "osl", "concurrency", "tok_s_user", "ttft_s",
+                            "tok_s_total", "tok_s_per_mw", "hardware", "session", "at_ceiling", "kv_ceiling",
+                            "capacity_ceiling", "on_frontier")
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):
@@ -249,9 +250,20 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     lines = []
     for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
-        lines.append(f"sweep {t} @ {ctx:,}: peak {best['tok_s_total']:,.0f} tok/s total at concurrency "
-                     f"{int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; {best['hardware']})")
+        lines.append(f"sweep {t} @ {ctx:,} (OSL {cfg.osl}, no prefix reuse): peak {best['tok_s_total']:,.0f} tok/s "
+                     f"total at concurrency {int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; "
+                     f"{best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def by_deployment(df: pd.DataFrame) -> pd.DataFrame:
+    """The sweep with each GPU layout as a curve of its own ('vr-nvl72 (latency layout)'): a system swept on
+    two deployments has two rows per concurrency, one per layout."""
+    if "goal" not in df.columns:
+        return df
+    goal = df["goal"].where(df["goal"].notna(), None)
+    label = [t if g is None else f"{t} ({g} layout)" for t, g in zip(df["target"], goal, strict=True)]
+    return df.assign(target=label)
 
 
 def shared_contexts(cfg: TourConfig) -> tuple[int, ...]:
@@ -292,14 +304,16 @@ def moe_section(cfg: TourConfig) -> SectionResult:
 
 def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     """The MoE model on LPX at the tour's longest context: racks and streams (plan.capacity) and tok/s per
-    user at concurrency 1 on the deployment the AA section already built (compiled for long context).
+    user at concurrency 1 on the engine's default deployment for this workload (the one `estimate` answers on).
 
     tok/s per user is the steady state's (and AA's) decode-only speed, 1 / TPOT, with TPOT the mean
     batch-1 decode step over the answer (contexts `ctx` .. `ctx + osl`; the backend is linear between its
     compiled contexts, so the two ends give the mean). That costs the deployment one decode compile at
     the context bucket below `ctx`; a 100K prefill (TTFT) would cost several and is not run here."""
-    from lpxsim.bench.backends import hardware_label, step_model
     from lpxsim.catalog import get_system
+    from lpxsim.engine.answer import kv_ceiling
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Workload
     from lpxsim.plan.capacity import capacity
     from lpxsim.step.protocol import DecodeBatch
 
@@ -307,13 +321,15 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     need = capacity(cfg.moe_model, "lpx", ctx + osl, weights=cfg.weights, kv=cfg.kv)
     racks = max(1, need.units_needed)
     cap = capacity(cfg.moe_model, "lpx", ctx + osl, weights=cfg.weights, kv=cfg.kv, racks=float(racks))
-    step = step_model(cfg.moe_model, "lpx", cfg.weights, cfg.kv)
-    runs = int(step.kv_capacity_bytes() // step.kv_bytes(ctx + osl))
+    # the engine's default deployment for this workload: the one `estimate` answers on
+    placed = place(cfg.moe_model, "lpx", Workload(ctx, osl), None, Precision(cfg.weights, cfg.kv))
+    step, dep = placed.step, placed.deployment
+    runs = kv_ceiling(step, ctx + osl) * dep.replicas
     row: dict = {"model": cfg.moe_model, "system": "lpx", "context": ctx, "osl": osl,
                  "racks_for_weights_and_one_stream": racks, "streams_that_fit (capacity model)": cap.max_streams,
-                 "deployment": hardware_label(step), "deployment_racks": step.chips / get_system("lpx").chips_per_unit,
+                 "deployment": dep.label(), "deployment_racks": dep.powered_chips / get_system("lpx").chips_per_unit,
                  "streams_the_deployment_runs": runs, "concurrency": 1,
-                 "tok_s_user": math.nan, "tpot_s": math.nan, "power_kw": step.power_w / 1e3}
+                 "tok_s_user": math.nan, "tpot_s": math.nan, "power_kw": dep.power_w / 1e3}
     if runs >= 1:
         tpot = (step.decode_step(DecodeBatch((ctx,))).latency_s
                 + step.decode_step(DecodeBatch((ctx + osl - 1,))).latency_s) / 2
@@ -321,12 +337,13 @@ def moe_long_context_rows(cfg: TourConfig) -> SectionResult:
     df = pd.DataFrame([row])
     sec = Section("moe long context")
     sec.add(Table(df, f"{cfg.moe_model} on LPX at {ctx:,} tokens (+ {osl:,} out): racks, streams and tok/s per "
-                      "user at concurrency 1, decode only as AA measures it (compiled LPX backend, the AA "
-                      "section's deployment; TTFT of a 100K prefill: docs/validation.md, 'MoE at 100K context')"))
+                      "user at concurrency 1, decode only as AA measures it (compiled LPX backend, the engine's "
+                      "deployment for this workload; TTFT of a 100K prefill: docs/validation.md, 'MoE at 100K "
+                      "context')"))
     speed = (f"{row['tok_s_user']:,.0f} tok/s/user at concurrency 1 (decode)" if runs >= 1
              else "no stream of this length fits the deployment")
     line = (f"MoE {cfg.moe_model} on LPX @ {ctx:,} tokens: {racks} rack(s) hold the weights and "
-            f"{cap.max_streams:,} streams (capacity model); the AA deployment ({row['deployment_racks']:.2f} racks) "
+            f"{cap.max_streams:,} streams (capacity model); the engine's deployment ({row['deployment_racks']:.2f} racks) "
             f"runs {runs} streams; {speed} on {row['deployment']}")
     return SectionResult(sec, {"moe_long_context": df}, [line])
 

@@ -56,6 +56,15 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     return hit
 
 
+def pin_step_model(pool: PoolConfig, step: StepModel, part: str = "all") -> None:
+    """Run `pool`'s replicas on `step`, a step model the caller already holds (the engine's deployment, whose
+    steady state a simulation of the same deployment is checked against), instead of building one."""
+    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = step
+
+
 def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     model = pool_model(pool)
     system = get_system(pool.system)
@@ -87,8 +96,10 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
     if pool.memory_fraction is not None:
         raise UserError(f"{field}.memory_fraction", "memory_fraction is a GPU pool's KV share of free "
                                                                 "HBM; an LPX program places its KV itself")
-    # LPX: compiled for the target concurrency, halved until its KV fits (the rest queue at run time)
-    conc = pool.target_concurrency or 1
+    # LPX: compiled for the target concurrency (none given: the engine's rule for a deployment, the largest power
+    # of two of the streams that fit the worker's chips at its context), halved until its KV fits (the rest
+    # queue at run time). The layout is the worker's, whatever load it later meets.
+    conc = pool.target_concurrency or _design_streams(model, system, chips, pool)
     size = _lpx_size(pool, chips, field)
     while True:
         layout = Layout(**size, concurrency=conc)
@@ -99,6 +110,15 @@ def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
             if conc == 1:
                 raise
             conc //= 2
+
+
+def _design_streams(model: ModelSpec, system, chips: int, pool: PoolConfig) -> int:
+    """`backends.sizing.design_streams` at the pool's target context (none: the LPX default long context)."""
+    from lpxsim.backends import sizing
+    from lpxsim.lpu.stepmodel import DEFAULT_TARGET_CONTEXT
+
+    context = pool.target_context or min(model.max_context or DEFAULT_TARGET_CONTEXT, DEFAULT_TARGET_CONTEXT)
+    return sizing.design_streams(model, system, int(context), chips, pool.weights, pool.kv, pool.kv_layout)
 
 
 def _lpx_size(pool: PoolConfig, chips: int, field: str) -> dict:

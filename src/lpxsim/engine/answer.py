@@ -1,0 +1,259 @@
+"""The operating-point engine: one question (model, deployment, workload, load), one answer.
+
+`answer` places the deployment (`engine.deployment.place`: given exactly, or the default one), prices the
+workload on one replica with the closed-loop steady state (`engine.steady_state`, deterministic stagger:
+what the serving simulator converges to; `docs/engine.md`), splits the load over the deployment's
+replicas, and says when the load is more than the deployment holds -- never moving to a bigger one.
+
+Statistics (the same in every command; AIPerf's definitions, `serving.metrics`):
+- TTFT: arrival to first token, queueing included (mean over requests).
+- TPOT: (E2E - TTFT) / (OSL - 1), the mean time between a request's output tokens after the first;
+  AIPerf's `inter_token_latency` of a request is this same quantity.
+- tok/s/user: the mean over requests of AIPerf's per-user output throughput, 1 / TPOT -- the streaming
+  speed after the first token. In the steady state every request of a load is alike, so mean = P50.
+- aggregate (`tok_s_total`): output tokens per second of the whole deployment.
+- tok/s/MW: the aggregate over the deployment's power (every powered chip, idle ones included).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from lpxsim.core.errors import UserError
+from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
+from lpxsim.engine.query import Deployment, Load, Objective, Workload
+from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
+
+STATISTIC = ("tok/s/user: mean over requests of 1/TPOT (AIPerf output throughput per user; "
+             "TPOT = AIPerf inter-token latency); TTFT: mean, queueing included")
+# The engine's queueing. "auto": the steady state with the deterministic stagger, unless the arrival pattern
+# decides the answer (the stagger and the random-arrival wait differ by more than SENSITIVE), where the serving
+# simulator answers on the same replica (`engine.simulated`; docs/engine.md, "One queueing answer").
+ARRIVALS = "auto"
+SENSITIVE_TOK_S_USER = 0.02  # relative difference in tok/s/user between the two arrival patterns
+SENSITIVE_TTFT = 0.05  # relative difference in TTFT
+# Where other users' prefills take more than this share of a request's cycle, where they fall (wait or decode)
+# decides the split between TTFT and TPOT however the two patterns above compare: the simulator answers.
+SENSITIVE_PREFILL_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one deployment does for one workload at one load. Every figure travels with its label."""
+
+    model: str
+    deployment: Deployment
+    workload: Workload
+    load: Load
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    tok_s_user: float
+    tok_s_total: float  # output tok/s of the whole deployment
+    total_tok_s: float  # input + output tok/s of the whole deployment (InferenceX counts both)
+    power_w: float
+    tok_s_per_mw: float
+    streams_admitted: int  # streams running at once (the rest wait for a slot)
+    kv_ceiling: int  # streams of isl + osl tokens the deployment holds (all replicas)
+    ttft_wait_s: float = 0.0  # queueing included in ttft_s (admission holds, waiting for a slot)
+    micro_batches: int = 1
+    decode_period_s: float = 0.0
+    spec_k: int = 0
+    spec_accept: float = 0.0
+    tokens_per_round: float = 1.0
+    needs: str = ""  # e.g. "needs 2 racks" when the load is more than the deployment holds
+    alternative: Deployment | None = None  # the bigger deployment that would hold the load (never used silently)
+    statistic: str = STATISTIC
+    solver: str = "steady state (stagger)"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def over_capacity(self) -> bool:
+        return self.load.concurrency is not None and self.streams_admitted < self.load.concurrency
+
+    @property
+    def chips(self) -> int:
+        return self.deployment.powered_chips
+
+    def label(self) -> str:
+        """'ISL 10,000 / OSL 256, no prefix reuse, concurrency 40 on 1 lpx rack (256 chips, ...), 97.0 kW'."""
+        return f"{self.workload.label()}, {self.load.label()} on {self.deployment.label()}"
+
+    def as_dict(self) -> dict:
+        """Plain JSON values: the figures, the question's parts and the labels."""
+        d = self.deployment
+        return {
+            "model": self.model, "system": d.system, "chips": d.powered_chips, "replica_chips": d.chips,
+            "replicas": d.replicas, "layout": d.layout, "deployment_given": d.given, "deployment": d.label(),
+            "power_w": self.power_w, "isl": self.workload.isl, "osl": self.workload.osl,
+            "context": self.workload.context, "session": self.workload.session.label() if self.workload.session
+            else "no prefix reuse", "workload": self.workload.label(), "concurrency": self.load.concurrency,
+            "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s, "tok_s_user": self.tok_s_user,
+            "tok_s_total": self.tok_s_total, "total_tok_s": self.total_tok_s,
+            "output_tok_s_per_chip": self.tok_s_total / max(1, d.powered_chips),
+            "total_tok_s_per_chip": self.total_tok_s / max(1, d.powered_chips), "tok_s_per_mw": self.tok_s_per_mw,
+            "ttft_wait_s": self.ttft_wait_s, "micro_batches": self.micro_batches, "spec_k": self.spec_k,
+            "spec_accept": self.spec_accept, "tokens_per_round": self.tokens_per_round,
+            "streams_admitted": self.streams_admitted, "kv_ceiling": self.kv_ceiling,
+            "over_capacity": self.over_capacity, "needs": self.needs,
+            "alternative": self.alternative.label() if self.alternative else "",
+            "statistic": self.statistic, "solver": self.solver, "label": self.label(),
+        }
+
+
+def kv_ceiling(step, context: int) -> int:
+    """Streams of `context` tokens whose KV fits one replica, capped by its largest batch."""
+    per = step.kv_bytes(context)
+    fit = math.floor(step.kv_capacity_bytes() / per + 1e-9) if per > 0 else step.max_batch()
+    return max(0, min(fit, step.max_batch()))
+
+
+def answer(model, deployment: Deployment | None, workload: Workload, load: Load,
+           objective: Objective = Objective.LATENCY, *, system: str | None = None,
+           precision: Precision = Precision(), framework: str = "sglang", spec_k: int = 0,
+           spec_accept: float = 0.0, arrivals: str = ARRIVALS) -> Answer:
+    """The operating point of `model` on `deployment` (None: the default deployment of `system`, the fewest
+    whole units that hold the workload) for `workload` at `load`.
+
+    The deployment is kept exactly: a load beyond its KV ceiling runs the ceiling's streams and the rest
+    wait for a slot (in TTFT), and the answer names the bigger deployment that would hold it (`needs`,
+    `alternative`). `objective` picks the GPU layout search's goal when the layout is not given (LPX
+    layouts are searched for the deployment's workload); ranking deployments is `engine.search`."""
+    if load.concurrency is None:
+        raise UserError("rate", "the steady state answers closed-loop loads; simulate an open arrival rate "
+                                "with `lpxsim simulate`")
+    if deployment is None and system is None:
+        raise UserError("system", "give a system or a deployment")
+    goal = "latency" if objective == Objective.LATENCY else "throughput"
+    placed = place(model, system or deployment.system, workload, deployment, precision, framework, goal)
+    return answer_on(placed, workload, load, spec_k=spec_k, spec_accept=spec_accept, arrivals=arrivals,
+                     precision=precision)
+
+
+def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0, spec_accept: float = 0.0,
+              arrivals: str = ARRIVALS, precision: Precision = Precision()) -> Answer:
+    """`answer` on a deployment already placed (a search prices many loads on one)."""
+    dep, step = placed.deployment, placed.step
+    users = int(load.concurrency)
+    priced = prefix_cached(step, workload)
+    per_replica = kv_ceiling(step, workload.context)
+    ceiling = per_replica * dep.replicas
+    if ceiling < 1:
+        raise UserError("concurrency", f"one {workload.context:,}-token stream does not fit {dep.label()}")
+    admitted = min(users, ceiling)
+
+    solvers: set[str] = set()
+
+    def at(c: int) -> Estimate:
+        if arrivals != "auto":
+            solvers.add(f"steady state ({arrivals})")
+            return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
+                                arrivals=arrivals)
+        return _auto(placed, priced, workload, c, spec_k, spec_accept, solvers)
+
+    # The admitted streams spread over the replicas as evenly as they go: r replicas run q + 1, the rest q.
+    q, r = divmod(admitted, dep.replicas)
+    groups = [(n, c) for n, c in ((r, q + 1), (dep.replicas - r, q)) if n > 0 and c > 0]
+    ests = [(n, at(c)) for n, c in groups]
+    rate = sum(n * e.concurrency / e.e2e_s for n, e in ests)  # completed requests per second
+    weight = [(n * e.concurrency / e.e2e_s) / rate for n, e in ests]  # share of requests
+
+    def mean(attr: str) -> float:
+        return sum(w * getattr(e, attr) for w, (_, e) in zip(weight, ests, strict=True))
+
+    ttft, tpot, e2e = mean("ttft_s"), mean("tpot_s"), mean("e2e_s")
+    wait = mean("ttft_wait_s")
+    tok_total = sum(n * e.tok_s_total for n, e in ests)
+    total = sum(n * e.total_tok_s for n, e in ests)
+    needs, alt = "", None
+    if users > admitted:
+        # Closed loop: every slot is busy and the users beyond them queue for the next free one; each user's
+        # cycle stretches to users / rate, and the stretch is spent waiting before its prefill.
+        slot_wait = users / rate - e2e
+        ttft, e2e, wait = ttft + slot_wait, e2e + slot_wait, wait + slot_wait
+        needs, alt = _needs(placed, workload, users, precision)
+    tok_user = mean("tok_s_user")
+    power = dep.power_w
+    first = ests[0][1]
+    return Answer(
+        model=placed.model.name, deployment=dep, workload=workload, load=load, ttft_s=ttft, tpot_s=tpot,
+        e2e_s=e2e, tok_s_user=tok_user, tok_s_total=tok_total, total_tok_s=total, power_w=power,
+        tok_s_per_mw=tok_total / (power / 1e6) if power > 0 else math.nan, streams_admitted=admitted,
+        kv_ceiling=ceiling, ttft_wait_s=wait, micro_batches=first.micro_batches,
+        decode_period_s=first.decode_period_s, spec_k=spec_k, spec_accept=spec_accept,
+        tokens_per_round=first.tokens_per_round, needs=needs, alternative=alt,
+        solver=" + ".join(sorted(solvers)),
+    )
+
+
+def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float,
+          solvers: set[str]) -> Estimate:
+    """One replica at `c` streams: the stagger steady state, or the simulator where the arrival pattern decides
+    (speculative decoding and prefix-cached sessions stay with the steady state: the synthetic closed loop the
+    simulator runs here has neither)."""
+    def ss(arr: str) -> Estimate:
+        return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
+                            arrivals=arr)
+
+    stagger = ss("stagger")
+    if c == 1 or spec_k > 0 or workload.session is not None:
+        solvers.add("steady state (stagger)")
+        return stagger
+    random = ss("random")
+    _, occupancy = prefill_cost(priced, workload.isl)
+    others = (c - 1) * occupancy / stagger.e2e_s  # the share of a cycle other users' prefills take
+    if (others <= SENSITIVE_PREFILL_SHARE
+            and abs(random.tok_s_user / stagger.tok_s_user - 1.0) <= SENSITIVE_TOK_S_USER
+            and abs(random.ttft_s / stagger.ttft_s - 1.0) <= SENSITIVE_TTFT):
+        solvers.add("steady state (stagger)")
+        return stagger
+    from lpxsim.engine.simulated import simulate_answer
+
+    one = replace(placed, deployment=replace(placed.deployment, replicas=1, idle_chips=0))
+    sim = simulate_answer(one, workload, Load(concurrency=c))
+    solvers.add("serving simulator (arrival-sensitive)")
+    own = stagger.ttft_s - stagger.ttft_wait_s
+    return replace(stagger, ttft_s=sim.ttft_s, tpot_s=sim.tpot_s, e2e_s=sim.e2e_s, tok_s_user=sim.tok_s_user,
+                   tok_s_total=sim.tok_s_total, total_tok_s=sim.tok_s_total * workload.context / workload.osl,
+                   output_tok_s_per_chip=sim.tok_s_total / max(1, stagger.chips),
+                   total_tok_s_per_chip=sim.tok_s_total * workload.context / workload.osl / max(1, stagger.chips),
+                   tok_s_per_mw=sim.tok_s_total / (stagger.power_w / 1e6) if stagger.power_w > 0 else math.nan,
+                   ttft_wait_s=max(0.0, sim.ttft_s - own))
+
+
+def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0,
+                     spec_accept: float = 0.0) -> Estimate:
+    """One replica of `placed` at `c` streams as the engine answers it (the search prices its candidates so)."""
+    return _auto(placed, prefix_cached(placed.step, workload), workload, c, spec_k, spec_accept, set())
+
+
+def prefix_cached(step, workload: Workload):
+    """The step model a workload's requests see: with a session, later turns prefill only their new tokens."""
+    if workload.session is None:
+        return step
+    from lpxsim.engine.prefix import PrefixCachedStep
+
+    return PrefixCachedStep(step, workload.isl, min(workload.isl, workload.session.new_tokens))
+
+
+def _needs(placed: Placed, workload: Workload, users: int, precision: Precision) -> tuple[str, Deployment | None]:
+    from lpxsim.catalog import get_system
+
+    dep = placed.deployment
+    s = get_system(dep.system)
+    units = units_for_streams(placed.model, s.name, workload.context, users, precision)
+    have = dep.powered_chips / s.chips_per_unit
+    if units is None:
+        return (f"{users:,} streams of {workload.context:,} tokens need more than {s.max_units} {s.unit_name}s "
+                f"of {s.name}"), None
+    if units <= have:  # the capacity model holds them where the compiled layout does not: more replicas
+        units = int(math.ceil(have)) + 1 if have + 1 <= s.max_units else None
+        if units is None:
+            return f"{users:,} streams do not fit the largest {s.name} deployment", None
+    alt = Deployment(s.name, units * s.chips_per_unit, given=False)
+    return f"needs {units} {s.unit_name}{'s' if units != 1 else ''} ({alt.total_chips:,} chips)", alt
+
+
+def with_deployment(a: Answer, dep: Deployment) -> Answer:
+    return replace(a, deployment=dep)
