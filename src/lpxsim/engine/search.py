@@ -283,18 +283,31 @@ def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
 
 
 def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float) -> Estimate | None:
-    """The engine's answer at the steady state's edge `guess`, halved until it meets `target` (the simulator
-    answers some points, and each of its runs costs seconds: the search itself stays on the steady state)."""
-    c = guess
-    while c >= 1:
+    """The engine's answer at the largest concurrency <= `guess` that meets `target`: the steady state's edge
+    `guess` first, then halving to a point that meets it, then bisecting back up (the simulator answers some
+    points, and each of its runs costs seconds: the search itself stays on the steady state)."""
+    def meets(c: int) -> Estimate | None:
         try:
             e = evaluate(c)
         except UserError:
-            e = None
-        if e is not None and e.tok_s_user >= target:
-            return e
-        c //= 2
-    return None
+            return None
+        return e if e.tok_s_user >= target else None
+
+    hi, best = guess, meets(guess)
+    if best is not None:
+        return best
+    lo = guess // 2
+    while lo >= 1 and (best := meets(lo)) is None:
+        hi, lo = lo, lo // 2
+    if best is None:
+        return None
+    while hi - lo > 1:  # lo meets the target, hi does not
+        mid = (lo + hi) // 2
+        if (e := meets(mid)) is not None:
+            lo, best = mid, e
+        else:
+            hi = mid
+    return best
 
 
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,

@@ -36,7 +36,7 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
                     seed: int = 0) -> Simulated:
     """Simulate `load.concurrency` closed-loop users of `workload` on `placed` (every replica one worker)."""
     from lpxsim.serving import simulate
-    from lpxsim.serving.backends import pin_step_model
+    from lpxsim.serving.backends import pinned_step_model
     from lpxsim.serving.config import load_fleet
 
     users = int(load.concurrency)
@@ -46,10 +46,10 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
             else "gpus_per_worker": dep.chips}
     fleet = load_fleet({"name": "engine-deployment", "pools": [pool],
                         "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
-    pin_step_model(fleet.pools[0], placed.step)
     wl = {"name": "engine-check", "kind": "synthetic", "num_requests": users * rounds,
           "arrival": {"process": "closed", "concurrency": users}, "isl": workload.isl, "osl": workload.osl}
-    res = simulate(fleet, wl, seed=seed)
+    with pinned_step_model(fleet.pools[0], placed.step):
+        res = simulate(fleet, wl, seed=seed)
     df = res.requests.sort_values("arrival_s").reset_index(drop=True)
     steady = df.iloc[users:len(df) - users] if rounds > 2 else df
     # Little's law on the closed loop (no think time): each user's cycle is its request's E2E, so the deployment

@@ -11,6 +11,9 @@ is no first-order model to ask for.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.serving.config import PoolConfig
@@ -41,12 +44,17 @@ _MEMO: dict[tuple[str, str], StepModel] = {}
 _MEMO_SIZE = 64
 
 
+def _memo_key(pool: PoolConfig, part: str) -> tuple[str, str]:
+    """A replica's step model depends on its hardware fields only (not its name, count, role or offload tier)."""
+    return pool.model_dump_json(exclude={"name", "workers", "role", "offload"}), part
+
+
 def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -> StepModel:
     """The StepModel of one replica of `pool` (`part`: all | attention | ffn, the sides of an AFD pair).
 
     Step models are pure functions of the pool's hardware fields, so one process reuses them across
     simulations (a modes comparison runs the same pools at several contexts and loads)."""
-    key = (pool.model_dump_json(exclude={"name", "workers", "role", "offload"}), part)
+    key = _memo_key(pool, part)
     hit = _MEMO.get(key)
     if hit is None:
         hit = _build_step_model(pool, part, field)
@@ -56,13 +64,22 @@ def make_step_model(pool: PoolConfig, part: str = "all", field: str = "pools") -
     return hit
 
 
-def pin_step_model(pool: PoolConfig, step: StepModel, part: str = "all") -> None:
-    """Run `pool`'s replicas on `step`, a step model the caller already holds (the engine's deployment, whose
-    steady state a simulation of the same deployment is checked against), instead of building one."""
-    key = (pool.model_dump_json(exclude={"name", "workers", "role"}), part)
-    if len(_MEMO) >= _MEMO_SIZE:
-        _MEMO.pop(next(iter(_MEMO)))
+@contextmanager
+def pinned_step_model(pool: PoolConfig, step: StepModel, part: str = "all") -> Iterator[None]:
+    """Within the block, run `pool`'s replicas on `step`, a step model the caller already holds (the engine's
+    deployment, whose steady state a simulation of the same deployment is checked against), instead of
+    building one. The memo is restored after: a pinned layout (a forced LPX layout, a test double) must not
+    answer a later simulation of a pool with the same fields."""
+    key = _memo_key(pool, part)
+    before = _MEMO.get(key)
     _MEMO[key] = step
+    try:
+        yield
+    finally:
+        if before is None:
+            _MEMO.pop(key, None)
+        else:
+            _MEMO[key] = before
 
 
 def _build_step_model(pool: PoolConfig, part: str, field: str) -> StepModel:
