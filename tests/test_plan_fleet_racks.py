@@ -96,9 +96,10 @@ def test_ceilings_that_forbid_every_fleet_offer_the_fleet_without_them():
 def test_no_feasible_fleet_exits_3_with_the_closest(tmp_path: Path, monkeypatch):
     import yaml
 
-    import lpxsim.plan.operating_point as op_mod
+    import lpxsim.engine.search as search
 
-    monkeypatch.setattr(op_mod, "resolve_factory", lambda backend, system: ("double", double_factory))
+    # the CLI's replicas on the analytic double (the project factory's compiles cost minutes here)
+    monkeypatch.setattr(search, "engine_factory", lambda isl, osl: double_factory)
     p = tmp_path / "demand.yaml"
     p.write_text(yaml.safe_dump(DEMAND))
     r = runner.invoke(app, ["plan", "fleet", "--demand", str(p), "--json"])
