@@ -452,8 +452,12 @@ class MeasuredOps:
         return None if c is None else _interp(c[0], c[1], tokens) * MS
 
     @cache  # noqa: B019
-    def all_reduce(self, nbytes: int, gpus: int, graphs: bool) -> float | None:
-        """One all-reduce of `nbytes` over `gpus` GPUs (the framework's custom all-reduce)."""
+    def all_reduce(self, elements: int, gpus: int, graphs: bool) -> float | None:
+        """One all-reduce of `elements` BF16 values over `gpus` GPUs (the framework's custom all-reduce).
+
+        The table's `message_size` counts elements, as aiconfigurator-core's `query_custom_allreduce(size)`
+        does (its speed-of-light formula takes 2 bytes per element; docs/sources.md "AIC-AR-UNITS"): a
+        lookup by bytes read a message twice as large (up to 2x the time where bandwidth-bound)."""
         cols = ("kernel_source", "num_gpus", "message_size", "latency")
         srcs = self._values("ar-kinds", "comm", "custom_allreduce_perf.parquet", cols, ("kernel_source",), num_gpus=gpus)
         if not srcs:
@@ -468,7 +472,7 @@ class MeasuredOps:
             c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
                                kernel_source=src)
             if c is not None:
-                times.append(_interp(c[0], c[1], nbytes) * MS)
+                times.append(_interp(c[0], c[1], elements) * MS)
         return min(times) if times else None
 
     def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
