@@ -238,14 +238,15 @@ BOOK_VERSION = "v3"
 
 def _persisted(system: str, framework: str, name: str, parts: tuple, compute):
     """A small JSON-able extract of the tables, kept in this GPU's and framework's book (the key
-    carries the aiconfigurator-core version)."""
-    from lpxsim.core.cache import digest
+    carries the aiconfigurator-core version and the hash of lpxsim.gpu's source: an extract is a function of
+    the selection code too, and a cache shared by two versions of it served one's extracts to the other)."""
+    from lpxsim.core.cache import digest, source_version
     from lpxsim.gpu.book import book
 
     b = _BOOK_KEYS.get((system, framework))
     if b is None:
         b = _BOOK_KEYS[(system, framework)] = digest("gpu-measured-book", f"aic-{aic_version()}-{BOOK_VERSION}",
-                                                     system, framework)
+                                                     source_version("lpxsim.gpu"), system, framework)
     return book(b).get_or_compute(repr((name, parts)), compute)
 
 
