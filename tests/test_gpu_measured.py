@@ -285,7 +285,9 @@ def test_mtp_acceptance_defaults_to_the_published_figure():
     from lpxsim.catalog import get_model
     from lpxsim.specs.mtp import default_accept
 
-    assert default_accept(get_model(MODEL)) == 0.85
+    rates = default_accept(get_model(MODEL))
+    assert rates[0] == 0.85  # DeepSeek-V3 report: 85-90 % on the second token, the lower end
+    assert all(b < a for a, b in zip(rates, rates[1:], strict=False))  # later positions accept less
     with pytest.raises(UserError) as e:
         default_accept(get_model("llama-3.1-8b"))
     assert e.value.field == "accept"

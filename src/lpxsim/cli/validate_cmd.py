@@ -1,7 +1,7 @@
 """`lpxsim validate`: reproduce docs/validation.md's accuracy tables from the data shipped in the package.
 
-Replays the GPU calibration rows (measured and projected paths), the projection pairs and the published
-points of the SRAM machines, prints each table with its median absolute error and MAPE, and the error band
+Replays the GPU calibration rows (measured and projected paths), the projection pairs, the MLPerf v5.1
+Offline results (saturated throughput) and the published points of the SRAM machines, prints each table with its median absolute error and MAPE, and the error band
 of every cost path. `--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
 """
 
@@ -52,6 +52,18 @@ def markdown(res: dict) -> str:
                      f"{p['role']} | {p['endpoint']}; spec. decoding: {p['spec_decoding']}; {p['software_date']} | "
                      f"{p['published']:,.0f} | {p['batch1_tok_s_user']:,.0f} | {p['pipeline_full_tok_s_user']:,.0f}"
                      f"{kv} | {p['batch1_err_pct']:+.1f} % | {'yes' if p['inside_range'] else 'no'} | {band} |")
+    off = res["mlperf_offline"]
+    lines += ["", "### Saturated offline throughput: MLPerf Inference v5.1 Offline (output tok/s per GPU)", "",
+              "| id | GPUs | best TP | ISL / OSL | published | predicted (saturated) | error | closed loop | error |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for p in off["points"]:
+        lines.append(f"| {p['id']} | {p['gpus']} | {p['tp']} | {p['isl']:,} / {p['osl']:,} | "
+                     f"{p['published_tok_s_per_gpu']:,.0f} | {p['predicted_tok_s_per_gpu']:,.0f} | {p['err_pct']:+.1f} % | "
+                     f"{p['closed_loop_tok_s_per_gpu']:,.0f} | {p['closed_loop_err_pct']:+.1f} % |")
+    lines += ["", "| regime | points | MdAPE | MAPE | signed |", "|---|---|---|---|---|",
+              f"| saturated (engine.offline) | {off['saturated']['n']} | {_stats_cells(off['saturated'])} |",
+              f"| closed loop at its largest fitting concurrency | {off['closed_loop']['n']} | "
+              f"{_stats_cells(off['closed_loop'])} |"]
     lines += ["", "### Error bands per cost path", "",
               "| path | metric | points | MdAPE | MAPE | signed | band shown (+-) |", "|---|---|---|---|---|---|---|"]
     for path, b in res["bands"].items():

@@ -29,18 +29,23 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
   or until a step counter reaches its timeout; the mean hold
   (`admission_hold_steps`) joins the wait in the same fixed point.
 - Speculative decoding (MTP or an external drafter): a round drafts k tokens and
-  verifies k + 1 positions; it yields (1 - a^(k+1)) / (1 - a) tokens on average
-  at per-token acceptance a.
+  verifies k + 1 positions; it yields 1 + sum_i prod_{j<=i} a_j tokens on average
+  for the conditional acceptance a_i of each draft position (`specs.mtp`; a
+  scalar is the same rate at every position). An MTP round is priced by
+  `step.speculative.mtp_round_s`, the function the simulator uses too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lpxsim.core.errors import UserError
+from lpxsim.specs.mtp import profile, tokens_per_round
 from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
+from lpxsim.step.speculative import MTP_DRAFT_FRACTION as MTP_DRAFT_FRACTION  # re-exported (plan.estimate)
+from lpxsim.step.speculative import mtp_round_s
 
 DEFAULT_PREFILL_CHUNK = 8192  # tokens; vLLM's default max_num_batched_tokens
 ARRIVALS = ("random", "stagger")  # where other users' prefills fall in a closed loop (`steady_state`)
@@ -68,7 +73,7 @@ class Estimate:
     micro_batches: int
     decode_period_s: float  # time between two tokens of one user in pure decode
     spec_k: int = 0
-    spec_accept: float = 0.0
+    spec_accept: float = 0.0  # the per-token rate given; for a per-position profile, the share of drafts accepted
     tokens_per_round: float = 1.0
     ttft_wait_s: float = 0.0  # queueing for prefill behind other closed-loop users (included in ttft_s)
 
@@ -251,7 +256,7 @@ def steady_state(
     concurrency: int = 1,
     prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
     spec_k: int = 0,
-    spec_accept: float = 0.0,
+    spec_accept: float | Sequence[float] = 0.0,
     draft: StepModel | None = None,
     arrivals: str = "random",
 ) -> Estimate:
@@ -268,8 +273,9 @@ def steady_state(
     for name, v in (("isl", isl), ("osl", osl), ("concurrency", concurrency)):
         if not isinstance(v, int) or v <= 0:
             raise UserError(name, f"expected a positive integer, got {v!r}")
-    if spec_k < 0 or not 0.0 <= spec_accept < 1.0:
-        raise UserError("accept", "expected draft length k >= 0 and acceptance in [0, 1)")
+    if spec_k < 0:
+        raise UserError("accept", "expected draft length k >= 0")
+    rates = profile(spec_accept, spec_k)
     kv_need = concurrency * step.kv_bytes(isl + osl)
     if kv_need > step.kv_capacity_bytes():
         raise UserError(
@@ -282,7 +288,7 @@ def steady_state(
     period, n_mb = decode_period(step, concurrency, mean_ctx)
     tokens_per_round = 1.0
     if spec_k > 0:
-        period, tokens_per_round = _spec_round(step, draft, concurrency, mean_ctx, spec_k, spec_accept, n_mb)
+        period, tokens_per_round = _spec_round(step, draft, concurrency, mean_ctx, spec_k, rates, n_mb)
     d0 = (osl - 1) * period
     f = (concurrency - 1) * occupancy  # other users' prefills during one request cycle
     own = ttft
@@ -309,34 +315,30 @@ def steady_state(
         tok_s_total=out_tps, total_tok_s=total_tps, output_tok_s_per_chip=out_tps / chips,
         total_tok_s_per_chip=total_tps / chips,
         tok_s_per_mw=out_tps / (step.power_w / 1e6) if step.power_w > 0 else math.nan,
-        micro_batches=n_mb, decode_period_s=period, spec_k=spec_k, spec_accept=spec_accept,
+        micro_batches=n_mb, decode_period_s=period, spec_k=spec_k,
+        spec_accept=float(spec_accept) if isinstance(spec_accept, (int, float))
+        else (tokens_per_round - 1.0) / spec_k if spec_k else 0.0,
         tokens_per_round=tokens_per_round, ttft_wait_s=wait,
     )
 
 
-def expected_tokens_per_round(k: int, accept: float) -> float:
-    """Tokens emitted per draft-and-verify round: accepted drafts plus the bonus/correction token."""
-    return (1.0 - accept ** (k + 1)) / (1.0 - accept) if accept < 1.0 else float(k + 1)
+def expected_tokens_per_round(k: int, accept: float | Sequence[float]) -> float:
+    """Tokens emitted per draft-and-verify round: accepted drafts plus the bonus/correction token
+    (`accept`: one rate for every position, or the conditional rate of each position)."""
+    return tokens_per_round(profile(accept, k))
 
 
 def _spec_round(
-    step: StepModel, draft: StepModel | None, conc: int, ctx: int, k: int, accept: float, n_mb: int
+    step: StepModel, draft: StepModel | None, conc: int, ctx: int, k: int, rates: tuple[float, ...], n_mb: int
 ) -> tuple[float, float]:
     """(effective time per emitted token, tokens per round) with speculative decoding."""
     b = math.ceil(conc / n_mb)
     batch = DecodeBatch.uniform(b, ctx)
-    verify = step.verify(batch, k)
     if draft is not None:
+        verify = step.verify(batch, k)
         d = draft.decode_step(batch)
-        draft_s = k * max(d.latency_s, n_mb * d.interval_s)
-    else:  # in-engine MTP head: about one layer of the target per drafted token
-        plain = step.decode_step(batch)
-        draft_s = k * plain.latency_s * MTP_DRAFT_FRACTION
-    round_s = max(verify.latency_s, n_mb * verify.interval_s) + draft_s
-    tokens = expected_tokens_per_round(k, accept)
+        round_s = max(verify.latency_s, n_mb * verify.interval_s) + k * max(d.latency_s, n_mb * d.interval_s)
+    else:  # in-engine MTP head
+        round_s = mtp_round_s(step, batch, k, n_mb)
+    tokens = tokens_per_round(rates)
     return round_s / tokens, tokens
-
-
-# An MTP draft step (one extra transformer layer + the shared head) relative to a full
-# decode step; an assumption documented in docs/assumptions.md ("Model accounting").
-MTP_DRAFT_FRACTION = 0.05

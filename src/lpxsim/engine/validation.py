@@ -7,6 +7,9 @@ Four cost paths (`lpxsim.engine.bands.PATHS`), each replayed through the code us
   at the benchmark's mean drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
 - projected GPU: the same rows with each GPU priced from a measured sibling's tables by spec ratios instead of
   its own (H200 from H100, B200 from B300), and the step-level projection pairs;
+- saturated offline throughput: MLPerf Inference v5.1 Offline results (``data/measured/mlperf_v51_offline.csv``,
+  judges only) against `engine.offline.offline_throughput` at the best tensor-parallel layout that fits, next to
+  the closed loop's number at its largest fitting concurrency (what the saturated regime replaced; item 5);
 - compiled LPX and wafer-scale: the published points of ``data/measured/published_points.csv`` (each with its
   conditions and source). A point measured under known conditions is predicted under them; where the load on
   a shared endpoint is unknown the prediction is a range, from a dedicated batch-1 stream down to a full
@@ -48,6 +51,57 @@ def published_points(path: str | None = None) -> list[dict]:
     """The packaged published points of the SRAM machines, with their conditions and sources."""
     with open(path or _data("published_points.csv"), newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+def mlperf_points(path: str | None = None) -> list[dict]:
+    """The packaged MLPerf Inference v5.1 Offline results (published points with their sources)."""
+    with open(path or _data("mlperf_v51_offline.csv"), newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+OFFLINE_TP = (1, 2, 4, 8)  # tensor-parallel sizes tried per replica (a submitter tunes the layout)
+
+
+def _offline_best(p: dict) -> tuple[int, float, float]:
+    """(tp, saturated tok/s per GPU, closed-loop tok/s per GPU) of the best layout that fits for one point."""
+    from lpxsim.core.errors import UserError
+    from lpxsim.engine.offline import closed_loop_ceiling, offline_throughput
+    from lpxsim.gpu.step import GpuStepModel
+
+    isl, osl, gpus = int(p["isl"]), int(p["osl"]), int(p["gpus"])
+    best = (0, -1.0, math.nan)
+    for tp in OFFLINE_TP:
+        if gpus % tp:
+            continue
+        try:
+            m = GpuStepModel(p["model"], p["system"], tp=tp, weights=p["weights"], kv=p["kv"],
+                             framework=p["framework"])
+            sat = offline_throughput(m, isl, osl).output_tok_s_per_chip
+        except UserError:  # the weights or one sequence's KV do not fit at this TP
+            continue
+        if sat > best[1]:
+            best = (tp, sat, closed_loop_ceiling(m, isl, osl))
+    if best[0] == 0:
+        raise UserError("model", f"{p['model']} fits no tensor-parallel layout of {p['system']}")
+    return best
+
+
+def mlperf_offline(points: list[dict]) -> dict:
+    """Each MLPerf Offline point against the saturated-regime prediction (and the closed loop's), with the
+    median absolute error, MAPE and signed median of both."""
+    rows, sat_err, closed_err = [], [], []
+    for p in points:
+        tp, sat, closed = _offline_best(p)
+        pub = float(p["tok_s_per_gpu"])
+        rows.append({"id": p["id"], "system": p["system"], "model": p["model"], "gpus": int(p["gpus"]), "tp": tp,
+                     "isl": int(p["isl"]), "osl": int(p["osl"]), "published_tok_s_per_gpu": pub,
+                     "predicted_tok_s_per_gpu": round(sat, 1), "closed_loop_tok_s_per_gpu": round(closed, 1),
+                     "err_pct": round(_pct(sat, pub), 1), "closed_loop_err_pct": round(_pct(closed, pub), 1),
+                     "source": p["source"]})
+        sat_err.append(_pct(sat, pub))
+        closed_err.append(_pct(closed, pub))
+    return {"points": rows, "saturated": error_stats(sat_err).as_row(),
+            "closed_loop": error_stats(closed_err).as_row()}
 
 
 def run_throughput_factor(conc: int, prompts_per_user: int = PROMPTS_PER_USER) -> float:
@@ -224,4 +278,5 @@ def run(limit: int | None = None) -> dict:
     projected = gpu_replay(rows, project=True)
     sram = sram_points(published_points())
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
-            "sram_points": sram, "bands": bands(gpu, projected, sram)}
+            "sram_points": sram, "mlperf_offline": mlperf_offline(mlperf_points()),
+            "bands": bands(gpu, projected, sram)}

@@ -140,7 +140,8 @@ def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, 
     ops, sib, _ = sm.source
     tokens = f.sequences * new_tokens
     nbytes = int(tokens * m.hidden_size * 2)
-    meas = ops.all_reduce(nbytes, lay.tp, sm.cuda_graphs and kind != "prefill")
+    # aiconfigurator's all-reduce table is keyed by BF16 elements, not bytes (AIC-AR-UNITS)
+    meas = ops.all_reduce(int(tokens * m.hidden_size), lay.tp, sm.cuda_graphs and kind != "prefill")
     if meas is None:
         return base, base_attn
     if sib is not None:

@@ -54,6 +54,11 @@ class EngineParams:
     # InferenceX starts SGLang on HGX B200/B300 with N = 10 below 16 users and 30 from 16 (dsr1_fp{4,8}_b200.sh,
     # dsr1_fp4_b300.sh; not set on Hopper): a launch setting, not fitted. None: polls every step.
     recv_interval: tuple[tuple[str, ...], int, int, int] | None = None
+    # Engine passes an MTP round launches besides the verify: SGLang's EAGLE worker runs the draft steps
+    # and the draft-extend as their own forward passes (their own CUDA graphs) after the target's verify;
+    # TensorRT-LLM captures verify and draft in one graph (TRT-BLOG2). Each extra pass is priced at the
+    # engine's fitted per-step host time (assumption "mtp-round-overhead").
+    spec_extra_passes: int = 0
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -68,7 +73,7 @@ class EngineParams:
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
-                           recv_interval=(("B200", "B300"), 16, 10, 30)),
+                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),

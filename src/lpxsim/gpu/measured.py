@@ -238,14 +238,15 @@ BOOK_VERSION = "v3"
 
 def _persisted(system: str, framework: str, name: str, parts: tuple, compute):
     """A small JSON-able extract of the tables, kept in this GPU's and framework's book (the key
-    carries the aiconfigurator-core version)."""
-    from lpxsim.core.cache import digest
+    carries the aiconfigurator-core version and the hash of lpxsim.gpu's source: an extract is a function of
+    the selection code too, and a cache shared by two versions of it served one's extracts to the other)."""
+    from lpxsim.core.cache import digest, source_version
     from lpxsim.gpu.book import book
 
     b = _BOOK_KEYS.get((system, framework))
     if b is None:
         b = _BOOK_KEYS[(system, framework)] = digest("gpu-measured-book", f"aic-{aic_version()}-{BOOK_VERSION}",
-                                                     system, framework)
+                                                     source_version("lpxsim.gpu"), system, framework)
     return book(b).get_or_compute(repr((name, parts)), compute)
 
 
@@ -452,8 +453,12 @@ class MeasuredOps:
         return None if c is None else _interp(c[0], c[1], tokens) * MS
 
     @cache  # noqa: B019
-    def all_reduce(self, nbytes: int, gpus: int, graphs: bool) -> float | None:
-        """One all-reduce of `nbytes` over `gpus` GPUs (the framework's custom all-reduce)."""
+    def all_reduce(self, elements: int, gpus: int, graphs: bool) -> float | None:
+        """One all-reduce of `elements` BF16 values over `gpus` GPUs (the framework's custom all-reduce).
+
+        The table's `message_size` counts elements, as aiconfigurator-core's `query_custom_allreduce(size)`
+        does (its speed-of-light formula takes 2 bytes per element; docs/sources.md "AIC-AR-UNITS"): a
+        lookup by bytes read a message twice as large (up to 2x the time where bandwidth-bound)."""
         cols = ("kernel_source", "num_gpus", "message_size", "latency")
         srcs = self._values("ar-kinds", "comm", "custom_allreduce_perf.parquet", cols, ("kernel_source",), num_gpus=gpus)
         if not srcs:
@@ -468,7 +473,7 @@ class MeasuredOps:
             c = self._curve_of("ar", "comm", "custom_allreduce_perf.parquet", cols, "message_size", num_gpus=gpus,
                                kernel_source=src)
             if c is not None:
-                times.append(_interp(c[0], c[1], nbytes) * MS)
+                times.append(_interp(c[0], c[1], elements) * MS)
         return min(times) if times else None
 
     def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,

@@ -290,6 +290,14 @@ class GpuStepModel:
             return None
         return (r[1], r[2], r[3])
 
+    @property
+    def spec_round_overhead_s(self) -> float:
+        """Host seconds an MTP round spends beyond its verify step (`step.speculative.mtp_round_s`): the
+        engine's per-step time for each extra pass it launches (`EngineParams.spec_extra_passes`)."""
+        if self.source is None:
+            return 0.0
+        return self.engine.spec_extra_passes * self.engine.step_overhead_s
+
     # --- the StepModel seam -------------------------------------------------------------
 
     @property

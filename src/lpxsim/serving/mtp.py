@@ -1,27 +1,29 @@
 """MTP in a pool: a worker that drafts with the model's own multi-token-prediction head.
 
-An `MtpWorker` is a speculative worker (`spec.py`) whose drafter is its own
-model's MTP module: no separate pool, no link, nothing shared. A draft token
-costs `MTP_DRAFT_FRACTION` of a decode step of the target (one extra layer and
-the shared head, as in `steady_state`), a round verifies k + 1 positions, and
-each draft is accepted with the pool's acceptance (`mtp_accept`, default the
-model's published figure, `lpxsim.specs.mtp`). Works in aggregated and in
+An `MtpWorker` is a speculative worker (`spec.py`) whose drafter is its own model's MTP module: no
+separate pool, no link, nothing shared. A round costs what `step.speculative.mtp_round_s` says (verify
+k + 1 positions, the MTP draft passes, the engine's per-round overhead), the function the steady state
+uses, and draft position i is accepted with the pool's conditional acceptance a_i (`mtp_accept`: one rate,
+or the model's published per-position profile, `lpxsim.specs.mtp`). Works in aggregated and in
 disaggregated decode pools (the worker keeps its pool's role).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-from lpxsim.engine.steady_state import MTP_DRAFT_FRACTION
 from lpxsim.serving.config import SpeculationConfig
 from lpxsim.serving.spec import Link, SpecWorker
-from lpxsim.serving.worker import SharedResource
+from lpxsim.serving.worker import SharedResource, ctx_bucket
+from lpxsim.specs.mtp import accepted_drafts, profile
 from lpxsim.step.protocol import DecodeBatch, StepCost, StepModel
+from lpxsim.step.speculative import MTP_DRAFT_FRACTION, mtp_round_s
 
 
 class MtpHead:
-    """The draft cost of a model's own MTP head: a fixed fraction of one of its decode steps."""
+    """The draft cost of a model's own MTP head: a fixed fraction of one of its decode steps (used only
+    for the drafter-slot count of `SpecWorker`; the round time is `mtp_round_s`)."""
 
     def __init__(self, target: StepModel) -> None:
         self.target = target
@@ -35,12 +37,24 @@ class MtpWorker(SpecWorker):
     """A replica that decodes in MTP rounds of k drafts + one verify of k + 1 positions."""
 
     def __init__(self, sim, pool: str, index: int, model: StepModel, sched, role: str, k: int,
-                 accept: float) -> None:
+                 accept: float | Sequence[float]) -> None:
         own = Link(f"{pool}[{index}] MTP (on chip)", math.inf, 0.0)
         super().__init__(sim, pool, index, model, sched, MtpHead(model), SharedResource(f"{pool}[{index}].mtp"),
                          own, SpeculationConfig(draft_tokens=k), hidden_bytes=0.0)
         self.role = role
         self.mtp_accept = accept
+        self._rates = profile(accept, max(k, 1))
+
+    def round_time(self, n: int, ctx: float, k: int) -> float:
+        """One MTP round for `n` sequences at mean context `ctx` (the steady state's `mtp_round_s`)."""
+        c = ctx_bucket(ctx)
+        key = (n, c, k)
+        t = self._round.get(key)
+        if t is None:
+            t = self._round[key] = mtp_round_s(self.model, DecodeBatch.uniform(n, c), k)
+        return t
 
     def _accepted(self, alpha: float, k: int) -> int:
-        return super()._accepted(self.mtp_accept, k)  # the pool's acceptance, not a drafter's per request
+        """Leading drafts accepted, position i with the pool's conditional acceptance a_i."""
+        rates = self._rates if k <= len(self._rates) else profile(self.mtp_accept, k)
+        return accepted_drafts(rates[:k], [self._uniform() for _ in range(k)])

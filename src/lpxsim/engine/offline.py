@@ -1,0 +1,95 @@
+"""Saturated (offline) throughput: every request queued at once, as MLPerf Inference's Offline scenario runs.
+
+`steady_state` answers a closed loop of C users, each prefilling alone (its own chunk of `isl` tokens) and
+waiting for it. When everything queues, the engine does what its scheduler does under a full queue:
+
+- **batch**: the running batch is as large as the KV and the engine's cap allow: the KV holds
+  capacity / (KV of one sequence at its mean resident context, isl + osl / 2) sequences, and no more than
+  `StepModel.max_batch()` (the engine's max_num_seqs / max_batch_size) run;
+- **prefill packing**: the sequences that finish each step are replaced at once, so every step carries
+  batch x isl / osl prompt tokens on average, packed from many queued prompts into passes of up to the
+  engine's tokens per step (`max_num_tokens`; the step model's prefill chunk): the prompt GEMMs run at
+  M = the packed tokens, not at M = one prompt's length;
+- **one step** = the decode of the full batch plus that step's share of packed prefill passes.
+
+Output tokens per second = batch / step. This is the regime the closed loop's per-user prefill
+under-prices at large M (issue 28, item 5): a prompt of ~300 tokens prefilled alone runs its GEMMs at
+M = 300, about half the efficiency of a packed 8,192-token pass on the measured tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lpxsim.core.errors import UserError
+from lpxsim.engine.steady_state import DEFAULT_PREFILL_CHUNK, decode_period, prefill_cost
+from lpxsim.step.protocol import PrefillChunk, StepModel
+
+
+@dataclass(frozen=True)
+class OfflinePoint:
+    """The saturated operating point of one replica."""
+
+    system: str
+    chips: int
+    isl: int
+    osl: int
+    batch: int  # running sequences
+    limited_by: str  # "kv" or "max_batch"
+    prefill_tokens_per_pass: int  # prompt tokens packed into one prefill pass
+    decode_s: float  # decode of the full batch, per engine step
+    prefill_s: float  # packed prefill work per engine step
+    step_s: float
+    output_tok_s: float
+    output_tok_s_per_chip: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def saturated_batch(step: StepModel, isl: int, osl: int) -> tuple[int, str]:
+    """(running sequences, what limits them) when every request is queued."""
+    per_seq = step.kv_bytes(isl + osl // 2)
+    by_kv = int(step.kv_capacity_bytes() // per_seq) if per_seq > 0 else step.max_batch()
+    cap = max(1, step.max_batch())
+    if by_kv < 1:
+        raise UserError("isl", f"one sequence of {isl + osl:,} tokens does not fit the KV of {step.name}")
+    return (by_kv, "kv") if by_kv < cap else (cap, "max_batch")
+
+
+def prefill_s_per_token(step: StepModel, isl: int, tokens_per_pass: int) -> tuple[float, int]:
+    """(occupancy seconds per prompt token, prompt tokens per pass) when queued prompts of `isl` tokens are
+    packed into passes of up to `tokens_per_pass` tokens (a longer prompt is chunked alone)."""
+    if isl >= tokens_per_pass:
+        return prefill_cost(step, isl, tokens_per_pass)[1] / isl, min(isl, tokens_per_pass)
+    seqs = tokens_per_pass // isl
+    c = step.prefill(PrefillChunk(tokens=isl, context=0, sequences=seqs))
+    return c.interval_s / (seqs * isl), seqs * isl
+
+
+def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None) -> OfflinePoint:
+    """Saturated output throughput of `step` for prompts of `isl` and outputs of `osl` tokens (means)."""
+    for name, v in (("isl", isl), ("osl", osl)):
+        if not isinstance(v, int) or v <= 0:
+            raise UserError(name, f"expected a positive integer, got {v!r}")
+    if tokens_per_pass is None:
+        tokens_per_pass = int(getattr(step, "prefill_chunk", DEFAULT_PREFILL_CHUNK))
+    batch, limit = saturated_batch(step, isl, osl)
+    period, _ = decode_period(step, batch, isl + osl // 2)
+    per_tok, packed = prefill_s_per_token(step, isl, tokens_per_pass)
+    prefill_s = batch * isl / osl * per_tok
+    step_s = period + prefill_s
+    out = batch / step_s
+    return OfflinePoint(system=step.name, chips=step.chips, isl=isl, osl=osl, batch=batch, limited_by=limit,
+                        prefill_tokens_per_pass=packed, decode_s=period, prefill_s=prefill_s, step_s=step_s,
+                        output_tok_s=out, output_tok_s_per_chip=out / max(1, step.chips))
+
+
+def closed_loop_ceiling(step: StepModel, isl: int, osl: int) -> float:
+    """Output tok/s per chip of `steady_state`'s closed loop at the largest concurrency whose full-length KV
+    fits (each prompt prefilled alone): what the saturated regime replaces, kept for comparison."""
+    from lpxsim.engine.steady_state import steady_state
+
+    fits = int(step.kv_capacity_bytes() // step.kv_bytes(isl + osl))
+    users = max(1, min(fits, step.max_batch()))
+    return steady_state(step, isl, osl, users).output_tok_s_per_chip

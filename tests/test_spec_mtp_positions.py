@@ -1,0 +1,98 @@
+"""Speculative decoding per draft position (issue 28, item 4): acceptance profile, round cost, one code path."""
+
+import random
+
+import pytest
+
+from lpxsim.core.errors import UserError
+from lpxsim.specs.mtp import (
+    DSV3_LENGTH_AT_7,
+    accepted_drafts,
+    decay_for_length,
+    default_accept,
+    profile,
+    tokens_per_round,
+)
+
+MODEL = "deepseek-r1"
+
+
+def test_default_profile_reproduces_its_two_sources():
+    from lpxsim.catalog import get_model
+
+    rates = default_accept(get_model(MODEL))
+    drafts, length = DSV3_LENGTH_AT_7
+    assert rates[0] == 0.85
+    assert tokens_per_round(rates[:drafts]) == pytest.approx(length, abs=1e-6)
+    # a flat 0.85 over-credits three drafts by ~12 %: the held-out MTP rows' over-credited speed-up
+    assert tokens_per_round(profile(0.85, 3)) / tokens_per_round(rates[:3]) == pytest.approx(1.117, abs=0.005)
+
+
+def test_tokens_per_round_is_the_closed_form_for_a_flat_rate():
+    a, k = 0.7, 4
+    assert tokens_per_round(profile(a, k)) == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+    assert tokens_per_round(()) == 1.0
+
+
+def test_profile_extends_a_short_list_and_rejects_bad_rates():
+    assert profile((0.9, 0.6), 4) == (0.9, 0.6, 0.6, 0.6)
+    for bad in (1.0, -0.1, (0.5, 1.2), ()):
+        with pytest.raises(UserError) as e:
+            profile(bad, 3)
+        assert e.value.field == "accept"
+
+
+def test_decay_for_length_inverts_tokens_per_round():
+    d = decay_for_length(0.9, 5, 3.0)
+    assert tokens_per_round(tuple(0.9 * d**i for i in range(5))) == pytest.approx(3.0, abs=1e-9)
+    with pytest.raises(UserError):
+        decay_for_length(0.5, 3, 3.5)  # above the flat-rate ceiling
+
+
+def test_simulator_draws_match_the_expectation():
+    rates = (0.9, 0.7, 0.5)
+    rng = random.Random(7)
+    n = 40_000
+    mean = sum(1 + accepted_drafts(rates, [rng.random() for _ in rates]) for _ in range(n)) / n
+    assert mean == pytest.approx(tokens_per_round(rates), rel=0.01)
+
+
+def test_verify_is_priced_as_a_decode_of_batch_times_k_plus_1():
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch
+
+    m = GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8", framework="trtllm")
+    for b in (2, 16):
+        v = m.verify(DecodeBatch.uniform(b, 2048), 3).latency_s
+        assert v == pytest.approx(m.decode_step(DecodeBatch.uniform(4 * b, 2048)).latency_s, rel=1e-9)
+        assert v > m.decode_step(DecodeBatch.uniform(b, 2048)).latency_s
+
+
+def test_mtp_round_adds_drafts_and_sglang_extra_passes():
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch
+    from lpxsim.step.speculative import MTP_DRAFT_FRACTION, mtp_round_s
+
+    batch = DecodeBatch.uniform(8, 2048)
+    for fw, passes in (("sglang", 2), ("trtllm", 0)):
+        m = GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8", framework=fw)
+        v, d = m.verify(batch, 3).latency_s, m.decode_step(batch).latency_s
+        want = v + MTP_DRAFT_FRACTION * (v + 2 * d) + passes * m.engine.step_overhead_s
+        assert mtp_round_s(m, batch, 3) == pytest.approx(want, rel=1e-12)
+        assert m.spec_round_overhead_s == pytest.approx(passes * m.engine.step_overhead_s)
+
+
+def test_steady_state_uses_the_profile_and_shared_round():
+    from lpxsim.catalog import get_model
+    from lpxsim.engine.steady_state import steady_state
+    from lpxsim.gpu.step import GpuStepModel
+
+    m = GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8", framework="sglang")
+    rates = default_accept(get_model(MODEL))
+    base = steady_state(m, 1024, 1024, 4)
+    prof = steady_state(m, 1024, 1024, 4, spec_k=3, spec_accept=rates)
+    flat = steady_state(m, 1024, 1024, 4, spec_k=3, spec_accept=0.85)
+    assert prof.tokens_per_round == pytest.approx(tokens_per_round(rates[:3]))
+    assert prof.spec_accept == pytest.approx((prof.tokens_per_round - 1) / 3)
+    assert flat.spec_accept == 0.85
+    assert base.tpot_s > prof.tpot_s > flat.tpot_s

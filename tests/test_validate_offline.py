@@ -1,0 +1,85 @@
+"""Saturated offline throughput (issue 28, item 5): the regime, the MLPerf table of `lpxsim validate`."""
+
+from pathlib import Path
+
+import pytest
+
+from lpxsim.core.errors import UserError
+
+MODEL = "llama-2-70b"
+
+
+@pytest.fixture(scope="module")
+def b200():
+    from lpxsim.gpu.step import GpuStepModel
+
+    return GpuStepModel(MODEL, "b200-hgx", tp=1, weights="fp4", kv="fp8", framework="trtllm")
+
+
+def test_batch_is_the_kv_or_the_engine_cap(b200):
+    from lpxsim.engine.offline import saturated_batch
+    from lpxsim.gpu.step import GpuStepModel
+
+    assert saturated_batch(b200, 300, 265) == (b200.max_batch(), "max_batch")
+    small = GpuStepModel(MODEL, "b200-hgx", tp=1, weights="fp4", kv="fp8", framework="trtllm", max_batch=100_000)
+    n, why = saturated_batch(small, 300, 265)
+    assert why == "kv" and n == int(small.kv_capacity_bytes() // small.kv_bytes(300 + 265 // 2))
+
+
+def test_packed_prefill_is_cheaper_per_token_than_one_prompt_alone(b200):
+    from lpxsim.engine.offline import prefill_s_per_token
+    from lpxsim.step.protocol import PrefillChunk
+
+    packed, tokens = prefill_s_per_token(b200, 300, 8192)
+    alone = b200.prefill(PrefillChunk(300)).interval_s / 300
+    assert tokens == 27 * 300 and packed < 0.8 * alone
+    long, tokens = prefill_s_per_token(b200, 20_000, 8192)  # a prompt longer than a pass is chunked alone
+    assert tokens == 8192 and long > 0
+
+
+def test_step_is_decode_plus_the_steps_share_of_prefill(b200):
+    from lpxsim.engine.offline import offline_throughput, prefill_s_per_token
+
+    p = offline_throughput(b200, 300, 265)
+    per_tok, _ = prefill_s_per_token(b200, 300, p.prefill_tokens_per_pass)
+    assert p.prefill_s == pytest.approx(p.batch * 300 / 265 * per_tok)
+    assert p.step_s == pytest.approx(p.decode_s + p.prefill_s)
+    assert p.output_tok_s_per_chip == pytest.approx(p.batch / p.step_s)
+
+
+def test_saturated_regime_beats_the_closed_loop_it_replaces(b200):
+    from lpxsim.engine.offline import closed_loop_ceiling, offline_throughput
+
+    assert offline_throughput(b200, 300, 265).output_tok_s_per_chip > 1.2 * closed_loop_ceiling(b200, 300, 265)
+
+
+def test_bad_lengths_name_their_field(b200):
+    from lpxsim.engine.offline import offline_throughput
+
+    with pytest.raises(UserError) as e:
+        offline_throughput(b200, 0, 265)
+    assert e.value.field == "isl"
+
+
+def test_mlperf_points_are_sourced_and_per_gpu_consistent():
+    from lpxsim.engine.validation import mlperf_points
+
+    pts = mlperf_points()
+    assert {p["model"] for p in pts} == {"llama-2-70b", "llama-3.1-405b"}
+    sources = (Path(__file__).resolve().parents[1] / "docs" / "sources.md").read_text()
+    for p in pts:
+        assert float(p["tok_s_per_gpu"]) == pytest.approx(float(p["tokens_per_s"]) / int(p["gpus"]), rel=1e-3)
+        assert p["source"] and f"| {p['source']} |" in sources
+
+
+def test_mlperf_table_reports_both_regimes():
+    from lpxsim.engine.validation import mlperf_offline, mlperf_points
+
+    pt = [p for p in mlperf_points() if p["id"] == "MLP51-B200-L2-70B"]
+    res = mlperf_offline(pt)
+    row = res["points"][0]
+    assert row["tp"] == 1
+    assert row["err_pct"] == pytest.approx(100 * (row["predicted_tok_s_per_gpu"] / row["published_tok_s_per_gpu"] - 1),
+                                           abs=0.1)
+    assert res["saturated"]["n"] == 1 and res["saturated"]["mape_pct"] == pytest.approx(abs(row["err_pct"]), abs=0.1)
+    assert row["predicted_tok_s_per_gpu"] > row["closed_loop_tok_s_per_gpu"]
