@@ -26,6 +26,7 @@ import time
 
 import yaml
 
+from lpxsim.backends.memo import stats as memo_stats
 from lpxsim.serving import simulate
 from lpxsim.serving.config import load_fleet
 from lpxsim.serving.workload import load_workload
@@ -93,12 +94,13 @@ def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int) ->
     simulate(f, load_workload(warm), seed=seed)
     print(f"warm-up (step models, cost tables): {time.perf_counter() - t:.1f} s wall")
     wl = load_workload(session_workload(sessions, turns, rate))
-    cpu, wall = [], []
+    cpu, wall, priced = [], [], []
     for _ in range(repeat):
-        c0, t0 = _cpu(), time.perf_counter()
+        c0, t0, p0 = _cpu(), time.perf_counter(), memo_stats.priced
         res = simulate(f, wl, seed=seed)
         cpu.append(_cpu() - c0)
         wall.append(time.perf_counter() - t0)
+        priced.append(memo_stats.priced - p0)  # step shapes the warm-up had not priced (a later run reuses them)
     s = res.summary
     print(f"{sessions:,} sessions x {turns} turns = {s['requests']:,} requests ({s['completed']:,} completed, "
           f"{s['rejected']:,} rejected) on 8 LPX + 8 Vera Rubin NVL72 racks; {s['events']:,} events; "
@@ -108,7 +110,8 @@ def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int) ->
           f"{s['evictions']:,}; TTFT P50 first {s['ttft_by_turn']['first']['p50']:.3f} s, later "
           f"{s['ttft_by_turn']['later']['p50']:.3f} s; tok/s/user P50 {s['tok_s_user']['p50']:,.0f}")
     print(f"CPU s per run: {[round(c, 1) for c in cpu]} (median {statistics.median(cpu):.1f}); "
-          f"wall s: {[round(w, 1) for w in wall]} (median {statistics.median(wall):.1f})")
+          f"wall s: {[round(w, 1) for w in wall]} (median {statistics.median(wall):.1f}); step shapes priced "
+          f"inside each run: {priced}")
 
 
 def mooncake(seed: int) -> None:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.serving.config import FleetConfig, load_fleet
 from lpxsim.serving.metrics import SimResult, summarize
 from lpxsim.serving.sim import Simulation
@@ -24,6 +25,7 @@ from lpxsim.serving.workload import WorkloadConfig, load_workload
 __all__ = ["FleetConfig", "SimResult", "Simulation", "WorkloadConfig", "load_fleet", "load_workload", "simulate"]
 
 
+@gc_paused  # the run and its summary (a frame of every request) allocate only what they keep
 def simulate(
     fleet: str | Path | dict | FleetConfig,
     workload: str | Path | dict | WorkloadConfig,

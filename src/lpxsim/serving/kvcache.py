@@ -250,24 +250,33 @@ class KvStore:
         else:
             fresh = False
         first = ids.start - base  # index in the chain of the first unit handed over
-        units, holders, bit = self.units, self.holders, self.bit
-        sizes = c[4]
-        for j, b in zip(range(first, first + len(ids)), unit_bytes, strict=True):
+        if len(unit_bytes) != len(ids):
+            raise ValueError("one size per unit")
+        dup = min(max(0, c[0] - first), len(ids))  # already resident (another copy of this turn cached them)
+        for b in unit_bytes[:dup]:  # ours are duplicates
             handed += b
-            if j < c[0]:  # already resident (another copy of this turn cached it): ours is a duplicate
-                self.used -= b
-                continue
-            h = base + j
-            units[h] = [0, b, c[3]]
-            if holders is not None:
-                holders[h] = holders.get(h, 0) | bit
-            sizes.append(b)
-            c[0] += 1
-            c[2] += b
+            self.used -= b
+        new = unit_bytes[dup:]
+        if new:
+            units, holders, bit, owner = self.units, self.holders, self.bit, c[3]
+            h = base + first + dup
+            total = c[2]
+            for b in new:
+                handed += b
+                total += b
+                units[h] = [0, b, owner]
+                if holders is not None:
+                    holders[h] = holders.get(h, 0) | bit
+                h += 1
+            c[4].extend(new)
+            c[0] += len(new)
+            c[2] = total
             if c[1] == 0 and not fresh:  # an idle chain grows: its new bytes are evictable too
-                self.evictable += b
-                if c[5] in self.cold:
-                    self.evictable_loose += b
+                loose = c[5] in self.cold
+                for b in new:
+                    self.evictable += b
+                    if loose:
+                        self.evictable_loose += b
         if referenced and first == 0:  # the caller held nothing of the chain: it takes its reference now
             if fresh:
                 c[1] = 1

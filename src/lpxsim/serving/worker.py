@@ -6,7 +6,10 @@ chunks from the token budget left over (at least `min_chunk` tokens, so prefill
 never starves). Steps without prefill are fast-forwarded: the worker computes
 how many decode steps run before the next completion or the KV limit, and
 schedules one event for the whole run; an arrival cuts the run at the next
-step boundary. Costs come only from the StepModel:
+step boundary. A pipelined prefill's first token leaves after its step ends:
+the sequence joins at the first step boundary after that, so a run planned
+while one is in flight ends at that boundary (no event of its own). Costs come
+only from the StepModel:
 
 * decode: the running set of n sequences is cut into m micro-batches (the best
   m of 1, 2, 4, ..., n). Each sequence then produces one token every
@@ -115,7 +118,10 @@ class Worker(Admission):
         self.run_dt = 0.0
         self.run_k = 0
         self.run_chunks: list[tuple[Request, int]] | None = None
-        self.joins: list[Request] = []  # first tokens that left the pipeline during a step
+        # pipelined first tokens still in flight: (time out, order, request), earliest first; the sequence
+        # joins the decode set at the first step boundary strictly after its time (`_join_landed`)
+        self.in_flight: list[tuple[float, int, Request]] = []
+        self._n_flown = 0
         self.run_first_tok = 0.0
         # Tables that depend only on the model (and block size): shared by the workers of a pool, so a
         # fleet of W replicas prices each shape once, not W times.
@@ -254,6 +260,8 @@ class Worker(Admission):
             self._plan_decode()
         else:
             self._set_busy(False)
+            if self.in_flight:  # idle: the next first token to land wakes the worker
+                self.engine.schedule(self.in_flight[0][0], EventKind.JOIN, self._on_join)
 
     def _set_busy(self, busy: bool) -> None:
         if busy != self.busy:
@@ -310,6 +318,8 @@ class Worker(Admission):
         self._room_for(k)
         dt = self.period(self.n_dec, self.ctx_sum / self.n_dec + k / 2)
         now = self.engine.now
+        if self.in_flight:  # the run ends at the step boundary after the next first token lands
+            k = min(k, int((self.in_flight[0][0] - now) / dt) + 1)
         self.run_chunks = None
         self.run_start, self.run_k, self.run_dt = now, k, dt
         self._start(now + k * dt)
@@ -339,10 +349,9 @@ class Worker(Admission):
                 if req.prefill_left == 0:
                     self.prefilling.remove(req)
                     self._prefill_done(req, max(now, self.run_first_tok))
-        if self.joins:
-            for req in self.joins:
-                self._join(req)
-            self.joins.clear()
+        flight = self.in_flight
+        while flight and flight[0][0] < now:
+            self._join(heapq.heappop(flight)[2])
         self._set_busy(False)
         self.plan()
 
@@ -379,17 +388,17 @@ class Worker(Admission):
         elif t_tok <= self.engine.now:
             self._join(req)
         else:
-            self.engine.schedule(t_tok, EventKind.JOIN, self._on_join, req)
+            heapq.heappush(self.in_flight, (t_tok, self._n_flown, req))
+            self._n_flown += 1
 
-    def _on_join(self, req: Request) -> None:
-        """A pipelined prefill's first token has left: the sequence joins at the next step boundary."""
-        if not self.busy:
-            self._join(req)
-            self.plan()
+    def _on_join(self, _arg=None) -> None:
+        """An idle worker's next pipelined first token has landed: that sequence joins now (a busy worker
+        takes its landed ones in at its next step boundary, which its planned run already ends at)."""
+        flight = self.in_flight
+        if self.busy or not flight or flight[0][0] > self.engine.now:
             return
-        self.joins.append(req)
-        if self.run_chunks is None and self.run_k > 1:
-            self._cut_run()
+        self._join(heapq.heappop(flight)[2])
+        self.plan()
 
     def _cache_units(self, req: Request, tokens: int, referenced: bool) -> None:
         ids = req.unit_ids(tokens)
@@ -397,7 +406,9 @@ class Worker(Admission):
         if len(ids) <= have:
             return
         u = req.hash_block_tokens
-        sizes = [self.kvb((j + 1) * u) - self.kvb(j * u) for j in range(have, len(ids))]
+        kvb = self.kvb
+        edges = [kvb(j * u) for j in range(have, len(ids) + 1)]  # each unit's bytes: the KV between its edges
+        sizes = [edges[i + 1] - edges[i] for i in range(len(edges) - 1)]
         new = ids[have:]
         chain = req.session_hash_base
         req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if chain >= 0 else -1,

@@ -1,0 +1,75 @@
+"""The event loop's speed-ups (issue 27's fleet benchmark) change no result.
+
+`tests/data/serving_golden.json` holds the summaries and per-request time sums of a few runs as the
+simulator gave them before those speed-ups (commit 3402248: every pipelined first token an event that cut
+the decode run; the cyclic GC left on). The same runs must give the same numbers now: integers and
+strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
+that is meant to change results, and say so in its commit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lpxsim.serving import simulate
+
+GOLDEN = Path(__file__).parent / "data" / "serving_golden.json"
+
+# the benchmark's mixed fleet (benchmarks/bench_sessions.py), at test scale: LPX and Rubin replicas whose
+# prefill's first token leaves after the step (pipelined), KV-aware routing, `hold` retention
+MIXED = {"name": "mixed", "pools": [
+    {"name": "lpx", "system": "lpx", "backend": "lpx", "model": "gemma-4-31b", "workers": 2, "racks_per_worker": 1},
+    {"name": "rubin", "system": "vr-nvl72", "backend": "gpu", "model": "gemma-4-31b", "workers": 4,
+     "gpus_per_worker": 8},
+], "router": {"policy": "kv"}, "retention": {"policy": "hold"}}
+SESSIONS = {"name": "sessions", "kind": "agentic", "num_requests": 150, "arrival": {"process": "poisson", "rate": 10.0},
+            "session": {"turns": 8, "first_isl": 8000, "new_tokens": {"kind": "uniform", "low": 1000, "high": 2000},
+                        "think_s": {"kind": "exponential", "mean": 2.0}, "context_cap": 20_000},
+            "osl": {"kind": "uniform", "low": 200, "high": 400}}
+
+CASES = {
+    "mixed-fleet-sessions": (MIXED, SESSIONS),
+    "lpx-agentic-100k": ("examples/fleets/lpx-alone.yaml", "examples/workloads/agentic-100k.yaml"),
+    "lpx-offload-sessions": ("examples/fleets/lpx-host-offload.yaml", "examples/workloads/agentic-sessions.yaml"),
+    "rubin-vera-offload": ("examples/fleets/rubin-vera-offload.yaml", "examples/workloads/agentic-100k-c16.yaml"),
+    "pd-sessions": ("examples/fleets/rubin-lpx-pd-sessions.yaml", "examples/workloads/agentic-sessions.yaml"),
+    "routed-mix": ("examples/fleets/routed-mix.yaml", "examples/workloads/mixed-classes.yaml"),
+}
+
+
+def fingerprint(res) -> dict:
+    """What a run must reproduce: its summary (less the engine's event count, a cost, not a result) and sums
+    of every request's times and tokens."""
+    s = {k: v for k, v in res.summary.items() if k != "events"}
+    d = res.requests
+    sums = {c: float(d[c].fillna(-1.0).sum()) for c in d.columns if d[c].dtype.kind in "if"}
+    return json.loads(json.dumps({"summary": s, "request_sums": sums}, default=str))
+
+
+def _same(a, b, path: str) -> None:
+    if isinstance(a, dict):
+        assert set(a) == set(b), f"{path}: keys {sorted(set(a) ^ set(b))}"
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), f"{path}: length"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        if math.isnan(a):
+            assert math.isnan(b), path
+        else:
+            assert b == pytest.approx(a, rel=1e-12, abs=1e-12), f"{path}: {a!r} -> {b!r}"
+    else:
+        assert a == b, f"{path}: {a!r} -> {b!r}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_results_match_before_the_speedups(name: str) -> None:
+    fleet, workload = CASES[name]
+    want = json.loads(GOLDEN.read_text())[name]
+    _same(want, fingerprint(simulate(fleet, workload, seed=3)), name)
