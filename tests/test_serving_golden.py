@@ -1,8 +1,10 @@
 """The event loop's speed-ups (issue 27's fleet benchmark) change no result.
 
 `tests/data/serving_golden.json` holds the summaries and per-request time sums of a few runs as the
-simulator gave them before those speed-ups (commit 3402248: every pipelined first token an event that cut
-the decode run; the cyclic GC left on). The same runs must give the same numbers now: integers and
+simulator gave them before those speed-ups (every pipelined first token an event that cut the decode run;
+the cyclic GC left on): first at commit 3402248, regenerated at ec7df77 (the engine's deployment sizing
+and the GPU refit change the step models; that tree's simulator, without the speed-ups, gave this file and
+the tree with them gives the same numbers). The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

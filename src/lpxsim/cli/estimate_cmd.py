@@ -46,6 +46,10 @@ def _print(d: dict) -> None:
                   f"{d['streams_admitted']:,} run and the rest wait {d['ttft_wait_s']:,.2f} s for a slot (in "
                   f"TTFT). {d['needs']}: {d['alternative']}" if d["alternative"] else d["needs"])
     out.print(f"statistic: {d['statistic']}")
+    if d.get("band"):
+        ttft = f"; TTFT ±{d['ttft_band_pct']:.0f}%" if "ttft_band_pct" in d else ""
+        out.print(f"error band: tok/s/user {d['tok_s_user_low']:,.0f}-{d['tok_s_user_high']:,.0f} "
+                  f"({d['band']}{ttft}; lpxsim validate shows the points)")
     out.print(economics_line(d))
 
 

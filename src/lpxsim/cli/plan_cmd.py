@@ -20,6 +20,7 @@ from lpxsim.cli.common import (
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
+from lpxsim.engine.query import DEFAULT_OSL
 
 plan_app = typer.Typer(
     help="Plan: the best operating point at a tok/s/user target, fleet sizing, the T8 tok/s/MW comparison.",
@@ -193,7 +194,7 @@ def point_cmd(
     model: str = typer.Argument(..., help="catalog name, config.json path, or synthetic-moe-2t"),
     system: str = typer.Option("lpx", "--system", help=systems_help()),
     context: int = tokens_option(..., "--context", help="input tokens per request (ISL)"),
-    osl: int = tokens_option(1000, "--osl", help="output tokens per request"),
+    osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
     target: float = real_option(..., "--target-tok-s-user", help="per-user output tok/s every user must get",
                                 lo=0, hi=1e6, lo_open=True),
     weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),

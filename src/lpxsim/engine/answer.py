@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
+from lpxsim.engine.bands import path_for
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -67,6 +68,7 @@ class Answer:
     statistic: str = STATISTIC
     solver: str = "steady state (stagger)"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cost_path: str = ""  # which validated path priced it (`engine.bands`): its error band travels with it
 
     @property
     def over_capacity(self) -> bool:
@@ -99,7 +101,28 @@ class Answer:
             "over_capacity": self.over_capacity, "needs": self.needs,
             "alternative": self.alternative.label() if self.alternative else "",
             "statistic": self.statistic, "solver": self.solver, "label": self.label(),
+            **self.bands(),
         }
+
+    def bands(self) -> dict:
+        """The error bands of this answer's cost path (`engine.bands`): per metric the +- fraction, the
+        interval it puts around the figure, and the validation it comes from; {} where the path has none."""
+        from lpxsim.engine.bands import band_for
+
+        if not self.cost_path:
+            return {}
+        out: dict = {"cost_path": self.cost_path}
+        for metric, value in (("tok_s_user", self.tok_s_user), ("ttft", self.ttft_s)):
+            try:
+                b = band_for(self.cost_path, metric)
+            except UserError:  # this path has no validation of this metric: no band, said so by its absence
+                continue
+            low, high = b.interval(value)
+            out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
+            out[f"{metric}_low"], out[f"{metric}_high"] = low, high
+            if metric == "tok_s_user":
+                out["band"] = f"±{100 * b.band_fraction:.0f}% ({self.cost_path}, {b.n_points} points)"
+        return out
 
 
 def kv_ceiling(step, context: int) -> int:
@@ -183,7 +206,7 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         kv_ceiling=ceiling, ttft_wait_s=wait, micro_batches=first.micro_batches,
         decode_period_s=first.decode_period_s, spec_k=spec_k, spec_accept=spec_accept,
         tokens_per_round=first.tokens_per_round, needs=needs, alternative=alt,
-        solver=" + ".join(sorted(solvers)),
+        solver=" + ".join(sorted(solvers)), cost_path=path_for(dep.system, precision.weights, dep.framework or "sglang"),
     )
 
 

@@ -63,8 +63,10 @@ class ErrorBand:
     data: str  # what the errors were measured on
 
     def interval(self, value: float) -> tuple[float, float]:
-        """(low, high) of `value` under this band."""
-        return value * (1.0 - self.band_fraction), value * (1.0 + self.band_fraction)
+        """(low, high) of `value` under this band: value / (1 + b) to value * (1 + b). An error is a ratio
+        (prediction / measurement - 1), so the band is symmetric in the ratio: a path that has been 184 %
+        high or low puts the truth within 2.84x either way, never below zero."""
+        return value / (1.0 + self.band_fraction), value * (1.0 + self.band_fraction)
 
     def as_dict(self) -> dict:
         """JSON-able fields (what an answer's `band` carries)."""

@@ -12,11 +12,11 @@ import math
 
 import pandas as pd
 
+from lpxsim.engine.query import DEFAULT_OSL
 from lpxsim.report.hardware_text import SHORT, hardware_words
 from lpxsim.report.html import Note, Section, Table
 
 BAND_KEYS = ("band", "tok_s_user_band")
-CLI_DEFAULT_OSL = 1000  # `lpxsim estimate --osl` default: the first screen says when the report differs
 
 
 def _num(v) -> float:
@@ -135,9 +135,9 @@ def summary_section(cfg, results: dict) -> Section:
     systems = [SHORT.get(s, s) for s in cfg.systems]
     for line in sentences(df, systems, list(cfg.contexts), cfg.osl, default_costs().utilisation.value):
         sec.add(Note(line, "lead"))
-    if cfg.osl != CLI_DEFAULT_OSL:
+    if cfg.osl != DEFAULT_OSL:
         sec.add(Note(f"This report uses OSL {cfg.osl:,} (modes: {cfg.modes_osl:,}); `lpxsim estimate` defaults to "
-                     f"OSL {CLI_DEFAULT_OSL:,}: pass `--osl {cfg.osl}` to compare the same point.", "lead"))
+                     f"OSL {DEFAULT_OSL:,}: pass `--osl {cfg.osl}` to compare the same point.", "lead"))
     sec.add(Table(df, "the planner's table: per-user speed, capacity, energy and cost per output "
                   "token, each with its context, OSL, users, deployment and power ($: the whole cost over output "
                   "tokens, cost model in the economics section)", css="headline"))
