@@ -99,3 +99,19 @@ def test_target_osl_must_be_shorter_than_the_target_context() -> None:
         with pytest.raises(UserError) as e:
             make_step_model(p)
         assert e.value.field.endswith("target_osl")
+
+
+def test_the_one_rack_example_fleet_runs_on_256_chips(monkeypatch) -> None:
+    """A fleet's stated deployment is kept (issue 27): `racks_per_worker: 1` is a 256-chip replica, whatever
+    the workload (it used to compile a 128-chip layout)."""
+    from pathlib import Path
+
+    from lpxsim.serving.backends import chips_per_worker
+
+    f = load_fleet(str(Path(__file__).parents[1] / "examples" / "fleets" / "lpx-alone.yaml"))
+    (p,) = f.pools
+    assert chips_per_worker(p) == 256
+    assert _layout_asked(monkeypatch, lambda: make_step_model(p)).chips == 256
+    for ctx in (10_256, 100_256):  # sized for a long or a short context, still the whole rack
+        sized = p.model_copy(update={"target_context": ctx})
+        assert _layout_asked(monkeypatch, lambda s=sized: make_step_model(s)).chips == 256
