@@ -133,6 +133,7 @@ def test_estimate_catalog_model_on_lpx_table(monkeypatch) -> None:
     monkeypatch.setattr(fuzz_harness, "CASE_TIME_LIMIT_S", 600)
     text = _table(["estimate", "llama-3.1-8b", "--isl", "2K", "--osl", "200", "--concurrency", "4"])
     title = " ".join(text.split("┏")[0].split())
-    assert title.startswith("llama-3.1-8b on lpx (") and title.count("llama-3.1-8b") == 1, title
-    assert "ISL 2,000 / OSL 200 at concurrency 4" in title
+    # the engine's label: the workload (and whether it reuses a prefix), the load, the deployment, its power
+    assert title.startswith("llama-3.1-8b: ISL 2,000 / OSL 200") and title.count("llama-3.1-8b") == 1, title
+    assert "concurrency 4 on 1 lpx rack (256 chips" in title and " kW" in title
     assert "4 micro-batches in flight" in text
