@@ -142,6 +142,34 @@ def path_for(system: str, weights: str = "fp8", framework: str = "sglang") -> st
 
 @cache
 def _gpu_measured(system: str, weights: str, framework: str) -> bool:
+    """Whether aiconfigurator-core's tables time this GPU's GEMM in `weights` under `framework`. Remembered in
+    the cache folder (keyed by the GPU model's sources and the installed tables' location): a warm answer
+    must not import numpy and the tables to name its path."""
+    from importlib.util import find_spec
+
+    from lpxsim.core.cache import digest, read_memo, source_version, write_memo
+
+    spec = find_spec("aiconfigurator_core")
+    where = ",".join(spec.submodule_search_locations or []) if spec is not None else ""
+    sig = digest(source_version("lpxsim.gpu"), where, _installed_version(), system, weights, framework)
+    text = read_memo("cost-path", sig)
+    if text in ("0", "1"):
+        return text == "1"
+    measured = _gpu_tables_time(system, weights, framework)
+    write_memo("cost-path", sig, "1" if measured else "0")
+    return measured
+
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aiconfigurator-core")
+    except PackageNotFoundError:
+        return ""
+
+
+def _gpu_tables_time(system: str, weights: str, framework: str) -> bool:
     from lpxsim.gpu.engine import framework_name
     from lpxsim.gpu.measured import AIC_SYSTEM, data_root, measured_ops
     from lpxsim.specs.precision import get_precision
