@@ -79,8 +79,11 @@ def _range(step, ctx: int, lat1: float, p: dict) -> dict:  # noqa: ANN001 - any 
     c1 = _decode(step, 1, ctx)
     stages = len(getattr(step, "stages", ())) or _lpu_stages(step, ctx)
     users = _kv_full_batch(step, ctx)
-    period, n = decode_period(step, users, ctx)
-    cb = _decode(step, math.ceil(users / n), ctx)
+    if users * c1.interval_s <= c1.latency_s:  # single streams never wait for the pipeline: no split is faster
+        period, n, cb = c1.latency_s, users, c1
+    else:
+        period, n = decode_period(step, users, ctx)
+        cb = _decode(step, math.ceil(users / n), ctx)
     h_lo, h_hi = HOST_TOKEN_S
     low = 1.0 / max(cb.latency_s + h_hi, n * cb.interval_s)
     spec = speculative_range(p, lat1, ctx) if _spec_allowed(p) else None
