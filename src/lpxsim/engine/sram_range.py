@@ -86,7 +86,7 @@ def _range(step, ctx: int, lat1: float, p: dict) -> dict:  # noqa: ANN001 - any 
         cb = _decode(step, math.ceil(users / n), ctx)
     h_lo, h_hi = HOST_TOKEN_S
     low = 1.0 / max(cb.latency_s + h_hi, n * cb.interval_s)
-    spec = speculative_range(p, lat1, ctx) if _spec_allowed(p) else None
+    spec = speculative_range(step, p, ctx) if _spec_allowed(p) else None
     high = max(1.0 / (lat1 + h_lo), spec["best_tok_s_user"] if spec else 0.0)
     return {"batch1_tok_s_user": round(1.0 / lat1, 1),
             "pipeline_full_tok_s_user": round(full_pipeline_tok_s_user(lat1, c1.interval_s, stages), 1),
@@ -116,13 +116,12 @@ def tokens_per_round(accept: float, k: int) -> float:
     return (1.0 - accept ** (k + 1)) / (1.0 - accept)
 
 
-def speculative_range(p: dict, target_latency_s: float, ctx: int) -> dict:
+def speculative_range(target, p: dict, ctx: int) -> dict:  # noqa: ANN001 - the target's WseStepModel
     """Per-user tok/s of batch-1 speculative decoding on the wafer pipeline, at each end of SPEC_ACCEPT with
     the best draft length, no host time: round = k draft steps (the drafter on its own wafers) + one verify."""
     from lpxsim.step.protocol import DecodeBatch
     from lpxsim.wse import WseStepModel
 
-    target = WseStepModel(p["model"], p["system"], wafers=_int(p["chips"]), weights=p["weights"], kv="bf16")
     drafter = WseStepModel(SPEC_DRAFTER[p["model"]], p["system"], weights=p["weights"], kv="bf16")
     draft_s = _decode(drafter, 1, ctx).latency_s
     out = {"drafter": SPEC_DRAFTER[p["model"]], "draft_step_s": draft_s, "by_acceptance": {}}
