@@ -22,6 +22,7 @@ PUBLISHED_PARAMS = {
     "llama-3.1-70b": (70.55e9, None, ""),
     "llama-3.1-405b": (405.85e9, None, ""),
     "llama-2-70b": (68.98e9, None, ""),
+    "llama-2-7b": (6.74e9, None, ""),  # Llama 2 paper "7B"; the HF checkpoint holds 6,738,415,616
     "deepseek-v3": (671.0e9, 37.55e9, "active_incl_embedding"),
     "kimi-k2": (1026.4e9, 32.86e9, "active_incl_embedding"),
     "gpt-oss-120b": (116.83e9, 5.13e9, "active"),

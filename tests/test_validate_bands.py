@@ -47,7 +47,16 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     assert res["measured_gpu"]["groups"]["all"]["tpot"]["n"] == 489
     # every published SRAM point is predicted with its range, the range ordered
     for p in res["sram_points"]:
-        assert 0 < p["low_tok_s_user"] <= p["batch1_tok_s_user"], p["id"]
+        assert 0 < p["low_tok_s_user"] <= p["batch1_tok_s_user"] <= p["high_tok_s_user"], p["id"]
+    # item 6 as docs/validation.md reports it: every shared-endpoint figure inside its range; Groq's figures
+    # imply one model-independent host time per token (1.1-1.9 ms over a 10x spread of device time)
+    ranged = [p for p in res["sram_points"] if p["role"] == "range"]
+    assert len(ranged) == 9 and all(p["inside_range"] for p in ranged)
+    groq = [p["implied_host_us"] for p in ranged if p["system"] == "groq-v1"]
+    assert len(groq) == 4 and min(groq) > 1000 and max(groq) < 2000
+    # the KV, not the pipeline's depth, bounds the loaded Groq Llama-2-70B deployment
+    l2 = next(p for p in ranged if p["id"] == "GQ1-L2-70B")
+    assert l2["loaded_users"] < l2["stages"] and l2["kv_full_tok_s_user"] == l2["batch1_tok_s_user"]
 
 
 def test_error_stats_median_mape_and_band():

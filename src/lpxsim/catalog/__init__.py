@@ -19,6 +19,7 @@ MODEL_FILES: dict[str, str] = {
     "gemma-4-31b": "google--gemma-4-31B-it.json",
     "gemma-4-26b-a4b": "google--gemma-4-26B-A4B.json",
     "llama-2-70b": "meta-llama--Llama-2-70b-hf.json",
+    "llama-2-7b": "meta-llama--Llama-2-7b-hf.json",
     "llama-3.1-8b": "meta-llama--Llama-3.1-8B.json",
     "llama-3.1-70b": "meta-llama--Llama-3.1-70B.json",
     "llama-3.1-405b": "meta-llama--Llama-3.1-405B.json",

@@ -43,15 +43,17 @@ def markdown(res: dict) -> str:
         lines.append(f"| {p['from']} -> {p['to']} | {p['n']} | {p['median_abs_pct']:.1f} % | {p['mape_pct']:.1f} % "
                      f"| {p['median_signed_pct']:+.1f} % |")
     lines += ["", "### SRAM machines: published points (tok/s per user)", "",
-              "| id | system | model | role | conditions | published | batch-1 | full pipeline / KV | "
-              "batch-1 error | inside range | band error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| id | system | model | role | conditions | published | batch-1 (device) | loaded ceiling (users) | "
+              "predicted range (loaded + host .. batch-1 [+ spec]) | implied host us/token | batch-1 error | "
+              "inside range | band error |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in res["sram_points"]:
-        kv = f" / {p['kv_full_tok_s_user']:,.0f}" if p["kv_full_tok_s_user"] is not None else ""
         band = "-" if p["band_err_pct"] is None else f"{p['band_err_pct']:+.1f} %"
         lines.append(f"| {p['id']} | {p['system']} ({p['chips']} chips, {p['stages']} stages) | {p['model']} | "
                      f"{p['role']} | {p['endpoint']}; spec. decoding: {p['spec_decoding']}; {p['software_date']} | "
-                     f"{p['published']:,.0f} | {p['batch1_tok_s_user']:,.0f} | {p['pipeline_full_tok_s_user']:,.0f}"
-                     f"{kv} | {p['batch1_err_pct']:+.1f} % | {'yes' if p['inside_range'] else 'no'} | {band} |")
+                     f"{p['published']:,.0f} | {p['batch1_tok_s_user']:,.0f} | {p['kv_full_tok_s_user']:,.0f} "
+                     f"({p['loaded_users']}) | {p['low_tok_s_user']:,.0f} .. {p['high_tok_s_user']:,.0f} | "
+                     f"{p['implied_host_us']:,.0f} | {p['batch1_err_pct']:+.1f} % | "
+                     f"{'yes' if p['inside_range'] else 'no'} | {band} |")
     off = res["mlperf_offline"]
     lines += ["", "### Saturated offline throughput: MLPerf Inference v5.1 Offline (output tok/s per GPU)", "",
               "| id | GPUs | best TP | ISL / OSL | published | predicted (saturated) | error | closed loop | error |",
