@@ -136,4 +136,5 @@ def test_estimate_catalog_model_on_lpx_table(monkeypatch) -> None:
     # the engine's label: the workload (and whether it reuses a prefix), the load, the deployment, its power
     assert title.startswith("llama-3.1-8b: ISL 2,000 / OSL 200") and title.count("llama-3.1-8b") == 1, title
     assert "concurrency 4 on 1 lpx rack (256 chips" in title and " kW" in title
-    assert "4 micro-batches in flight" in text
+    # the 4 users run as 4 micro-batches of one replica, or on 4 replicas of the rack: the table says which
+    assert "4 micro-batches in flight" in text or "4 replicas x" in title, text
