@@ -147,21 +147,40 @@ def evaluate_fleet_point(p: dict[str, Any]) -> dict[str, Any]:
     """A sweep point on a fleet: the serving simulator with `concurrency` closed-loop users."""
     from lpxsim.bench.fleets import closed_workload, fleet_for, fleet_hardware, simulate_fleet
 
+    ewl = point_workload(p)
     base = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")}, "at_ceiling": False,
-            "kv_ceiling": math.nan}
+            "kv_ceiling": math.nan, "session": ewl.session.label() if ewl.session else "no prefix reuse",
+            "session_kind": "agentic" if ewl.session else "none"}
     conc = p["concurrency"]
     if conc == 0:  # a fleet's ceiling is what its simulation rejects, not one number: no ceiling point
         return {**base, "concurrency": 0, "fits": False, "error": "no single KV ceiling for a fleet",
                 "tok_s_user": math.nan, "tok_s_total": math.nan, "tok_s_per_mw": math.nan}
-    wl = closed_workload(f"sweep-{p['context']}-{conc}", p["context"], p["osl"], conc,
-                         max(16, FLEET_REQUESTS_PER_USER * conc))
+    if ewl.session is None:
+        wl = closed_workload(f"sweep-{p['context']}-{conc}", p["context"], p["osl"], conc,
+                             max(16, FLEET_REQUESTS_PER_USER * conc))
+    else:  # one agent session per user, the engine's shape; the per-user figures are its later turns
+        from lpxsim.engine.simulated import SESSION_TURNS, sim_workload
+
+        wl = sim_workload(ewl, conc, SESSION_TURNS, f"sweep-{p['context']}-{conc}")
     res = simulate_fleet(fleet_for(p["target"], p["model"]), wl)
     s = res.summary
     fits = s["completed"] > 0 and s["rejected"] == 0
     return {**base, "concurrency": conc, "hardware": fleet_hardware(res), "chips": int(res.pools["chips"].sum()),
-            "power_kw": s["power_w"] / 1e3, "fits": fits, "tok_s_user": s["tok_s_user"].get("p50", math.nan),
+            "power_kw": s["power_w"] / 1e3, "fits": fits, "tok_s_user": _p50(res, ewl, "tok_s_user"),
             "tok_s_total": s["fleet_tok_s"], "tok_s_per_mw": s["tok_s_per_mw"],
-            "ttft_s": s["ttft_s"].get("p50", math.nan), "tpot_s": s["tpot_s"].get("p50", math.nan)}
+            "ttft_s": _p50(res, ewl, "ttft_s"), "tpot_s": _p50(res, ewl, "tpot_s")}
+
+
+def _p50(res, wl, col: str) -> float:
+    """The run's P50 of `col`: over every request, or for sessions over their later turns (the engine's answer)."""
+    if wl.session is None:
+        return res.summary[col].get("p50", math.nan)
+    from lpxsim.engine.simulated import later_turns
+
+    done = later_turns(res.requests[res.requests["status"] == "completed"])
+    vals = done[col].to_numpy(dtype=float)
+    vals = vals[vals == vals]
+    return float(pd.Series(vals).median()) if len(vals) else math.nan
 
 
 class _SerialExecutor(cf.Executor):

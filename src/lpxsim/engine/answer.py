@@ -231,7 +231,7 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         decode_period_s=first.decode_period_s, spec_k=spec_k, spec_accept=spec_accept,
         tokens_per_round=first.tokens_per_round, needs=needs, alternative=alt,
         solver=" + ".join(sorted(solvers)), cost_path=path_for(dep.system, precision.weights, dep.framework or "sglang"),
-        notes=tuple(notes), streams_decoding=sum(n * e.concurrency for n, e in ests),
+        notes=tuple(notes), streams_decoding=sum(n * streams_decoding(e, workload) for n, e in ests),
         kv_resident_bytes=admitted * step.kv_bytes(workload.context),
         kv_capacity_bytes=step.kv_capacity_bytes() * dep.replicas, ttft_first_turn_s=first_turn,
     )
@@ -254,7 +254,8 @@ def _held(evaluate, workload: Workload, held: int) -> Estimate:
     Without think time every held stream is in flight. With it, a session spends think_s of each cycle holding
     its KV but not decoding: of `held` sessions, n = held x E2E(n) / (E2E(n) + think_s) are in a turn (Little's
     law on the cycle; E2E grows with n, so the integer n nearest the fixed point is found by bisection). The
-    per-user figures are those at n in flight; the turns completed per second are held / (E2E + think_s)."""
+    per-user figures are those at n in flight; the turns completed per second are held / (E2E + think_s). The
+    estimate's `concurrency` is `held` (`streams_decoding` gives the mean in flight)."""
     think = workload.think_s
     if think <= 0:
         return evaluate(held)
@@ -281,7 +282,7 @@ def _held(evaluate, workload: Workload, held: int) -> Estimate:
     rate = held / (e.e2e_s + think)  # turns completed per second by this replica
     out_tps, total_tps = rate * workload.osl, rate * workload.context
     chips = max(1, e.chips)
-    return replace(e, tok_s_total=out_tps, total_tok_s=total_tps, output_tok_s_per_chip=out_tps / chips,
+    return replace(e, concurrency=held, tok_s_total=out_tps, total_tok_s=total_tps, output_tok_s_per_chip=out_tps / chips,
                    total_tok_s_per_chip=total_tps / chips,
                    tok_s_per_mw=out_tps / (e.power_w / 1e6) if e.power_w > 0 else math.nan)
 
@@ -319,6 +320,12 @@ def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_
                    total_tok_s_per_chip=sim.tok_s_total * workload.context / workload.osl / max(1, stagger.chips),
                    tok_s_per_mw=sim.tok_s_total / (stagger.power_w / 1e6) if stagger.power_w > 0 else math.nan,
                    ttft_wait_s=max(0.0, sim.ttft_s - own))
+
+
+def streams_decoding(e: Estimate, workload: Workload) -> float:
+    """Mean streams in a turn of a replica's `e.concurrency` held sessions: each is in a turn E2E of every
+    E2E + think_s (Little's law); without think time, every held stream."""
+    return e.concurrency * e.e2e_s / (e.e2e_s + workload.think_s)
 
 
 def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0,

@@ -24,6 +24,9 @@ from lpxsim.engine.deployment import Placed
 from lpxsim.engine.query import Load, Workload
 
 ROUNDS = 6  # requests per user; the first and the last round are warm-up and drain
+# The prefix cache's unit in the engine check: fine enough that the partly filled unit a later turn prefills again
+# stays within the check's TTFT tolerance at 10K (512, the simulator's default, adds ~256 tokens to 2,000 new)
+CHECK_BLOCK_TOKENS = 64
 SESSION_TURNS = 3  # turns per simulated session: one cold first turn, then later turns with the prefix cached
 
 
@@ -51,16 +54,18 @@ def sim_session(workload: Workload, turns: int = SESSION_TURNS):
                         think_s=shape.think_s)
 
 
-def sim_workload(workload: Workload, users: int, requests_per_user: int, name: str):
+def sim_workload(workload: Workload, users: int, requests_per_user: int, name: str, block_tokens: int = 512):
     """The simulator's closed loop of `users` for an engine workload: the synthetic no-cache loop
-    (`requests_per_user` requests each), or one agentic session per user (`sim_session`, that many turns)."""
+    (`requests_per_user` requests each), or one agentic session per user (`sim_session`, that many turns).
+    `block_tokens`: the prefix cache's unit; a later turn also prefills the previous output's last, partly
+    filled unit (the engine's answer counts only the new tokens: token-granular, as SGLang's radix cache)."""
     if workload.session is None:
         return {"name": name, "kind": "synthetic", "num_requests": users * requests_per_user,
                 "arrival": {"process": "closed", "concurrency": users}, "isl": workload.isl, "osl": workload.osl}
     from lpxsim.serving.workload import Dist, session_workload
 
     cfg = session_workload(sim_session(workload, requests_per_user), sessions=users, osl=workload.osl,
-                           concurrency=users, name=name)
+                           concurrency=users, name=name, hash_block_tokens=block_tokens)
     if workload.think_s <= 0:
         return cfg
     # Tool times vary (examples/workloads/agentic-sessions.yaml: exponential): a fixed think time would keep
@@ -89,7 +94,7 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
             else "gpus_per_worker": dep.chips}
     fleet = load_fleet({"name": "engine-deployment", "pools": [pool],
                         "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
-    wl = sim_workload(workload, users, rounds, "engine-check")
+    wl = sim_workload(workload, users, rounds, "engine-check", block_tokens=CHECK_BLOCK_TOKENS)
     with pinned_step_model(fleet.pools[0], placed.step):
         res = simulate(fleet, wl, seed=seed)
     df = res.requests.sort_values("arrival_s").reset_index(drop=True)
