@@ -42,7 +42,9 @@ COLLAPSE_NOTE = ("closed loop: every user re-prefills its whole context on every
 SESSION_NOTE = ("agentic sessions: each user is an agent whose turn adds {new:,} new tokens to its cached context "
                 "and who spends {think:g} s on a tool call between turns, its KV held; the figures are its later "
                 "turns (a session's first turn prefills its whole context), and sessions beyond the KV wait for a "
-                "held one to end")
+                "held one to end: in the engine's rows (Rubin alone, LPX alone) that wait is in TTFT, the mean over "
+                "a session's turns; in the simulated rows it falls on sessions' first turns "
+                "(ttft_first_turn_p50_s), while their TTFT P90 is the later turns'")
 
 
 def workload_note(session: str) -> str:
