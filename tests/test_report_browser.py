@@ -80,7 +80,10 @@ def test_first_screen_answers_with_context_osl_users_deployment_and_power(report
     for header in ("context (tokens)", "OSL (tokens)", "concurrent users", "deployment", "tok/s per user",
                    "$ per M output tokens", "power (kW)"):
         assert f">{header}<" in first, header
-    assert "LPX rack" in first and "Rubin rack" in first
+    # each system's deployment in racks (the sweep rows name it as the engine labels it, the modes row in words;
+    # which mode is fastest depends on the workload, so either name may carry it)
+    low = first.lower()
+    assert "lpx rack" in low and ("rubin rack" in low or "vr-nvl72 rack" in low)
     assert ">band<" not in first
     assert 'href="results.csv"' in html and 'href="results.parquet"' in html
     assert (report.parent / "results.csv").is_file()

@@ -35,11 +35,16 @@ SORT_KEYS = ["model", "target", "context", "concurrency"]
 
 def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
          osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True,
-         framework: str = "sglang") -> list[dict]:
+         framework: str = "sglang", session: str = "agentic") -> list[dict]:
     """Every (target, context, concurrency) point, plus one at each system's KV ceiling when `ceiling`
     (fleets have no single ceiling: their simulation rejects what does not fit). `framework`: the
     serving engine of GPU systems (a point names it only when it is not the default, sglang, so that
-    earlier sweeps' stored points stay valid)."""
+    earlier sweeps' stored points stay valid). `session`: the workload (`engine.query.session_for`): "agentic",
+    the default session at each context (concurrency counts sessions), or "none", the no-cache loop; every
+    point names it, so a stored point of one is never read as the other."""
+    from lpxsim.engine.query import session_for
+
+    session_for(session, 1, 1)  # an unknown name: one-line error before any work
     from lpxsim.bench.fleets import is_fleet
     from lpxsim.gpu.engine import framework_name
 
@@ -51,7 +56,7 @@ def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrenc
     extra = {} if fw == "sglang" else {"framework": fw}
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
-         "weights": weights, "kv": kv, **extra, **goal}
+         "weights": weights, "kv": kv, "session": session, **extra, **goal}
         for t in targets for goal in _layout_goals(t) for ctx in sorted(set(contexts))
         for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
@@ -84,6 +89,14 @@ def _placed(p: dict[str, Any]):
         raise BackendUnavailable("system", f"the backend for {p['target']} is not available in this build: {e}") from None
 
 
+def point_workload(p: dict[str, Any]):
+    """The engine workload of a sweep point: its context and OSL, and its session ("none" for a point stored
+    before sweeps named one: those were the no-cache loop)."""
+    from lpxsim.engine.query import Workload, session_for
+
+    return Workload(p["context"], p["osl"], session_for(p.get("session", "none"), p["context"], p["osl"]))
+
+
 def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     """One sweep point: the engine's answer (tok/s per user, aggregate, per MW) for a system, or a fleet's
     simulation. Every row carries its labels (workload, load, deployment and power)."""
@@ -93,10 +106,10 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
         return evaluate_fleet_point(p)
     from lpxsim.bench.backends import unit_ceiling
     from lpxsim.engine.answer import answer_on
-    from lpxsim.engine.query import Load, Workload
+    from lpxsim.engine.query import Load
 
     placed = _placed(p)
-    wl = Workload(p["context"], p["osl"])
+    wl = point_workload(p)
     ceiling = kv_ceiling(placed.step, wl.context) * placed.deployment.replicas
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
     _, unit_streams = unit_ceiling(p["model"], p["target"], wl.context, p["weights"], p["kv"])
@@ -104,7 +117,9 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework", "goal") if k in p},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
            "capacity_ceiling": unit_streams, "hardware": dep.label(), "chips": dep.powered_chips,
-           "power_kw": dep.power_w / 1e3, "layout": dep.layout, "session": "no prefix reuse"}
+           "power_kw": dep.power_w / 1e3, "layout": dep.layout,
+           "session": wl.session.label() if wl.session else "no prefix reuse",
+           "session_kind": "agentic" if wl.session else "none"}
     if conc < 1:
         return {**row, "fits": False, "tok_s_user": math.nan, "tok_s_total": math.nan,
                 "tok_s_per_mw": math.nan, "ttft_s": math.nan, "tpot_s": math.nan}
@@ -114,7 +129,8 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     return {**row, "fits": fits, "tok_s_user": a.tok_s_user if fits else nan,
             "tok_s_total": a.tok_s_total if fits else nan, "tok_s_per_mw": a.tok_s_per_mw if fits else nan,
             "ttft_s": a.ttft_s if fits else nan, "tpot_s": a.tpot_s if fits else nan, "needs": a.needs,
-            "label": a.label(), "solver": a.solver}
+            "label": a.label(), "solver": a.solver, "streams_decoding": a.streams_decoding,
+            "ttft_first_turn_s": a.ttft_first_turn_s}
 
 
 def kv_ceiling(step, context: int) -> int:
@@ -131,21 +147,40 @@ def evaluate_fleet_point(p: dict[str, Any]) -> dict[str, Any]:
     """A sweep point on a fleet: the serving simulator with `concurrency` closed-loop users."""
     from lpxsim.bench.fleets import closed_workload, fleet_for, fleet_hardware, simulate_fleet
 
+    ewl = point_workload(p)
     base = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv")}, "at_ceiling": False,
-            "kv_ceiling": math.nan}
+            "kv_ceiling": math.nan, "session": ewl.session.label() if ewl.session else "no prefix reuse",
+            "session_kind": "agentic" if ewl.session else "none"}
     conc = p["concurrency"]
     if conc == 0:  # a fleet's ceiling is what its simulation rejects, not one number: no ceiling point
         return {**base, "concurrency": 0, "fits": False, "error": "no single KV ceiling for a fleet",
                 "tok_s_user": math.nan, "tok_s_total": math.nan, "tok_s_per_mw": math.nan}
-    wl = closed_workload(f"sweep-{p['context']}-{conc}", p["context"], p["osl"], conc,
-                         max(16, FLEET_REQUESTS_PER_USER * conc))
+    if ewl.session is None:
+        wl = closed_workload(f"sweep-{p['context']}-{conc}", p["context"], p["osl"], conc,
+                             max(16, FLEET_REQUESTS_PER_USER * conc))
+    else:  # one agent session per user, the engine's shape; the per-user figures are its later turns
+        from lpxsim.engine.simulated import SESSION_TURNS, sim_workload
+
+        wl = sim_workload(ewl, conc, SESSION_TURNS, f"sweep-{p['context']}-{conc}")
     res = simulate_fleet(fleet_for(p["target"], p["model"]), wl)
     s = res.summary
     fits = s["completed"] > 0 and s["rejected"] == 0
     return {**base, "concurrency": conc, "hardware": fleet_hardware(res), "chips": int(res.pools["chips"].sum()),
-            "power_kw": s["power_w"] / 1e3, "fits": fits, "tok_s_user": s["tok_s_user"].get("p50", math.nan),
+            "power_kw": s["power_w"] / 1e3, "fits": fits, "tok_s_user": _p50(res, ewl, "tok_s_user"),
             "tok_s_total": s["fleet_tok_s"], "tok_s_per_mw": s["tok_s_per_mw"],
-            "ttft_s": s["ttft_s"].get("p50", math.nan), "tpot_s": s["tpot_s"].get("p50", math.nan)}
+            "ttft_s": _p50(res, ewl, "ttft_s"), "tpot_s": _p50(res, ewl, "tpot_s")}
+
+
+def _p50(res, wl, col: str) -> float:
+    """The run's P50 of `col`: over every request, or for sessions over their later turns (the engine's answer)."""
+    if wl.session is None:
+        return res.summary[col].get("p50", math.nan)
+    from lpxsim.engine.simulated import later_turns
+
+    done = later_turns(res.requests[res.requests["status"] == "completed"])
+    vals = done[col].to_numpy(dtype=float)
+    vals = vals[vals == vals]
+    return float(pd.Series(vals).median()) if len(vals) else math.nan
 
 
 class _SerialExecutor(cf.Executor):

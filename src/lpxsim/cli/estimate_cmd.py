@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from lpxsim.cli.common import PRICES_HELP, WEIGHTS_HELP, economics_line, emit_json, out, systems_help
+from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
@@ -41,8 +42,16 @@ def _print(d: dict) -> None:
     out.print(t)
     if d["micro_batches"] > 1:
         out.print(f"{d['micro_batches']} micro-batches in flight")
+    if d["session_kind"] == "agentic":
+        out.print(f"sessions held (KV resident, {d['kv_resident_bytes'] / 1e9:,.1f} of "
+                  f"{d['kv_capacity_bytes'] / 1e9:,.1f} GB): {d['sessions_held']:,}; streams decoding (mean): "
+                  f"{d['streams_decoding']:,.1f}; first turn TTFT (whole {d['isl']:,} prefilled): "
+                  f"{d['ttft_first_turn_s'] * 1e3:,.0f} ms")
+    for note in d.get("notes", []):
+        out.print(note)
     if d["over_capacity"]:
-        out.print(f"over capacity: the deployment holds {d['kv_ceiling']:,} streams of {d['context']:,} tokens; "
+        what = "sessions" if d["session_kind"] == "agentic" else "streams"
+        out.print(f"over capacity: the deployment holds {d['kv_ceiling']:,} {what} of {d['context']:,} tokens; "
                   f"{d['streams_admitted']:,} run and the rest wait {d['ttft_wait_s']:,.2f} s for a slot (in "
                   f"TTFT). {d['needs']}: {d['alternative']}" if d["alternative"] else d["needs"])
     out.print(f"statistic: {d['statistic']}")
@@ -60,7 +69,11 @@ def register(app: typer.Typer) -> None:
         system: str = typer.Option("lpx", "--system", help=systems_help()),
         isl: int = tokens_option(1024, "--isl", help="input tokens per request"),
         osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
-        concurrency: int = count_option(1, "--concurrency", help="concurrent users (closed loop)"),
+        concurrency: int = count_option(1, "--concurrency", help="concurrent users (closed loop; with --session "
+                                        "agentic, sessions)"),
+        session: str = session_option(),
+        new_tokens: int | None = new_tokens_option(),
+        think_s: float | None = think_option(),
         racks: float | None = real_option(None, "--racks", help="LPU systems: racks", lo=0, hi=inputs.RACKS_MAX,
                                           lo_open=True),
         chips: int | None = count_option(None, "--chips", help="LPU systems: chips", hi=inputs.CHIPS_MAX,
@@ -93,12 +106,13 @@ def register(app: typer.Typer) -> None:
         """Steady-state TTFT, TPOT and tok/s (per user, total, per chip, per MW) at ISL/OSL and concurrency."""
         from lpxsim.engine.answer import answer
         from lpxsim.engine.deployment import Precision, deployment_from_flags
-        from lpxsim.engine.query import Load, Objective, Workload
+        from lpxsim.engine.query import Load, Objective, Workload, session_for
         from lpxsim.plan.costs import load_costs
 
         costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)  # before costly work
         if goal not in ("latency", "throughput"):
             raise UserError("goal", f"expected latency or throughput, got {goal!r}")
+        wl = Workload(isl, osl, session_for(session, isl, osl, new_tokens, think_s))
         dep = deployment_from_flags(system, racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp,
                                     dp_attention=dp_attention, layout=layout, framework=framework)
         if accept is None:
@@ -108,13 +122,13 @@ def register(app: typer.Typer) -> None:
                 from lpxsim.specs.mtp import default_accept
 
                 accept = default_accept(get_model(model))
-        a = answer(model, dep, Workload(isl, osl), Load(concurrency=concurrency), Objective(goal), system=system,
+        a = answer(model, dep, wl, Load(concurrency=concurrency), Objective(goal), system=system,
                    precision=Precision(weights, kv, kv_layout), framework=framework, spec_k=mtp, spec_accept=accept)
         d = estimate_dict(a, costs)
         d["weights"], d["kv"] = weights, kv
         from lpxsim.engine.deployment import place
 
-        step = place(model, system, Workload(isl, osl), dep, Precision(weights, kv, kv_layout), framework,
+        step = place(model, system, wl, dep, Precision(weights, kv, kv_layout), framework,
                      goal).step
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family

@@ -7,6 +7,7 @@ import math
 import typer
 
 from lpxsim.cli.common import emit_json, out
+from lpxsim.cli.session_opts import session_option
 from lpxsim.cli.validate import seed_option, tokens_option
 from lpxsim.engine.query import DEFAULT_OSL
 
@@ -36,40 +37,47 @@ def register(app: typer.Typer) -> None:
                                   help="comma-separated loads: light (8 users), heavy (64 users) or a user count"),
         osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         modes: str = typer.Option("", "--modes", help="comma-separated subset of the built-in modes (default all)"),
+        session: str = session_option(),
         seed: int = seed_option(0),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Compare PD, AFD and the external drafter with Rubin alone and LPX alone, on the detailed backends.
 
-        Closed loop: each user sends a CONTEXT-token prompt, reads OSL tokens, sends the next."""
+        Closed loop. Default: each user is an agent session that has reached CONTEXT tokens (each turn adds new
+        tokens to its cached context, then a tool call); --session none: each user sends a CONTEXT-token prompt
+        prefilled whole, reads OSL tokens, sends the next."""
         from lpxsim.cli.bench_cmd import parse_int_list
         from lpxsim.core.errors import UserError
+        from lpxsim.engine.query import session_for
         from lpxsim.plan.modes import (
-            COLLAPSE_NOTE,
             SOLVER_NOTE,
             ModesQuery,
             compare_modes,
             ordered,
             parse_loads,
+            workload_note,
         )
 
         if osl <= 0:
             raise UserError("osl", f"expected a positive number of output tokens, got {osl}")
+        session_for(session, 1, 1)  # an unknown name: one line, before any work
         q = ModesQuery(model=model, contexts=tuple(parse_int_list(contexts, "contexts")),
                        loads=parse_loads(loads), osl=osl,
-                       modes=tuple(m.strip() for m in modes.split(",") if m.strip()), seed=seed)
+                       modes=tuple(m.strip() for m in modes.split(",") if m.strip()), seed=seed, session=session)
         df = ordered(compare_modes(q))
+        note = workload_note(session)
         if as_json:
-            emit_json({"model": model, "osl": osl, "backends": "detailed (GPU model, compiled LPX)",
-                       "note": COLLAPSE_NOTE, "solvers": SOLVER_NOTE, "rows": df.to_dict(orient="records")})
+            emit_json({"model": model, "osl": osl, "session": session, "backends": "detailed (GPU model, compiled LPX)",
+                       "note": note, "solvers": SOLVER_NOTE, "rows": df.to_dict(orient="records")})
             return
         from rich.table import Table
 
-        t = Table(title=f"{model}: serving modes, closed loop, OSL {osl:,}, no prefix reuse")
+        what = "no prefix reuse" if session == "none" else "agentic sessions (later turns)"
+        t = Table(title=f"{model}: serving modes, closed loop, OSL {osl:,}, {what}")
         for _, label, _ in COLUMNS:
             t.add_column(label, justify="left" if label in ("mode", "hardware, power") else "right",
                          overflow="fold")
         for r in df.to_dict(orient="records"):
             t.add_row(*(_cell(r.get(k), fmt, k) for k, _, fmt in COLUMNS))
-        t.caption = f"{COLLAPSE_NOTE}. {SOLVER_NOTE}"
+        t.caption = f"{note}. {SOLVER_NOTE}"
         out.print(t)

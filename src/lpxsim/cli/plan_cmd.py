@@ -17,6 +17,7 @@ from lpxsim.cli.common import (
     out,
     systems_help,
 )
+from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
@@ -44,7 +45,7 @@ def _check_backend(backend: str) -> None:
 def _point_table(d: dict) -> Table:
     t = Table(title=(
         f"{d['model']} on {d['system']}: >= {d['target_tok_s_user']:,.0f} tok/s/user at context {d['isl']:,} "
-        f"(OSL {d['osl']:,}, {d['weights']} weights, {d['kv']} KV, backend {d['backend']})"
+        f"(OSL {d['osl']:,}, {d['weights']} weights, {d['kv']} KV, backend {d['backend']}; {d['session']})"
     ))
     for col in ("#", "chips", "tok/s/user", "context", "concurrency", "KV max", "tok/s", "kW", "tok/s/MW"):
         t.add_column(col, justify="right")
@@ -66,7 +67,8 @@ def _print_point(d: dict) -> None:
             out.print(f"{i}: {c['layout']}" + ("" if c["feasible"] else f" -- {c['reason']}"))
     if d["feasible"]:
         out.print(
-            f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}; "
+            f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}"
+            f"{' sessions' if d.get('think_s') else ''}; "
             f"{d['tok_s_total']:,.0f} output tok/s per replica ({d['replica_units']:g} {d['unit_name']}(s), "
             f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}"
         )
@@ -200,8 +202,9 @@ def point_cmd(
     weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
     kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
     kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
-    new_tokens: int | None = tokens_option(
-        None, "--new-tokens", help="input tokens prefilled per request, the rest in the prefix cache (default: all)"),
+    session: str = session_option(),
+    new_tokens: int | None = new_tokens_option(),
+    think_s: float | None = think_option(),
     mtp: int = count_option(0, "--mtp", help="speculative draft length k (MTP); 0: off", lo=0, hi=inputs.MTP_MAX,
                             human=False),
     accept: float = real_option(0.0, "--accept", help="per-token draft acceptance rate", lo=0, hi=1,
@@ -216,16 +219,20 @@ def point_cmd(
                                     "its concurrency and a README) into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target."""
+    """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target.
+
+    Default workload: an agentic session at the context (concurrency counts sessions, each holding its KV
+    through its tool time); --session none: the no-cache loop."""
+    from lpxsim.engine.query import session_for
     from lpxsim.plan.costs import load_costs, point_economics
     from lpxsim.plan.operating_point import operating_point
 
     _check_backend(backend)
+    shape = session_for(session, context, osl, new_tokens, think_s)
     target_dir = _emit_target(emit)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend, new_tokens=new_tokens, spec_k=mtp, spec_accept=accept,
-                         framework=framework)
+                         backend=backend, spec_k=mtp, spec_accept=accept, framework=framework, session=shape)
     d = {**op.as_dict(), **point_economics(op, costs)}
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point

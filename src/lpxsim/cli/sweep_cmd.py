@@ -9,6 +9,7 @@ from rich.table import Table
 
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
+from lpxsim.cli.session_opts import session_option
 from lpxsim.cli.validate import count_option, path_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.engine.query import DEFAULT_OSL
@@ -19,7 +20,9 @@ TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok
 
 def print_sweep(df) -> None:
     """Readable table: every row with its context, concurrency and hardware."""
-    t = Table(title="Sweep: tok/s per user vs aggregate (every row at its context, concurrency, hardware)")
+    what = ("agentic sessions: concurrency = sessions held" if "session_kind" in df and
+            (df["session_kind"] == "agentic").any() else "no prefix reuse")
+    t = Table(title=f"Sweep: tok/s per user vs aggregate ({what}; every row at its context, concurrency, hardware)")
     for col in ("system/mode", "context", "conc.", "hardware", "tok/s/user", "tok/s total", "tok/s/MW",
                 "TTFT", "frontier"):
         t.add_column(col, justify="right")
@@ -46,7 +49,8 @@ def register(app: typer.Typer) -> None:
         contexts: str = typer.Option("10000,100000", "--contexts",
                                      help="input contexts (tokens) [each 1..10M; 32K, 1M ok]"),
         concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency",
-                                        help="concurrent users [each 1..10M; 1K ok]"),
+                                        help="concurrent users (agentic: sessions) [each 1..10M; 1K ok]"),
+        session: str = session_option(),
         osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
@@ -71,13 +75,13 @@ def register(app: typer.Typer) -> None:
         targets = [s.strip() for s in systems.split(",") if s.strip()]
         targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
         points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency", 1, inputs.CONCURRENCY_MAX),
-                      osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework)
+                      osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework, session=session)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
                        progress=True)
         png = frontier_png(df, out_dir / "frontier.png")
         err.print(f"[dim]{len(df)} points in {out_dir}/sweep.parquet, frontier in {png}[/dim]")
         if as_json:
-            emit_json({"model": name, "systems": targets, "osl": osl, "results": str(out_dir / "sweep.parquet"),
+            emit_json({"model": name, "systems": targets, "osl": osl, "session": session, "results": str(out_dir / "sweep.parquet"),
                        "frontier_png": str(png), "rows": df.to_dict(orient="records")})
         else:
             print_sweep(df)

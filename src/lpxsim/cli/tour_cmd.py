@@ -65,19 +65,24 @@ def register(app: typer.Typer) -> None:
         jobs: int = jobs_option(2, "--jobs", help="processes: 2 runs AA and MoE in a worker beside the rest, 3+ the sweep's "
                                                         "contexts on the workers too (1: one process)"),
         seed: int = seed_option(0, help="seed of every random draw"),
+        session: str = typer.Option("agentic", "--session", help="the sweep's and the modes' workload: agentic "
+                                    "(default: agent sessions at each context, prefix cached, think time) or none "
+                                    "(the no-cache loop: every request prefills its whole context)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (summary and paths)"),
     ) -> None:
         """Gemma 4 31B on LPX and Vera Rubin NVL72: capacity, AA benchmark, sweep, modes, MoE -> index.html."""
         from lpxsim.catalog import get_model, get_system
+        from lpxsim.engine.query import session_for
         from lpxsim.report.tour import run_tour
         from lpxsim.report.tour_sections import TourConfig
 
         inputs.check_jobs(jobs, "jobs")
+        session_for(session, 1, 1)  # an unknown name: one line, before any work
         inputs.check_output_dir(out_dir, "out")  # before any work
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
-                         executor=executor, seed=seed, jobs=jobs)
+                         executor=executor, seed=seed, jobs=jobs, session=session)
         from lpxsim.core import progress
 
         with progress.bar("tour") as tick:  # the current section: on the bar's line, or one line per stage piped

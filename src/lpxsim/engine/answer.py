@@ -69,6 +69,13 @@ class Answer:
     solver: str = "steady state (stagger)"
     notes: tuple[str, ...] = field(default_factory=tuple)
     cost_path: str = ""  # which validated path priced it (`engine.bands`): its error band travels with it
+    # Sessions (a session workload's users hold KV through their think time): streams in a turn (mean over the
+    # deployment; = streams_admitted without think time), the KV the held sessions or streams keep resident, the
+    # deployment's KV capacity, and a session's first turn (its whole input prefilled, no queue).
+    streams_decoding: float = 0.0
+    kv_resident_bytes: float = 0.0
+    kv_capacity_bytes: float = 0.0
+    ttft_first_turn_s: float = math.nan
 
     @property
     def over_capacity(self) -> bool:
@@ -100,6 +107,13 @@ class Answer:
             "streams_admitted": self.streams_admitted, "kv_ceiling": self.kv_ceiling,
             "over_capacity": self.over_capacity, "needs": self.needs,
             "alternative": self.alternative.label() if self.alternative else "",
+            "session_kind": "none" if self.workload.session is None else "agentic",
+            "new_tokens": self.workload.prefilled, "think_s": self.workload.think_s,
+            "sessions_held": self.streams_admitted if self.workload.session else 0,
+            "sessions_waiting": max(0, (self.load.concurrency or 0) - self.streams_admitted)
+            if self.workload.session else 0, "streams_decoding": self.streams_decoding,
+            "kv_resident_bytes": self.kv_resident_bytes, "kv_capacity_bytes": self.kv_capacity_bytes,
+            "ttft_first_turn_s": self.ttft_first_turn_s, "notes": list(self.notes),
             "statistic": self.statistic, "solver": self.solver, "label": self.label(),
             **self.bands(),
         }
@@ -156,7 +170,12 @@ def answer(model, deployment: Deployment | None, workload: Workload, load: Load,
 
 def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0, spec_accept: float = 0.0,
               arrivals: str = ARRIVALS, precision: Precision = Precision()) -> Answer:
-    """`answer` on a deployment already placed (a search prices many loads on one)."""
+    """`answer` on a deployment already placed (a search prices many loads on one).
+
+    A session workload's users are sessions: each holds its KV (`workload.context` tokens) through its think
+    time, so the sessions held and the streams decoding are two numbers (`_held`). Sessions beyond the KV
+    ceiling are not held: as the simulator's default retention without an offload tier (`hold`), they wait
+    for a held session to end, and the wait is in TTFT (docs/engine.md, "Sessions")."""
     dep, step = placed.deployment, placed.step
     users = int(load.concurrency)
     priced = prefix_cached(step, workload)
@@ -164,23 +183,20 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     ceiling = per_replica * dep.replicas
     if ceiling < 1:
         raise UserError("concurrency", f"one {workload.context:,}-token stream does not fit {dep.label()}")
-    admitted = min(users, ceiling)
+    admitted = min(users, ceiling)  # streams (no-cache loop) or sessions (a session workload) with KV resident
 
     solvers: set[str] = set()
 
     def at(c: int) -> Estimate:
-        if arrivals != "auto":
-            solvers.add(f"steady state ({arrivals})")
-            return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
-                                arrivals=arrivals)
-        return _auto(placed, priced, workload, c, spec_k, spec_accept, solvers)
+        return _held(lambda n: _one(placed, priced, workload, n, spec_k, spec_accept, solvers, arrivals),
+                     workload, c)
 
     # The admitted streams spread over the replicas as evenly as they go: r replicas run q + 1, the rest q.
     q, r = divmod(admitted, dep.replicas)
     groups = [(n, c) for n, c in ((r, q + 1), (dep.replicas - r, q)) if n > 0 and c > 0]
     ests = [(n, at(c)) for n, c in groups]
-    rate = sum(n * e.concurrency / e.e2e_s for n, e in ests)  # completed requests per second
-    weight = [(n * e.concurrency / e.e2e_s) / rate for n, e in ests]  # share of requests
+    rate = sum(n * e.tok_s_total for n, e in ests) / workload.osl  # completed requests (turns) per second
+    weight = [(n * e.tok_s_total / workload.osl) / rate for n, e in ests]  # share of requests
 
     def mean(attr: str) -> float:
         return sum(w * getattr(e, attr) for w, (_, e) in zip(weight, ests, strict=True))
@@ -189,16 +205,24 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     wait = mean("ttft_wait_s")
     tok_total = sum(n * e.tok_s_total for n, e in ests)
     total = sum(n * e.total_tok_s for n, e in ests)
-    needs, alt = "", None
+    needs, alt, notes = "", None, []
     if users > admitted:
         # Closed loop: every slot is busy and the users beyond them queue for the next free one; each user's
-        # cycle stretches to users / rate, and the stretch is spent waiting before its prefill.
-        slot_wait = users / rate - e2e
+        # cycle (a request, and a session's think time) stretches to users / rate, spent waiting before its prefill.
+        slot_wait = max(0.0, users / rate - e2e - workload.think_s)
         ttft, e2e, wait = ttft + slot_wait, e2e + slot_wait, wait + slot_wait
         needs, alt = _needs(placed, workload, users, precision)
+        if workload.session is not None:
+            notes.append(
+                f"KV over capacity: {users:,} sessions of {workload.context:,} tokens need "
+                f"{users * step.kv_bytes(workload.context) / 1e9:,.1f} GB of KV resident; the deployment holds "
+                f"{step.kv_capacity_bytes() * dep.replicas / 1e9:,.1f} GB, {ceiling:,} sessions. The other {users - admitted:,} are "
+                f"not held: they wait for a held session to end (retention 'hold', the simulator's default without "
+                f"an offload tier), {slot_wait:,.2f} s a turn on average, in TTFT (it falls on their first turns)")
     tok_user = mean("tok_s_user")
     power = dep.power_w
     first = ests[0][1]
+    first_turn = prefill_cost(step, workload.isl)[0]  # a session's first turn prefills everything, no queue
     return Answer(
         model=placed.model.name, deployment=dep, workload=workload, load=load, ttft_s=ttft, tpot_s=tpot,
         e2e_s=e2e, tok_s_user=tok_user, tok_s_total=tok_total, total_tok_s=total, power_w=power,
@@ -207,7 +231,60 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         decode_period_s=first.decode_period_s, spec_k=spec_k, spec_accept=spec_accept,
         tokens_per_round=first.tokens_per_round, needs=needs, alternative=alt,
         solver=" + ".join(sorted(solvers)), cost_path=path_for(dep.system, precision.weights, dep.framework or "sglang"),
+        notes=tuple(notes), streams_decoding=sum(n * streams_decoding(e, workload) for n, e in ests),
+        kv_resident_bytes=admitted * step.kv_bytes(workload.context),
+        kv_capacity_bytes=step.kv_capacity_bytes() * dep.replicas, ttft_first_turn_s=first_turn,
     )
+
+
+def _one(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float, solvers: set[str],
+         arrivals: str) -> Estimate:
+    """One replica with `c` requests in flight, as the engine's queueing answers it."""
+    if arrivals != "auto":
+        solvers.add(f"steady state ({arrivals})")
+        return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
+                            arrivals=arrivals)
+    return _auto(placed, priced, workload, c, spec_k, spec_accept, solvers)
+
+
+def _held(evaluate, workload: Workload, held: int) -> Estimate:
+    """One replica holding `held` sessions (or streams): the estimate at the requests in flight, with the
+    aggregate over the whole cycle.
+
+    Without think time every held stream is in flight. With it, a session spends think_s of each cycle holding
+    its KV but not decoding: of `held` sessions, n = held x E2E(n) / (E2E(n) + think_s) are in a turn (Little's
+    law on the cycle; E2E grows with n, so the integer n nearest the fixed point is found by bisection). The
+    per-user figures are those at n in flight; the turns completed per second are held / (E2E + think_s). The
+    estimate's `concurrency` is `held` (`streams_decoding` gives the mean in flight)."""
+    think = workload.think_s
+    if think <= 0:
+        return evaluate(held)
+    memo: dict[int, Estimate] = {}
+
+    def gap(n: int) -> float:  # in flight minus what the cycle puts in flight; increasing in n
+        if n not in memo:
+            memo[n] = evaluate(n)
+        e = memo[n]
+        return n - held * e.e2e_s / (e.e2e_s + think)
+
+    lo, hi = 1, held  # gap(held) > 0 always; find the smallest n with gap(n) >= 0
+    if gap(lo) < 0:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if gap(mid) >= 0:
+                hi = mid
+            else:
+                lo = mid
+        n = hi if abs(gap(hi)) <= abs(gap(lo)) else lo
+    else:
+        n = lo
+    e = memo[n]
+    rate = held / (e.e2e_s + think)  # turns completed per second by this replica
+    out_tps, total_tps = rate * workload.osl, rate * workload.context
+    chips = max(1, e.chips)
+    return replace(e, concurrency=held, tok_s_total=out_tps, total_tok_s=total_tps, output_tok_s_per_chip=out_tps / chips,
+                   total_tok_s_per_chip=total_tps / chips,
+                   tok_s_per_mw=out_tps / (e.power_w / 1e6) if e.power_w > 0 else math.nan)
 
 
 def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float,
@@ -245,10 +322,18 @@ def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_
                    ttft_wait_s=max(0.0, sim.ttft_s - own))
 
 
+def streams_decoding(e: Estimate, workload: Workload) -> float:
+    """Mean streams in a turn of a replica's `e.concurrency` held sessions: each is in a turn E2E of every
+    E2E + think_s (Little's law); without think time, every held stream."""
+    return e.concurrency * e.e2e_s / (e.e2e_s + workload.think_s)
+
+
 def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0,
                      spec_accept: float = 0.0) -> Estimate:
-    """One replica of `placed` at `c` streams as the engine answers it (the search prices its candidates so)."""
-    return _auto(placed, prefix_cached(placed.step, workload), workload, c, spec_k, spec_accept, set())
+    """One replica of `placed` at `c` streams (a session workload: `c` sessions held) as the engine answers it
+    (the search prices its candidates so)."""
+    priced = prefix_cached(placed.step, workload)
+    return _held(lambda n: _auto(placed, priced, workload, n, spec_k, spec_accept, set()), workload, c)
 
 
 def prefix_cached(step, workload: Workload):

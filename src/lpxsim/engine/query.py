@@ -28,6 +28,15 @@ from lpxsim.core.errors import UserError
 # the tour): printed in every label beside the figures it shapes.
 DEFAULT_OSL = 256
 
+# The default workload of every planning answer (estimate, sweep, modes, plan point, the tour): a late turn of an
+# agentic session that has reached the asked context (docs/assumptions.md, "default-session"). Each turn adds
+# DEFAULT_NEW_TOKENS input tokens (tool output, the next message) to the session so far, and the agent spends
+# DEFAULT_THINK_S on its tool call between a turn's last token and the next turn, its KV held meanwhile.
+# Both are the means of examples/workloads/agentic-sessions.yaml (issue 27's "about 2K new tokens per turn").
+DEFAULT_NEW_TOKENS = 2_000
+DEFAULT_THINK_S = 3.0
+SESSION_KINDS = ("agentic", "none")  # --session: the default agentic session, or the explicit no-cache loop
+
 
 def _positive_int(field: str, v: object, lo: int = 1) -> None:
     if not isinstance(v, int) or isinstance(v, bool) or v < lo:
@@ -66,6 +75,38 @@ class SessionShape:
                 f"{self.turns} turns, {self.think_s:g} s think{cap}")
 
 
+def default_session(isl: int, osl: int, new_tokens: int | None = None,
+                    think_s: float | None = None) -> SessionShape | None:
+    """The agentic session whose last turn is a request of `isl` input tokens: each turn adds `new_tokens`
+    (default DEFAULT_NEW_TOKENS) to the session so far (the previous prompt and its `osl` output tokens), with
+    `think_s` (default DEFAULT_THINK_S) of tool time between turns. The session starts from the first turn that
+    leaves a whole number of turns up to `isl`, so its last turn is the request asked about.
+
+    None where `isl` is no longer than one turn's new tokens: such a request is a session's first turn, with no
+    prefix to reuse (the no-cache loop)."""
+    new = DEFAULT_NEW_TOKENS if new_tokens is None else new_tokens
+    think = DEFAULT_THINK_S if think_s is None else think_s
+    _positive_int("new_tokens", new)
+    if isl <= new:
+        return None
+    step = new + osl  # a later turn's prompt grows by the previous turn's output and its own new tokens
+    turns = 1 + (isl - new) // step
+    return SessionShape(first_isl=isl - (turns - 1) * step, new_tokens=new, turns=turns, think_s=think)
+
+
+def session_for(kind: str, isl: int, osl: int, new_tokens: int | None = None,
+                think_s: float | None = None) -> SessionShape | None:
+    """The session of a `--session` choice: "agentic" (the default session, `default_session`) or "none" (the
+    explicit no-cache loop: every request prefills its whole input, no think time)."""
+    if kind not in SESSION_KINDS:
+        raise UserError("session", f"expected one of {', '.join(SESSION_KINDS)}, got {kind!r}")
+    if kind == "none":
+        if new_tokens is not None or think_s is not None:
+            raise UserError("session", "--new-tokens and --think-s describe an agentic session, not --session none")
+        return None
+    return default_session(isl, osl, new_tokens, think_s)
+
+
 @dataclass(frozen=True)
 class Workload:
     """One request's shape. `isl` is the context the request attends over (for a session turn: the whole
@@ -85,9 +126,22 @@ class Workload:
         """Tokens of KV a request holds at its end."""
         return self.isl + self.osl
 
+    @property
+    def prefilled(self) -> int:
+        """Input tokens a request prefills: a session's later turn only its new tokens (the rest is cached)."""
+        return self.isl if self.session is None else min(self.isl, self.session.new_tokens)
+
+    @property
+    def think_s(self) -> float:
+        """Tool or think time between a session's turns (its KV held meanwhile); 0 in the no-cache loop."""
+        return 0.0 if self.session is None else float(self.session.think_s)
+
     def label(self) -> str:
-        shape = self.session.label() if self.session else "no prefix reuse (full prefill each request)"
-        return f"ISL {self.isl:,} / OSL {self.osl:,}, {shape}"
+        if self.session is None:
+            return f"ISL {self.isl:,} / OSL {self.osl:,}, no prefix reuse (full prefill each request)"
+        cached = self.isl - self.prefilled
+        return (f"ISL {self.isl:,} / OSL {self.osl:,}, {self.session.label()}; a turn at ISL {self.isl:,} "
+                f"prefills {self.prefilled:,} new tokens ({cached:,} cached)")
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,8 @@ class OperatingPoint:
     backend: str
     feasible: bool
     new_tokens: int = 0  # input tokens prefilled per request (the rest was in the prefix cache)
+    think_s: float = 0.0  # a session's tool time between turns, its KV held (concurrency then counts sessions)
+    session: str = "no prefix reuse"  # the workload's session, as its label says
     spec_k: int = 0  # MTP draft tokens per round (0: no speculative decoding)
     spec_accept: float = 0.0  # per-token draft acceptance
     layout: str = ""
@@ -312,14 +314,15 @@ def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float)
 
 def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
                spec: tuple[int, float] = (0, 0.0), model: ModelSpec | None = None,
-               new_tokens: int | None = None) -> tuple[Candidate, Estimate | None]:
+               new_tokens: int | None = None, session=None) -> tuple[Candidate, Estimate | None]:
     evaluate = None
     if model is not None:  # priced as the engine answers one replica of it
         from lpxsim.engine.answer import replica_estimate
         from lpxsim.engine.deployment import Placed
         from lpxsim.engine.query import Deployment, SessionShape, Workload
 
-        session = None if new_tokens is None or new_tokens >= isl else SessionShape(isl - new_tokens, new_tokens, 2)
+        if session is None:
+            session = None if new_tokens is None or new_tokens >= isl else SessionShape(isl - new_tokens, new_tokens, 2)
         placed = Placed(Deployment(system.name, step.chips), step, model, 1)
         wl = Workload(isl, osl, session)
 
@@ -333,7 +336,9 @@ def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, os
     best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec)
     if evaluate is not None and first is not None and best is not None:
         first = evaluate(1)
-        best = _engine_edge(evaluate, best.concurrency, target)
+        # with think time a replica holds more sessions than it streams: start from the most its KV holds
+        guess = ceiling if session is not None and session.think_s > 0 else best.concurrency
+        best = _engine_edge(evaluate, guess, target)
     chips = step.chips
     units = chips / system.chips_per_unit
     base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
@@ -367,14 +372,20 @@ def operating_point(
     spec_k: int = 0,
     spec_accept: float = 0.0,
     framework: str = "sglang",
+    session=None,
 ) -> OperatingPoint:
     """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target.
 
     `new_tokens`: input tokens each request prefills (the rest of `isl` is in the prefix cache, as in an
     agentic session's later turns); None prefills all of `isl`. `spec_k`, `spec_accept`: speculative
     decoding with the model's MTP head (k drafted tokens per round, per-token acceptance). `framework`:
-    the GPU serving engine (sglang, trtllm, vllm) every GPU layout runs under; ignored on LPX.
+    the GPU serving engine (sglang, trtllm, vllm) every GPU layout runs under; ignored on LPX. `session`: an
+    agentic session (`engine.query.SessionShape`) whose later turns at `isl` are the requests: it sets
+    `new_tokens`, and its think time makes the concurrency sessions held (each holding its KV) rather than
+    streams.
     """
+    if session is not None:
+        new_tokens = min(isl, session.new_tokens)
     m, s = model, get_system(system)
     for name, v in (("context", isl), ("osl", osl)):
         if not isinstance(v, int) or v <= 0:
@@ -389,7 +400,11 @@ def operating_point(
     used, make = ("custom", factory) if factory is not None else ("project", engine_factory(isl, osl))
     head = dict(model=m.name, system=s.name, isl=isl, osl=osl, target_tok_s_user=float(tok_s_user_target),
                 weights=weights, kv=kv, backend=used, unit_name=s.unit_name,
-                new_tokens=isl if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept)
+                new_tokens=isl if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept,
+                think_s=float(session.think_s) if session is not None else 0.0,
+                session=session.label() if session is not None else (
+                    "no prefix reuse" if new_tokens is None or new_tokens >= isl else
+                    f"prefix cached: {new_tokens:,} new tokens a request"))
     reason = ""
     if layouts is None:
         layouts, reason = replica_layouts(m, s, isl + osl, weights, kv, kv_layout)
@@ -414,7 +429,7 @@ def operating_point(
             continue
         seen.add(key)
         found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept), m,
-                                new_tokens))
+                                new_tokens, session))
     return _pick(head, found)
 
 
@@ -433,6 +448,6 @@ def _pick(head: dict, found: list[tuple[Candidate, Estimate | None]]) -> Operati
     return OperatingPoint(
         **head, feasible=True, layout=c.layout, replica_layout=c.replica_layout, replica_chips=c.chips, replica_units=c.units,
         replica_power_w=c.power_w, concurrency=e.concurrency, tok_s_user=e.tok_s_user, tok_s_total=e.tok_s_total,
-        tok_s_per_mw=e.tok_s_per_mw, ttft_s=e.ttft_s, e2e_s=e.e2e_s, requests_per_s=e.concurrency / e.e2e_s,
+        tok_s_per_mw=e.tok_s_per_mw, ttft_s=e.ttft_s, e2e_s=e.e2e_s, requests_per_s=e.tok_s_total / e.osl,
         best_tok_s_user=best_user, candidates=cands,
     )

@@ -7,6 +7,12 @@ steady state cannot answer are answered by the simulator.
 
 A closed loop starts with every user arriving at once and ends with the last users running alone: the first
 and the last round of requests are left out, so the statistics are the loop's steady state.
+
+A session workload runs as the simulator's agentic sessions (`serving.workload.session_workload`), one session
+per user, with the workload's new tokens, output and think time: `sim_session` starts it `turns - 1` turns
+before the asked context, so its last turn is the request the engine answers. The statistics are over the
+later turns (the first prefills its whole input: `Answer.ttft_first_turn_s`); the simulator keeps the KV under
+its default retention policy.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from lpxsim.engine.deployment import Placed
 from lpxsim.engine.query import Load, Workload
 
 ROUNDS = 6  # requests per user; the first and the last round are warm-up and drain
+# The prefix cache's unit in the engine check: fine enough that the partly filled unit a later turn prefills again
+# stays within the check's TTFT tolerance at 10K (512, the simulator's default, adds ~256 tokens to 2,000 new)
+CHECK_BLOCK_TOKENS = 64
+SESSION_TURNS = 3  # turns per simulated session: one cold first turn, then later turns with the prefix cached
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,44 @@ class Simulated:
     tok_s_total: float  # output tok/s of the deployment
     requests: int  # requests the statistics are over
     e2e_s: float = math.nan  # mean
+
+
+def sim_session(workload: Workload, turns: int = SESSION_TURNS):
+    """The session shape the simulator runs for a session workload: its new tokens, think time and output, the
+    last of `turns` turns at the workload's ISL (fewer turns where the context is too short for them)."""
+    from lpxsim.engine.query import SessionShape
+
+    shape = workload.session
+    grow = shape.new_tokens + workload.osl
+    turns = max(1, min(turns, 1 + (workload.isl - 1) // grow))
+    return SessionShape(first_isl=workload.isl - (turns - 1) * grow, new_tokens=shape.new_tokens, turns=turns,
+                        think_s=shape.think_s)
+
+
+def sim_workload(workload: Workload, users: int, requests_per_user: int, name: str, block_tokens: int = 512):
+    """The simulator's closed loop of `users` for an engine workload: the synthetic no-cache loop
+    (`requests_per_user` requests each), or one agentic session per user (`sim_session`, that many turns).
+    `block_tokens`: the prefix cache's unit; a later turn also prefills the previous output's last, partly
+    filled unit (the engine's answer counts only the new tokens: token-granular, as SGLang's radix cache)."""
+    if workload.session is None:
+        return {"name": name, "kind": "synthetic", "num_requests": users * requests_per_user,
+                "arrival": {"process": "closed", "concurrency": users}, "isl": workload.isl, "osl": workload.osl}
+    from lpxsim.serving.workload import Dist, session_workload
+
+    cfg = session_workload(sim_session(workload, requests_per_user), sessions=users, osl=workload.osl,
+                           concurrency=users, name=name, hash_block_tokens=block_tokens)
+    if workload.think_s <= 0:
+        return cfg
+    # Tool times vary (examples/workloads/agentic-sessions.yaml: exponential): a fixed think time would keep
+    # sessions that start together arriving together every turn, queueing behind each other's prefills -- an
+    # artefact of the synthetic start, not of serving. The mean is the workload's think time.
+    think = Dist(kind="exponential", mean=workload.think_s)
+    return cfg.model_copy(update={"session": cfg.session.model_copy(update={"think_s": think})})
+
+
+def later_turns(df):
+    """The requests of sessions' later turns (those the engine answers), or every request outside sessions."""
+    return df[(df["turn"] > 0) | (df["session"] < 0)] if "turn" in df.columns else df
 
 
 def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int = ROUNDS,
@@ -46,11 +94,16 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
             else "gpus_per_worker": dep.chips}
     fleet = load_fleet({"name": "engine-deployment", "pools": [pool],
                         "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
-    wl = {"name": "engine-check", "kind": "synthetic", "num_requests": users * rounds,
-          "arrival": {"process": "closed", "concurrency": users}, "isl": workload.isl, "osl": workload.osl}
+    wl = sim_workload(workload, users, rounds, "engine-check", block_tokens=CHECK_BLOCK_TOKENS)
     with pinned_step_model(fleet.pools[0], placed.step):
         res = simulate(fleet, wl, seed=seed)
     df = res.requests.sort_values("arrival_s").reset_index(drop=True)
+    if workload.session is not None:  # the later turns; the think time is part of each user's cycle
+        steady = later_turns(df[df["status"] == "completed"])
+        e2e = float(steady["e2e_s"].mean())
+        total = users * workload.osl / (e2e + workload.think_s) if e2e > 0 else math.nan
+        return Simulated(float(steady["tok_s_user"].mean()), float(steady["ttft_s"].mean()),
+                         float(steady["tpot_s"].mean()), float(total), len(steady), e2e)
     steady = df.iloc[users:len(df) - users] if rounds > 2 else df
     # Little's law on the closed loop (no think time): each user's cycle is its request's E2E, so the deployment
     # completes users / mean(E2E) requests per second (robust to the rounds' arrivals bunching together).

@@ -28,27 +28,30 @@ def _chart(df: pd.DataFrame, model: str, context: int, load: str, users: int):
 
 
 def modes_section(cfg: TourConfig) -> SectionResult:
-    from lpxsim.plan.modes import COLLAPSE_NOTE, ModesQuery, compare_modes, ordered, users_of
+    from lpxsim.plan.modes import ModesQuery, compare_modes, ordered, users_of, workload_note
 
     q = ModesQuery(model=cfg.model, contexts=cfg.modes_contexts, loads=cfg.modes_loads, osl=cfg.modes_osl,
-                   modes=TOUR_MODES, seed=cfg.seed)
+                   modes=TOUR_MODES, seed=cfg.seed, session=cfg.session)
     df = ordered(compare_modes(q))
     loads = ", ".join(f"{x} = {users_of(x)} users" for x in cfg.modes_loads)
     sec = Section(
         f"{cfg.model}: heterogeneous serving modes (T9)",
-        f"Closed loop ({loads}): each user sends a prompt of the stated context, reads {cfg.modes_osl} output "
-        f"tokens, and sends the next; seed {cfg.seed}. Prefill/decode disaggregation (Rubin prefills, LPX decodes, "
+        f"Closed loop ({loads}): "
+        + ("each user sends a prompt of the stated context, prefilled whole, reads " if cfg.session == "none" else
+           "each user is an agent session that has reached the stated context (each turn prefills its new tokens "
+           "over the cached rest, then a tool call with the KV held), reads ")
+        + f"{cfg.modes_osl} output tokens, and sends the next; seed {cfg.seed}. Prefill/decode disaggregation (Rubin prefills, LPX decodes, "
         "KV crosses the link), attention/FFN disaggregation (Rubin attention + KV, a compiled FFN-only LPX program, "
         "activations cross twice per layer, ping-pong micro-batches) and an LPX-compiled drafter with Rubin "
         "verifying k+1 tokens, against Rubin alone and LPX alone. The same table comes from "
         f"`lpxsim modes {cfg.model} --contexts {','.join(str(c) for c in cfg.modes_contexts)} "
-        f"--loads {','.join(cfg.modes_loads)} --osl {cfg.modes_osl}`.")
+        f"--loads {','.join(cfg.modes_loads)} --osl {cfg.modes_osl} --session {cfg.session}`.")
     sec.add(Note("All pools run on the detailed backends: the GPU model and compiled, verified LPX programs (the "
                  "same cost models as every other section)."
                  + shared_note(cfg, "LPX alone and PD's LPX decode run on the sweep's deployment for that context")
                  + " Link bandwidths and latencies between racks are "
                  "assumptions (docs/assumptions.md). tok/s per MW normalises fleets of different power. "
-                 + COLLAPSE_NOTE + "."))
+                 + workload_note(cfg.session) + "."))
     for context in cfg.modes_contexts:
         for load in cfg.modes_loads:
             part = df[(df["context"] == context) & (df["load"] == load)]

@@ -34,10 +34,17 @@ def _band(r: pd.Series) -> str:
     return ""
 
 
-def session_shape(osl: int) -> str:
-    """The closed loop every sweep and mode row runs, in words."""
-    return (f"closed loop: each user sends a prompt of the stated context, reads {osl:,} output tokens, then sends "
-            "the next prompt (no prefix reuse)")
+def session_shape(osl: int, session: str = "agentic") -> str:
+    """The closed loop every sweep and mode row runs, in words: the agentic session (the default) or the
+    no-cache loop (`--session none`)."""
+    if session == "none":
+        return (f"closed loop: each user sends a prompt of the stated context, reads {osl:,} output tokens, then "
+                "sends the next prompt (no prefix reuse)")
+    from lpxsim.engine.query import DEFAULT_NEW_TOKENS, DEFAULT_THINK_S
+
+    return (f"closed loop of agent sessions: each user's turn at the stated context prefills {DEFAULT_NEW_TOKENS:,} "
+            f"new tokens over its cached session, reads {osl:,} output tokens, then calls a tool for "
+            f"{DEFAULT_THINK_S:g} s with its KV held")
 
 
 def planner_rows(econ: pd.DataFrame, modes: pd.DataFrame | None, osl: int, modes_osl: int) -> pd.DataFrame:
@@ -126,7 +133,7 @@ def summary_section(cfg, results: dict) -> Section:
     modes_res = results.get("modes")
     modes = modes_res.tables.get("modes") if modes_res is not None else None
     sec = Section(f"At a glance: {cfg.model} on {' and '.join(SHORT.get(s, s) for s in cfg.systems)}",
-                  f"Every figure: at the stated context and number of concurrent users, {session_shape(cfg.osl)}, "
+                  f"Every figure: at the stated context and number of concurrent users, {session_shape(cfg.osl, cfg.session)}, "
                   "on the stated racks and power.")
     df = planner_rows(econ, modes, cfg.osl, cfg.modes_osl) if len(econ) or modes is not None else pd.DataFrame()
     if df.empty:

@@ -45,6 +45,9 @@ class TourConfig:
     modes_contexts: tuple[int, ...] | None = None
     modes_loads: tuple[str, ...] = ("light", "heavy")
     modes_osl: int | None = None
+    # The workload of the sweep and the modes (`engine.query.session_for`): "agentic", the default session at
+    # each context, or "none", the no-cache loop
+    session: str = "agentic"
 
     def __post_init__(self) -> None:
         # Resolve the shared defaults once, so every reader sees plain values.
@@ -197,7 +200,7 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     from lpxsim.report.plots import frontier_png
 
     pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
-               kv=cfg.kv)
+               kv=cfg.kv, session=cfg.session)
     df = run_sweep(pts, out / "sweep", executor=pool or cfg.executor, workers=cfg.workers, evaluate=tour_point,
                    progress=True)
     missing: list[str] = []
@@ -211,7 +214,8 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     png = frontier_png(drawn, out / "frontier.png")
     png_mw = frontier_png(drawn, out / "frontier_per_mw.png", y="tok_s_per_mw", y_label="output tok/s per MW")
     sec = Section(f"{cfg.model}: context x concurrency sweep",
-                  f"Steady state (closed loop, OSL {cfg.osl}) from concurrency 1 up to each system's KV ceiling. "
+                  f"Steady state (closed loop, OSL {cfg.osl}, {_workload_words(cfg)}) from concurrency 1 up to "
+                  "each system's KV ceiling. "
                   "Per-user speed falls as the batch grows while aggregate throughput rises: the frontier is the "
                   "menu a planner chooses from.")
     for m in missing:
@@ -231,7 +235,13 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                  "server and every other user's prefill lands in each user's decode); where that arrival pattern, "
                  "not the hardware, decides the answer, the engine answers with the serving simulator on the same "
                  "replica (the row's solver says which)."))
-    if max(cfg.sweep_contexts, default=0) >= 100_000:
+    if cfg.session != "none":
+        sec.add(Note("Each user is an agent session (the row's `session` states its shape): a turn prefills only its "
+                     "new tokens over the cached context, and between turns the session thinks (a tool call) with "
+                     "its KV held. Concurrency counts sessions held; fewer stream at once (`streams_decoding`), and "
+                     "the ceiling row is the most sessions whose KV the deployment holds. `lpxsim sweep --session "
+                     "none` gives the no-cache loop, in which every request prefills its whole context."))
+    elif max(cfg.sweep_contexts, default=0) >= 100_000:
         sec.add(Note("Why per-user speed collapses at 100K tokens and high concurrency: the sweep is a closed loop "
                      "in which every finished user sends a fresh request, so every user re-prefills its whole "
                      "100K-token context each turn (no prefix reuse); prefill then takes most of each step and "
@@ -239,7 +249,8 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     sec.add(Chart(frontier_chart(drawn))).add(Chart(frontier_chart(drawn, "tok_s_per_mw", "output tok/s per MW")))
     fit = df[df["fits"].astype(bool)]
     view = fit[[c for c in ("target", "goal", "context", "osl", "concurrency", "tok_s_user", "ttft_s",
-                            "tok_s_total", "tok_s_per_mw", "hardware", "session", "at_ceiling", "kv_ceiling",
+                            "tok_s_total", "tok_s_per_mw", "hardware", "session", "streams_decoding",
+                            "at_ceiling", "kv_ceiling",
                             "capacity_ceiling", "on_frontier")
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
@@ -250,10 +261,19 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     lines = []
     for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
-        lines.append(f"sweep {t} @ {ctx:,} (OSL {cfg.osl}, no prefix reuse): peak {best['tok_s_total']:,.0f} tok/s "
+        lines.append(f"sweep {t} @ {ctx:,} (OSL {cfg.osl}, {_workload_words(cfg)}): peak {best['tok_s_total']:,.0f} tok/s "
                      f"total at concurrency {int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; "
                      f"{best['hardware']})")
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def _workload_words(cfg: TourConfig) -> str:
+    """'agentic sessions, 2,000 new tokens/turn, 3 s think' or 'no prefix reuse': the sweep's workload, named."""
+    from lpxsim.engine.query import DEFAULT_NEW_TOKENS, DEFAULT_THINK_S
+
+    if cfg.session == "none":
+        return "no prefix reuse"
+    return f"agentic sessions, {DEFAULT_NEW_TOKENS:,} new tokens/turn, {DEFAULT_THINK_S:g} s think"
 
 
 def by_deployment(df: pd.DataFrame) -> pd.DataFrame:
