@@ -131,3 +131,36 @@ def test_a_pick_that_spreads_kv_is_also_tried_without() -> None:
         chips=128, lpx_layout=NO_KV_SPREAD)
     assert no_spread_variant(lay, "gemma on lpx (tp=16,stages=16,kvsplit=4,replicas=1)") is None
     assert no_spread_variant(Layout(chips=128, lpx_layout=NO_KV_SPREAD), "x (kvspread=3)") is None
+
+
+def test_sweep_deployments_run_over_layouts() -> None:
+    from lpxsim.bench.sweep import grid
+
+    pts = grid("gemma-4-31b", ["lpx", "vr-nvl72"], [10_000], [1], deployments="all")
+    lpx = {p.get("replica_chips") for p in pts if p["target"] == "lpx"}
+    assert lpx == {None, 80, 128, 160}  # the rack's own layout and every smaller size of the ladder, tiled
+    assert {p.get("goal") for p in pts if p["target"] == "vr-nvl72"} == {"latency", "throughput"}
+    picks = grid("gemma-4-31b", ["lpx"], [10_000], [1])
+    assert all("replica_chips" not in p for p in picks)  # the default sweep's stored points are unchanged
+    with pytest.raises(UserError, match="deployments"):
+        grid("gemma-4-31b", ["lpx"], [10_000], [1], deployments="every")
+
+
+def test_the_sweep_frontier_is_the_pareto_set_over_deployments() -> None:
+    """Rubin at one context on its two layouts (the sweep's rows, issue 26's TP1 x72 and TP4 x18): the frontier is
+    marked over both, and each curve is named with its layout."""
+    import pandas as pd
+
+    from lpxsim.bench.frontier import mark_frontier
+    from lpxsim.report.curves import deployment_curves
+
+    rows = [("latency", "TP4 fp8", 18, 1, 318.0, 1_347.0), ("latency", "TP4 fp8", 18, 32, 302.0, 41_000.0),
+            ("throughput", "TP1 fp8", 72, 1, 241.0, 1_030.0), ("throughput", "TP1 fp8", 72, 9_792, 15.6, 748_000.0)]
+    df = pd.DataFrame([{"target": "vr-nvl72", "context": 10_000, "goal": g, "layout": lay, "replicas": r,
+                        "concurrency": c, "tok_s_user": u, "tok_s_per_mw": mw, "tok_s_total": mw / 5}
+                       for g, lay, r, c, u, mw in rows])
+    df = mark_frontier(mark_frontier(df, y="tok_s_per_mw", column="on_frontier_mw"))
+    assert list(df["on_frontier_mw"]) == [True, True, False, True]  # both layouts on it, TP1 at one user beaten
+    assert list(df["on_frontier"]) == list(df["on_frontier_mw"])
+    names = [n for n, _ in deployment_curves(df)]
+    assert names == ["vr-nvl72 (latency layout): TP4 fp8 x18", "vr-nvl72 (throughput layout): TP1 fp8 x72"]

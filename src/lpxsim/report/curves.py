@@ -11,15 +11,17 @@ def deployment_curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The sweep's rows as one curve per system and deployment (GPU layout pick, LPX replica size), each named
     with its layout where one layout serves every context ('vr-nvl72 (latency layout): TP4 fp8 x18')."""
     keys = [k for k in ("target", "goal", "replica_chips") if k in df.columns]
+    ident = df[keys].astype(object).where(df[keys].notna(), "").astype(str).agg("|".join, axis=1)
     out = []
-    for key, g in df.groupby(keys, sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        rest = {k: v for k, v in zip(keys[1:], key[1:], strict=True) if pd.notna(v)}
-        name = str(key[0])
-        if "goal" in rest and f"({rest['goal']} layout)" not in name:
-            name += f" ({rest['goal']} layout)"
-        if "replica_chips" in rest:
-            name += f" ({int(rest['replica_chips'])}-chip replicas)"
+    for _, g in df.groupby(ident, sort=True):
+        first = g.iloc[0]
+        name = str(first["target"])
+        goal = first.get("goal")
+        if isinstance(goal, str) and goal and f"({goal} layout)" not in name:
+            name += f" ({goal} layout)"
+        chips = first.get("replica_chips")
+        if chips is not None and pd.notna(chips):
+            name += f" ({int(chips)}-chip replicas)"
         if "layout" in g and g["layout"].nunique() == 1:
             reps = g["replicas"].dropna().unique() if "replicas" in g else []
             name += f": {g['layout'].iloc[0]}" + (f" x{int(reps[0])}" if len(reps) == 1 and reps[0] > 1 else "")
