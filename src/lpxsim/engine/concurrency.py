@@ -19,7 +19,7 @@ ARRIVALS = "stagger"  # the engine's queueing (`engine.answer`)
 MAX_CONCURRENCY = 1 << 16  # search cap when the KV ceiling is larger still
 
 
-def _kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
+def kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
     per = step.kv_bytes(isl + osl)
     if per <= 0:
         return MAX_CONCURRENCY
@@ -43,7 +43,7 @@ def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k:
     the target. `evaluate(c)`: how a concurrency is priced (default: the stagger steady state of `step`; the
     search passes the engine's answer for one replica, `engine.answer.replica_estimate`). `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
     """
-    ceiling = _kv_ceiling(step, isl, osl)
+    ceiling = kv_ceiling(step, isl, osl)
     if ceiling < 1:
         return Search(None, None, 0)
     cache: dict[int, Estimate | None] = {}

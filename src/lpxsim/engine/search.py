@@ -27,6 +27,7 @@ layout's pricing is its compiles, so its sizes are pruned before anything compil
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -39,6 +40,7 @@ from lpxsim.engine.concurrency import (  # noqa: F401  (re-exported: the search'
     Search,
     best_concurrency,
     engine_edge,
+    kv_ceiling,
 )
 from lpxsim.engine.layouts import (  # noqa: F401  (re-exported)
     MAX_LPX_SIZES,
@@ -48,10 +50,10 @@ from lpxsim.engine.layouts import (  # noqa: F401  (re-exported)
     replica_layouts,
     wide_ep_layout,
 )
-from lpxsim.engine.pareto import nondominated
+from lpxsim.engine.pareto import dominates, nondominated
 from lpxsim.engine.prefix import PrefixCachedStep
 from lpxsim.engine.query import Objective
-from lpxsim.engine.steady_state import Estimate
+from lpxsim.engine.steady_state import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.step.protocol import StepModel
@@ -248,22 +250,34 @@ def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: 
                    e2e_s=best.e2e_s), best, first
 
 
-def _scores(c: Candidate) -> tuple[float, ...]:
-    """What a screened candidate may win on: one user's speed and request time, and at the target its tok/s
-    per MW and per chip (the three objectives' scores; more is better on each)."""
-    return (c.batch1_tok_s_user, -c.batch1_e2e_s if c.batch1_e2e_s else float("-inf"), c.tok_s_per_mw,
-            c.tok_s_total / max(1, c.chips))
+def _screen_scores(step: StepModel, isl: int, osl: int, spec: tuple[int, float],
+                   new_tokens: int | None) -> tuple[float, ...] | None:
+    """What a layout may win on, from two stagger steady states: one user's speed and request time (-E2E), and
+    at its KV ceiling (the most streams it runs; aggregate rises with the load) tok/s per MW and per chip.
+    None where one stream does not run (the full pricing says why)."""
+    priced = step if new_tokens is None or new_tokens >= isl else PrefixCachedStep(step, isl, new_tokens)
+    try:
+        one = steady_state(priced, isl, osl, 1, spec_k=spec[0], spec_accept=spec[1], arrivals=ARRIVALS)
+    except UserError:
+        return None
+    top = one
+    ceiling = min(kv_ceiling(step, isl, osl), step.max_batch())
+    if ceiling > 1:
+        with contextlib.suppress(UserError):  # a batch the backend refuses: the one-user point stands
+            top = steady_state(priced, isl, osl, ceiling, spec_k=spec[0], spec_accept=spec[1], arrivals=ARRIVALS)
+    return (one.tok_s_user, -one.e2e_s, top.tok_s_per_mw, top.tok_s_total / max(1, step.chips))
 
 
-def _screen(steps: list[tuple[Layout, StepModel]], system: SystemSpec, isl: int, osl: int, target: float,
-            spec: tuple[int, float], new_tokens: int | None) -> list[tuple[Layout, StepModel]]:
-    """The layouts worth the engine's pricing: those no other beats on every score of the steady state (GPU
-    layouts cost no compiles, and the steady state of each is milliseconds; the engine's answer may run the
-    simulator, seconds)."""
+def _screen(steps: list[tuple[Layout, StepModel]], isl: int, osl: int, spec: tuple[int, float],
+            new_tokens: int | None) -> list[tuple[Layout, StepModel]]:
+    """The layouts worth the search's pricing: those no other beats on every score of `_screen_scores` (GPU
+    layouts cost no compiles, and two steady states of each are milliseconds; the concurrency search and the
+    engine's answer, which may run the simulator, cost far more)."""
     if len(steps) <= 2:
         return steps
-    cands = [_candidate(step, system, isl, osl, target, spec, None, new_tokens)[0] for _, step in steps]
-    keep = nondominated([_scores(c) for c in cands])
+    scores = [_screen_scores(step, isl, osl, spec, new_tokens) for _, step in steps]
+    known = [sc for sc in scores if sc is not None]
+    keep = [sc is None or not any(dominates(o, sc) for o in known) for sc in scores]
     return [s for s, k in zip(steps, keep, strict=True) if k]
 
 
@@ -325,7 +339,7 @@ def operating_point(
     spec, target = (spec_k, spec_accept), float(tok_s_user_target)
     failed, steps = _build(m, s, layouts, make, weights, kv, kv_layout)
     if not s.is_lpu:
-        steps = _screen(steps, s, isl, osl, target, spec, new_tokens)
+        steps = _screen(steps, isl, osl, spec, new_tokens)
     found = failed + [_candidate(step, s, isl, osl, target, spec, m, new_tokens) for _, step in steps]
     return _pick(head, found, goal)
 
