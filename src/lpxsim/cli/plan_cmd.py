@@ -73,9 +73,10 @@ def _print_point(d: dict) -> None:
             f"({p['chips']:,} chips, {p['replica_layout']})" for p in d["pareto"]))
     if d["feasible"]:
         out.print(
-            f"best ({d['objective']}): {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}; "
+            f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}; "
             f"{d['tok_s_total']:,.0f} output tok/s per replica ({d['replica_units']:g} {d['unit_name']}(s), "
-            f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}"
+            f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}; "
+            f"ranked by {d['objective']}"
         )
         out.print(economics_line(d))
     else:

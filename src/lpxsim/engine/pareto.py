@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """True where no other point has x' >= x and y' >= y with one strictly greater (NaN: never)."""
+    import numpy as np  # here: a warm `estimate` imports the search's module but never numpy
     ok = np.isfinite(x) & np.isfinite(y)
     mask = np.zeros(len(x), dtype=bool)
     idx = np.flatnonzero(ok)
