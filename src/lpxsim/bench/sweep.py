@@ -9,8 +9,9 @@ rerun with the same directory computes only what is missing.
 Concurrency 0 in a point means "at this system's KV ceiling at this context":
 the largest number of streams whose KV fits next to the weights in the replica
 (`kv_ceiling`; `capacity_ceiling` is the memory capacity model's figure for the
-same units, for comparison). Every point at one context runs on one deployment
-sized for that context (`bench.backends.workload_step_model`).
+same units, for comparison). Every point at one context runs on a deployment sized
+for that context (the engine's default: `engine.deployment.place`); the frontier is drawn over every
+deployment of a system at a context (`DEPLOYMENTS`), so it is the Pareto set over layouts.
 """
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ from lpxsim.engine.query import DEFAULT_OSL  # one output length everywhere
 
 EXECUTORS = ("process", "thread", "dask", "serial")
 SORT_KEYS = ["model", "target", "context", "concurrency"]
+DEPLOYMENT_KEYS = ("goal", "replica_chips")  # what tells two deployments of one system and context apart
+# The deployments a system is swept on: "picks" -- GPUs: the layout search's latency and throughput picks; LPX:
+# the rack's own layout -- or "all": on LPX also one replica of every size of the search's ladder below the
+# rack (`engine.layouts.lpx_sizes`), tiled over the rack (each costs its compiles on a cold cache).
+DEPLOYMENTS = ("picks", "all")
 
 
 def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
          osl: int = DEFAULT_OSL, weights: str = "fp8", kv: str = "bf16", ceiling: bool = True,
-         framework: str = "sglang", session: str = "agentic") -> list[dict]:
+         framework: str = "sglang", session: str = "agentic", deployments: str = "picks") -> list[dict]:
     """Every (target, context, concurrency) point, plus one at each system's KV ceiling when `ceiling`
     (fleets have no single ceiling: their simulation rejects what does not fit). `framework`: the
     serving engine of GPU systems (a point names it only when it is not the default, sglang, so that
     earlier sweeps' stored points stay valid). `session`: the workload (`engine.query.session_for`): "agentic",
     the default session at each context (concurrency counts sessions), or "none", the no-cache loop; every
-    point names it, so a stored point of one is never read as the other."""
+    point names it, so a stored point of one is never read as the other. `deployments`: which deployments
+    of each system (`DEPLOYMENTS`)."""
     from lpxsim.engine.query import session_for
 
     session_for(session, 1, 1)  # an unknown name: one-line error before any work
@@ -52,27 +59,41 @@ def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrenc
     for c in concs:
         if c <= 0:
             raise UserError("concurrency", f"expected positive integers, got {c}")
+    if deployments not in DEPLOYMENTS:
+        raise UserError("deployments", f"expected one of {', '.join(DEPLOYMENTS)}, got {deployments!r}")
     fw = framework_name(framework)
     extra = {} if fw == "sglang" else {"framework": fw}
     return [
         {"model": model, "target": t, "context": int(ctx), "concurrency": int(c), "osl": int(osl),
-         "weights": weights, "kv": kv, "session": session, **extra, **goal}
-        for t in targets for goal in _layout_goals(t) for ctx in sorted(set(contexts))
+         "weights": weights, "kv": kv, "session": session, **extra, **dep}
+        for t in targets for ctx in sorted(set(contexts))
+        for dep in _deployments(model, t, int(ctx) + int(osl), weights, kv, deployments)
         for c in concs + ([0] if ceiling and not is_fleet(t) else [])
     ]
 
 
-def _layout_goals(target: str) -> list[dict]:
-    """The deployments a system is swept on: on GPUs the layout search's latency pick (laid out for one stream)
-    and its throughput pick (for the most streams that fit), so the frontier runs over layouts; an LPX rack's
-    layout holds the most streams that fit, one deployment (`engine.deployment`)."""
-    from lpxsim.catalog import get_system
+def _deployments(model: str, target: str, context: int, weights: str, kv: str, which: str) -> list[dict]:
+    """The deployments a system is swept on at a context (`DEPLOYMENTS`): on GPUs the layout search's latency
+    pick (laid out for one stream) and its throughput pick (for the most streams that fit); on LPX the rack's
+    layout (the most streams that fit) and, with "all", one replica of each smaller size of the search's ladder
+    tiled over the rack (`replica_chips`)."""
+    from lpxsim.catalog import get_model, get_system
 
     try:
-        gpu = not get_system(target).is_lpu and not get_system(target).is_wafer
+        s = get_system(target)
     except UserError:  # a fleet, or a test's stand-in name
         return [{}]
-    return [{"goal": "latency"}, {"goal": "throughput"}] if gpu else [{}]
+    if not s.is_lpu and not s.is_wafer:
+        return [{"goal": "latency"}, {"goal": "throughput"}]
+    if not s.is_lpu or which == "picks":
+        return [{}]
+    from lpxsim.engine.layouts import lpx_sizes
+
+    try:
+        sizes = lpx_sizes(get_model(model), s, context, weights, kv, "separate")
+    except UserError:
+        return [{}]
+    return [{}] + [{"replica_chips": n} for n in sizes if n < s.chips_per_unit]
 
 
 def _placed(p: dict[str, Any]):
@@ -83,8 +104,13 @@ def _placed(p: dict[str, Any]):
     from lpxsim.engine.query import Workload
 
     try:
-        return place(p["model"], p["target"], Workload(p["context"], p["osl"]), None, Precision(p["weights"], p["kv"]),
-                     framework=p.get("framework", "sglang"), goal=p.get("goal", "latency"))
+        wl, prec = Workload(p["context"], p["osl"]), Precision(p["weights"], p["kv"])
+        if "replica_chips" in p:
+            from lpxsim.engine.layouts import tiled
+
+            return tiled(p["model"], p["target"], wl, int(p["replica_chips"]), prec)
+        return place(p["model"], p["target"], wl, None, prec, framework=p.get("framework", "sglang"),
+                     goal=p.get("goal", "latency"))
     except ImportError as e:
         raise BackendUnavailable("system", f"the backend for {p['target']} is not available in this build: {e}") from None
 
@@ -114,10 +140,11 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
     _, unit_streams = unit_ceiling(p["model"], p["target"], wl.context, p["weights"], p["kv"])
     dep = placed.deployment
-    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework", "goal") if k in p},
+    row = {**{k: p[k] for k in ("model", "target", "context", "osl", "weights", "kv", "framework", *DEPLOYMENT_KEYS)
+              if k in p},
            "concurrency": conc, "at_ceiling": p["concurrency"] == 0, "kv_ceiling": ceiling,
            "capacity_ceiling": unit_streams, "hardware": dep.label(), "chips": dep.powered_chips,
-           "power_kw": dep.power_w / 1e3, "layout": dep.layout,
+           "power_kw": dep.power_w / 1e3, "layout": dep.layout, "replicas": dep.replicas,
            "session": wl.session.label() if wl.session else "no prefix reuse",
            "session_kind": "agentic" if wl.session else "none"}
     if conc < 1:
@@ -286,10 +313,10 @@ def _drain(futures: dict, store: PointStore, bar: Callable[[int], None]) -> Base
 
 
 def _groups(points: list[dict]) -> list[list[dict]]:
-    """Points grouped by (target, layout goal, context), in first-seen order."""
+    """Points grouped by (target, deployment, context), in first-seen order."""
     groups: dict[tuple, list[dict]] = {}
     for p in points:
-        groups.setdefault((p.get("target"), p.get("goal"), p.get("context")), []).append(p)
+        groups.setdefault((p.get("target"), *(p.get(k) for k in DEPLOYMENT_KEYS), p.get("context")), []).append(p)
     return list(groups.values())
 
 
@@ -326,10 +353,12 @@ def collect(store: PointStore, points: list[dict]) -> pd.DataFrame:
         return df
     if "at_ceiling" in df:  # a ceiling that equals a requested concurrency: keep one row, flagged as the ceiling
         df = df.sort_values("at_ceiling", ascending=False, kind="stable")
-        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework", "goal") if k in df.columns])
-    df = df.sort_values([k for k in (*SORT_KEYS[:3], "goal", SORT_KEYS[3]) if k in df.columns],
+        df = df.drop_duplicates([k for k in (*SORT_KEYS, "osl", "weights", "kv", "framework", *DEPLOYMENT_KEYS)
+                                 if k in df.columns])
+    df = df.sort_values([k for k in (*SORT_KEYS[:3], *DEPLOYMENT_KEYS, SORT_KEYS[3]) if k in df.columns],
                         kind="stable").reset_index(drop=True)
-    return mark_frontier(df)
+    # per system and context, over every deployment: vs aggregate tok/s and vs tok/s per MW
+    return mark_frontier(mark_frontier(df, y="tok_s_per_mw", column="on_frontier_mw"))
 
 
 @contextmanager

@@ -47,12 +47,15 @@ def _point_table(d: dict) -> Table:
         f"{d['model']} on {d['system']}: >= {d['target_tok_s_user']:,.0f} tok/s/user at context {d['isl']:,} "
         f"(OSL {d['osl']:,}, {d['weights']} weights, {d['kv']} KV, backend {d['backend']}; {d['session']})"
     ))
-    for col in ("#", "chips", "tok/s/user", "context", "concurrency", "KV max", "tok/s", "kW", "tok/s/MW"):
+    for col in ("#", "chips", "1 user: tok/s/user", "TTFT", "tok/s/user", "context", "concurrency", "KV max",
+                "tok/s", "kW", "tok/s/MW"):
         t.add_column(col, justify="right")
     for i, c in enumerate(d["candidates"], 1):
-        ok = c["feasible"]
+        ok, one = c["feasible"], c["batch1_tok_s_user"] > 0
         t.add_row(
-            str(i), f"{c['chips']:,}", f"{c['tok_s_user']:,.0f}" if ok else "-", f"{d['isl']:,}",
+            str(i), f"{c['chips']:,}", f"{c['batch1_tok_s_user']:,.0f}" if one else "-",
+            f"{c['batch1_ttft_s'] * 1e3:,.1f} ms" if one else "-",
+            f"{c['tok_s_user']:,.0f}" if ok else "-", f"{d['isl']:,}",
             f"{c['concurrency']:,}" if ok else "-", f"{c['kv_max_concurrency']:,}",
             f"{c['tok_s_total']:,.0f}" if ok else "-", f"{c['power_w'] / 1e3:,.1f}" if ok else "-",
             f"{c['tok_s_per_mw']:,.0f}" if ok else "-",
@@ -65,12 +68,17 @@ def _print_point(d: dict) -> None:
         out.print(_point_table(d))
         for i, c in enumerate(d["candidates"], 1):
             out.print(f"{i}: {c['layout']}" + ("" if c["feasible"] else f" -- {c['reason']}"))
+    if d["pareto"]:
+        out.print("Pareto set (no other layout and load is faster per user and more tok/s/MW): " + "; ".join(
+            f"{p['tok_s_user']:,.0f} tok/s/user x {p['concurrency']:,} users, {p['tok_s_per_mw']:,.0f} tok/s/MW "
+            f"({p['chips']:,} chips, {p['replica_layout']})" for p in d["pareto"]))
     if d["feasible"]:
         out.print(
             f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}"
             f"{' sessions' if d.get('think_s') else ''}; "
             f"{d['tok_s_total']:,.0f} output tok/s per replica ({d['replica_units']:g} {d['unit_name']}(s), "
-            f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}"
+            f"{d['replica_power_w'] / 1e3:,.1f} kW), {d['tok_s_per_mw']:,.0f} tok/s/MW; {d['layout']}; "
+            f"ranked by {d['objective']}"
         )
         out.print(economics_line(d))
     else:
@@ -215,11 +223,16 @@ def point_cmd(
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
     framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+    objective: str = typer.Option(
+        "efficiency", "--objective", help="what ranks the layouts: efficiency (most tok/s/MW with every user at "
+        "the target), latency (shortest request at one user, TTFT + (OSL - 1) x TPOT), throughput (most tok/s per "
+        "chip at the target)"),
     emit: str | None = typer.Option(None, "--emit", help="write the replica as a fleet YAML (with a workload at "
                                     "its concurrency and a README) into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Highest tok/s/MW replica layout and concurrency at which every user gets >= the target.
+    """The replica layout and concurrency that best serve --objective with every user at >= the target (default:
+    the most tok/s/MW), and the Pareto set of the layouts tried.
 
     Default workload: an agentic session at the context (concurrency counts sessions, each holding its KV
     through its tool time); --session none: the no-cache loop."""
@@ -232,7 +245,8 @@ def point_cmd(
     target_dir = _emit_target(emit)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
     op = operating_point(model, system, context, osl, target, weights=weights, kv=kv, kv_layout=kv_layout,
-                         backend=backend, spec_k=mtp, spec_accept=accept, framework=framework, session=shape)
+                         backend=backend, spec_k=mtp, spec_accept=accept, framework=framework, session=shape,
+                         objective=objective)
     d = {**op.as_dict(), **point_economics(op, costs)}
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point

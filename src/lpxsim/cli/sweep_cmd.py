@@ -37,8 +37,14 @@ def print_sweep(df) -> None:
         ceiling = " (KV ceiling)" if bool(r.get("at_ceiling", False)) else ""
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
                   str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
-                  f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", "*" if r["on_frontier"] else "")
+                  f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", _frontier(r))
     out.print(keep_identifiers(t))
+
+
+def _frontier(r) -> str:
+    """Which Pareto sets (over every deployment of the system at the context) the row is on."""
+    on = [name for name, col in (("tok/s", "on_frontier"), ("tok/s/MW", "on_frontier_mw")) if bool(r.get(col, False))]
+    return ", ".join(on)
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +62,9 @@ def register(app: typer.Typer) -> None:
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
+        deployments: str = typer.Option(
+            "picks", "--deployments", help="picks: GPUs' latency and throughput layouts, LPX's rack layout; all: "
+            "on LPX also every smaller replica size of the layout search, tiled over the rack (compiles more)"),
         executor: str = typer.Option("process", "--executor", help="process, thread, serial or dask"),
         workers: int | None = count_option(None, "--workers", help="local workers (default: CPU count)",
                                            hi=inputs.jobs_max(), human=False),
@@ -75,7 +84,8 @@ def register(app: typer.Typer) -> None:
         targets = [s.strip() for s in systems.split(",") if s.strip()]
         targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
         points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency", 1, inputs.CONCURRENCY_MAX),
-                      osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework, session=session)
+                      osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework, session=session,
+                      deployments=deployments)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
                        progress=True)
         png = frontier_png(df, out_dir / "frontier.png")

@@ -1,50 +1,65 @@
-"""The deployment search: the operating point of one replica at a per-user speed target.
+"""The deployment search: the replica layout and load that best serve a stated objective, and the Pareto set.
 
-Given a model, a system, an input context (ISL), an output length (OSL) and a
-target tok/s per user, find the replica layout and the concurrency that give
-the most output tokens/s per MW while every user still gets >= the target
-(the engine's steady state, closed loop, deterministic stagger: `lpxsim.engine.steady_state`). If even
-one user cannot reach the target, say so, with the best per-user speed the
-system does reach at that context.
+Given a model, a system, an input context (ISL), an output length (OSL), a per-user speed target and an
+objective, try the replica layouts of `engine.layouts` (LPX: chip counts from the fewest that place the model
+up to whole racks, each with the compiler's tp/stages/kvsplit/kvspread pick; GPUs: TP, EP, PP, attention-DP
+and KV-parallel layouts, each a replica of a domain), price each as the engine answers one replica of it
+(`engine.answer.replica_estimate`: prefill and queueing included), and rank them by the objective:
 
-Per-user speed falls as concurrency grows (larger batches, other users'
-prefills), and aggregate throughput rises, so the best concurrency is the
-largest one that still meets the target: found by doubling then bisection,
-capped by the KV ceiling (steady_state refuses concurrencies whose KV does not
-fit). Replica sizes tried (bounded: each LPX size costs a layout search and its compiles):
-on LPX the fewest whole nodes that hold the weights plus one stream, its double, and
-the fewest whole racks -- at most `MAX_LPX_SIZES`; on GPUs the fewest
-whole domains and their double, each with the layout search's latency and throughput
-picks and wide EP for MoE. Every size is placed as the engine places a deployment the
-user gives (`engine.deployment.place`): its layout searched once for the workload.
+- **efficiency** (the default): the most tok/s per MW with every user at >= the target, at the largest
+  concurrency that still meets it (other users' prefills count in every user's TPOT, and the prefill's
+  chip time in the cycle);
+- **latency**: the shortest request at one user, E2E = TTFT + (OSL - 1) x TPOT, among the layouts whose one
+  user meets the target. E2E, not the decode period: a layout with a 145 ms prefill does not win on a
+  faster token period;
+- **throughput**: the most output tok/s per chip with every user at >= the target (replicas tile the
+  hardware, so per chip is the throughput of a fixed amount of it).
+
+Every candidate's one-user point and its point at the target form the search's points; `OperatingPoint.pareto`
+holds those no other beats on both per-user speed and tok/s per MW (the menu a planner chooses from).
+
+The concurrency search (`engine.concurrency`) runs on the stagger steady state; the point found is then priced
+as the engine answers it, stepping down until that answer meets the target too. GPU layouts are screened
+first on the steady state alone (cheap) and only the non-dominated ones are priced by the engine; an LPX
+layout's pricing is its compiles, so its sizes are pruned before anything compiles (`engine.layouts`).
 `plan point` is a thin caller (`lpxsim.plan.operating_point`).
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
-from lpxsim.backends import sizing
 from lpxsim.backends.factory import Layout
 from lpxsim.catalog import get_system
 from lpxsim.core.errors import UserError
+from lpxsim.engine.concurrency import (  # noqa: F401  (re-exported: the search's public names)
+    ARRIVALS,
+    MAX_CONCURRENCY,
+    Search,
+    best_concurrency,
+    engine_edge,
+    kv_ceiling,
+)
+from lpxsim.engine.layouts import (  # noqa: F401  (re-exported)
+    MAX_LPX_SIZES,
+    MAX_REPLICA_SIZES,
+    lpx_sizes,
+    no_spread_variant,
+    replica_layouts,
+    wide_ep_layout,
+)
+from lpxsim.engine.pareto import dominates, nondominated
 from lpxsim.engine.prefix import PrefixCachedStep
+from lpxsim.engine.query import Objective
 from lpxsim.engine.steady_state import Estimate, steady_state
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 from lpxsim.step.protocol import StepModel
 
-ARRIVALS = "stagger"  # the engine's queueing (`engine.answer`)
-
 # (model, system, layout, weights, kv, kv_layout) -> the StepModel of one replica.
 StepFactory = Callable[[ModelSpec, str, Layout, str, str, str], StepModel]
-
-MAX_REPLICA_SIZES = 2  # GPU replica sizes tried: the smallest that fits, then its double
-MAX_LPX_SIZES = 3  # LPX sizes tried: fewest nodes, its double, the fewest whole racks
-MAX_CONCURRENCY = 1 << 16  # search cap when the KV ceiling is larger still
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,26 @@ class Candidate:
     kv_max_concurrency: int = 0
     reason: str = ""
     replica_layout: str = ""  # the replica's layout as a deployment states it (`engine.query.Deployment.layout`)
+    batch1_ttft_s: float = 0.0  # at concurrency 1: the engine's TTFT and E2E (the latency objective's score)
+    batch1_e2e_s: float = 0.0
+    batch1_tok_s_per_mw: float = 0.0
+    ttft_s: float = 0.0  # at the point meeting the target
+    e2e_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """One operating point of the search (a layout at a concurrency), as the engine answers it."""
+
+    layout: str
+    replica_layout: str
+    chips: int
+    concurrency: int
+    tok_s_user: float
+    tok_s_total: float
+    tok_s_per_mw: float
+    ttft_s: float
+    e2e_s: float
 
 
 @dataclass(frozen=True)
@@ -99,12 +134,16 @@ class OperatingPoint:
     requests_per_s: float = 0.0  # completed requests/s of one replica (= concurrency / e2e)
     best_tok_s_user: float = 0.0  # the fastest a user gets (concurrency 1) on any layout tried
     reason: str = ""
+    objective: str = Objective.EFFICIENCY.value  # what the layouts were ranked by (module docstring)
     candidates: list[Candidate] = field(default_factory=list)
+    # the points no other point beats on both tok/s per user and tok/s per MW, fastest per user first
+    pareto: list[ParetoPoint] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "candidates"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("candidates", "pareto")}
         d["context"] = self.isl
         d["candidates"] = [c.__dict__ for c in self.candidates]
+        d["pareto"] = [p.__dict__ for p in self.pareto]
         return d
 
 
@@ -121,9 +160,10 @@ def engine_factory(isl: int, osl: int) -> StepFactory:
         lpu = get_system(system).is_lpu
         if lpu:
             n = layout.chips if layout.chips is not None else get_system(system).chips_from(layout.racks, None)
-            dep = Deployment(system, n, given=True)
+            dep = Deployment(system, n, layout=layout.lpx_layout or "", given=True)
         else:
-            lay = gpu_layout_text(layout.tp, layout.ep, layout.pp, layout.dp_attention) if layout.tp else ""
+            lay = gpu_layout_text(layout.tp, layout.ep, layout.pp, layout.dp_attention,
+                                  layout.kv_parallel) if layout.tp else ""
             dep = Deployment(system, layout.gpus, layout=lay, given=True, framework=layout.framework)
         return place(model, system, Workload(isl, osl), dep, Precision(weights, kv, kv_layout), layout.framework,
                      layout.goal).step
@@ -143,60 +183,7 @@ def check_backend(backend: str, field: str = "backend") -> None:
         raise UserError(field, f"expected auto or project, got {backend!r}")
 
 
-# --- replica sizes -------------------------------------------------------------------------------
-
-
-def replica_layouts(model: ModelSpec, system: SystemSpec, context: int, weights: str, kv: str, kv_layout: str
-                    ) -> tuple[list[Layout], str]:
-    """Replica layouts to try, smallest first, and a reason when none fits the system."""
-    need_units = sizing.units_needed(model, system, context, weights, kv, kv_layout)
-    if need_units > system.max_units:
-        return [], (
-            f"{model.name} ({weights}) + one {context:,}-token stream needs {need_units} {system.unit_name}s of "
-            f"{system.chip.name}; {system.name} joins at most {system.max_units}"
-        )
-    if system.is_lpu:
-        return [Layout(chips=c) for c in lpx_sizes(model, system, context, weights, kv, kv_layout)], ""
-    node = system.topology.chips_per_node
-    sizes, units = [], need_units
-    while units <= system.max_units and len(sizes) < MAX_REPLICA_SIZES:
-        sizes.append(units * node)
-        units *= 2
-    out = []
-    for g in sizes:
-        # the backend searches at its own reference workload, so take both of its goals' picks
-        out += [Layout(gpus=g, goal="throughput"), Layout(gpus=g, goal="latency")]
-        wide = wide_ep_layout(model, g)
-        if wide is not None:
-            out.append(wide)
-    return out, ""
-
-
-def lpx_sizes(model: ModelSpec, system: SystemSpec, context: int, weights: str, kv: str, kv_layout: str
-              ) -> list[int]:
-    """LPX chip counts to try, smallest first: the fewest whole nodes holding the weights plus one stream, its
-    double, and the fewest whole racks (within the chain; at most `MAX_LPX_SIZES`)."""
-    node, per_unit = system.topology.chips_per_node, system.chips_per_unit
-    top = system.max_units * per_unit
-    fewest = node
-    while fewest < top and sizing.streams_that_fit(model, system, context, fewest, weights, kv, kv_layout) < 1:
-        fewest += node
-    racks = sizing.units_needed(model, system, context, weights, kv, kv_layout) * per_unit
-    sizes = sorted({c for c in (fewest, 2 * fewest, racks) if fewest <= c <= top})
-    return sizes[:MAX_LPX_SIZES]
-
-
-def wide_ep_layout(model: ModelSpec, gpus: int) -> Layout | None:
-    """MoE on a whole GPU domain: attention data-parallel, experts spread over every GPU (wide EP).
-
-    The layouts large MoE deployments use on NVL72 (e.g. DeepSeek-V3 with EP over the domain); the
-    GPU backend's own search covers power-of-two TP/EP only, so this one is tried as well.
-    """
-    if not model.is_moe:
-        return None
-    experts = next(layer.ffn.num_experts for layer in model.layers if layer.ffn.is_moe)
-    ep = max(d for d in range(1, gpus + 1) if gpus % d == 0 and experts % d == 0)
-    return Layout(gpus=gpus, tp=gpus, ep=ep, dp_attention=True) if ep > 1 else None
+# --- labels ------------------------------------------------------------------------------------
 
 
 def replica_layout_text(step: StepModel) -> str:
@@ -216,107 +203,19 @@ def _layout_label(step: StepModel) -> str:
     return f"{step.chips} chips: {name}" if name else f"{step.chips} chips"
 
 
-# --- concurrency search --------------------------------------------------------------------------
+
+# --- one candidate --------------------------------------------------------------------------------
+
+Found = tuple[Candidate, Estimate | None, Estimate | None]  # the candidate, its point at the target, at one user
 
 
-def _kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
-    per = step.kv_bytes(isl + osl)
-    if per <= 0:
-        return MAX_CONCURRENCY
-    return min(MAX_CONCURRENCY, int(math.floor(step.kv_capacity_bytes() / per + 1e-9)))
-
-
-class Search(NamedTuple):
-    """What the concurrency search found on one replica."""
-
-    best: Estimate | None  # the most output tok/s among the points meeting the target
-    first: Estimate | None  # concurrency 1 (None when not even one stream runs)
-    ceiling: int  # KV ceiling
-    error: str = ""  # why the backend refused a concurrency (a step shape that does not fit), if it did
-
-
-def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0,
-                     spec_accept: float = 0.0, evaluate: Callable[[int], Estimate] | None = None) -> Search:
-    """The largest concurrency at which every user gets >= `target`, up to the KV ceiling.
-
-    A concurrency the backend refuses (e.g. a compiled step shape that overflows SRAM) counts as missing
-    the target. `evaluate(c)`: how a concurrency is priced (default: the stagger steady state of `step`; the
-    search passes the engine's answer for one replica, `engine.answer.replica_estimate`). `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
-    """
-    ceiling = _kv_ceiling(step, isl, osl)
-    if ceiling < 1:
-        return Search(None, None, 0)
-    cache: dict[int, Estimate | None] = {}
-    errors: list[str] = []
-
-    def ok(c: int) -> bool:
-        if c not in cache:
-            try:
-                cache[c] = evaluate(c) if evaluate is not None else steady_state(
-                    step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept, arrivals=ARRIVALS)
-            except UserError as e:
-                if e.field in ("accept", "isl", "osl"):
-                    raise  # the user's input, not this concurrency
-                cache[c], _ = None, errors.append(str(e))
-        e = cache[c]
-        return e is not None and e.tok_s_user >= target
-
-    if not ok(1):
-        return Search(None, cache[1], ceiling, errors[0] if errors else "")
-    lo, hi = _bracket_target(ok, ceiling)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    meeting = [e for e in cache.values() if e is not None and e.tok_s_user >= target]
-    best = max(meeting, key=lambda e: (e.tok_s_total, -e.concurrency))
-    return Search(best, cache[1], ceiling, errors[0] if errors else "")
-
-
-def _bracket_target(ok: Callable[[int], bool], ceiling: int) -> tuple[int, int]:
-    """(lo, hi): lo meets the target, hi does not (or is ceiling + 1), by doubling from 1."""
-    lo, c = 1, 2
-    while c <= ceiling:
-        if not ok(c):
-            return lo, c
-        lo, c = c, c * 2
-    if lo < ceiling and ok(ceiling):
-        return ceiling, ceiling + 1
-    return lo, ceiling + 1
-
-
-def _engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float) -> Estimate | None:
-    """The engine's answer at the largest concurrency <= `guess` that meets `target`: the steady state's edge
-    `guess` first, then halving to a point that meets it, then bisecting back up (the simulator answers some
-    points, and each of its runs costs seconds: the search itself stays on the steady state)."""
-    def meets(c: int) -> Estimate | None:
-        try:
-            e = evaluate(c)
-        except UserError:
-            return None
-        return e if e.tok_s_user >= target else None
-
-    hi, best = guess, meets(guess)
-    if best is not None:
-        return best
-    lo = guess // 2
-    while lo >= 1 and (best := meets(lo)) is None:
-        hi, lo = lo, lo // 2
-    if best is None:
-        return None
-    while hi - lo > 1:  # lo meets the target, hi does not
-        mid = (lo + hi) // 2
-        if (e := meets(mid)) is not None:
-            lo, best = mid, e
-        else:
-            hi = mid
-    return best
-
-
-def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, osl: int, target: float,
+def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: float,
                spec: tuple[int, float] = (0, 0.0), model: ModelSpec | None = None,
-               new_tokens: int | None = None, session=None) -> tuple[Candidate, Estimate | None]:
+               new_tokens: int | None = None, session=None) -> Found:
+    """One replica's one-user point and its point at the target. With `model`, both are priced as the engine
+    answers one replica (`engine.answer.replica_estimate`); without, on the stagger steady state (the screen)."""
     evaluate = None
-    if model is not None:  # priced as the engine answers one replica of it
+    if model is not None:
         from lpxsim.engine.answer import replica_estimate
         from lpxsim.engine.deployment import Placed
         from lpxsim.engine.query import Deployment, SessionShape, Workload
@@ -334,26 +233,60 @@ def _candidate(step: StepModel, layout: Layout, system: SystemSpec, isl: int, os
     # engine answers it (where the arrival pattern decides, the simulator: `engine.answer`), stepping down
     # until that answer meets the target too.
     best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec)
-    if evaluate is not None and first is not None and best is not None:
+    if evaluate is not None and first is not None:
         first = evaluate(1)
-        # with think time a replica holds more sessions than it streams: start from the most its KV holds
-        guess = ceiling if session is not None and session.think_s > 0 else best.concurrency
-        best = _engine_edge(evaluate, guess, target)
-    chips = step.chips
-    units = chips / system.chips_per_unit
-    base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=chips, units=units,
-                     power_w=step.power_w,
-                     feasible=False, kv_max_concurrency=ceiling,
-                     batch1_tok_s_user=first.tok_s_user if first else 0.0)
+        if best is not None:
+            # with think time a replica holds more sessions than it streams: start from the most its KV holds
+            guess = ceiling if session is not None and session.think_s > 0 else best.concurrency
+            best = engine_edge(evaluate, guess, target)
+    base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=step.chips,
+                     units=step.chips / system.chips_per_unit, power_w=step.power_w, feasible=False,
+                     kv_max_concurrency=ceiling)
     if first is None:
-        why = error or f"one {isl + osl:,}-token stream's KV does not fit"
-        return replace(base, reason=why), None
+        return replace(base, reason=error or f"one {isl + osl:,}-token stream's KV does not fit"), None, None
+    base = replace(base, batch1_tok_s_user=first.tok_s_user, batch1_ttft_s=first.ttft_s, batch1_e2e_s=first.e2e_s,
+                   batch1_tok_s_per_mw=first.tok_s_per_mw)
     if best is None:
         return replace(base, reason=(
             f"{first.tok_s_user:,.0f} tok/s/user at concurrency 1 and {isl:,} context is below the "
-            f"{target:,.0f} target")), None
+            f"{target:,.0f} target")), None, first
     return replace(base, feasible=True, concurrency=best.concurrency, tok_s_user=best.tok_s_user,
-                   tok_s_total=best.tok_s_total, tok_s_per_mw=best.tok_s_per_mw), best
+                   tok_s_total=best.tok_s_total, tok_s_per_mw=best.tok_s_per_mw, ttft_s=best.ttft_s,
+                   e2e_s=best.e2e_s), best, first
+
+
+def _screen_scores(step: StepModel, isl: int, osl: int, spec: tuple[int, float],
+                   new_tokens: int | None) -> tuple[float, ...] | None:
+    """What a layout may win on, from two stagger steady states: one user's speed and request time (-E2E), and
+    at its KV ceiling (the most streams it runs; aggregate rises with the load) tok/s per MW and per chip.
+    None where one stream does not run (the full pricing says why)."""
+    priced = step if new_tokens is None or new_tokens >= isl else PrefixCachedStep(step, isl, new_tokens)
+    try:
+        one = steady_state(priced, isl, osl, 1, spec_k=spec[0], spec_accept=spec[1], arrivals=ARRIVALS)
+    except UserError:
+        return None
+    top = one
+    ceiling = min(kv_ceiling(step, isl, osl), step.max_batch())
+    if ceiling > 1:
+        with contextlib.suppress(UserError):  # a batch the backend refuses: the one-user point stands
+            top = steady_state(priced, isl, osl, ceiling, spec_k=spec[0], spec_accept=spec[1], arrivals=ARRIVALS)
+    return (one.tok_s_user, -one.e2e_s, top.tok_s_per_mw, top.tok_s_total / max(1, step.chips))
+
+
+def _screen(steps: list[tuple[Layout, StepModel]], isl: int, osl: int, spec: tuple[int, float],
+            new_tokens: int | None) -> list[tuple[Layout, StepModel]]:
+    """The layouts worth the search's pricing: those no other beats on every score of `_screen_scores` (GPU
+    layouts cost no compiles, and two steady states of each are milliseconds; the concurrency search and the
+    engine's answer, which may run the simulator, cost far more)."""
+    if len(steps) <= 2:
+        return steps
+    scores = [_screen_scores(step, isl, osl, spec, new_tokens) for _, step in steps]
+    known = [sc for sc in scores if sc is not None]
+    keep = [sc is None or not any(dominates(o, sc) for o in known) for sc in scores]
+    return [s for s, k in zip(steps, keep, strict=True) if k]
+
+
+# --- the search -----------------------------------------------------------------------------------
 
 
 def operating_point(
@@ -372,9 +305,11 @@ def operating_point(
     spec_k: int = 0,
     spec_accept: float = 0.0,
     framework: str = "sglang",
+    objective: Objective | str = Objective.EFFICIENCY,
     session=None,
 ) -> OperatingPoint:
-    """The most tok/s per MW one replica of `model` on `system` gives with every user at >= the target.
+    """The replica layout and concurrency of `model` on `system` that best serve `objective` with every user
+    at >= the target, and the Pareto set of the layouts tried (module docstring: the objectives' rules).
 
     `new_tokens`: input tokens each request prefills (the rest of `isl` is in the prefix cache, as in an
     agentic session's later turns); None prefills all of `isl`. `spec_k`, `spec_accept`: speculative
@@ -396,10 +331,11 @@ def operating_point(
         raise UserError("accept", f"expected draft length k >= 0 and acceptance in [0, 1), got {spec_k}, {spec_accept}")
     if new_tokens is not None and not (isinstance(new_tokens, int) and 0 < new_tokens <= isl):
         raise UserError("new_tokens", f"expected 1..{isl:,} new input tokens per request, got {new_tokens!r}")
+    goal = _objective(objective)
     check_backend(backend)
     used, make = ("custom", factory) if factory is not None else ("project", engine_factory(isl, osl))
     head = dict(model=m.name, system=s.name, isl=isl, osl=osl, target_tok_s_user=float(tok_s_user_target),
-                weights=weights, kv=kv, backend=used, unit_name=s.unit_name,
+                weights=weights, kv=kv, backend=used, unit_name=s.unit_name, objective=goal.value,
                 new_tokens=isl if new_tokens is None else new_tokens, spec_k=spec_k, spec_accept=spec_accept,
                 think_s=float(session.think_s) if session is not None else 0.0,
                 session=session.label() if session is not None else (
@@ -415,39 +351,91 @@ def operating_point(
 
         fw = framework_name(framework)
         layouts = [replace(lay, framework=fw) for lay in layouts]
-    found: list[tuple[Candidate, Estimate | None]] = []
+    spec, target = (spec_k, spec_accept), float(tok_s_user_target)
+    failed, steps = _build(m, s, layouts, make, weights, kv, kv_layout)
+    if not s.is_lpu:
+        steps = _screen(steps, isl, osl, spec, new_tokens)
+    found = failed + [_candidate(step, s, isl, osl, target, spec, m, new_tokens, session) for _, step in steps]
+    return _pick(head, found, goal)
+
+
+def _objective(objective: Objective | str) -> Objective:
+    try:
+        return Objective(objective)
+    except ValueError:
+        raise UserError("objective", f"expected one of {', '.join(o.value for o in Objective)}, "
+                                     f"got {objective!r}") from None
+
+
+def _build(m: ModelSpec, s: SystemSpec, layouts: list[Layout], make: StepFactory, weights: str, kv: str,
+           kv_layout: str) -> tuple[list[Found], list[tuple[Layout, StepModel]]]:
+    """Each layout's replica step model, once per distinct replica (two layouts the backend resolves alike are
+    one); on LPX, a size whose pick spreads KV is also tried without spreading (`engine.layouts`). Layouts that
+    do not place become infeasible candidates with the reason."""
+    failed: list[Found] = []
+    steps: list[tuple[Layout, StepModel]] = []
     seen: set[tuple] = set()
-    for lay in layouts:
+    queue = list(layouts)
+    while queue:
+        lay = queue.pop(0)
         try:
             step = make(m, s.name, lay, weights, kv, kv_layout)
         except UserError as e:  # this size does not fit / is not a valid layout; try the next
-            found.append((Candidate(layout=f"{lay.chips or lay.gpus} chips", chips=lay.chips or lay.gpus or 0,
-                                    units=0.0, power_w=0.0, feasible=False, reason=str(e)), None))
+            if lay.tp is None:  # an enumerated GPU layout that does not split is not worth a line
+                failed.append((Candidate(layout=f"{lay.chips or lay.gpus} chips", chips=lay.chips or lay.gpus or 0,
+                                         units=0.0, power_w=0.0, feasible=False, reason=str(e)), None, None))
             continue
         key = (step.name, step.chips, step.power_w)
         if key in seen:  # the backend resolved two layouts to the same replica
             continue
         seen.add(key)
-        found.append(_candidate(step, lay, s, isl, osl, float(tok_s_user_target), (spec_k, spec_accept), m,
-                                new_tokens, session))
-    return _pick(head, found)
+        steps.append((lay, step))
+        if s.is_lpu and (variant := no_spread_variant(lay, step.name)) is not None:
+            queue.insert(0, variant)
+    return failed, steps
 
 
-def _pick(head: dict, found: list[tuple[Candidate, Estimate | None]]) -> OperatingPoint:
-    cands = [c for c, _ in found]
+def _rank(goal: Objective, c: Candidate) -> tuple:
+    """The objective's score of a feasible candidate (larger wins; ties: fewer chips)."""
+    if goal == Objective.LATENCY:
+        return (-c.batch1_e2e_s, -c.chips)
+    if goal == Objective.THROUGHPUT:
+        return (c.tok_s_total / max(1, c.chips), -c.chips)
+    return (c.tok_s_per_mw, -c.chips)
+
+
+def _pick(head: dict, found: list[Found], goal: Objective = Objective.EFFICIENCY) -> OperatingPoint:
+    cands = [c for c, _, _ in found]
     best_user = max((c.batch1_tok_s_user for c in cands), default=0.0)
-    ok = [(c, e) for c, e in found if e is not None]
+    pareto = pareto_points(found)
+    ok = [f for f in found if f[1] is not None]
     if not ok:
         fastest = max(cands, key=lambda c: c.batch1_tok_s_user, default=None)
         if fastest is not None and fastest.batch1_tok_s_user > 0:
             why = f"{fastest.reason} (fastest layout: {fastest.layout})"
         else:
             why = "; ".join(dict.fromkeys(c.reason for c in cands if c.reason)) or "no layout fits"
-        return OperatingPoint(**head, feasible=False, best_tok_s_user=best_user, reason=why, candidates=cands)
-    c, e = max(ok, key=lambda ce: (ce[0].tok_s_per_mw, -ce[0].chips))
+        return OperatingPoint(**head, feasible=False, best_tok_s_user=best_user, reason=why, candidates=cands,
+                              pareto=pareto)
+    c, best, first = max(ok, key=lambda f: _rank(goal, f[0]))
+    e = first if goal == Objective.LATENCY else best  # latency: the one user the objective ranked
     return OperatingPoint(
-        **head, feasible=True, layout=c.layout, replica_layout=c.replica_layout, replica_chips=c.chips, replica_units=c.units,
-        replica_power_w=c.power_w, concurrency=e.concurrency, tok_s_user=e.tok_s_user, tok_s_total=e.tok_s_total,
-        tok_s_per_mw=e.tok_s_per_mw, ttft_s=e.ttft_s, e2e_s=e.e2e_s, requests_per_s=e.tok_s_total / e.osl,
-        best_tok_s_user=best_user, candidates=cands,
+        **head, feasible=True, layout=c.layout, replica_layout=c.replica_layout, replica_chips=c.chips,
+        replica_units=c.units, replica_power_w=c.power_w, concurrency=e.concurrency, tok_s_user=e.tok_s_user,
+        tok_s_total=e.tok_s_total, tok_s_per_mw=e.tok_s_per_mw, ttft_s=e.ttft_s, e2e_s=e.e2e_s,
+        requests_per_s=e.tok_s_total / e.osl, best_tok_s_user=best_user, candidates=cands, pareto=pareto,
     )
+
+
+def pareto_points(found: list[Found]) -> list[ParetoPoint]:
+    """The search's points (each candidate at one user and at the target) that no other beats on both tok/s
+    per user and tok/s per MW, fastest per user first."""
+    pts = []
+    for c, best, first in found:
+        for e in (first, best):
+            if e is not None:
+                pts.append(ParetoPoint(c.layout, c.replica_layout, c.chips, e.concurrency, e.tok_s_user,
+                                       e.tok_s_total, e.tok_s_per_mw, e.ttft_s, e.e2e_s))
+    pts = list(dict.fromkeys(pts))
+    keep = nondominated([(p.tok_s_user, p.tok_s_per_mw) for p in pts])
+    return sorted((p for p, k in zip(pts, keep, strict=True) if k), key=lambda p: -p.tok_s_user)

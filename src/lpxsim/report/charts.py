@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lpxsim.report.curves import FRONTIER_COLUMN, deployment_curves
 from lpxsim.report.hardware_text import hardware_words
 
 PALETTE = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#4b5563"]
@@ -61,36 +62,43 @@ def aa_chart(points: pd.DataFrame) -> go.Figure:
 
 
 def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "aggregate output tok/s") -> go.Figure:
-    """Interactivity vs throughput, one panel per context, one line per system/mode over concurrency."""
+    """Interactivity vs throughput, one panel per context, one line per system and deployment over concurrency;
+    the Pareto set over every deployment of a system at a context (`on_frontier`, `on_frontier_mw`) drawn
+    filled, the points it beats hollow."""
     ok = df[df["fits"].astype(bool)].dropna(subset=["tok_s_user", y]) if "fits" in df else df
     asked = df.groupby("context")["concurrency"].apply(lambda c: sorted(set(c))).to_dict()
     contexts = sorted(ok["context"].unique())
     fig = make_subplots(rows=1, cols=max(1, len(contexts)),
                         subplot_titles=[f"context {int(c):,} tokens" for c in contexts] or [""])
-    targets = sorted(ok["target"].unique())
+    curves = deployment_curves(ok)
+    front = FRONTIER_COLUMN.get(y)
     for col, ctx in enumerate(contexts, start=1):
-        for i, t in enumerate(targets):
-            g = ok[(ok["context"] == ctx) & (ok["target"] == t)].sort_values("concurrency")
+        for i, (name, rows) in enumerate(curves):
+            g = rows[rows["context"] == ctx].sort_values("concurrency")
             if g.empty:
                 continue
             # a concurrency asked for but missing here (did not fit, failed) leaves a gap, not a bridging line
             g = g.set_index("concurrency").reindex(asked[ctx]).reset_index()
             g["context"] = ctx
             hw = hardware_words(str(g["hardware"].dropna().iloc[0]))  # each context: its own deployment (hover)
+            on = g[front].fillna(False).astype(bool) if front in g else pd.Series(True, index=g.index)
             fig.add_trace(go.Scatter(
-                x=g["tok_s_user"], y=g[y], mode="lines+markers+text", name=t, connectgaps=False,
-                legendgroup=t, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
+                x=g["tok_s_user"], y=g[y], mode="lines+markers+text", name=name, connectgaps=False,
+                legendgroup=name, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
+                marker=dict(symbol=["circle" if f else "circle-open" for f in on], size=[9 if f else 6 for f in on]),
                 text=[f"{int(c):,}" if c == c and v == v else "" for c, v in zip(g["concurrency"], g[y], strict=True)],
                 textposition="top right", textfont=dict(size=9, color=PALETTE[i % 7]), cliponaxis=False,
-                customdata=g[["concurrency", "context"]].to_numpy(),
+                customdata=list(zip(g["concurrency"], g["context"], ["yes" if f else "no" for f in on], strict=True)),
                 hovertemplate=f"{hw}<br>concurrency %{{customdata[0]}}, context %{{customdata[1]:,}}"
-                              f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}<extra></extra>",
+                              f"<br>%{{x:,.0f}} tok/s/user<br>%{{y:,.0f}} {y_title}"
+                              "<br>on the Pareto set: %{customdata[2]}<extra></extra>",
             ), row=1, col=col)
         fig.update_xaxes(title_text="output tok/s per user", type="log", tickformat="~s", nticks=6, row=1, col=col)
         fig.update_yaxes(title_text=y_title if col == 1 else None, type="log", tickformat="~s", nticks=6,
                          row=1, col=col)
     fig.update_layout(title=dict(text=f"Per-user speed vs {y_title}<br><sup>each point labelled with its "
-                                      "concurrent users (1 ... KV ceiling); hover: the deployment</sup>"),
+                                      "concurrent users (1 ... KV ceiling); filled: the Pareto set over every "
+                                      "deployment of a system; hover: the deployment</sup>"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=90, b=50)})
     return fig
 

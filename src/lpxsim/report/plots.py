@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from lpxsim.bench.store import atomic_write_bytes  # noqa: E402
+from lpxsim.report.curves import FRONTIER_COLUMN, deployment_curves  # noqa: E402
 
 
 def _save(fig, path: Path) -> Path:
@@ -33,10 +34,14 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
     fig, axes = plt.subplots(1, len(contexts), figsize=(5.2 * len(contexts), 4.2), squeeze=False)
     for ax, ctx in zip(axes[0], contexts, strict=True):
         sub = ok[ok["context"] == ctx] if len(ok) else ok
-        for target, g in sub.groupby("target", sort=True):
+        for _name, g in deployment_curves(sub):  # one line per system and deployment (GPU pick, LPX size)
             g = g.sort_values("concurrency")
-            hw = g["hardware"].iloc[0] if "hardware" in g else target
-            ax.plot(g["tok_s_user"], g[y], marker="o", label=hw)
+            hw = g["hardware"].iloc[0] if "hardware" in g else _name
+            front = FRONTIER_COLUMN.get(y)
+            ax.plot(g["tok_s_user"], g[y], marker="o", label=hw, fillstyle="none")
+            if front in g:  # the Pareto set over every deployment of the system at this context, filled
+                f = g[g[front].fillna(False).astype(bool)]
+                ax.plot(f["tok_s_user"], f[y], "o", color=ax.lines[-1].get_color(), markersize=7)
             for _, r in g.iterrows():
                 ax.annotate(f"c={int(r['concurrency'])}", (r["tok_s_user"], r[y]), fontsize=7,
                             textcoords="offset points", xytext=(3, 3))

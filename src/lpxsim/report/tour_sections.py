@@ -281,8 +281,8 @@ def by_deployment(df: pd.DataFrame) -> pd.DataFrame:
     two deployments has two rows per concurrency, one per layout."""
     if "goal" not in df.columns:
         return df
-    goal = df["goal"].where(df["goal"].notna(), None)
-    label = [t if g is None else f"{t} ({g} layout)" for t, g in zip(df["target"], goal, strict=True)]
+    # a missing goal reads NaN under pandas' string dtype (`where(..., None)` keeps it NaN): test for a string
+    label = [f"{t} ({g} layout)" if isinstance(g, str) and g else t for t, g in zip(df["target"], df["goal"], strict=True)]
     return df.assign(target=label)
 
 
