@@ -133,7 +133,9 @@ def _warm(fleet: FleetConfig, opts: ServeOptions, loop: asyncio.AbstractEventLoo
         from lpxsim.serve.tokens import encode
 
         encode("warm")  # builds the o200k_base encoding (about a second) before the first request needs it
-        online = OnlineSimulation(fleet, seed=opts.seed)
+        # a long history of finished requests only for a timeline: otherwise the most recent ones (every kept
+        # request is a long-lived object that each full garbage collection walks)
+        online = OnlineSimulation(fleet, seed=opts.seed, keep_finished=100_000 if opts.timeline else RECENT_KEPT)
         online.warm(opts.warm_context)
     except UserError as e:
         loop.call_soon_threadsafe(ready, None, str(e))
@@ -167,6 +169,7 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
                                kv_occupancy_ratio=online.kv_occupancy,
                                sessions_resident=lambda: _sessions_resident(state, online),
                                simulated_time_seconds=bridge.sim_now)
+            settle_gc()
             bridge.start()
             state.bridge = bridge
             print("lpxsim serve: ready", file=sys.stderr, flush=True)
@@ -183,6 +186,26 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
                     _write_timeline(opts.timeline, recorder, state.bridge.online)
 
     return lifespan
+
+
+RECENT_KEPT = 1024  # finished requests remembered without --timeline
+SERVE_GC_THRESHOLDS = (2_000, 5, 10)  # gen0 allocations, gen0 passes per gen1, gen1 passes per gen2 (see settle_gc)
+
+
+def settle_gc() -> None:
+    """Garbage-collector settings for serving, applied once warm-up is done (before the first request).
+
+    A collection holds the event loop for as long as it walks its generations. Warm-up leaves a few
+    hundred thousand long-lived objects (catalog, step models, priced shapes): one full collection, then
+    `gc.freeze()` moves the survivors where no collection walks them again. Serving then collects young
+    objects in small passes: the CLI's gen0 threshold of 10,000 (`cli.main._quick_gc`, tuned for short
+    batch runs) made 2-8 ms gen0 pauses and ~40 ms gen1 pauses under load (benchmarks/serve_loop_trace.py;
+    docs/benchmarks.md "`lpxsim serve` with real clients")."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
 
 
 RESIDENT_CHECKED = 4096  # a scrape looks at this many most recent conversations (bounded work on the loop)

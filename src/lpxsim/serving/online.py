@@ -31,6 +31,7 @@ from lpxsim.serving.workload import WorkloadConfig
 
 ABORTED = "aborted"  # a request whose client went away; its KV and batch slot are given back
 _STEP_EPS = 1e-6  # fraction of a step: a boundary reached up to float rounding counts as passed
+_DENSE_BATCHES = 256  # warm-up prices every decode batch size up to this (GPU graph batches go to 256)
 _COMPACT_EVERY = 1024  # forgotten requests between compactions of the simulation's request list
 
 
@@ -223,8 +224,9 @@ class OnlineSimulation:
     # --- warm-up ------------------------------------------------------------------------------------
     def warm(self, max_context: int) -> int:
         """Price the step shapes serving will ask for up to `max_context` (so a compiled backend compiles them
-        now, not while serving): decode at batches 1, 2, 4, ... the worker's limit and prefill chunks of
-        2^k tokens, at contexts 256, 1K, 4K, ... `max_context`. Returns the shapes priced."""
+        now, not while serving): decode at every batch up to 256 at the shortest context, at batches 1, 2, 4,
+        ... the worker's limit and prefill chunks of 4^k tokens at contexts 256, 1K, 4K, ... `max_context`.
+        Returns the shapes priced."""
         from lpxsim.core.errors import DoesNotFit
         from lpxsim.step.protocol import PrefillChunk
 
@@ -239,6 +241,14 @@ class OnlineSimulation:
                 continue
             seen.add(id(w.model))
             batches = [1 << i for i in range(w.max_batch.bit_length()) if 1 << i <= w.max_batch]
+            # every batch size once, at the shortest context: a GPU backend prices decode per captured batch size
+            # (1, 2, 4, 8, 12, 16, 24, ...), lowering one graph for each (~10 ms); other contexts reuse it
+            for n in range(1, min(w.max_batch, _DENSE_BATCHES) + 1):
+                try:
+                    w.period(n, contexts[0])
+                    priced += 1
+                except DoesNotFit:
+                    break
             for ctx in contexts:
                 for n in batches:
                     try:
