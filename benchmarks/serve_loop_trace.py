@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 
 BOUNDS_S = (1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
 TOP = 15
@@ -78,6 +79,7 @@ slow_causes = {"priced a step shape": 0, "backend call (no new price)": 0, "gc p
 SLOW_S = 5e-3
 
 
+full_sizes: list[int] = []  # objects tracked (not frozen) at each full collection while serving
 _profile: list = []  # a cProfile.Profile of the serving period, with LPXSIM_LOOP_PROFILE set
 
 
@@ -169,6 +171,8 @@ def _install() -> None:
 
     def on_gc(phase, info):
         counts["gc"] += 1
+        if phase == "start" and info["generation"] == 2 and _serving_since[0] and len(full_sizes) < TOP:
+            full_sizes.append(len(gc.get_objects()))  # what a full collection walks (frozen objects excluded)
         if phase == "start":
             _gc_start[:] = time.perf_counter(), time.thread_time()
         else:
@@ -234,6 +238,8 @@ def _write() -> None:
                    {"what": what, "callbacks": k, "cpu_ms": kc * 1e3} for kc, k, what in kinds]}
                for c, n, kinds in slow_iterations],
            "slowest_by_cpu": [{"cpu_ms": c * 1e3, "wall_ms": w * 1e3, "what": what} for c, w, what in slowest],
+           "objects_walked_by_full_collections": full_sizes,
+           "objects_tracked_at_exit_by_type": dict(Counter(type(o).__name__ for o in gc.get_objects()).most_common(12)),
            "gc_threshold": gc.get_threshold(), "gc_frozen": gc.get_freeze_count()}
     with open(path, "w") as f:
         json.dump(out, f, indent=1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from lpxsim.serving.online import OnlineSimulation
 from lpxsim.serving.request import DONE, INCOMPLETE, Request
 
-WAKE_SLICE = 32  # streams woken per event-loop iteration (see wake_in_slices)
+WAKE_SLICE = 8  # streams woken per event-loop iteration (see wake_in_slices)
 
 
 @dataclass(eq=False)
@@ -144,8 +144,9 @@ async def wake_in_slices(streams: list[Stream], per_slice: int = WAKE_SLICE) -> 
     """Wake `streams`, `per_slice` per event-loop iteration.
 
     Every stream of a decode batch gains its token at the same simulated instant. Woken at once, their
-    handlers (each formats and writes one SSE chunk, ~40 us of CPU) would all run in the loop's next
-    iteration: 256 of them hold the loop for ~10 ms, and every timer and new request waits behind them.
+    handlers (each formats and writes one SSE chunk, ~40 us of CPU; ~300 us for a stream's first or last
+    step: response start, or release and the next request's parse) would all run in the loop's next
+    iteration: 256 of them hold the loop for 10-80 ms, and every timer and new request waits behind them.
     In slices the loop runs other ready work between slices; the last stream's token leaves when it would
     have anyway (the work is the same)."""
     for i in range(0, len(streams), per_slice):
