@@ -195,7 +195,7 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
 
 
 RECENT_KEPT = 1024  # finished requests remembered without --timeline
-SERVE_GC_THRESHOLDS = (2_000, 5, 10)  # gen0 allocations, gen0 passes per gen1, gen1 passes per gen2 (see settle_gc)
+SERVE_GC_THRESHOLDS = (700, 2, 100)  # gen0 allocations, gen0 passes per gen1, gen1 passes per gen2 (see settle_gc)
 
 
 def settle_gc() -> None:
