@@ -79,6 +79,9 @@ slow_causes = {"priced a step shape": 0, "backend call (no new price)": 0, "gc p
 SLOW_S = 5e-3
 
 
+# sum over iterations of (CPU - SLOW_S)+: the time a timer falling due at a random instant would find the loop
+# busy for more than SLOW_S more (on an idle machine); over the load's duration, the share of lag samples > SLOW_S
+excess = [0.0]
 full_sizes: list[int] = []  # objects tracked (not frozen) at each full collection while serving
 _profile: list = []  # a cProfile.Profile of the serving period, with LPXSIM_LOOP_PROFILE set
 
@@ -94,6 +97,7 @@ def _reset() -> None:
         d.__init__()
     slowest.clear()
     slow_iterations.clear()
+    excess[0] = 0.0
     for k in counts:
         counts[k] = 0
     priced_names.clear()
@@ -160,6 +164,7 @@ def _install() -> None:
         run_once(self)
         c = time.thread_time() - c0
         iteration_cpu.add(c)
+        excess[0] += max(0.0, c - SLOW_S)
         if c > SLOW_S and (len(slow_iterations) < TOP or c > slow_iterations[-1][0]):
             kinds = sorted(((v[1], v[0], k) for k, v in _iteration.items()), reverse=True)[:3]
             slow_iterations.append((c, sum(v[0] for v in _iteration.values()), kinds))
