@@ -31,7 +31,6 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 
 BOUNDS_S = (1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1)
 TOP = 15
@@ -118,6 +117,14 @@ def _what(handle, where: bool = True) -> str:
 
 
 def _install() -> None:
+    _time_callbacks()
+    _time_iterations()
+    _watch_gc()
+    _reset_when_serving_starts()
+    _count_pricing()
+
+
+def _time_callbacks() -> None:
     run = asyncio.events.Handle._run
 
     def timed_run(self):
@@ -142,6 +149,8 @@ def _install() -> None:
 
     asyncio.events.Handle._run = timed_run
 
+
+def _time_iterations() -> None:
     run_once = asyncio.base_events.BaseEventLoop._run_once
 
     def timed_run_once(self):
@@ -174,6 +183,8 @@ def _install() -> None:
 
     asyncio.base_events.BaseEventLoop._run_once = timed_run_once
 
+
+def _watch_gc() -> None:
     def on_gc(phase, info):
         counts["gc"] += 1
         if phase == "start" and info["generation"] == 2 and _serving_since[0] and len(full_sizes) < TOP:
@@ -184,6 +195,10 @@ def _install() -> None:
             gc_pause[info["generation"]].add(time.perf_counter() - _gc_start[0])
             gc_pause_cpu[info["generation"]].add(time.thread_time() - _gc_start[1])
 
+    gc.callbacks.append(on_gc)
+
+
+def _reset_when_serving_starts() -> None:
     from lpxsim.serve.bridge import Bridge
 
     start = Bridge.start
@@ -194,6 +209,8 @@ def _install() -> None:
 
     Bridge.start = start_and_reset
 
+
+def _count_pricing() -> None:
     import lpxsim.backends.memo as memo
 
     lookup = memo.MemoStepModel._lookup
@@ -222,8 +239,6 @@ def _install() -> None:
 
     book.Book.get_or_compute = counted_get_or_compute
 
-    gc.callbacks.append(on_gc)
-
 
 def _write() -> None:
     if _profile:
@@ -232,8 +247,10 @@ def _write() -> None:
     path = os.environ.get("LPXSIM_LOOP_TRACE")
     if not path:
         return
-    out = {"serving_s": time.perf_counter() - _serving_since[0], "callback_cpu": callback_cpu.summary(), "callback_wall": callback_wall.summary(),
+    out = {"serving_s": time.perf_counter() - _serving_since[0], "callback_cpu": callback_cpu.summary(),
+           "callback_wall": callback_wall.summary(),
            "iteration_cpu": iteration_cpu.summary(), "iteration_busy_wall": iteration_busy.summary(),
+           f"iteration_cpu_beyond_{SLOW_S * 1e3:g}ms_s": excess[0],
            "gc_pause_wall": {str(g): d.summary() for g, d in gc_pause.items()},
            "gc_pause_cpu": {str(g): d.summary() for g, d in gc_pause_cpu.items()},
            "while_serving": dict(counts), "first_shapes_priced_while_serving": priced_names,
@@ -244,7 +261,6 @@ def _write() -> None:
                for c, n, kinds in slow_iterations],
            "slowest_by_cpu": [{"cpu_ms": c * 1e3, "wall_ms": w * 1e3, "what": what} for c, w, what in slowest],
            "objects_walked_by_full_collections": full_sizes,
-           "objects_tracked_at_exit_by_type": dict(Counter(type(o).__name__ for o in gc.get_objects()).most_common(12)),
            "gc_threshold": gc.get_threshold(), "gc_frozen": gc.get_freeze_count()}
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
