@@ -40,6 +40,9 @@ class ServeOptions:
     unit_tokens: int = 64
     warm_context: int = 32_768
     timeline: Path | None = None
+    # GC settings for serving once warm-up is done (`settle_gc`); process-wide, so only the CLI's own process
+    # asks for them (a server started inside another program, e.g. the tests, leaves that program's GC alone)
+    settle_gc: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -175,7 +178,8 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
                                kv_occupancy_ratio=online.kv_occupancy,
                                sessions_resident=lambda: _sessions_resident(state, online),
                                simulated_time_seconds=bridge.sim_now)
-            settle_gc()
+            if opts.settle_gc:
+                settle_gc()
             bridge.start()
             state.bridge = bridge
             print("lpxsim serve: ready", file=sys.stderr, flush=True)
