@@ -158,3 +158,20 @@ def test_disconnect_mid_stream_frees_the_request():
         text = httpx.get(f"{base}/metrics").text
         assert 'lpxsim_requests_total{endpoint="chat",outcome="disconnected"} 3.0' in text
         assert "lpxsim_requests_in_flight 0.0" in text
+
+
+def test_client_leaving_before_its_answer_frees_the_request():
+    """A client that leaves while its request waits for a first token (streaming) or for its whole answer (not
+    streaming) is noticed by the disconnect it sends, without polling: the request leaves the fleet."""
+    with running_server(FLEET, time_scale=2000.0) as (base, state):  # a first token seconds away
+        online = state.bridge.online
+        for stream in (True, False):
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "go " * 3000}], "max_tokens": 2000,
+                    "stream": stream}
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up before anything comes back
+                httpx.post(f"{base}/v1/chat/completions", json=body, timeout=httpx.Timeout(10.0, read=0.3))
+        assert wait_until(lambda: not state.bridge.streams and not online.live and not online._pending_abort, 20)
+        assert sorted(r.status for r in online.finished) == ["aborted", "aborted"]
+        assert online.sim.in_system == 0
+        text = httpx.get(f"{base}/metrics").text
+        assert 'lpxsim_requests_total{endpoint="chat",outcome="disconnected"} 2.0' in text

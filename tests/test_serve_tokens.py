@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lpxsim.serve.tokens import (
     SESSION_STRIDE,
+    WORDS,
     SessionIndex,
     encode,
     filler_text,
@@ -32,6 +33,43 @@ def test_stop_strings():
     assert visible_text(50, 4, [" to"]) == (" the of and", 3)
     assert stop_cut(50, [" to", " of an"]) == 3  # the earliest end wins (" of an" ends inside " and")
     assert stop_cut(3, [" to"]) is None  # beyond the reply
+
+
+def _word_by_word(n: int, start: int = 0) -> str:
+    return "".join(WORDS[i % len(WORDS)] for i in range(start, start + n))
+
+
+def _stop_cut_by_scanning(n: int, stop: list[str]) -> int | None:
+    """stop_cut's definition, on the whole reply (what the bounded search must agree with)."""
+    text = _word_by_word(n)
+    ends = [text.find(s) + len(s) for s in stop if s in text]
+    if not ends:
+        return None
+    pos = 0
+    for k in range(n):
+        pos += len(WORDS[k % len(WORDS)])
+        if pos >= min(ends):
+            return k + 1
+    return n
+
+
+def test_filler_built_by_cycles_is_the_word_sequence():
+    for n in (0, 1, 29, 30, 31, 95, 1000):
+        for start in (0, 3, 29, 30, 77):
+            assert filler_text(n, start) == _word_by_word(n, start)
+    assert reply_tokens(1000, None, []) == encode(_word_by_word(1000))
+
+
+def test_stop_search_on_a_bounded_prefix_agrees_with_the_whole_reply():
+    """stop_cut searches only the first 2 x 30 + len(stop) tokens (the filler repeats every 30 words): every
+    substring of the filler, near a cycle's end or spanning two, and strings it never contains."""
+    whole = _word_by_word(200)
+    cases = [[whole[a:a + k]] for a in range(0, 190, 7) for k in (1, 2, 5, 11)]
+    cases += [["zz" + whole[a:a + 5]] for a in range(0, 60, 9)]
+    cases += [[whole[170:183], whole[40:44]], [" more the of", " one"]]
+    for stop in cases:
+        for n in (1, 7, 30, 31, 64, 200, 10_000):
+            assert stop_cut(n, stop) == _stop_cut_by_scanning(n, stop), (n, stop)
 
 
 def test_conversation_continues_and_forks():

@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
                   f"endpoint{'' if api_key else ' (no --api-key set)'}", file=sys.stderr, flush=True)
         opts = ServeOptions(host=host, port=port, time_scale=time_scale, seed=seed, api_key=api_key,
                             max_body_bytes=max_body, default_max_tokens=default_max_tokens, unit_tokens=unit,
-                            warm_context=warm_context, timeline=timeline)
+                            warm_context=warm_context, timeline=timeline, settle_gc=True)
 
         def listening(address: str) -> None:
             print(f"lpxsim serve: {fleet_cfg.name} on {address}/v1 (time scale {time_scale:g}); warming up",

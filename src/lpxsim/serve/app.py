@@ -35,7 +35,6 @@ from lpxsim.serve.tokens import (
 )
 
 _TOKENIZE_INLINE_CHARS = 20_000  # longer prompts are tokenized in a thread so the loop keeps serving
-_DISCONNECT_POLL_S = 0.5  # how often a non-streaming answer checks whether its client is still there
 
 
 @dataclass
@@ -217,17 +216,32 @@ def _gone(state: ServeState, endpoint: str) -> Response:
 
 
 async def _wait(state: ServeState, s: Stream, request: Request, ready) -> Stream | None:
-    """Wait until `ready(s)`; None if the client went away (or the server is stopping) first."""
-    while not ready(s):
-        if state.closing:
-            return None
-        s.event.clear()
-        try:
-            await asyncio.wait_for(s.event.wait(), _DISCONNECT_POLL_S)
-        except TimeoutError:
-            if await request.is_disconnected():
+    """Wait until `ready(s)`; None if the client went away (or the server is stopping) first.
+
+    The client's leaving is noticed by a task waiting on the connection's next ASGI message (a disconnect),
+    not by polling: requests that arrived together would otherwise wake together at every poll, tens of
+    handlers in one event-loop iteration, however many there are waiting in the fleet's queue."""
+    if ready(s):
+        return s
+    left = False
+
+    async def watch() -> None:
+        nonlocal left
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        left = True
+        s.event.set()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    try:
+        while not ready(s):
+            if state.closing or left:
                 return None
-    return s
+            s.event.clear()
+            await s.event.wait()
+        return s
+    finally:
+        watcher.cancel()
 
 
 def _release(state: ServeState, job: _Job) -> None:
@@ -294,16 +308,21 @@ class _Chunks:
         self.chat = chat
         self._sent_chars = 0
         self._pos = 0  # characters of the whole filler up to the last token sent
-        text, _ = visible_text(job.osl, job.cut, job.stops)
-        self._visible = text
+        # only a reply cut by a stop string needs its visible text (short: the cut comes within ~60 tokens);
+        # otherwise token i's text is filler word i (a reply of max_tokens words is never built here)
+        self._visible = visible_text(job.osl, job.cut, job.stops)[0] if job.cut is not None else None
 
     def token(self, i: int) -> bytes:
         """The chunk of output token i, called in order (its text is what of it is visible: a stop string
         is withheld)."""
-        self._pos += len(filler_token(i))
-        end = min(self._pos, len(self._visible))
-        piece = self._visible[self._sent_chars:end]
-        self._sent_chars = max(self._sent_chars, end)
+        word = filler_token(i)
+        if self._visible is None:
+            piece = word
+        else:
+            self._pos += len(word)
+            end = min(self._pos, len(self._visible))
+            piece = self._visible[self._sent_chars:end]
+            self._sent_chars = max(self._sent_chars, end)
         text = json.dumps(piece)
         if self.chat:
             delta = '{"role": "assistant", "content": ' + text + "}" if i == 0 else '{"content": ' + text + "}"

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from lpxsim.serving.online import OnlineSimulation
 from lpxsim.serving.request import DONE, INCOMPLETE, Request
 
+WAKE_SLICE = 8  # streams woken per event-loop iteration (see wake_in_slices)
+
 
 @dataclass(eq=False)
 class Stream:
@@ -103,26 +105,29 @@ class Bridge:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
-    def pump_once(self) -> float:
-        """Advance to now, wake streams that gained tokens or finished; returns the next simulated due time."""
+    def pump_once(self) -> tuple[list[Stream], float]:
+        """Advance to now; returns the streams that gained tokens or finished (their counts updated, not yet
+        woken) and the next simulated due time."""
         online = self.online
         online.advance(self.sim_now())
         counts, nxt = online.poll()
         streams = self.streams
+        gained = []
         for rid, n in counts.items():
             s = streams.get(rid)
             if s is None:
                 continue
             if n != s.tokens or s.final:
                 s.tokens = n
-                s.event.set()
-        return nxt
+                gained.append(s)
+        return gained, nxt
 
     async def _pump(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._closed:
-            nxt = self.pump_once()
-            self._wake = loop.create_future()
+            self._wake = loop.create_future()  # made first: a request arriving while streams wake kicks it
+            gained, nxt = self.pump_once()
+            await wake_in_slices(gained)
             handle = None
             if math.isfinite(nxt):
                 delay = self.wall_of(nxt) - time.monotonic()
@@ -130,9 +135,25 @@ class Bridge:
                     await asyncio.sleep(0)  # let the streams run before the next step
                     continue
                 handle = loop.call_later(delay, self._kick)
-            await self._wake
+            await self._wake  # already done if a request arrived or left meanwhile: pump again at once
             if handle is not None:
                 handle.cancel()
+
+
+async def wake_in_slices(streams: list[Stream], per_slice: int = WAKE_SLICE) -> None:
+    """Wake `streams`, `per_slice` per event-loop iteration.
+
+    Every stream of a decode batch gains its token at the same simulated instant. Woken at once, their
+    handlers (each formats and writes one SSE chunk, ~40 us of CPU; ~300 us for a stream's first or last
+    step: response start, or release and the next request's parse) would all run in the loop's next
+    iteration: 256 of them hold the loop for 10-80 ms, and every timer and new request waits behind them.
+    In slices the loop runs other ready work between slices; the last stream's token leaves when it would
+    have anyway (the work is the same)."""
+    for i in range(0, len(streams), per_slice):
+        if i:
+            await asyncio.sleep(0)  # the slice just woken runs in the next iteration; we resume after it
+        for s in streams[i:i + per_slice]:
+            s.event.set()
 
 
 async def watch_loop_lag(observe, period_s: float = 0.01) -> None:

@@ -21,9 +21,11 @@ from pathlib import Path
 
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from lpxsim.serve.pacing import Turnstile
 from lpxsim.serving.config import ENTRY_ROLES, FleetConfig
 
 GRACE_S = 0.5  # open streams get this long after a signal before they are cut
+ARRIVALS_PER_ITERATION = 4  # new requests handled per event-loop iteration (~0.1-0.5 ms of CPU each)
 
 
 @dataclass
@@ -38,6 +40,9 @@ class ServeOptions:
     unit_tokens: int = 64
     warm_context: int = 32_768
     timeline: Path | None = None
+    # GC settings for serving once warm-up is done (`settle_gc`); process-wide, so only the CLI's own process
+    # asks for them (a server started inside another program, e.g. the tests, leaves that program's GC alone)
+    settle_gc: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -68,12 +73,14 @@ class _BodyTooLarge(StarletteHTTPException):
 
 
 class Guard:
-    """ASGI middleware: bounded request bodies (413) and, with an API key, bearer auth on /v1 (401)."""
+    """ASGI middleware: bounded request bodies (413), with an API key bearer auth on /v1 (401), and new POST
+    requests paced through `arrivals` (a burst of them is handled a few per event-loop iteration)."""
 
-    def __init__(self, app, max_body_bytes: int, api_key: str | None) -> None:
+    def __init__(self, app, max_body_bytes: int, api_key: str | None, arrivals: Turnstile | None = None) -> None:
         self.app = app
         self.max = max_body_bytes
         self.key = f"Bearer {api_key}".encode() if api_key else None
+        self.arrivals = arrivals
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -88,6 +95,8 @@ class Guard:
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max):
             return await self._too_large(scope, receive, send)
+        if self.arrivals is not None and scope["method"] == "POST":
+            await self.arrivals.turn()
         seen = 0
 
         async def bounded():
@@ -121,7 +130,7 @@ def build(fleet: FleetConfig, opts: ServeOptions):
                        default_max_tokens=opts.default_max_tokens, unit_tokens=opts.unit_tokens)
     app = create_app(state)
     app.router.lifespan_context = _lifespan(fleet, opts, state)
-    return Guard(app, opts.max_body_bytes, opts.api_key), state
+    return Guard(app, opts.max_body_bytes, opts.api_key, Turnstile(ARRIVALS_PER_ITERATION)), state
 
 
 def _warm(fleet: FleetConfig, opts: ServeOptions, loop: asyncio.AbstractEventLoop, ready) -> None:
@@ -133,7 +142,9 @@ def _warm(fleet: FleetConfig, opts: ServeOptions, loop: asyncio.AbstractEventLoo
         from lpxsim.serve.tokens import encode
 
         encode("warm")  # builds the o200k_base encoding (about a second) before the first request needs it
-        online = OnlineSimulation(fleet, seed=opts.seed)
+        # a long history of finished requests only for a timeline: otherwise the most recent ones (every kept
+        # request is a long-lived object that each full garbage collection walks)
+        online = OnlineSimulation(fleet, seed=opts.seed, keep_finished=100_000 if opts.timeline else RECENT_KEPT)
         online.warm(opts.warm_context)
     except UserError as e:
         loop.call_soon_threadsafe(ready, None, str(e))
@@ -167,6 +178,8 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
                                kv_occupancy_ratio=online.kv_occupancy,
                                sessions_resident=lambda: _sessions_resident(state, online),
                                simulated_time_seconds=bridge.sim_now)
+            if opts.settle_gc:
+                settle_gc()
             bridge.start()
             state.bridge = bridge
             print("lpxsim serve: ready", file=sys.stderr, flush=True)
@@ -183,6 +196,26 @@ def _lifespan(fleet: FleetConfig, opts: ServeOptions, state):
                     _write_timeline(opts.timeline, recorder, state.bridge.online)
 
     return lifespan
+
+
+RECENT_KEPT = 1024  # finished requests remembered without --timeline
+SERVE_GC_THRESHOLDS = (700, 2, 100)  # gen0 allocations, gen0 passes per gen1, gen1 passes per gen2 (see settle_gc)
+
+
+def settle_gc() -> None:
+    """Garbage-collector settings for serving, applied once warm-up is done (before the first request).
+
+    A collection holds the event loop for as long as it walks its generations. Warm-up leaves a few
+    hundred thousand long-lived objects (catalog, step models, priced shapes): one full collection, then
+    `gc.freeze()` moves the survivors where no collection walks them again. Serving then collects young
+    objects in small passes: the CLI's gen0 threshold of 10,000 (`cli.main._quick_gc`, tuned for short
+    batch runs) made 2-8 ms gen0 pauses and ~40 ms gen1 pauses under load (benchmarks/serve_loop_trace.py;
+    docs/benchmarks.md "`lpxsim serve` with real clients")."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
 
 
 RESIDENT_CHECKED = 4096  # a scrape looks at this many most recent conversations (bounded work on the loop)

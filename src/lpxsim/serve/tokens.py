@@ -45,8 +45,15 @@ def render_chat(messages: list[dict]) -> str:
 
 
 def filler_text(n: int, start: int = 0) -> str:
-    """Output tokens start .. start+n-1 of every reply (deterministic; exactly n o200k tokens)."""
-    return "".join(WORDS[i % len(WORDS)] for i in range(start, start + n))
+    """Output tokens start .. start+n-1 of every reply (deterministic; exactly n o200k tokens).
+
+    Built from whole cycles of the word list (string repetition, not a loop per token): a reply of 100K
+    tokens is a millisecond, not a third of a second of the server's event loop."""
+    k = len(WORDS)
+    s0 = start % k
+    cycle = "".join(WORDS[s0:] + WORDS[:s0])
+    whole, rest = divmod(n, k)
+    return cycle * whole + "".join(WORDS[(s0 + i) % k] for i in range(rest))
 
 
 def filler_token(i: int) -> str:
@@ -58,7 +65,9 @@ def stop_cut(n: int, stop: list[str]) -> int | None:
     stop string is generated, its text withheld), or None if none occurs."""
     if not stop:
         return None
-    text = filler_text(n)
+    # The filler repeats every len(WORDS) tokens (each at least one character), so a stop string that occurs
+    # at all ends within its first 2 * len(WORDS) + len(stop) tokens: search only those.
+    text = filler_text(min(n, 2 * len(WORDS) + max(len(s) for s in stop)))
     ends = []
     for s in stop:
         i = text.find(s)
@@ -93,8 +102,8 @@ def reply_tokens(generated: int, cut: int | None, stop: list[str]) -> list[int]:
     """Token ids of the reply text a client sees (no encoding of long replies: each filler word is one token)."""
     if cut is not None:
         return encode(visible_text(generated, cut, stop)[0])
-    ids = _word_ids()
-    return [ids[i % len(ids)] for i in range(generated)]
+    ids = list(_word_ids())
+    return (ids * (generated // len(ids) + 1))[:generated]
 
 
 def unit_hashes(tokens: list[int], unit: int) -> list[int]:

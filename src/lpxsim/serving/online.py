@@ -31,6 +31,7 @@ from lpxsim.serving.workload import WorkloadConfig
 
 ABORTED = "aborted"  # a request whose client went away; its KV and batch slot are given back
 _STEP_EPS = 1e-6  # fraction of a step: a boundary reached up to float rounding counts as passed
+_DENSE_BATCHES = 256  # warm-up prices every decode batch size up to this (GPU graph batches go to 256)
 _COMPACT_EVERY = 1024  # forgotten requests between compactions of the simulation's request list
 
 
@@ -223,11 +224,7 @@ class OnlineSimulation:
     # --- warm-up ------------------------------------------------------------------------------------
     def warm(self, max_context: int) -> int:
         """Price the step shapes serving will ask for up to `max_context` (so a compiled backend compiles them
-        now, not while serving): decode at batches 1, 2, 4, ... the worker's limit and prefill chunks of
-        2^k tokens, at contexts 256, 1K, 4K, ... `max_context`. Returns the shapes priced."""
-        from lpxsim.core.errors import DoesNotFit
-        from lpxsim.step.protocol import PrefillChunk
-
+        now, not while serving, on the server's event loop). Returns the shapes priced (`_warm_worker`)."""
         contexts = [256]
         while contexts[-1] * 4 < max_context:
             contexts.append(contexts[-1] * 4)
@@ -235,25 +232,9 @@ class OnlineSimulation:
         priced = 0
         seen: set[int] = set()
         for w in self.workers:
-            if id(w.model) in seen:
-                continue
-            seen.add(id(w.model))
-            batches = [1 << i for i in range(w.max_batch.bit_length()) if 1 << i <= w.max_batch]
-            for ctx in contexts:
-                for n in batches:
-                    try:
-                        w.period(n, ctx)
-                        priced += 1
-                    except DoesNotFit:
-                        break  # larger batches at this context do not fit either
-                tokens = 1
-                while tokens <= w.budget:
-                    try:
-                        w.model.prefill(PrefillChunk(tokens=tokens, context=max(0, ctx - tokens), sequences=1))
-                        priced += 1
-                    except DoesNotFit:
-                        break
-                    tokens *= 4
+            if id(w.model) not in seen:
+                seen.add(id(w.model))
+                priced += _warm_worker(w, contexts)
         return priced
 
     # --- state for metrics --------------------------------------------------------------------------
@@ -273,3 +254,42 @@ class OnlineSimulation:
     def resident_units(self) -> int:
         """Prefix units (cached KV blocks of prompts and sessions) resident on any worker."""
         return sum(len(w.kv.units) for w in self.workers)
+
+
+def _warm_worker(w: Worker, contexts: list[int]) -> int:
+    """Price one worker's shapes: decode at every batch up to _DENSE_BATCHES at the shortest context and at
+    batches 1, 2, 4, ... its limit at each of `contexts`; prefill of one sequence in chunks of 4^k tokens at
+    each context and of a fresh prompt (context 0) of 2^k tokens."""
+    from lpxsim.core.errors import DoesNotFit
+    from lpxsim.step.protocol import PrefillChunk
+
+    priced = 0
+
+    def price(fn, *args) -> bool:
+        nonlocal priced
+        try:
+            fn(*args)
+        except DoesNotFit:
+            return False  # larger shapes of this family do not fit either
+        priced += 1
+        return True
+
+    # every batch size once: a GPU backend prices decode per captured batch size (1, 2, 4, 8, 12, 16, 24, ...),
+    # lowering one graph for each (~10 ms); other contexts reuse it
+    for n in range(1, min(w.max_batch, _DENSE_BATCHES) + 1):
+        if not price(w.period, n, contexts[0]):
+            break
+    batches = [1 << i for i in range(w.max_batch.bit_length()) if 1 << i <= w.max_batch]
+    for ctx in contexts:
+        for n in batches:
+            if not price(w.period, n, ctx):
+                break
+        tokens = 1
+        while tokens <= w.budget and price(w.model.prefill, PrefillChunk(tokens, max(0, ctx - tokens), 1)):
+            tokens *= 4
+    # fresh prompts: a GPU backend lowers a graph per token bucket (powers of two up to 512), an LPX one
+    # compiles the sub-chunk sizes (powers of two) around a prompt's length
+    tokens = 1
+    while tokens <= w.budget and price(w.model.prefill, PrefillChunk(tokens, 0, 1)):
+        tokens *= 2
+    return priced
