@@ -32,9 +32,9 @@ def counting_compiles():
     count = {"n": 0}
     build = stepmodel.LpxStepModel._build
 
-    def counted(self, lay, phase):
+    def counted(self, lay, phase, *args, **kwargs):
         count["n"] += 1
-        return build(self, lay, phase)
+        return build(self, lay, phase, *args, **kwargs)
 
     stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
     try:

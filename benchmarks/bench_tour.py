@@ -30,9 +30,9 @@ WRAPPER = r"""
 import os, sys, time
 from lpxsim.lpu import stepmodel
 build = stepmodel.LpxStepModel._build
-def counted(self, lay, phase):
+def counted(self, lay, phase, *args, **kwargs):
     c0 = time.process_time()
-    r = build(self, lay, phase)
+    r = build(self, lay, phase, *args, **kwargs)
     print("BUILD", os.getpid(), repr((self.model.name, self.part, lay.describe(), phase.kind, len(phase.contexts),
           max(phase.contexts, default=0), phase.new_tokens, round(time.process_time() - c0, 2))),
           file=sys.stderr, flush=True)

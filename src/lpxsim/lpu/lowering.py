@@ -290,27 +290,30 @@ class Lowerer:
         s = self.s
         declared = s.buffers
         attrs = {"parts": tuple(d.cols[src] for src in chips)}  # every chip's concat: one object
+        # per source, once (not once per destination): its buffer, bytes and the declared form of its slice
+        op_v = declared.name_id(name)
+        srcs = [(src, d.bufs[src], declared.bytes_of(d.bufs[src]), declared.form_id(d.cols[src]), f"{name}#ag{src}@")
+                for src in chips]
+        total = sum(nb for _, _, nb, _, _ in srcs)  # every chip's concat holds every slice
         for c in chips:
             ins = []
             run: list[tuple[int, int, str, str]] = []  # consecutive sends of equal size: one send_many batch
             run_bytes = -1
-            for src in chips:
-                lo, hi = d.cols[src]
-                nbytes = declared.bytes_of(d.bufs[src])
+            cs = str(c)
+            for src, sbuf, nbytes, form, pre in srcs:
                 if src == c:
-                    ins.append(d.bufs[c])
+                    ins.append(sbuf)
                 else:
-                    bid = f"{name}#ag{src}@{c}"
-                    declared.add(bid, c, name, nbytes, (lo, hi))  # `Scheduler.buffer`
+                    bid = pre + cs
+                    declared.add_row(bid, c, nbytes, op_v, form)  # `Scheduler.buffer`
                     if nbytes != run_bytes and run:
                         s.send_many(run, run_bytes)
                         run = []
                     run_bytes = nbytes
-                    run.append((src, c, d.bufs[src], bid))
+                    run.append((src, c, sbuf, bid))
                     ins.append(bid)
             if run:
                 s.send_many(run, run_bytes)
-            total = sum(map(self.s.buffers.bytes_of, ins))
             bid = self.s.buffer(f"{name}@{c}", c, name, total)
             self.s.instr(c, "VXM", name, "concat", tuple(ins), bid, self.vxm_cycles(0, total), attrs=attrs)
             out[c] = bid

@@ -276,7 +276,10 @@ class BufferTable(MutableMapping[str, Buffer]):
     def add_row(self, bid: str, chip: int, nbytes: int, op: int, form: int) -> int:
         """`add` with the op and form given as indices (`name_id`, `form_id`); returns the row."""
         k = len(self.ids)
-        if self.index.setdefault(bid, k) != k:
+        index = self._index
+        if index is None:
+            index = self.index
+        if index.setdefault(bid, k) != k:
             raise KeyError(f"buffer {bid} is declared twice")
         self.ids.append(bid)
         self.chip.append(chip)
@@ -337,7 +340,8 @@ class BufferTable(MutableMapping[str, Buffer]):
 
     def bytes_of(self, key: str) -> int:
         """`self[key].bytes`, without building the value."""
-        return self.bytes[self.index[key]]
+        index = self._index
+        return self.bytes[(self.index if index is None else index)[key]]
 
     def partial_of(self, key: str) -> Partial:
         """`self[key].partial`, without building the value."""
@@ -484,7 +488,10 @@ def _extend(table: object, name: str, values: Iterable[int]) -> None:
     if col.typecode == "q":
         col.extend(values.tolist() if isinstance(values, array) and values.typecode != "q" else values)
         return
-    if isinstance(values, Iterator):  # read twice if the column must be widened
+    tv = type(values)
+    if tv is list or tv is tuple or tv is range:  # the compiler's own (no ABC check on the hot path)
+        pass
+    elif isinstance(values, Iterator):  # read twice if the column must be widened
         values = list(values)
     elif isinstance(values, array) and values.typecode != col.typecode:  # array.extend takes one typecode
         values = values.tolist()

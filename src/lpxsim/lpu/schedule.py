@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from itertools import islice, repeat
+from itertools import islice
 from typing import Any
 
 from lpxsim.lpu.arch import Arch
@@ -86,8 +86,8 @@ class ReadyTable:
         if add > 0:
             add = max(add, _GROW_ROWS)
             for col in (self.first, self.end, self.first_node, self.end_node, self.last):
-                col.extend(repeat(-1, add))
-            self.arrived.extend(repeat(UNWRITTEN, add))
+                col.extend(array(col.typecode, (-1,)) * add)  # one block copy, not an element at a time
+            self.arrived.extend(bytes((UNWRITTEN,)) * add)
 
     def add(self, bid: str, first: int, end: int, first_node: int = -1, end_node: int = -1,
             arrived: bool = False) -> int:
@@ -644,7 +644,7 @@ class Scheduler:
         finally:  # the records of the sends scheduled (all of them unless one failed)
             n = len(c_send)
             src_c, dst_c, sbuf_c, dbuf_c = zip(*islice(sends, n), strict=True) if n else ((), (), (), ())
-            table.add_many(range(ntr, ntr + n), src_c, dst_c, sbuf_c, dbuf_c, repeat(nb_int, n), c_route, c_send,
+            table.add_many(range(ntr, ntr + n), src_c, dst_c, sbuf_c, dbuf_c, [nb_int] * n, c_route, c_send,
                            c_ser, c_arrive, c_end)
             rt.rewritten += rewritten
         self.last_end, self.last_node = last_end, last_node
