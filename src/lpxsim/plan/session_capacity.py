@@ -159,19 +159,32 @@ def agent_shape(context_cap: int, osl: int, new_tokens: int = AGENT_NEW_TOKENS, 
                         context_cap=context_cap)
 
 
-TURN_ITERATIONS = 8  # the fixed point settles in 2-4 (turn time grows slowly with the streams decoding)
-
-
 def solve_turn_s(held: int, think_s: float, turn_at: Callable[[int], float]) -> tuple[float, int]:
-    """The turn time at the load it implies: c = held x t(c) / (t(c) + think_s), from c = 1 upward (turn time
-    grows with c, so the sequence rises to the smallest fixed point). Returns (turn_s, streams decoding)."""
-    c, t = 1, turn_at(1)
-    for _ in range(TURN_ITERATIONS):
-        nxt = max(1, min(held, math.floor(held * t / (t + think_s) + 1e-9))) if think_s > 0 else max(1, held)
-        if nxt == c:
-            break
-        c, t = nxt, turn_at(nxt)
-    return t, c
+    """The turn time at the load it implies: the smallest c in [1, held] with f(c) <= c, where f(c) =
+    floor(held x t(c) / (t(c) + think_s)) and t = `turn_at` grows with c (so f does too and f(c) = c there).
+    Bisection from c = 1 (checked first: a fast turn with long think time settles at once). Returns
+    (turn_s at c, c)."""
+    if think_s <= 0:
+        return turn_at(max(1, held)), max(1, held)
+    times: dict[int, float] = {}
+
+    def f(c: int) -> int:
+        if c not in times:
+            times[c] = turn_at(c)
+        t = times[c]
+        return max(1, min(held, math.floor(held * t / (t + think_s) + 1e-9)))
+
+    lo, hi = 1, max(1, held)
+    if f(lo) <= lo:
+        return times[lo], lo
+    while hi - lo > 1:  # invariant: f(lo) > lo, f(hi) <= hi (f(held) <= held always)
+        mid = (lo + hi) // 2
+        if f(mid) <= mid:
+            hi = mid
+        else:
+            lo = mid
+    f(hi)
+    return times[hi], hi
 
 
 def engine_session_ceilings(model: str, system: str, shape, osl: int, weights: str = "fp8", kv: str = "bf16",

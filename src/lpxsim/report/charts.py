@@ -112,3 +112,30 @@ def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) 
     fig.update_layout(title=title, **layout)
     fig.update_yaxes(automargin=True)
     return fig
+
+
+def occupancy_chart(timeline: pd.DataFrame, hardware: str) -> go.Figure:
+    """Sessions resident (solid) and sequences running (dotted) above, KV occupancy below, against simulated
+    time, one colour per retention policy."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=["sessions resident (solid) and running (dotted)", "KV occupancy"])
+    for i, (policy, g) in enumerate(timeline.groupby("policy", sort=False)):
+        color = PALETTE[i % 7]
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["sessions_resident"], name=f"{policy}: resident", mode="lines",
+                                 line=dict(color=color, shape="hv"), legendgroup=policy,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: %{{y}} sessions resident<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["running"], name=f"{policy}: running", mode="lines",
+                                 line=dict(color=color, dash="dot", shape="hv"), legendgroup=policy,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: %{{y}} running<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["kv_occupancy"], name=f"{policy}: KV", mode="lines",
+                                 line=dict(color=color), legendgroup=policy, showlegend=False,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: KV %{{y:.0%}} of capacity<extra></extra>"),
+                      row=2, col=1)
+    fig.update_yaxes(title_text="sessions", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="KV used / capacity", tickformat=".0%", range=[0, 1.05], row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_layout(title=dict(text=f"Agent sessions on {hardware_words(hardware)}: retention policies side by "
+                                      "side"), **{**LAYOUT, "height": 560, "legend": dict(orientation="h", y=-0.14)})
+    return fig

@@ -51,18 +51,23 @@ class TourResult:
 # modes share theirs (one per context), so they stay in this process, one after the other, where the modes
 # reuse every step the sweep compiled (a worker would pay the imports again for no shared compile).
 REMOTE = ("aa", "moe")
-ORDER = ("capacity", "aa", "sweep", "modes", "moe", "assumptions")
+# The session sections run after the sweep and the modes: their LPX deployments are the sweep's (same context
+# and OSL), so they reuse its compiles.
+ORDER = ("capacity", "aa", "sweep", "ceilings", "modes", "occupancy", "moe", "assumptions")
 
 
 def section(name: str, cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     """Run one named section (guarded: a missing backend or a failure becomes a note)."""
     from lpxsim.report.modes import modes_section
+    from lpxsim.report.sessions import ceilings_section, occupancy_section
 
     fns: dict[str, Callable[[], SectionResult]] = {
         "capacity": lambda: capacity_section(cfg),
         "aa": lambda: aa_section(cfg),
         "sweep": lambda: sweep_section(cfg, out, pool),
+        "ceilings": lambda: ceilings_section(cfg),
         "modes": lambda: modes_section(cfg),
+        "occupancy": lambda: occupancy_section(cfg),
         "moe": lambda: moe_section(cfg),
         "assumptions": lambda: assumptions_section(cfg),
     }
