@@ -267,3 +267,23 @@ def test_occupancy_section_draws_resident_sessions_and_kv_per_retention_policy(t
     assert tl["kv_occupancy"].between(0, 1.0 + 1e-9).all() and tl["sessions_resident"].max() >= 1
     html = tour.index_html.read_text()
     assert "retention policies side by side" in html and "KV occupancy" in html
+
+
+def test_sweep_rows_carry_their_answers_band_and_the_chart_shades_it(tour):
+    """Issue 28 item 8: each sweep row carries the engine answer's band; the report draws it and the first
+    screen's table shows it."""
+    from lpxsim.engine.bands import band_for
+    from lpxsim.report.charts import speed_band_chart
+
+    df = pd.read_parquet(tour.results_parquet)
+    sw = df[(df["table"] == "sweep") & df["fits"].astype(bool)]
+    assert len(sw) and sw["band"].notna().all()
+    for r in sw.itertuples():
+        b = band_for(r.cost_path)
+        assert (r.tok_s_user_low, r.tok_s_user_high) == pytest.approx(b.interval(r.tok_s_user))
+    fills = [t for t in speed_band_chart(sw).data if t.fill == "toself"]
+    assert len(fills) == sw.groupby(["target", "context"]).ngroups  # one shaded band per curve
+    html = tour.index_html.read_text()
+    assert "with each answer&#x27;s error band" in html or "with each answer's error band" in html
+    first = html.split("<section", 2)[1]
+    assert "compiled-lpx" in first  # the planner's table has its band column

@@ -114,7 +114,8 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     return {**row, "fits": fits, "tok_s_user": a.tok_s_user if fits else nan,
             "tok_s_total": a.tok_s_total if fits else nan, "tok_s_per_mw": a.tok_s_per_mw if fits else nan,
             "ttft_s": a.ttft_s if fits else nan, "tpot_s": a.tpot_s if fits else nan, "needs": a.needs,
-            "label": a.label(), "solver": a.solver}
+            "label": a.label(), "solver": a.solver,
+            **(a.bands() if fits else {})}  # the answer's error band (cost_path, band, tok_s_user_low/high, ...)
 
 
 def kv_ceiling(step, context: int) -> int:
