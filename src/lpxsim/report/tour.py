@@ -212,7 +212,9 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
                   f"{cfg.model} at concurrency 1 (Artificial Analysis method) next to the most streams that fit and "
                   "what each of them gets there. Per-user speed is always shown with its context, concurrency "
                   "and hardware.")
-    sec.add(Table(headline(cfg, results), css="headline"))
+    head = headline(cfg, results)
+    # the published figure's diff is in the AA section (its column would push the table past 1,280 px)
+    sec.add(Table(head, css="headline", columns=tuple(c for c in head.columns if c != "diff")))
     sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72 "
                  "at the input context. 'Streams the replica runs' is the sweep's ceiling row: the most streams the "
                  "deployment laid out for that context (one unit, context + OSL tokens, sized for the largest power "
