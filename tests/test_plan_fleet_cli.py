@@ -52,6 +52,14 @@ def test_point_json() -> None:
               "--target-tok-s-user", "100")
     assert d["feasible"] and d["tok_s_user"] >= 100 and d["context"] == 8000 and d["concurrency"] >= 1
     assert d["replica_chips"] > 0 and d["tok_s_per_mw"] > 0 and d["candidates"]
+    # the answer's error band: the engine's, for its cost path (issue 28 item 8), around the answer's figure
+    from lpxsim.engine.bands import answer_band, path_for
+
+    b = answer_band("h200-hgx", "fp8", "sglang")
+    assert d["cost_path"] == path_for("h200-hgx", "fp8", "sglang") == b.path
+    assert (d["tok_s_user_low"], d["tok_s_user_high"]) == pytest.approx(b.interval(d["tok_s_user"]))
+    assert d["band"].startswith(f"±{100 * b.band_fraction:.0f}%") and b.path in d["band"]
+    assert d["ttft_low"] < d["ttft_s"] < d["ttft_high"]
 
 
 def test_point_table_carries_context_and_concurrency() -> None:
@@ -59,6 +67,7 @@ def test_point_table_carries_context_and_concurrency() -> None:
                             "--target-tok-s-user", "100"])
     text = " ".join(r.stdout.split())
     assert r.exit_code == 0 and "at 8,000 context and concurrency" in text
+    assert "error band: tok/s/user" in text
 
 
 def test_fleet_json(tmp_path: Path) -> None:
@@ -68,8 +77,15 @@ def test_fleet_json(tmp_path: Path) -> None:
     assert d["feasible"] and d["bom"] and d["total_power_w"] > 0
     classes = {a["request_class"] for a in d["assignments"]}
     assert classes == {"interactive", "bulk"}
+    from lpxsim.engine.bands import answer_band
+
     for a in d["assignments"]:
         assert a["tok_s_user"] > 0 and a["context"] in (8000, 4000) and a["concurrency_per_replica"] >= 1
+        b = answer_band(a["system"])  # each assignment carries its system's band, around its own speed
+        assert a["cost_path"] == b.path and a["tok_s_user_band_pct"] == round(100 * b.band_fraction, 1)
+        assert (a["tok_s_user_low"], a["tok_s_user_high"]) == pytest.approx(b.interval(a["tok_s_user"]))
+    text = " ".join(runner.invoke(app, ["plan", "fleet", "--demand", str(p)]).stdout.split())
+    assert text.count("error band: tok/s/user") == len(d["assignments"])
     served = {c: sum(a["served"] for a in d["assignments"] if a["request_class"] == c) for c in classes}
     assert served["interactive"] >= 40 and served["bulk"] >= 5
     # --systems restricts the candidates

@@ -46,3 +46,77 @@ def test_bad_osl_and_turn_time_name_their_field():
         session_ceilings("gemma-4-31b", "lpx", shape, osl=0)
     with pytest.raises(UserError, match="turn_s"):
         session_ceilings("gemma-4-31b", "lpx", shape, osl=10, turn_s=-1.0)
+
+
+def test_agent_shape_reaches_the_cap_and_refuses_a_first_turn_past_it():
+    from lpxsim.plan.session_capacity import agent_shape
+
+    from lpxsim.engine.query import default_session
+
+    s = agent_shape(10_000, 256)
+    ctxs = session_contexts(s.first_isl, s.new_tokens, s.turns, 256, s.context_cap)
+    ds = default_session(10_000, 256)  # one session shape: the engine's default
+    assert (s.first_isl, s.new_tokens, s.turns, s.think_s) == (ds.first_isl, ds.new_tokens, ds.turns, ds.think_s)
+    assert ctxs[-1] == 10_256 and ctxs[-2] < 10_256  # the last turn reaches the cap
+    with pytest.raises(UserError, match="first_isl"):
+        agent_shape(1_000, 256, first_isl=5_000)
+
+
+def test_turn_time_is_the_fixed_point_of_the_load_it_implies():
+    from lpxsim.plan.session_capacity import solve_turn_s
+
+    asked = []
+
+    def turn_at(c):  # a turn slows as more streams decode at once
+        asked.append(c)
+        return 1.0 + 0.01 * c
+
+    t, c = solve_turn_s(1_000, 4.0, turn_at)
+    assert c == int(1_000 * t / (t + 4.0)) and t == turn_at(c)
+    assert asked[0] == 1 and len(asked) <= 12  # from one stream, by bisection
+    assert solve_turn_s(50, 0.0, turn_at)[1] == 50  # no think time: every held session decodes
+
+
+def test_capacity_session_cli_is_session_ceilings_answer():
+    import json
+
+    from typer.testing import CliRunner
+
+    from lpxsim.cli.main import app
+    from lpxsim.plan.session_capacity import agent_shape
+
+    res = CliRunner().invoke(app, ["capacity", "gemma-4-31b", "--system", "vr-nvl72", "--context", "100K",
+                                   "--session", "--racks", "1", "--turn-s", "2", "--think-s", "6", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    c = session_ceilings("gemma-4-31b", "vr-nvl72", agent_shape(100_000, 256, think_s=6.0), osl=256, racks=1,
+                         turn_s=2.0)
+    assert d["sessions_held"] == c.sessions_held and d["streams_decoding"] == c.streams_decoding
+    assert d["streams_decoding_mean"] == pytest.approx(c.sessions_held * 2.0 / 8.0)
+    assert d["session_shape"] == c.shape_label() and set(d["breakdown"]) >= {"weights_bytes", "kv_bytes"}
+    text = CliRunner().invoke(app, ["capacity", "gemma-4-31b", "--system", "vr-nvl72", "--context", "100K",
+                                    "--session", "--racks", "1", "--turn-s", "2"])
+    assert text.exit_code == 0 and "sessions held" in text.stdout and "streams decoding" in text.stdout
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "capacity", "gemma-4-31b", "--context", "1000",
+                          "--session", "--first-isl", "5000", "--racks", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "first_isl" in bad.stderr
+
+
+def test_engine_ceilings_run_on_the_engines_deployment(monkeypatch):
+    from analytic_double import use_double_in_engine
+    from lpxsim.engine.answer import answer_on
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Load, Workload
+    from lpxsim.plan.session_capacity import agent_shape, engine_session_ceilings
+
+    use_double_in_engine(monkeypatch)
+    shape = agent_shape(10_000, 256)
+    c = engine_session_ceilings("gemma-4-31b", "vr-nvl72", shape, 256)
+    placed = place("gemma-4-31b", "vr-nvl72", Workload(10_000, 256), None, Precision())
+    assert c.chips == placed.deployment.powered_chips and placed.deployment.label() in c.turn_source
+    at = answer_on(placed, Workload(10_000, 256, shape), Load(concurrency=max(1, c.streams_decoding)))
+    assert c.turn_s == pytest.approx(at.e2e_s)
+    assert c.streams_decoding_mean == pytest.approx(c.sessions_held * c.turn_s / (c.turn_s + shape.think_s))

@@ -57,7 +57,8 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
     r = lpxsim("tour", "--out", str(tmp_path), "--json", timeout=1500)  # a hang guard: cold compiles, shared CPUs
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc["sections"]) == {"capacity", "aa", "sweep", "modes", "economics", "moe", "assumptions"}
+    assert set(doc["sections"]) == {"capacity", "aa", "sweep", "ceilings", "modes", "occupancy", "economics", "moe",
+                                    "assumptions"}
     assert all(v == "ok" for v in doc["sections"].values()), doc["summary"]
     assert (tmp_path / "index.html").is_file() and (tmp_path / "results.parquet").is_file()
     chromium_or_skip()  # fails instead where CI sets LPXSIM_REQUIRE_BROWSER=1

@@ -192,7 +192,7 @@ def test_tour_on_worker_processes_matches_the_serial_tour(tour, tmp_path, jobs):
         mp.setattr(tour_mod, "section", spy)
         par = run_tour(replace(SMALL, jobs=jobs), tmp_path)
     # Only 3+ processes send the sweep to the pool: with 2 it runs here, where the modes reuse its deployment.
-    assert set(pools) == {"capacity", "sweep", "modes", "assumptions"}
+    assert set(pools) == {"capacity", "sweep", "ceilings", "modes", "occupancy", "assumptions"}
     assert (pools["sweep"] is None) == (jobs == 2)
     assert par.statuses == tour.statuses
     pd.testing.assert_frame_equal(pd.read_parquet(par.results_parquet), pd.read_parquet(tour.results_parquet))
@@ -232,3 +232,58 @@ def test_a_dead_worker_is_a_failed_section_not_a_crash(tmp_path):
         res = run_tour(replace(SMALL, jobs=2), tmp_path)
     assert res.failed and res.statuses["moe"] == "error" and res.statuses["capacity"] == "ok"
     assert res.index_html.is_file() and "failed" in res.index_html.read_text()
+
+
+def test_first_screen_gives_both_ceilings_for_each_system_and_context(tour):
+    """Issue 27 item 8: sessions held and streams decoding for LPX and Rubin at each context, with the memory
+    breakdown, the deployment and the session shape; the rows are session_ceilings' answer as it comes."""
+    from lpxsim.plan.session_capacity import agent_shape, session_ceilings
+
+    df = pd.read_parquet(tour.results_parquet)
+    ceil = df[df["table"] == "session_ceilings"]
+    assert {(s, int(c)) for s, c in zip(ceil["system"], ceil["context"], strict=True)} == {
+        (s, c) for s in SMALL.systems for c in SMALL.contexts}
+    for r in ceil.itertuples():
+        assert r.sessions_held >= r.sessions_held_last_turn >= 1
+        assert 0 < r.streams_decoding_mean <= r.sessions_held
+        shape = agent_shape(int(r.context), SMALL.osl)
+        again = session_ceilings(SMALL.model, r.system, shape, SMALL.osl, chips=int(r.chips), turn_s=r.turn_s)
+        assert r.sessions_held == again.sessions_held and r.session == again.shape_label()
+        assert r.weights_gb + r.reserve_gb + r.kv_gb + r.free_gb == pytest.approx(r.total_gb)
+    html = tour.index_html.read_text()
+    first = html.split("<section", 2)[1]  # the first screen
+    for words in ("sessions held (KV resident)", "streams decoding (mean)", "KV per session", "session shape",
+                  "Agent sessions growing to 100,000 tokens"):
+        assert words in first
+
+
+def test_occupancy_section_draws_resident_sessions_and_kv_per_retention_policy(tour):
+    df = pd.read_parquet(tour.results_parquet)
+    ret = df[df["table"] == "retention"]
+    assert list(ret["policy"]) == ["hold", "evict_idle", "lru"]
+    assert (ret["prefix_hit_rate"].between(0, 1)).all() and (ret["sessions_resident_max"] >= 1).all()
+    tl = df[df["table"] == "occupancy_timeline"]
+    assert set(tl["policy"]) == {"hold", "evict_idle", "lru"}
+    assert tl["kv_occupancy"].between(0, 1.0 + 1e-9).all() and tl["sessions_resident"].max() >= 1
+    html = tour.index_html.read_text()
+    assert "retention policies side by side" in html and "KV occupancy" in html
+
+
+def test_sweep_rows_carry_their_answers_band_and_the_chart_shades_it(tour):
+    """Issue 28 item 8: each sweep row carries the engine answer's band; the report draws it and the first
+    screen's table shows it."""
+    from lpxsim.engine.bands import band_for
+    from lpxsim.report.charts import speed_band_chart
+
+    df = pd.read_parquet(tour.results_parquet)
+    sw = df[(df["table"] == "sweep") & df["fits"].astype(bool)]
+    assert len(sw) and sw["band"].notna().all()
+    for r in sw.itertuples():
+        b = band_for(r.cost_path)
+        assert (r.tok_s_user_low, r.tok_s_user_high) == pytest.approx(b.interval(r.tok_s_user))
+    fills = [t for t in speed_band_chart(sw).data if t.fill == "toself"]
+    assert len(fills) == sw.groupby(["target", "context"]).ngroups  # one shaded band per curve
+    html = tour.index_html.read_text()
+    assert "with each answer&#x27;s error band" in html or "with each answer's error band" in html
+    first = html.split("<section", 2)[1]
+    assert "compiled-lpx" in first  # the planner's table has its band column

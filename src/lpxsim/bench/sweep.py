@@ -157,7 +157,8 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
             "tok_s_total": a.tok_s_total if fits else nan, "tok_s_per_mw": a.tok_s_per_mw if fits else nan,
             "ttft_s": a.ttft_s if fits else nan, "tpot_s": a.tpot_s if fits else nan, "needs": a.needs,
             "label": a.label(), "solver": a.solver, "streams_decoding": a.streams_decoding,
-            "ttft_first_turn_s": a.ttft_first_turn_s}
+            "ttft_first_turn_s": a.ttft_first_turn_s,
+            **(a.bands() if fits else {})}  # the answer's error band (cost_path, band, tok_s_user_low/high, ...)
 
 
 def kv_ceiling(step, context: int) -> int:

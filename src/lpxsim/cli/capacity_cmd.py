@@ -8,7 +8,52 @@ from rich.table import Table
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, fmt_bytes, out, systems_help
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
+from lpxsim.engine.query import DEFAULT_OSL
 from lpxsim.plan.capacity import CapacityReport, capacity
+from lpxsim.plan.session_capacity import AGENT_NEW_TOKENS, AGENT_THINK_S, SessionCeilings
+
+
+def session_answer(model: str, system: str, context: int, weights: str, kv: str, kv_layout: str,
+                   racks: float | None, chips: int | None, first_isl: int | None, new_tokens: int,
+                   turns: int | None, think_s: float, osl: int, turn_s: float | None) -> SessionCeilings:
+    """The two ceilings of `capacity --session` (`plan.session_capacity`): with --turn-s or a stated
+    deployment, `session_ceilings`; otherwise on the engine's deployment with the engine's turn time."""
+    from lpxsim.plan.session_capacity import agent_shape, engine_session_ceilings, session_ceilings
+
+    shape = agent_shape(context, osl, new_tokens, think_s, first_isl, turns)
+    if turn_s is None and racks is None and chips is None:
+        return engine_session_ceilings(model, system, shape, osl, weights, kv, kv_layout)
+    return session_ceilings(model, system, shape, osl, weights, kv, kv_layout, racks=racks, chips=chips,
+                            turn_s=turn_s)
+
+
+def print_sessions(c: SessionCeilings) -> None:
+    """The two ceilings and where the bytes go, for people."""
+    b = c.breakdown
+    t = Table(title=f"{c.model} on {c.system} ({c.chips:,} chips): agent sessions ({c.shape_label()})")
+    t.add_column("where the bytes go")
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    for label, v in (("weights", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes),
+                     (f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_mean)} (mean over "
+                      f"turns; {fmt_bytes(c.kv_bytes_per_session_max)} at the last)", b.kv_bytes),
+                     ("free (less than one more session)", b.free_bytes)):
+        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%")
+    t.add_row("total memory", fmt_bytes(b.total_bytes), "100%", style="bold")
+    out.print(t)
+    out.print(f"sessions held (KV resident, thinking ones included): [bold]{c.sessions_held:,}[/] "
+              f"({c.sessions_held_last_turn:,} if every session were at its last turn, "
+              f"{c.session_context_max:,} tokens)")
+    if c.duty is None:
+        out.print(f"streams decoding: at most [bold]{c.streams_decoding:,}[/] (no turn time)")
+    else:
+        out.print(f"streams decoding: [bold]{c.streams_decoding_mean:,.1f}[/] on average (a turn takes "
+                  f"{c.turn_s:,.2f} s, think {c.think_s:g} s: {100 * c.duty:.1f}% of a session's time; "
+                  f"turn time {c.turn_source})")
+    out.print(f"without prefix reuse (every turn re-prefilled, nothing held): {c.streams_no_reuse:,} streams of "
+              f"{c.session_context_max:,} tokens")
+    for n in c.notes:
+        out.print(f"[yellow]note:[/] {n}")
 
 
 def report_dict(r: CapacityReport) -> dict:
@@ -114,14 +159,36 @@ def register(app: typer.Typer) -> None:
             True, "--compiled/--no-compiled",
             help="LPU systems: also compile the layout that holds the most streams at exactly this context and "
                  "give its ceiling beside the pooled one (compiled_streams), with the reason they differ"),
+        session: bool = typer.Option(
+            False, "--session",
+            help="agent sessions instead of streams: the two ceilings (sessions held, KV resident through think "
+                 "time; streams decoding) of a session whose context grows to CONTEXT (the cap)"),
+        first_isl: int | None = tokens_option(None, "--first-isl", help="--session: the first turn's input "
+                                              "tokens (default: a fifth of --context)"),
+        new_tokens: int = tokens_option(AGENT_NEW_TOKENS, "--new-tokens",
+                                        help="--session: input tokens each later turn adds"),
+        turns: int | None = count_option(None, "--turns", help="--session: turns per session (default: until "
+                                         "the context reaches --context)", hi=100_000, human=False),
+        think_s: float = real_option(AGENT_THINK_S, "--think-s", help="--session: tool or think seconds between "
+                                     "turns", lo=0, hi=86_400),
+        osl: int = tokens_option(DEFAULT_OSL, "--osl", help="--session: output tokens per turn"),
+        turn_s: float | None = real_option(None, "--turn-s", help="--session: seconds one turn takes (default: "
+                                           "the engine's answer on its default deployment)", lo=0, hi=86_400,
+                                           lo_open=True),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit (pooled memory, and on LPU
-        systems the compiled layout's per-chip ceiling at the same context)."""
+        systems the compiled layout's per-chip ceiling at the same context). With --session: how many agent
+        sessions the deployment holds and how many of them decode at once."""
         from lpxsim.core.errors import UserError
 
         if chips is not None and gpus is not None:
             raise UserError("gpus", "give either --chips or --gpus")
+        if session:
+            c = session_answer(model, system, context, weights, kv, kv_layout, racks, chips if chips is not None
+                               else gpus, first_isl, new_tokens, turns, think_s, osl, turn_s)
+            emit_json(c.as_dict()) if as_json else print_sessions(c)
+            return
         r = capacity(model, system, context, weights, kv, kv_layout, racks=racks,
                      chips=chips if chips is not None else gpus, compiled=compiled)
         if as_json:

@@ -42,6 +42,36 @@ def _check_backend(backend: str) -> None:
     check_backend(backend)
 
 
+def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, ttft_s: float | None) -> dict:
+    """The error band of a plan's answer on `system` (`engine.bands.answer_band`), in the keys an engine
+    Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it puts around
+    the figure; a metric the path has no validation of has no keys."""
+    from lpxsim.engine.bands import answer_band, path_for
+
+    out: dict = {"cost_path": path_for(system, weights, framework)}
+    for metric, value in (("tok_s_user", tok_s_user), ("ttft", ttft_s)):
+        try:
+            b = answer_band(system, weights, framework, metric)
+        except UserError:  # no validation of this metric on this path: no band, said so by its absence
+            continue
+        out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
+        if value is not None and value > 0:
+            out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
+        if metric == "tok_s_user":
+            out["band"] = f"±{100 * b.band_fraction:.0f}% ({b.path}, {b.n_points} points)"
+    return out
+
+
+def band_line(d: dict) -> str:
+    """'error band: tok/s/user 900-1,100 (±12% (measured-gpu, 489 points); TTFT ±28%)', or '' without one."""
+    if not d.get("band"):
+        return ""
+    speed = (f"tok/s/user {d['tok_s_user_low']:,.0f}-{d['tok_s_user_high']:,.0f} " if "tok_s_user_low" in d
+             else "tok/s/user ")
+    ttft = f"; TTFT ±{d['ttft_band_pct']:.0f}%" if "ttft_band_pct" in d else ""
+    return f"error band: {speed}({d['band']}{ttft}; lpxsim validate shows the points)"
+
+
 def _point_table(d: dict) -> Table:
     t = Table(title=(
         f"{d['model']} on {d['system']}: >= {d['target_tok_s_user']:,.0f} tok/s/user at context {d['isl']:,} "
@@ -81,6 +111,8 @@ def _print_point(d: dict) -> None:
             f"ranked by {d['objective']}"
         )
         out.print(economics_line(d))
+        if band_line(d):
+            out.print(band_line(d))
     else:
         out.print(f"cannot reach {d['target_tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context: {d['reason']}")
 
@@ -123,6 +155,8 @@ def _print_fleet(d: dict) -> None:
     out.print(keep_identifiers(t, 3))
     for a in d["assignments"]:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
+        if band_line(a):
+            out.print(f"  {band_line(a)}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
     out.print(f"racks: {d['straddle']}")
@@ -248,6 +282,8 @@ def point_cmd(
                          backend=backend, spec_k=mtp, spec_accept=accept, framework=framework, session=shape,
                          objective=objective)
     d = {**op.as_dict(), **point_economics(op, costs)}
+    if op.feasible:
+        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s)
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point
 
@@ -299,6 +335,8 @@ def fleet_cmd(
     target = _emit_target(emit)
     plan = size_fleet(spec, systems=names, backend=backend, costs=costs)
     d = plan.as_dict()
+    for a in d["assignments"]:  # each assignment's per-user speed carries its system's error band
+        a |= answer_bands(a["system"], spec.weights, "sglang", a["tok_s_user"], None)
     if target is not None and plan.feasible:
         from lpxsim.plan.fleet_emit import emit_fleet_plan
 

@@ -20,7 +20,8 @@ HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
 
 
 def print_summary(res) -> None:
-    """The short summary: batch-1 next to the ceiling, then the modes, the MoE contrast and anything missing."""
+    """The short summary: batch-1 next to the ceiling, the two session ceilings, the modes, the MoE contrast and
+    anything missing."""
     from rich.table import Table
 
     t = Table(title="Batch-1 speed is not fleet capacity (per system and context)")
@@ -32,7 +33,7 @@ def print_summary(res) -> None:
     t.caption = _hardware_caption(res.headline)
     out.print(t)
     for line in res.summary:
-        if line.startswith(("mode ", "AA gpt", "MoE", "sweep:")) or "not available" in line or "failed" in line:
+        if line.startswith(("sessions ", "mode ", "AA gpt", "MoE", "sweep:")) or "not available" in line or "failed" in line:
             out.print(line)
     out.print(f"report: {res.index_html} (charts, tables, assumptions); data: {res.results_parquet}")
 

@@ -15,6 +15,8 @@ it, and its context grows turn by turn, so the memory question has two answers:
   think time: sessions_held x duty, duty = turn_s / (turn_s + think_s), where
   `turn_s` (one turn's TTFT + decode time) comes from the operating point that
   runs the session (`lpxsim.engine`); without it the bound is sessions_held.
+  `engine_session_ceilings` solves turn_s on the engine's default deployment for the session: the turn
+  time at the streams decoding it implies (a fixed point, `solve_turn_s`).
 
 The memory breakdown uses `plan.capacity`'s accounting (weights, reserve, KV,
 free) for the same model, system, precisions and chips, so the numbers agree.
@@ -23,10 +25,12 @@ free) for the same model, system, precisions and chips, so the numbers agree.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from lpxsim.catalog import get_model
 from lpxsim.core.errors import UserError
+from lpxsim.engine.query import DEFAULT_NEW_TOKENS, DEFAULT_THINK_S
 from lpxsim.plan.capacity import Breakdown, capacity
 from lpxsim.specs.accounting import kv_bytes_per_sequence
 
@@ -52,11 +56,30 @@ class SessionCeilings:
     sessions_held: int  # steady population of sessions of every age
     sessions_held_last_turn: int  # every session at its longest
     duty: float | None  # share of a held session's time in a turn (None: no turn time given)
-    streams_decoding: int
+    streams_decoding: int  # whole streams: floor(streams_decoding_mean)
+    streams_decoding_mean: float  # sessions_held x duty: the mean number of sessions in a turn
     streams_no_reuse: int  # plan.capacity's streams at the longest context (each turn re-prefilled, none held)
     breakdown: Breakdown  # kv_bytes = sessions_held x kv_bytes_per_session_mean
     offload_sessions: int | None = None  # further sessions an offload tier of `offload_bytes` parks
     notes: list[str] = field(default_factory=list)
+    turn_s: float | None = None  # one turn's TTFT + decode time (None: not given)
+    turn_source: str = ""  # where turn_s came from ("given", or the engine's answer and deployment)
+
+    def shape_label(self) -> str:
+        """The session shape in words: '2,000 first + 2,000 new tokens/turn, 256 out, x 5 turns, 5 s think,
+        cap 10,000'."""
+        cap = f", cap {self.context_cap:,}" if self.context_cap else ""
+        return (f"{self.first_isl:,} first + {self.new_tokens:,} new tokens/turn, {self.osl:,} out, x {self.turns} "
+                f"turns, {self.think_s:g} s think{cap}")
+
+    def as_dict(self) -> dict:
+        """Plain JSON values (the `capacity --session --json` shape)."""
+        d = {k: v for k, v in self.__dict__.items() if k != "breakdown"}
+        b = self.breakdown
+        d["breakdown"] = {"total_bytes": b.total_bytes, "weights_bytes": b.weights_bytes,
+                          "reserve_bytes": b.reserve_bytes, "kv_bytes": b.kv_bytes, "free_bytes": b.free_bytes}
+        d["session_shape"] = self.shape_label()
+        return d
 
 
 def session_contexts(first_isl: int, new_tokens: int, turns: int, osl: int, context_cap: int | None) -> list[int]:
@@ -95,12 +118,13 @@ def session_ceilings(model: str, system: str, shape, osl: int, weights: str = "f
     notes = list(rep.notes)
     if turn_s is None:
         duty = None
-        streams = held
+        mean = float(held)
         if shape.think_s > 0:
             notes.append("no turn time given: streams decoding is the upper bound (every held session in a turn)")
     else:
         duty = turn_s / (turn_s + shape.think_s)
-        streams = int(math.floor(held * duty + 1e-9))
+        mean = held * duty
+    streams = int(math.floor(mean + 1e-9))
     kv_held = held * mean_bytes
     breakdown = Breakdown(total_bytes=b.total_bytes, weights_bytes=b.weights_bytes, reserve_bytes=b.reserve_bytes,
                           kv_bytes=kv_held, free_bytes=b.total_bytes - b.weights_bytes - b.reserve_bytes - kv_held)
@@ -110,5 +134,82 @@ def session_ceilings(model: str, system: str, shape, osl: int, weights: str = "f
         turns=shape.turns, think_s=float(shape.think_s), context_cap=shape.context_cap, osl=osl,
         kv_budget_bytes=budget, session_context_mean=sum(ctxs) / len(ctxs), session_context_max=ctx_max,
         kv_bytes_per_session_mean=mean_bytes, kv_bytes_per_session_max=max_bytes, sessions_held=held,
-        sessions_held_last_turn=held_last, duty=duty, streams_decoding=streams, streams_no_reuse=rep.max_streams,
-        breakdown=breakdown, offload_sessions=parked, notes=notes)
+        sessions_held_last_turn=held_last, duty=duty, streams_decoding=streams, streams_decoding_mean=mean,
+        streams_no_reuse=rep.max_streams, breakdown=breakdown, offload_sessions=parked, notes=notes, turn_s=turn_s,
+        turn_source="" if turn_s is None else "given")
+
+
+# The agent session is the engine's default session (`engine.query.default_session`: one shape for every answer)
+AGENT_NEW_TOKENS = DEFAULT_NEW_TOKENS  # tool output + the next message per turn
+AGENT_THINK_S = DEFAULT_THINK_S  # tool or think time between turns, the KV held
+
+
+def agent_shape(context_cap: int, osl: int, new_tokens: int = AGENT_NEW_TOKENS, think_s: float = AGENT_THINK_S,
+                first_isl: int | None = None, turns: int | None = None):
+    """The agent session whose last turn reaches `context_cap`: the engine's default session
+    (`engine.query.default_session`) unless `first_isl` or `turns` is given; then a first turn of `first_isl`
+    (default: the default session's), `new_tokens` a turn (plus each turn's `osl` output) until the context
+    reaches the cap (`turns` None: the fewest turns that reach it)."""
+    from lpxsim.engine.query import SessionShape, default_session
+
+    base = default_session(context_cap, osl, new_tokens, think_s)
+    first = first_isl if first_isl is not None else (base.first_isl if base is not None else context_cap)
+    if first > context_cap:
+        raise UserError("first_isl", f"the first turn ({first:,} tokens) is longer than the cap ({context_cap:,})")
+    if turns is None:
+        turns = 1 + max(0, math.ceil((context_cap - first) / (new_tokens + osl)))
+    return SessionShape(first_isl=first, new_tokens=new_tokens, turns=turns, think_s=think_s,
+                        context_cap=context_cap)
+
+
+def solve_turn_s(held: int, think_s: float, turn_at: Callable[[int], float]) -> tuple[float, int]:
+    """The turn time at the load it implies: the smallest c in [1, held] with f(c) <= c, where f(c) =
+    floor(held x t(c) / (t(c) + think_s)) and t = `turn_at` grows with c (so f does too and f(c) = c there).
+    Bisection from c = 1 (checked first: a fast turn with long think time settles at once). Returns
+    (turn_s at c, c)."""
+    if think_s <= 0:
+        return turn_at(max(1, held)), max(1, held)
+    times: dict[int, float] = {}
+
+    def f(c: int) -> int:
+        if c not in times:
+            times[c] = turn_at(c)
+        t = times[c]
+        return max(1, min(held, math.floor(held * t / (t + think_s) + 1e-9)))
+
+    lo, hi = 1, max(1, held)
+    if f(lo) <= lo:
+        return times[lo], lo
+    while hi - lo > 1:  # invariant: f(lo) > lo, f(hi) <= hi (f(held) <= held always)
+        mid = (lo + hi) // 2
+        if f(mid) <= mid:
+            hi = mid
+        else:
+            lo = mid
+    f(hi)
+    return times[hi], hi
+
+
+def engine_session_ceilings(model: str, system: str, shape, osl: int, weights: str = "fp8", kv: str = "bf16",
+                            kv_layout: str = "separate", framework: str = "sglang") -> SessionCeilings:
+    """`session_ceilings` on the engine's default deployment for a turn at the cap (the one `estimate` answers
+    on), with turn_s the engine's end-to-end time of a turn (later turns prefill only their new tokens) at the
+    streams decoding it implies (`solve_turn_s`)."""
+    from lpxsim.engine.answer import answer_on
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import Load, Workload
+
+    cap = shape.context_cap if shape.context_cap is not None else max(session_contexts(
+        shape.first_isl, shape.new_tokens, shape.turns, osl, None)) - osl
+    precision = Precision(weights, kv, kv_layout)
+    placed = place(model, system, Workload(cap, osl), None, precision, framework)
+    wl = Workload(cap, osl, shape)
+    dep = placed.deployment
+    bound = session_ceilings(model, system, shape, osl, weights, kv, kv_layout, chips=dep.powered_chips)
+    if bound.sessions_held < 1:
+        return bound
+    turn_s, _ = solve_turn_s(bound.sessions_held, shape.think_s,
+                             lambda c: answer_on(placed, wl, Load(concurrency=c), precision=precision).e2e_s)
+    c = session_ceilings(model, system, shape, osl, weights, kv, kv_layout, chips=dep.powered_chips, turn_s=turn_s)
+    return replace(c, turn_source=f"engine: a turn at the cap on {dep.label()} at {c.streams_decoding_mean:,.1f} "
+                                  "streams decoding")

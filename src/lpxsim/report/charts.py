@@ -120,3 +120,74 @@ def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) 
     fig.update_layout(title=title, **layout)
     fig.update_yaxes(automargin=True)
     return fig
+
+
+def occupancy_chart(timeline: pd.DataFrame, hardware: str) -> go.Figure:
+    """Sessions resident (solid) and sequences running (dotted) above, KV occupancy below, against simulated
+    time, one colour per retention policy."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=["sessions resident (solid) and running (dotted)", "KV occupancy"])
+    for i, (policy, g) in enumerate(timeline.groupby("policy", sort=False)):
+        color = PALETTE[i % 7]
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["sessions_resident"], name=f"{policy}: resident", mode="lines",
+                                 line=dict(color=color, shape="hv"), legendgroup=policy,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: %{{y}} sessions resident<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["running"], name=f"{policy}: running", mode="lines",
+                                 line=dict(color=color, dash="dot", shape="hv"), legendgroup=policy,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: %{{y}} running<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=g["t_s"], y=g["kv_occupancy"], name=f"{policy}: KV", mode="lines",
+                                 line=dict(color=color), legendgroup=policy, showlegend=False,
+                                 hovertemplate=f"{policy}<br>%{{x:,.1f}} s: KV %{{y:.0%}} of capacity<extra></extra>"),
+                      row=2, col=1)
+    fig.update_yaxes(title_text="sessions", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="KV used / capacity", tickformat=".0%", range=[0, 1.05], row=2, col=1)
+    fig.update_xaxes(title_text="simulated time (s)", row=2, col=1)
+    fig.update_layout(title=dict(text=f"Agent sessions on {hardware_words(hardware)}: retention policies side by "
+                                      "side"), **{**LAYOUT, "height": 560, "legend": dict(orientation="h", y=-0.14)})
+    return fig
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    return f"rgba({int(h[0:2], 16)},{int(h[2:4], 16)},{int(h[4:6], 16)},{alpha})"
+
+
+def speed_band_chart(df: pd.DataFrame) -> go.Figure:
+    """Per-user speed against concurrency, one panel per context and one line per system, with the error band
+    of each answer's cost path shaded around it (tok_s_user_low .. tok_s_user_high, `lpxsim.engine.bands`)."""
+    ok = df[df["fits"].astype(bool)].dropna(subset=["tok_s_user"]) if "fits" in df else df
+    contexts = sorted(ok["context"].unique())
+    fig = make_subplots(rows=1, cols=max(1, len(contexts)),
+                        subplot_titles=[f"context {int(c):,} tokens" for c in contexts] or [""])
+    banded = {"tok_s_user_low", "tok_s_user_high"} <= set(ok.columns)
+    for col, ctx in enumerate(contexts, start=1):
+        for i, t in enumerate(sorted(ok["target"].unique())):
+            g = ok[(ok["context"] == ctx) & (ok["target"] == t)].sort_values("concurrency")
+            if g.empty:
+                continue
+            color = PALETTE[i % 7]
+            band = g.dropna(subset=["tok_s_user_low", "tok_s_user_high"]) if banded else g.iloc[0:0]
+            what = str(band["band"].iloc[0]) if len(band) and "band" in band else ""
+            if len(band):
+                fig.add_trace(go.Scatter(
+                    x=list(band["concurrency"]) + list(band["concurrency"])[::-1],
+                    y=list(band["tok_s_user_high"]) + list(band["tok_s_user_low"])[::-1], fill="toself",
+                    fillcolor=_rgba(color, 0.15), line=dict(width=0), hoverinfo="skip", legendgroup=t,
+                    showlegend=False, name=f"{t} band"), row=1, col=col)
+            hw = hardware_words(str(g["hardware"].dropna().iloc[0])) if "hardware" in g else t
+            fig.add_trace(go.Scatter(
+                x=g["concurrency"], y=g["tok_s_user"], mode="lines+markers", name=t, legendgroup=t,
+                showlegend=col == 1, line=dict(color=color),
+                customdata=(g[["tok_s_user_low", "tok_s_user_high"]].to_numpy() if banded else None),
+                hovertemplate=f"{hw}<br>concurrency %{{x}}, context {int(ctx):,}<br>%{{y:,.0f}} tok/s/user"
+                              + (f" (band %{{customdata[0]:,.0f}}-%{{customdata[1]:,.0f}}: {what})" if what else "")
+                              + "<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(title_text="concurrent users", type="log", dtick=0.30103, row=1, col=col)
+        fig.update_yaxes(title_text="output tok/s per user" if col == 1 else None, type="log", tickformat="~s",
+                         row=1, col=col)
+    fig.update_layout(title=dict(text="Per-user speed by concurrency, with each answer's error band<br><sup>shaded: "
+                                      "the validation error of the cost path that priced it (lpxsim validate)"
+                                      "</sup>"), **{**LAYOUT, "margin": dict(l=60, r=20, t=90, b=50)})
+    return fig

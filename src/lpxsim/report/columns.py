@@ -39,6 +39,14 @@ HEADERS = {
     "on_frontier": "on the frontier", "speed_vs_rubin": "speed vs Rubin alone", "speed_vs_lpx": "speed vs LPX alone",
     "mw_vs_rubin": "tok/s per MW vs Rubin alone", "mw_vs_lpx": "tok/s per MW vs LPX alone",
     "band": "band", "tok_s_user_band": "band (tok/s per user)",
+    "session": "session shape", "sessions_held": "sessions held (KV resident)",
+    "sessions_held_last_turn": "sessions held, all at their last turn", "streams_decoding_mean":
+        "streams decoding (mean)", "kv_per_session_gb": "KV per session (GB, mean over turns)",
+    "kv_per_session_last_gb": "KV per session at its last turn (GB)", "turn_s": "one turn (s)",
+    "think_s": "think time (s)", "policy": "retention policy", "prefix_hit_rate": "prefix hit rate",
+    "evictions": "evictions", "reloads": "reloads", "sessions_resident_max": "most sessions resident",
+    "ttft_later_p50_s": "TTFT, later turns, P50 (s)", "ttft_later_p90_s": "TTFT, later turns, P90 (s)",
+    "turns_completed": "turns completed", "turns_incomplete": "turns never run",
 }
 
 # The order in which a planner looks for columns: identity and conditions first, then the answers.

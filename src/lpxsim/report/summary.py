@@ -124,6 +124,31 @@ def sentences(df: pd.DataFrame, systems: list[str], contexts: list[int], osl: in
     return out
 
 
+CEILING_VIEW = ("system", "deployment", "context", "session", "sessions_held", "streams_decoding_mean", "weights_gb",
+                "kv_per_session_gb", "reserve_gb", "free_gb")
+
+
+def ceiling_rows(results: dict) -> pd.DataFrame:
+    """The two ceilings (the ceilings section's rows), with the deployment in racks and chips."""
+    res = results.get("ceilings")
+    df = res.tables.get("session_ceilings", pd.DataFrame()) if res is not None else pd.DataFrame()
+    if df.empty:
+        return df
+    return df.assign(system=[SHORT.get(str(s), str(s)) for s in df["system"]],
+                     deployment=[hardware_words(str(h)) for h in df["hardware"]])
+
+
+def ceiling_sentences(df: pd.DataFrame) -> list[str]:
+    """Per context: sessions held and streams decoding on each system, with the session shape."""
+    out = []
+    for ctx, g in df.groupby("context", sort=True):
+        parts = [f"{r.system} holds {r.sessions_held:,} sessions with {r.streams_decoding_mean:,.1f} decoding on "
+                 f"average ({r.deployment})" for r in g.itertuples()]
+        out.append(f"Agent sessions growing to {int(ctx):,} tokens ({g['session'].iloc[0]}): " + "; ".join(parts)
+                   + ".")
+    return out
+
+
 def summary_section(cfg, results: dict) -> Section:
     """The first screen (see the module doc); `cfg` is the tour's TourConfig, `results` its SectionResults."""
     from lpxsim.plan.costs import default_costs
@@ -148,4 +173,12 @@ def summary_section(cfg, results: dict) -> Section:
     sec.add(Table(df, "the planner's table: per-user speed, capacity, energy and cost per output "
                   "token, each with its context, OSL, users, deployment and power ($: the whole cost over output "
                   "tokens, cost model in the economics section)", css="headline"))
+    ceilings = ceiling_rows(results)
+    if len(ceilings):
+        for line in ceiling_sentences(ceilings):
+            sec.add(Note(line, "lead"))
+        sec.add(Table(ceilings, "two ceilings for agent sessions: sessions held (KV resident, those in think "
+                                "time included) and streams decoding, with where each unit's memory goes (GB; KV "
+                                "per session: the mean over its turns); how they are made: the session section",
+                      css="headline", columns=CEILING_VIEW))
     return sec

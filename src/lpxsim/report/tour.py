@@ -51,18 +51,23 @@ class TourResult:
 # modes share theirs (one per context), so they stay in this process, one after the other, where the modes
 # reuse every step the sweep compiled (a worker would pay the imports again for no shared compile).
 REMOTE = ("aa", "moe")
-ORDER = ("capacity", "aa", "sweep", "modes", "moe", "assumptions")
+# The session sections run after the sweep and the modes: their LPX deployments are the sweep's (same context
+# and OSL), so they reuse its compiles.
+ORDER = ("capacity", "aa", "sweep", "ceilings", "modes", "occupancy", "moe", "assumptions")
 
 
 def section(name: str, cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     """Run one named section (guarded: a missing backend or a failure becomes a note)."""
     from lpxsim.report.modes import modes_section
+    from lpxsim.report.sessions import ceilings_section, occupancy_section
 
     fns: dict[str, Callable[[], SectionResult]] = {
         "capacity": lambda: capacity_section(cfg),
         "aa": lambda: aa_section(cfg),
         "sweep": lambda: sweep_section(cfg, out, pool),
+        "ceilings": lambda: ceilings_section(cfg),
         "modes": lambda: modes_section(cfg),
+        "occupancy": lambda: occupancy_section(cfg),
         "moe": lambda: moe_section(cfg),
         "assumptions": lambda: assumptions_section(cfg),
     }
@@ -207,7 +212,9 @@ def summary_section(cfg: TourConfig, results: dict[str, SectionResult]) -> Secti
                   f"{cfg.model} at concurrency 1 (Artificial Analysis method) next to the most streams that fit and "
                   "what each of them gets there. Per-user speed is always shown with its context, concurrency "
                   "and hardware.")
-    sec.add(Table(headline(cfg, results), css="headline"))
+    head = headline(cfg, results)
+    # the published figure's diff is in the AA section (its column would push the table past 1,280 px)
+    sec.add(Table(head, css="headline", columns=tuple(c for c in head.columns if c != "diff")))
     sec.add(Note("'Streams that fit one unit' is the memory capacity model (plan.capacity) for a whole rack / NVL72 "
                  "at the input context. 'Streams the replica runs' is the sweep's ceiling row: the most streams the "
                  "deployment laid out for that context (one unit, context + OSL tokens, sized for the largest power "

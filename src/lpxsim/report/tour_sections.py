@@ -196,7 +196,7 @@ def tour_point(p: dict) -> dict:
 def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     """The context x concurrency sweep; `pool` (an executor) runs its (system, context) groups in parallel."""
     from lpxsim.bench.sweep import grid, run_sweep
-    from lpxsim.report.charts import frontier_chart
+    from lpxsim.report.charts import frontier_chart, speed_band_chart
     from lpxsim.report.plots import frontier_png
 
     pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
@@ -247,8 +247,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                      "100K-token context each turn (no prefix reuse); prefill then takes most of each step and "
                      "TTFT grows with the queue."))
     sec.add(Chart(frontier_chart(drawn))).add(Chart(frontier_chart(drawn, "tok_s_per_mw", "output tok/s per MW")))
+    sec.add(Chart(speed_band_chart(drawn)))  # the error band of every answer (issue 28 item 8)
     fit = df[df["fits"].astype(bool)]
-    view = fit[[c for c in ("target", "goal", "context", "osl", "concurrency", "tok_s_user", "ttft_s",
+    view = fit[[c for c in ("target", "goal", "context", "osl", "concurrency", "tok_s_user", "band", "ttft_s",
                             "tok_s_total", "tok_s_per_mw", "hardware", "session", "streams_decoding",
                             "at_ceiling", "kv_ceiling",
                             "capacity_ceiling", "on_frontier")
