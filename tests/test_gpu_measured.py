@@ -460,3 +460,28 @@ def test_a_moe_backend_missing_from_a_table_comes_from_the_same_generation_sibli
     assert b300.moe(128, *shape) < 0.6 * own["moe_torch_flow_cutlass"]
     # nothing borrowed where the table has every backend the sibling has
     assert b200.moe(128, *shape) == pytest.approx(min(theirs.values()))
+
+
+def test_prompts_read_at_one_poll_after_a_request_share_its_prefill_pass(monkeypatch):
+    """SGLang's polling scheduler reads every request that arrived since its last poll at once and packs them
+    into one prefill pass: a request's first token also waits for the prompts that arrived after it in the
+    same window (half the window's other arrivals, at most the pass's room); engines that read every step
+    add nothing, and neither does one user."""
+    from lpxsim.engine import steady_state as ss
+
+    poll = (16, 10, 30)
+    assert ss.co_admitted_later(poll, 128, 4.0, 0.02, 8) == pytest.approx(0.5 * 4.0 * 127 / 128 * 30 * 0.02)
+    assert ss.co_admitted_later(poll, 128, 40.0, 0.02, 8) == 7.0  # the pass holds 8 prompts: 7 others at most
+    assert ss.co_admitted_later(poll, 8, 4.0, 0.02, 8) == pytest.approx(0.5 * 4.0 * 7 / 8 * 10 * 0.02)
+    assert ss.co_admitted_later(None, 128, 4.0, 0.02, 8) == 0.0
+    assert ss.co_admitted_later(poll, 1, 4.0, 0.02, 8) == 0.0
+    assert ss.co_admitted_later(poll, 128, 4.0, 0.02, 1) == 0.0  # an 8k prompt fills an 8k pass alone
+
+    sm = GpuStepModel(MODEL, "b200-hgx", tp=4, ep=4, weights="fp4", kv="fp8", framework="sglang")
+    with_pass = ss.steady_state(sm, isl=1024, osl=1024, concurrency=128)
+    monkeypatch.setattr(ss, "co_admitted_later", lambda *a: 0.0)
+    alone = ss.steady_state(sm, isl=1024, osl=1024, concurrency=128)
+    _, occ = ss.prefill_cost(sm, 1024, 8192)
+    # about 1.5 prompts share the pass at 128 users (a 30-step window, ~0.1 arrivals per step)
+    assert 1.0 * occ < with_pass.ttft_s - alone.ttft_s < 2.5 * occ
+    assert with_pass.e2e_s == pytest.approx(alone.e2e_s, rel=0.02)  # the cycle's work is unchanged

@@ -83,3 +83,28 @@ def test_mlperf_table_reports_both_regimes():
                                            abs=0.1)
     assert res["saturated"]["n"] == 1 and res["saturated"]["mape_pct"] == pytest.approx(abs(row["err_pct"]), abs=0.1)
     assert row["predicted_tok_s_per_gpu"] > row["closed_loop_tok_s_per_gpu"]
+
+
+def test_decode_attention_beyond_the_tables_context_streams_at_the_kernels_measured_rate():
+    """aiconfigurator's GQA decode sweep stops at 127 cached tokens for 1,024 sequences, where the time is
+    still flat (per-sequence bound). Past it, the extra KV streams at the best rate the table measured
+    for the shape, not at the flat point's rate scaled linearly (3x slower than the kernel reaches)."""
+    from lpxsim.gpu.measured import _columns, _curve, measured_ops
+
+    ops = measured_ops("b200_sxm", "trtllm")
+    cols = ("kv_cache_dtype", "num_heads", "num_key_value_heads", "head_dim", "window_size", "batch_size", "step",
+            "latency")
+    t = _columns("b200_sxm", "attention", "trtllm", "generation_attention_perf.parquet", cols)
+    shape = ((t["kv_cache_dtype"] == "fp8") & (t["num_heads"] == 64) & (t["num_key_value_heads"] == 8)
+             & (t["head_dim"] == 128) & (t["window_size"] == 0))
+    sel = shape & (t["batch_size"] == 1024)
+    xs, ys = _curve(t["step"][sel], t["latency"][sel])
+    last = int(xs[-1])
+    assert ops.attention("decode", 1024, last, 64, 8, 128, "fp8") == pytest.approx(ys[-1] * 1e-3)
+    best = max(float(b * s / y) for b, s, y in zip(t["batch_size"][shape], t["step"][shape], t["latency"][shape],
+                                                    strict=True))
+    beyond = ops.attention("decode", 1024, 432, 64, 8, 128, "fp8")
+    assert beyond == pytest.approx((ys[-1] + 1024 * (432 - last) / best) * 1e-3, rel=1e-9)
+    assert beyond < 0.75 * ys[-1] * 432 / last * 1e-3  # the 1-d rule's linear stretch of the flat point
+    kv_bytes = 1024 * 432 * 8 * 128 * 2  # K and V, FP8, 8 KV heads: no faster than B200's 8 TB/s
+    assert beyond > kv_bytes / 8e12

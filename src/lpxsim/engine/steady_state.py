@@ -27,7 +27,9 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
 - Admission hold (GPU engines that say so through `admission_hold`): TensorRT-LLM
   with attention data-parallelism holds a new prefill until every DP rank has one,
   or until a step counter reaches its timeout; the mean hold
-  (`admission_hold_steps`) joins the wait in the same fixed point.
+  (`admission_hold_steps`) joins the wait in the same fixed point. A polling engine (SGLang's
+  --scheduler-recv-interval) waits N / 2 steps for its poll, and the prompts read at the same poll after a
+  request share its prefill pass (`co_admitted_later`).
 - Speculative decoding (MTP or an external drafter): a round drafts k tokens and
   verifies k + 1 positions; it yields 1 + sum_i prod_{j<=i} a_j tokens on average
   for the conditional acceptance a_i of each draft position (`specs.mtp`; a
@@ -235,6 +237,27 @@ def poll_wait_steps(poll: tuple[int, int, int] | None, concurrency: int) -> floa
     return 0.5 * n if n > 1 else 0.0
 
 
+def co_admitted_later(poll: tuple[int, int, int] | None, concurrency: int, arrivals_per_s: float, step_s: float,
+                      prompts_per_pass: int) -> float:
+    """Mean number of prompts that reach a polling scheduler after a request within the same poll window and
+    share its prefill pass (so its first token waits for theirs as well).
+
+    A polling engine (`admission_poll`) reads every request that arrived since its last poll at once and packs
+    them into one prefill pass up to its token budget (SGL-RECV, SGL-PREFILL): all of them get their first
+    token at the end of that pass. The closed loop's FCFS queue (`prefill_wait`) counts the prompts that
+    arrived *before* a request; those arriving after it in the same window, on average half the window's
+    other arrivals, add their prefill too, up to the pass's remaining room. Engines that read every step
+    have a one-step window: negligible, not counted."""
+    if poll is None or concurrency <= 1 or arrivals_per_s <= 0.0:
+        return 0.0
+    threshold, below, above = poll
+    n = below if concurrency < threshold else above
+    if n <= 1:
+        return 0.0
+    others = arrivals_per_s * (concurrency - 1) / concurrency  # the other users' arrival rate
+    return min(0.5 * others * n * step_s, max(0.0, prompts_per_pass - 1.0))
+
+
 def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
     """Seconds a request waits in the engine's admission hold and for its scheduler's next poll for new
     requests (`admission_poll`: SGLang's --scheduler-recv-interval; 0 when the engine has neither)."""
@@ -294,14 +317,24 @@ def steady_state(
     own = ttft
     drain = max(0.0, own - occupancy)  # a pipelined prefill's last rows draining: the next prefill may start
     round_s = period * tokens_per_round  # one engine step
+    per_pass = max(1, prefill_chunk // isl)  # prompts one prefill pass packs
 
     def waited(w: float) -> float:
         """The queueing (and admission hold) a user meets when every user waits `w`."""
         d = _decode_phase(d0, f, w, drain) if osl > 1 else 0.0
         queue = prefill_wait(occupancy, d + own - occupancy, concurrency) if arrivals == "random" else 0.0
-        return queue + _admission_hold_s(step, concurrency, own + w + d, round_s)
+        return queue + _admission_hold_s(step, concurrency, own + w + d, round_s) + shared
 
+    shared = 0.0
     wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
+    poll = getattr(step, "admission_poll", None)
+    if poll is not None and osl > 1:
+        # prompts read at the same poll after this one share its prefill pass; their arrival rate is the
+        # closed loop's (C per cycle), taken at the cycle solved without them (a constant keeps g monotone)
+        cycle = own + wait + _decode_phase(d0, f, wait, drain)
+        shared = co_admitted_later(poll, concurrency, concurrency / cycle, round_s, per_pass) * occupancy
+        if shared > 0.0:
+            wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
     ttft = own + wait
     decode_s = _decode_phase(d0, f, wait, drain) if osl > 1 else 0.0
     e2e = ttft + decode_s

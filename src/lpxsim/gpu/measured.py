@@ -476,10 +476,30 @@ class MeasuredOps:
                 times.append(_interp(c[0], c[1], elements) * MS)
         return min(times) if times else None
 
+    def _decode_beyond(self, name: str, fname: str, cols: tuple[str, ...], batches: np.ndarray, b: float,
+                       c: tuple[np.ndarray, np.ndarray], s: float, **eq: object) -> float:
+        """A decode-attention time (ms) at `b` sequences x `s` cached tokens beyond this batch's last measured
+        context: the last point plus the extra KV streamed at the fastest rate (sequence-tokens per ms) the
+        table measured for this shape at any batch.
+
+        aiconfigurator stops each batch's sweep at about the same batch x context (2^17-2^18 tokens for GQA
+        on B200), so at large batch the last point is short (1,024 x 127) and still flat, launch- and
+        per-sequence-bound; scaling it linearly in context (the 1-d rule) prices a 1,024 x 432 step at 3.4x
+        that flat time, KV streamed at a third of what the same kernel reaches at 8 x 32k (issue 28 item 5)."""
+        best = 0.0
+        for bb in batches:
+            cc = self._curve_of(name, name, fname, cols, "step", batch_size=int(bb), **eq)
+            if cc is not None:
+                best = max(best, float(np.max(bb * cc[0] / cc[1])))
+        x1, y1 = float(c[0][-1]), float(c[1][-1])
+        if best <= 0.0:
+            return y1 * s / x1
+        return y1 + b * (s - x1) / best
+
     def _grid2(self, name: str, fname: str, cols: tuple[str, ...], axis: str, b: float, s: float,
                **eq: object) -> float | None:
         """Interpolate a (batch, length) table: along length per measured batch, then across batch (log-log)."""
-        have = self._values(f"{name}-batches", name if name != "attention" else "attention", fname, cols,
+        have = self._values(f"{name}-batches-{fname}", name, fname, cols,
                             ("batch_size",), **eq)
         if not have:
             return None
@@ -491,7 +511,10 @@ class MeasuredOps:
             c = self._curve_of(name, name, fname, cols, axis, batch_size=int(bb), **eq)
             if c is None:
                 return None
-            vals.append(_interp(c[0], c[1], max(1.0, s)))
+            if axis == "step" and s > c[0][-1]:
+                vals.append(self._decode_beyond(name, fname, cols, ub, bb, c, s, **eq))
+            else:
+                vals.append(_interp(c[0], c[1], max(1.0, s)))
         if lo == hi:
             return vals[0] * (b / lo if b > hi else 1.0) * MS
         w = (math.log(b) - math.log(lo)) / (math.log(hi) - math.log(lo))
