@@ -23,6 +23,11 @@ class PrefixCachedStep:
     chips = property(lambda self: self.step.chips)
     power_w = property(lambda self: self.step.power_w)
 
+    @property
+    def cached_tokens(self) -> int:
+        """Input tokens each request finds in the cache (its prefill starts here: `steady_state.prefill_cost`)."""
+        return self.cached
+
     def decode_step(self, batch: DecodeBatch) -> StepCost:
         return self.step.decode_step(batch)
 

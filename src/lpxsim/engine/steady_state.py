@@ -81,8 +81,11 @@ class Estimate:
 
 
 def prefill_cost(step: StepModel, isl: int, chunk: int = DEFAULT_PREFILL_CHUNK) -> tuple[float, float]:
-    """(latency to the first token, worker occupancy) of prefilling `isl` tokens in chunks."""
-    done, occupancy, latency = 0, 0.0, 0.0
+    """(latency to the first token, worker occupancy) of prefilling `isl` tokens in chunks. A step that holds a
+    cached prefix (`engine.prefix.PrefixCachedStep`: `cached_tokens`) is chunked from the cache boundary, as a
+    chunked-prefill scheduler starts from a request's computed tokens (not from token 0, which would cut the
+    new tokens at a chunk boundary the request never sees)."""
+    done, occupancy, latency = min(isl, getattr(step, "cached_tokens", 0)), 0.0, 0.0
     while done < isl:
         n = min(chunk, isl - done)
         c = step.prefill(PrefillChunk(tokens=n, context=done))
