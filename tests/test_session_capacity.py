@@ -49,9 +49,8 @@ def test_bad_osl_and_turn_time_name_their_field():
 
 
 def test_agent_shape_reaches_the_cap_and_refuses_a_first_turn_past_it():
-    from lpxsim.plan.session_capacity import agent_shape
-
     from lpxsim.engine.query import default_session
+    from lpxsim.plan.session_capacity import agent_shape
 
     s = agent_shape(10_000, 256)
     ctxs = session_contexts(s.first_isl, s.new_tokens, s.turns, 256, s.context_cap)

@@ -139,6 +139,12 @@ class Answer:
         return out
 
 
+def kv_fit(step, context: int) -> int:
+    """Sequences of `context` tokens whose KV fits one replica (no batch cap: sessions held between turns)."""
+    per = step.kv_bytes(context)
+    return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
+
+
 def kv_ceiling(step, context: int) -> int:
     """Streams of `context` tokens whose KV fits one replica, capped by its largest batch."""
     per = step.kv_bytes(context)
@@ -179,7 +185,9 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     dep, step = placed.deployment, placed.step
     users = int(load.concurrency)
     priced = prefix_cached(step, workload)
-    per_replica = kv_ceiling(step, workload.context)
+    # Sessions in think time hold KV but take no batch slot: their ceiling is the KV alone (the streams in a turn
+    # stay within the largest batch: `_held`); the search counts them the same way (`engine.concurrency`).
+    per_replica = kv_ceiling(step, workload.context) if workload.think_s <= 0 else kv_fit(step, workload.context)
     ceiling = per_replica * dep.replicas
     if ceiling < 1:
         raise UserError("concurrency", f"one {workload.context:,}-token stream does not fit {dep.label()}")

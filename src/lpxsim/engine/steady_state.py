@@ -85,7 +85,11 @@ def prefill_cost(step: StepModel, isl: int, chunk: int = DEFAULT_PREFILL_CHUNK) 
     cached prefix (`engine.prefix.PrefixCachedStep`: `cached_tokens`) is chunked from the cache boundary, as a
     chunked-prefill scheduler starts from a request's computed tokens (not from token 0, which would cut the
     new tokens at a chunk boundary the request never sees)."""
-    done, occupancy, latency = min(isl, getattr(step, "cached_tokens", 0)), 0.0, 0.0
+    from lpxsim.engine.prefix import PrefixCachedStep
+
+    # isinstance, not getattr: asking a memoised step for a missing attribute builds its backend
+    cached = step.cached_tokens if isinstance(step, PrefixCachedStep) else 0
+    done, occupancy, latency = min(isl, cached), 0.0, 0.0
     while done < isl:
         n = min(chunk, isl - done)
         c = step.prefill(PrefillChunk(tokens=n, context=done))
