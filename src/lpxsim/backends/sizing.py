@@ -14,7 +14,8 @@ from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
 
 # The capacity model's reserves (docs/assumptions.md, "Model accounting and KV layout"; plan.capacity).
-LPU_BUFFER_FRACTION = 0.01  # SRAM per LPU kept for activations, transfer buffers, schedule state
+LPU_BUFFER_FRACTION = 0.01  # SRAM per LPU kept for activations, transfer buffers, schedule state (= the
+# compiler's lpu.partition.RESERVE_FRACTION; not imported: a warm answer must not import the compiler)
 GPU_MEM_FRACTION = 0.90  # the engines' default gpu-memory-utilization / mem-fraction-static
 GPU_ACTIVATION_RESERVE_FRACTION = 0.05  # of HBM, for activations, CUDA graphs, workspace
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import path_for
+from lpxsim.engine.concurrency import kv_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -139,17 +140,9 @@ class Answer:
         return out
 
 
-def kv_fit(step, context: int) -> int:
-    """Sequences of `context` tokens whose KV fits one replica (no batch cap: sessions held between turns)."""
-    per = step.kv_bytes(context)
-    return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
-
-
 def kv_ceiling(step, context: int) -> int:
     """Streams of `context` tokens whose KV fits one replica, capped by its largest batch."""
-    per = step.kv_bytes(context)
-    fit = math.floor(step.kv_capacity_bytes() / per + 1e-9) if per > 0 else step.max_batch()
-    return max(0, min(fit, step.max_batch()))
+    return min(kv_fit(step, context), step.max_batch())
 
 
 def answer(model, deployment: Deployment | None, workload: Workload, load: Load,

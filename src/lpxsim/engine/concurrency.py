@@ -19,11 +19,18 @@ ARRIVALS = "stagger"  # the engine's queueing (`engine.answer`)
 MAX_CONCURRENCY = 1 << 16  # search cap when the KV ceiling is larger still
 
 
+def kv_fit(step: StepModel, context: int) -> int:
+    """Sequences of `context` tokens whose KV fits one replica (no batch cap: sessions held between turns);
+    a step with no KV per sequence holds its largest batch."""
+    per = step.kv_bytes(context)
+    return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
+
+
 def kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
-    per = step.kv_bytes(isl + osl)
-    if per <= 0:
+    """The search's concurrency ceiling: the KV fit of isl + osl tokens, capped by MAX_CONCURRENCY."""
+    if step.kv_bytes(isl + osl) <= 0:
         return MAX_CONCURRENCY
-    return min(MAX_CONCURRENCY, int(math.floor(step.kv_capacity_bytes() / per + 1e-9)))
+    return min(MAX_CONCURRENCY, kv_fit(step, isl + osl))
 
 
 class Search(NamedTuple):

@@ -15,9 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lpxsim.backends.sizing import (  # noqa: F401  (re-exported: the capacity model's reserves)
+    GPU_ACTIVATION_RESERVE_FRACTION,
+    GPU_MEM_FRACTION,
+    LPU_BUFFER_FRACTION,
+    reserve_fraction,
+)
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import DoesNotFit, UserError
-from lpxsim.lpu.partition import RESERVE_FRACTION
 from lpxsim.specs.accounting import kv_bytes_per_sequence, weight_bytes
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -27,9 +32,7 @@ if TYPE_CHECKING:
     from lpxsim.plan.compiled_capacity import CompiledCeiling
 
 # Assumptions (docs/assumptions.md, "Model accounting and KV layout").
-LPU_BUFFER_FRACTION = RESERVE_FRACTION  # SRAM per LPU kept for activations, transfer buffers, schedule state
-GPU_MEM_FRACTION = 0.90  # the engines' default gpu-memory-utilization / mem-fraction-static
-GPU_ACTIVATION_RESERVE_FRACTION = 0.05  # of HBM, for activations, CUDA graphs, workspace
+# The reserves and their rule are the deployment sizing's (`backends.sizing`): one arithmetic for both.
 
 
 @dataclass(frozen=True)
@@ -97,19 +100,10 @@ def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None)
     return n, n / system.chips_per_unit
 
 
-def _reserve_fraction(system: SystemSpec) -> float:
-    """Share of each chip's memory kept out of the weights+KV budget."""
-    if "memory_reserve_fraction" in system.chip.extra:  # wafer-scale systems state their own
-        return float(system.chip.extra["memory_reserve_fraction"])
-    if system.is_lpu:
-        return LPU_BUFFER_FRACTION
-    return (1.0 - GPU_MEM_FRACTION) + GPU_ACTIVATION_RESERVE_FRACTION
-
-
 def _budget(system: SystemSpec, chips: int, w_bytes: float) -> tuple[float, int | None]:
     """(reserve bytes, whole chips the weights alone need on an LPU system) for `chips` chips."""
     mem = float(system.chip.memory_bytes)
-    frac = _reserve_fraction(system)
+    frac = reserve_fraction(system)
     chips_for_weights = math.ceil(w_bytes / (mem * (1.0 - frac))) if system.is_lpu else None
     return chips * mem * frac, chips_for_weights
 
@@ -184,7 +178,7 @@ def capacity(
 
 def _units_needed(s: SystemSpec, w: float, per_stream: float) -> int:
     """Smallest whole number of racks/nodes that holds the weights, the reserves and one stream."""
-    usable = s.chips_per_unit * float(s.chip.memory_bytes) * (1.0 - _reserve_fraction(s))
+    usable = s.chips_per_unit * float(s.chip.memory_bytes) * (1.0 - reserve_fraction(s))
     return max(1, math.ceil((w + per_stream) / usable))
 
 
