@@ -13,6 +13,19 @@ from lpxsim.plan.capacity import CapacityReport, capacity
 from lpxsim.plan.session_capacity import AGENT_NEW_TOKENS, AGENT_THINK_S, SessionCeilings
 
 
+def bytes_table(title: str, rows: list[tuple[str, int]], total_bytes: int, shares: bool) -> Table:
+    """Where the bytes go: one row per part and the total; `shares` adds each part's share of the total
+    (left out, as "-", where the model does not fit and the parts do not add up to a deployment)."""
+    t = Table(title=title)
+    t.add_column("where the bytes go")
+    t.add_column("bytes", justify="right")
+    t.add_column("share", justify="right")
+    for label, v in rows:
+        t.add_row(label, fmt_bytes(v), f"{100 * v / total_bytes:.1f}%" if shares else "-")
+    t.add_row("total memory", fmt_bytes(total_bytes), "100%" if shares else "-", style="bold")
+    return t
+
+
 def session_answer(model: str, system: str, context: int, weights: str, kv: str, kv_layout: str,
                    racks: float | None, chips: int | None, first_isl: int | None, new_tokens: int,
                    turns: int | None, think_s: float, osl: int, turn_s: float | None) -> SessionCeilings:
@@ -30,17 +43,12 @@ def session_answer(model: str, system: str, context: int, weights: str, kv: str,
 def print_sessions(c: SessionCeilings) -> None:
     """The two ceilings and where the bytes go, for people."""
     b = c.breakdown
-    t = Table(title=f"{c.model} on {c.system} ({c.chips:,} chips): agent sessions ({c.shape_label()})")
-    t.add_column("where the bytes go")
-    t.add_column("bytes", justify="right")
-    t.add_column("share", justify="right")
-    for label, v in (("weights", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes),
-                     (f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_mean)} (mean over "
-                      f"turns; {fmt_bytes(c.kv_bytes_per_session_max)} at the last)", b.kv_bytes),
-                     ("free (less than one more session)", b.free_bytes)):
-        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%")
-    t.add_row("total memory", fmt_bytes(b.total_bytes), "100%", style="bold")
-    out.print(t)
+    rows = [("weights", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes),
+            (f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_mean)} (mean over "
+             f"turns; {fmt_bytes(c.kv_bytes_per_session_max)} at the last)", b.kv_bytes),
+            ("free (less than one more session)", b.free_bytes)]
+    out.print(bytes_table(f"{c.model} on {c.system} ({c.chips:,} chips): agent sessions ({c.shape_label()})",
+                          rows, b.total_bytes, shares=True))
     out.print(f"sessions held (KV resident, thinking ones included): [bold]{c.sessions_held:,}[/] "
               f"({c.sessions_held_last_turn:,} if every session were at its last turn, "
               f"{c.session_context_max:,} tokens)")
@@ -96,10 +104,6 @@ def report_dict(r: CapacityReport) -> dict:
 def print_report(r: CapacityReport) -> None:
     """A readable breakdown table for people; a model that does not fit says so with the bytes."""
     b = r.breakdown
-    t = Table(title=f"{r.model} on {r.chips} x {r.chip} ({r.units:g} {r.unit_name}) at {r.context:,} tokens")
-    t.add_column("where the bytes go")
-    t.add_column("bytes", justify="right")
-    t.add_column("share", justify="right")
     fits = r.max_streams >= 1
     rows = [(f"weights ({r.weights})", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes)]
     if fits:
@@ -107,10 +111,8 @@ def print_report(r: CapacityReport) -> None:
             (f"KV: {r.max_streams} streams x {fmt_bytes(r.kv_bytes_per_stream)} ({r.kv}, {r.kv_layout})", b.kv_bytes),
             ("free (less than one more stream)", b.free_bytes),
         ]
-    for label, v in rows:
-        t.add_row(label, fmt_bytes(v), f"{100 * v / b.total_bytes:.1f}%" if fits else "-")
-    t.add_row("total memory", fmt_bytes(b.total_bytes), "100%" if fits else "-", style="bold")
-    out.print(t)
+    out.print(bytes_table(f"{r.model} on {r.chips} x {r.chip} ({r.units:g} {r.unit_name}) at {r.context:,} tokens",
+                          rows, b.total_bytes, shares=fits))
     if not fits:
         needs = b.weights_bytes + b.reserve_bytes + r.kv_bytes_per_stream
         out.print(
