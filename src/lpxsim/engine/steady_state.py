@@ -265,18 +265,38 @@ def co_admitted_later(poll: tuple[int, int, int] | None, concurrency: int, arriv
     return min(0.5 * others * n * step_s, max(0.0, prompts_per_pass - 1.0))
 
 
-def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float) -> float:
+def engine_iteration_s(decode_step_s: float, prefill_busy: float) -> float:
+    """Mean length of an engine iteration when a share `prefill_busy` of the engine's time runs prefills
+    inside iterations that also carry the running decodes (TensorRT-LLM schedules context requests into
+    the same iteration as the generation requests, up to max_num_tokens: TRT-SCHED).
+
+    Over a stretch T the engine spends prefill_busy x T on prefills and the rest on decode steps of
+    `decode_step_s`, one per iteration: T / ((1 - prefill_busy) T / decode_step_s) iterations' mean."""
+    busy = min(max(prefill_busy, 0.0), MAX_PREFILL_BUSY)
+    return decode_step_s / (1.0 - busy)
+
+
+MAX_PREFILL_BUSY = 0.95  # a saturated prefill server: bounds the iteration length (20 decode steps)
+
+
+def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s: float,
+                      iteration_s: float | None = None) -> float:
     """Seconds a request waits in the engine's admission hold and for its scheduler's next poll for new
-    requests (`admission_poll`: SGLang's --scheduler-recv-interval; 0 when the engine has neither)."""
+    requests (`admission_poll`: SGLang's --scheduler-recv-interval; 0 when the engine has neither).
+
+    The poll counts decode steps of `step_s` (SGLang polls at once after any prefill, so its window holds
+    decode steps only: SGL-RECV); the hold counts engine iterations of `iteration_s` (TensorRT-LLM's
+    counter advances once per iteration, prefill-carrying ones included: TRT-ADP), `step_s` if not given."""
     if cycle_s <= 0.0 or step_s <= 0.0:
         return 0.0
     poll_s = poll_wait_steps(getattr(step, "admission_poll", None), concurrency) * step_s
     hold = getattr(step, "admission_hold", None)
     if not hold:
         return poll_s
+    it_s = step_s if iteration_s is None else iteration_s
     ranks, timeout, replicas = (int(v) for v in hold)
-    per_step = concurrency / max(1, replicas) / cycle_s * step_s  # new requests per engine step per replica
-    return poll_s + admission_hold_steps(ranks, timeout, per_step) * step_s
+    per_step = concurrency / max(1, replicas) / cycle_s * it_s  # new requests per engine iteration per replica
+    return poll_s + admission_hold_steps(ranks, timeout, per_step) * it_s
 
 
 def steady_state(
@@ -324,24 +344,27 @@ def steady_state(
     own = ttft
     drain = max(0.0, own - occupancy)  # a pipelined prefill's last rows draining: the next prefill may start
     round_s = period * tokens_per_round  # one engine step
-    per_pass = max(1, prefill_chunk // isl)  # prompts one prefill pass packs
+    # prompts one prefill pass packs: the engine's own pass budget where it states one (SGLang's launch
+    # setting), else the chunk
+    per_pass = max(1, (getattr(step, "prefill_pass_tokens", None) or prefill_chunk) // isl)
 
     def waited(w: float) -> float:
         """The queueing (and admission hold) a user meets when every user waits `w`."""
         d = _decode_phase(d0, f, w, drain) if osl > 1 else 0.0
         queue = prefill_wait(occupancy, d + own - occupancy, concurrency) if arrivals == "random" else 0.0
-        return queue + _admission_hold_s(step, concurrency, own + w + d, round_s) + shared
+        return queue + _admission_hold_s(step, concurrency, own + w + d, round_s, iteration) + shared
 
-    shared = 0.0
+    shared, iteration = 0.0, round_s
     wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
     poll = getattr(step, "admission_poll", None)
-    if poll is not None and osl > 1:
-        # prompts read at the same poll after this one share its prefill pass; their arrival rate is the
-        # closed loop's (C per cycle), taken at the cycle solved without them (a constant keeps g monotone)
+    if osl > 1 and (poll is not None or getattr(step, "admission_hold", None)):
+        # Taken at the cycle solved without them (constants keep g monotone): prompts read at the same poll
+        # after this one share its prefill pass, arriving at the closed loop's rate (C per cycle); and a
+        # hold counted in engine iterations lasts iterations that also carry the cycle's C prefills.
         cycle = own + wait + _decode_phase(d0, f, wait, drain)
         shared = co_admitted_later(poll, concurrency, concurrency / cycle, round_s, per_pass) * occupancy
-        if shared > 0.0:
-            wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
+        iteration = engine_iteration_s(round_s, concurrency * occupancy / cycle)
+        wait = _fixed_point(waited, tol_s=1e-7 * max(own, 1e-9))
     ttft = own + wait
     decode_s = _decode_phase(d0, f, wait, drain) if osl > 1 else 0.0
     e2e = ttft + decode_s

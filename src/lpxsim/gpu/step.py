@@ -291,6 +291,18 @@ class GpuStepModel:
         return (r[1], r[2], r[3])
 
     @property
+    def prefill_pass_tokens(self) -> int | None:
+        """Prompt tokens one prefill pass of a polling engine packs (`EngineParams.prefill_pass`: SGLang's
+        --chunked-prefill-size as InferenceX launches it), else None (the steady state's chunk).
+        `engine.steady_state.co_admitted_later` caps the prompts that share a pass by it."""
+        if self.admission_poll is None:
+            return None
+        for weights, tp, tokens in self.engine.prefill_pass:
+            if weights == self.weights and tp == self.layout.tp:
+                return tokens
+        return None
+
+    @property
     def spec_round_overhead_s(self) -> float:
         """Host seconds an MTP round spends beyond its verify step (`step.speculative.mtp_round_s`): the
         engine's per-step time for each extra pass it launches (`EngineParams.spec_extra_passes`)."""
