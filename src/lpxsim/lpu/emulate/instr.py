@@ -191,6 +191,37 @@ def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, ch
     return None, {}
 
 
+def run_kv_read(ins: Instruction, args: list[Arg], ctx: StepContext, chip: ChipState) -> tuple[Any, dict, None]:
+    """The chip's KV of its share (``kv_stripe``, ``kv_heads``), every position up to each stream's step end:
+    ``{(sequence, kv head): (positions, k, v)}``, for another chip's attention (``attrs["kv_from"]``)."""
+    op = ctx.graph.op(ins.op)
+    attn = ctx.graph.model.layers[op.layer].attention
+    h0, h1 = _slice(ins, "kv_heads", attn.num_kv_heads)
+    n, out = ctx.graph.phase.new_tokens, {}
+    for s, c in enumerate(ctx.graph.phase.contexts):
+        keys, _ = _owned_keys(ins, 0, c + n)
+        for head in range(h0, h1):
+            slot = chip.kv.get((op.layer, s, head)) or KVSlot.empty(attn.head_dim, attn.v_head_dim)
+            if not slot.holds(keys):
+                raise _fail(ins, f"reads KV of layer {op.layer} sequence {s} kv head {head} positions "
+                                 f"{keys[:1].tolist()}..{keys[-1:].tolist()} this chip does not hold")
+            out[(s, head)] = (keys, slot.k[keys].copy(), slot.v[keys].copy())
+    return out, {}, None
+
+
+def _gathered_slot(ins: Instruction, own: KVSlot | None, parts: list[Arg], seq: int, head: int, d: int,
+                   dv: int) -> KVSlot:
+    """The chip's own slot with the KV gathered from other chips' ``kv_read`` outputs laid over it."""
+    slot = KVSlot.empty(d, dv) if own is None else KVSlot(own.k.copy(), own.v.copy(), own.have.copy())
+    for buf, val in parts:
+        got = val.data.get((seq, head)) if isinstance(val.data, dict) else None
+        if got is None:
+            raise _fail(ins, f"gathers {buf.id!r}, which holds no KV of sequence {seq} kv head {head}")
+        for pos, k, v in zip(*got, strict=True):
+            slot.write(int(pos), k, v)
+    return slot
+
+
 def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
     attn = ctx.graph.model.layers[op.layer].attention
     D, H, KVH = attn.head_dim, attn.num_heads, attn.num_kv_heads
@@ -199,6 +230,7 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     q = _rope_part(ins, _input(ins, args, op.inputs[0]), "q", h0 * D, h1 * D)
     ph, window = ctx.graph.phase, op.attrs.get("window")
     n, outs, lses, partial = ph.new_tokens, [], [], False
+    gathered = [a for a in args if a[0].op == op.name] if ins.attrs.get("kv_from") else []  # `run_kv_read`'s
     for s, c in enumerate(ph.contexts):
         rows = slice(s * n, (s + 1) * n)
         q_pos = ctx.positions[rows]
@@ -209,6 +241,8 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
         ks, vs = [], []
         for head in range(kv0, kv1):
             slot = chip.kv.get((op.layer, s, head))
+            if gathered:
+                slot = _gathered_slot(ins, slot, gathered, s, head, D, attn.v_head_dim)
             if slot is None and len(keys) == 0:  # a share with no key in range yet: nothing to read
                 slot = KVSlot.empty(D, attn.v_head_dim)
             if slot is None or not slot.holds(keys):
