@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lpxsim.graph import Op
-from lpxsim.lpu.emit_gather import gathers, key_rope, kv_read
+from lpxsim.lpu.emit_gather import gathers, key_rope, kv_read, stripe_rows
 from lpxsim.lpu.layout import balanced
 from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
 from lpxsim.lpu.memtrim import release_free_memory
@@ -248,8 +248,10 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             slc, attrs = share.slices()
             hins = tuple(ins)
             if holder != c:
-                keys = lw.k_rope.get((op.layer, c))  # a gathering prefill ships the keys without the queries
-                hins = tuple(_ship(lw, b, c, holder) for b in (ins if keys is None else (keys, *ins[1:])))
+                keys = lw.k_rope.get((op.layer, c))  # a gathering prefill ships the rows it owns, no queries
+                if keys is not None:
+                    ins_h = tuple(stripe_rows(lw, c, b, share) for b in (keys, *ins[1:]))
+                hins = tuple(_ship(lw, b, c, holder) for b in (ins if keys is None else ins_h))
             region = f"kv:L{op.layer}" if holder == c else f"kv:L{op.layer}<{c}"
             lw.chip_use(holder).kv[region] = stored * per_tok
             out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,

@@ -8,9 +8,10 @@ back are ~8 KB each per row and head group (Gemma 4 31B, 8 query heads of 512 ov
 helper holds one 32nd of the context at 2 KB per position. Where the helpers' stripes are fewer bytes than the
 outputs they would send back, the owner gathers them instead:
 
-1. the owner ropes its keys once more without the queries (a ``rope`` over no query head) and ships those
-   keys and the values to each helper, which stores the new positions it owns (its ``kv_write``, as in
-   decode: the layout fixes where every position lives);
+1. the owner ropes its keys once more without the queries (a ``rope`` over no query head), takes from them
+   and from the values the rows of the new positions each helper owns (a ``copy`` of one stripe's rows) and
+   ships those; the helper stores them (its ``kv_write``, as in decode: the layout fixes where every
+   position lives);
 2. each helper reads its whole stripe of each stream, up to the step's end (a ``kv_read`` on its own chip,
    after its ``kv_write``) and sends it to the owner;
 3. the owner attends once over the union of its own stripe and the gathered ones: the same key share an
@@ -66,6 +67,20 @@ def key_rope(lw: Lowerer, op: Op, chip: int, q: str, k: str, attrs: dict) -> str
     lw.s.instr(chip, "VXM", op.name, "rope", (q, k), out, lw.vxm_cycles(3 * lw.M * width, 2 * lw.M * width * lw.ab),
                {"heads": (h0, h0), "kv_heads": (k0, k1)}, {**attrs, "q_cols": (h0 * d, h0 * d), "k_cols": (k0 * d, k1 * d)})
     lw.k_rope[(op.layer, chip)] = out
+    return out
+
+
+def stripe_rows(lw: Lowerer, chip: int, buf: str, share: KvStripe) -> str:
+    """The rows of `buf` (on `chip`) at the step's new positions that `share` owns: all a helper stores of a
+    prefill's keys or values, and all that travels to it (module doc, step 1)."""
+    b = lw.s.buffers[buf]
+    ph = lw.g.phase
+    rows = sum(share.owned(ctx, ctx + ph.new_tokens) for ctx in ph.contexts)
+    nbytes = lw.s.buffers.bytes_of(buf) * rows / lw.M
+    out = lw.s.buffer(f"{buf}#s{share.index}", chip, b.op, nbytes, cols=b.cols, heads=b.heads)
+    slc, attrs = share.slices()
+    # the input streams through the unit whole (rows of a stripe are strided)
+    lw.s.instr(chip, "VXM", b.op, "copy", (buf,), out, lw.vxm_cycles(0, lw.s.buffers.bytes_of(buf)), slc, attrs)
     return out
 
 

@@ -183,11 +183,17 @@ def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, ch
     k = _rope_part(ins, r_arg, "k", h0 * D, h1 * D)
     v = take_cols(ins, v_arg, h0 * Dv, h1 * Dv, KVH * Dv)
     n = ctx.graph.phase.new_tokens
-    for row, pos in enumerate(ctx.positions):
+    rows = r_arg[1].meta.get("rows")  # inputs of a stripe's rows only (`run_copy`): the same rows in both
+    if rows is None and "rows" not in v_arg[1].meta:
+        rows = np.arange(len(ctx.positions))
+    elif rows is None or not np.array_equal(rows, v_arg[1].meta.get("rows", rows[:0])):
+        raise _fail(ins, "stores keys and values of different rows")
+    for j_row, row in enumerate(rows.tolist()):
+        pos = ctx.positions[row]
         if s0 <= pos < s1 and (pos // block) % count == idx:
             for j, head in enumerate(range(h0, h1)):
                 chip.slot(op.layer, row // n, head, D, Dv).write(
-                    int(pos), k[row, j * D : (j + 1) * D], v[row, j * Dv : (j + 1) * Dv])
+                    int(pos), k[j_row, j * D : (j + 1) * D], v[j_row, j * Dv : (j + 1) * Dv])
     return None, {}
 
 
@@ -422,10 +428,18 @@ def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer
 
 
 def run_copy(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, Any]:
+    """The input; with a ``kv_stripe`` slice, only its rows at the new positions that stripe owns (their
+    rows of the step kept in ``meta["rows"]``, for the kv_write that stores them)."""
     if len(args) != 1:
         raise _fail(ins, f"copies {len(args)} buffers")
     buf, val = args[0]
-    return val.data, dict(val.meta), buf.partial
+    if "kv_stripe" not in ins.slice:
+        return val.data, dict(val.meta), buf.partial
+    if "rows" in val.meta or not isinstance(val.data, np.ndarray) or buf.partial is not None:
+        raise _fail(ins, f"takes a stripe's rows of {buf.id!r}, which is not a whole step's final rows")
+    _, _, idx, count, block = _kv_share(ins)
+    rows = np.flatnonzero((ctx.positions // block) % count == idx)
+    return val.data[rows], {**val.meta, "rows": rows}, None
 
 
 COLLECTIVES = {"reduce": run_reduce, "concat": run_concat, "combine": run_combine, "copy": run_copy}
