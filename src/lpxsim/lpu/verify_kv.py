@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from itertools import zip_longest
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -86,7 +87,7 @@ class _Read:
     bound: Span
     start: int
     end: int
-    gathered: tuple = ()  # ((index, count) stripe, input buffer) of each gathered part (`attrs["kv_from"]`)
+    gathered: tuple | None = None  # ((index, count) stripe, input buffer) per gathered part (`attrs["kv_from"]`)
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -142,14 +143,13 @@ def _kv_rows(p: Program, graph: OpGraph) -> tuple[dict[tuple, list[_Write]], lis
         if kind == "kv_write":  # no kv_heads slice: every KV head of the layer
             writes[(ins.chip[k], layer, stripe)].append(_Write(heads, bound, ins.first_out_cycle[k], ins.cycle_end[k]))
             continue
-        parts = attrs.get("kv_from", ())
+        parts = attrs.get("kv_from")
         if kind == "attention":
             heads = _heads_read(graph, layer, slc)
-        if parts:  # its own store holds the first stripe; the others arrive as inputs
+        if parts is not None:  # its own store holds the first stripe; the others arrive as inputs
             stripe = (*tuple(parts[0]), stripe[2])
             got = ins.input_flat[(ins.input_end[k - 1] if k else 0) + 2:ins.input_end[k]]
-            parts = tuple(zip((tuple(x) for x in parts[1:]), list(got) + [None] * (len(parts) - 1 - len(got)),
-                              strict=False))
+            parts = tuple(zip_longest((tuple(x) for x in parts[1:]), got))  # a None on either side: a mismatch
         reads.append(_Read(k, ins.chip[k], op, layer, heads, stripe, bound, ins.cycle_start[k], ins.cycle_end[k],
                            parts))
     return writes, reads
@@ -179,7 +179,7 @@ def _windows(graph: OpGraph, layer: int) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def _check_gathered(p: Program, reads: list[_Read], rep: VerifyReport) -> None:
     """Each gathering attention's stripes come from kv_reads of those stripes and make up its share."""
-    gathering = [r for r in reads if r.gathered]
+    gathering = [r for r in reads if r.gathered is not None]
     if not gathering:
         return
     by_out = {p.instructions.output[r.k]: r for r in reads if p.instructions.kind_values[
@@ -188,6 +188,9 @@ def _check_gathered(p: Program, reads: list[_Read], rep: VerifyReport) -> None:
     for r in gathering:
         slc = p.instructions.value("slice", r.k)
         index, count = tuple(slc.get("kv_stripe", (0, 1)))
+        if any(stripe is None for stripe, _ in r.gathered):
+            rep.add("kv", f"{r.op} on chip {r.chip} reads more gathered inputs than its kv_from names")
+            continue
         parts = [r.stripe[:2], *(g[0] for g in r.gathered)]
         n = parts[0][1]
         want = {index + count * j for j in range(n // count)} if n % count == 0 else set()
