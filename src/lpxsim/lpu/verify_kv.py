@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from itertools import zip_longest
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 import numpy as np
