@@ -249,9 +249,8 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             hins = tuple(ins)
             if holder != c:
                 keys = lw.k_rope.get((op.layer, c))  # a gathering prefill ships the rows it owns, no queries
-                if keys is not None:
-                    ins_h = tuple(stripe_rows(lw, c, b, share) for b in (keys, *ins[1:]))
-                hins = tuple(_ship(lw, b, c, holder) for b in (ins if keys is None else ins_h))
+                src = ins if keys is None else [stripe_rows(lw, c, b, share) for b in (keys, *ins[1:])]
+                hins = tuple(_ship(lw, b, c, holder) for b in src)
             region = f"kv:L{op.layer}" if holder == c else f"kv:L{op.layer}<{c}"
             lw.chip_use(holder).kv[region] = stored * per_tok
             out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,
