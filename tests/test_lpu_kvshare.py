@@ -55,15 +55,25 @@ def test_shares_partition_keys_and_pairs(ctx: int, new: int, window: int | None,
 
 @pytest.mark.parametrize("layout", ["tp=4,stages=2,kvsplit=2", "tp=4,stages=2,kvsplit=2,kvspread=1,kvblock=3"])
 def test_kv_shares_do_not_move_as_the_context_grows(layout: str) -> None:
-    """Prefill and decode steps at several contexts: each chip's kv_write and attention hold the same share."""
+    """Prefill and decode steps at several contexts: each chip's kv_write and its reads of its own KV hold the
+    same share. A reader's own share: an attention's ``kv_stripe``, or the first of its ``kv_from`` when it
+    gathers the rest (a prefill on a spread layout, `lpxsim.lpu.emit_gather`), or a ``kv_read``'s, which in
+    that prefill reads what the helper's attention reads in a decode step."""
     phases = [Phase.prefill(8)] + [Phase.decode([c]) for c in (8, 9, 13, 40)]
     shares = []
     for ph in phases:
         prog = _compile(layout, ph).program
-        shares.append({(i.chip, i.op, i.kind): (i.slice.get("kv_stripe"), i.attrs.get("kv_block"))
-                       for i in prog.instructions if i.kind in ("kv_write", "attention")})
+        held: dict[tuple, set] = {}
+        for i in prog.instructions:
+            if i.kind in ("kv_write", "attention", "kv_read"):
+                stripe = i.slice.get("kv_stripe")
+                if i.attrs.get("kv_from"):
+                    stripe = i.attrs["kv_from"][0]
+                role = "write" if i.kind == "kv_write" else "read"
+                held.setdefault((i.chip, i.op.split(".")[0], role), set()).add((stripe, i.attrs.get("kv_block")))
+        shares.append(held)
     assert all(s == shares[0] for s in shares[1:])
-    stripes = {v[0] for k, v in shares[0].items() if k[1] == "L0.kv_write"}
+    stripes = {v[0] for k, vs in shares[0].items() if k[1:] == ("L0", "write") for v in vs}
     assert None not in stripes and len({s[1] for s in stripes}) == 1  # one count for the whole layer
     assert {s[0] for s in stripes} == set(range(next(iter(stripes))[1]))  # every share has a holder
 

@@ -78,3 +78,25 @@ def test_doubling_the_chips_of_a_layout_at_most_halves_its_prefill(isl):
     assert (half.chips, full.chips) == (128, 256)
     speedup = _prefill_s(half, isl) / _prefill_s(full, isl)
     assert 1.0 < speedup <= 2.0 * SPEEDUP_MARGIN, speedup
+
+
+# A prefill on a KV-spread layout gathers its helpers' KV stripes to the owner (`lpxsim.lpu.emit_gather`);
+# what it still pays over the unspread layout on the same chips is the helpers' sends of their stripes, which
+# a stage's interval counts beside its own work (10K on 128 chips: 1.56-1.59x; docs/validation.md, "Physics
+# guards"). Before the gather, the query rows went to 15 helpers: 5.4-6.1x.
+SPREAD_PREFILL_MAX = 1.65
+
+
+@pytest.mark.parametrize(("spread", "unspread"), [
+    ("tp=8,stages=16,kvsplit=2,kvspread=15", "tp=8,stages=16,kvsplit=2,kvspread=0"),
+    pytest.param("tp=16,stages=8,kvsplit=4,kvspread=7", "tp=16,stages=8,kvsplit=4,kvspread=0",
+                 marks=pytest.mark.heavy),
+])
+def test_a_spread_layouts_prefill_is_within_a_stated_factor_of_the_unspread_one(spread, unspread):
+    m = get_model(MODEL)
+    isl = 10_000
+    a = make_step_model(m, "lpx", Layout(racks=1, lpx_layout=spread, isl=isl))
+    b = make_step_model(m, "lpx", Layout(racks=1, lpx_layout=unspread, isl=isl))
+    assert a.chips == b.chips == 128
+    ratio = _prefill_s(a, isl) / _prefill_s(b, isl)
+    assert 1.0 <= ratio <= SPREAD_PREFILL_MAX, ratio

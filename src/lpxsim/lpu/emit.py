@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lpxsim.graph import Op
+from lpxsim.lpu.emit_gather import gathers, key_rope, kv_read, stripe_rows
 from lpxsim.lpu.layout import balanced
 from lpxsim.lpu.lowering import COLS, REP, SUM, Dist, KvStripe, Lowerer, attended_in_share, kv_token_bytes
 from lpxsim.lpu.memtrim import release_free_memory
@@ -201,6 +202,7 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
     dq, dk = lw.dist[op.inputs[0]], lw.dist[op.inputs[1]]
     bufs, cols = {}, {}
     base, by_cols = dict(op.attrs), {}  # one attrs object per (q, k) columns (`Scheduler._shared_attrs`)
+    gather = gathers(lw, op)
     for c in st.chips:
         q = dq.bufs[c] if c in dq.bufs else lw.rep_on(op.inputs[0], (c,))[c]
         k = dk.bufs[c] if c in dk.bufs else lw.rep_on(op.inputs[1], (c,))[c]
@@ -214,6 +216,8 @@ def _emit_rope(lw: Lowerer, op: Op) -> None:
         lw.s.instr(c, "VXM", op.name, "rope", (q, k), out, lw.vxm_cycles(3 * lw.M * width, 2 * lw.M * width * lw.ab),
                    {"heads": sp.heads[c], "kv_heads": sp.kv_heads[c]}, attrs)
         bufs[c], cols[c] = out, qc
+        if gather and len(sp.parts[c]) > 1:  # the keys alone, for the helpers to store (`emit_gather`)
+            key_rope(lw, op, c, q, k, base)
     lw.dist[op.name] = Dist(COLS, bufs, cols, dq.width)
 
 
@@ -244,7 +248,9 @@ def _emit_kv_write(lw: Lowerer, op: Op) -> None:
             slc, attrs = share.slices()
             hins = tuple(ins)
             if holder != c:
-                hins = tuple(_ship(lw, b, c, holder) for b in ins)
+                keys = lw.k_rope.get((op.layer, c))  # a gathering prefill ships the rows it owns, no queries
+                src = ins if keys is None else [stripe_rows(lw, c, b, share) for b in (keys, *ins[1:])]
+                hins = tuple(_ship(lw, b, c, holder) for b in src)
             region = f"kv:L{op.layer}" if holder == c else f"kv:L{op.layer}<{c}"
             lw.chip_use(holder).kv[region] = stored * per_tok
             out = lw.s.buffer(f"{op.name}@{holder}" if holder == c else f"{op.name}@{holder}<{c}", holder,
@@ -270,9 +276,10 @@ def _ship(lw: Lowerer, buf: str, src: int, dst: int) -> str:
 
 
 def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share: KvStripe, partial: bool,
-            attrs_of: _AttrsOf):
+            attrs_of: _AttrsOf, gathered: tuple[str, ...] = (), kv_from: tuple[KvStripe, ...] = ()):
     """One attention instruction on `chip` over its KV share `share` for `owner`'s heads: (its output, its row
-    in the scheduler's instructions, its duration)."""
+    in the scheduler's instructions, its duration). `gathered`: buffers of helpers' stripes `kv_from[1:]` that
+    with the chip's own stripe `kv_from[0]` make up `share` (`emit_gather`)."""
     sp = lw.attn_split(op.layer)
     a = lw.m.layers[op.layer].attention
     ph = lw.g.phase
@@ -295,7 +302,9 @@ def _attend(lw: Lowerer, op: Op, chip: int, owner: int, q: str, kvw: str, share:
     out = lw.s.buffer(name, chip, op.name, width, cols=(h0 * v_dim, h1 * v_dim), partial="lse" if partial else None,
                       heads=(h0, h1), lse_shape=(lw.M, h1 - h0) if partial else ())
     slc, attrs = share.slices()
-    row = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw), out, dur,
+    if kv_from:
+        attrs = {**attrs, "kv_block": share.block, "kv_from": tuple((s.index, s.count) for s in kv_from)}
+    row = lw.s.instr(chip, "MXM", op.name, "attention", (q, kvw, *gathered), out, dur,
                      {"heads": (h0, h1), "kv_heads": (k0, k1), **slc}, attrs_of(attrs),
                      extra_latency=lw.arch.vxm_latency, needs_all=True)
     return out, row, dur
@@ -314,6 +323,16 @@ def _emit_attention(lw: Lowerer, op: Op) -> None:
         h0, h1 = sp.heads[c]
         cols[c] = (h0 * v_dim, h1 * v_dim)
         helpers = sp.parts[c][1:]
+        if helpers and gathers(lw, op):  # the owner attends over its own and its helpers' stripes (`emit_gather`)
+            fetched = tuple(_ship(lw, kv_read(lw, op, holder, c, lw.remote_kv[(op.layer, c, holder)][0], keys,
+                                              attrs_of(keys.slices()[1])), holder, c)
+                            for holder, keys in helpers)
+            union = KvStripe(sp.seq_index[c], sp.seq_shards, lw.layout.kv_block)
+            own, row, _ = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], union, split, attrs_of, fetched,
+                                  tuple(share for _, share in sp.parts[c]))
+            stats_ready[c] = lw.s.instructions.first_out_cycle[row]
+            outs[c] = own
+            continue
         own, row, dur = _attend(lw, op, c, c, q.bufs[c], kvw.bufs[c], sp.parts[c][0][1], split or bool(helpers),
                                 attrs_of)
         # the log-sum-exp is final with the output (needs_all)

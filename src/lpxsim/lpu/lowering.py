@@ -107,6 +107,8 @@ class Lowerer:
         self._weight_names: dict[tuple[str, str], str] = {}  # (op, tag) -> its weight region name
         self.attn: dict[int, AttnSplit] = {}
         self.remote_kv: dict[tuple[int, int, int], tuple[str, str]] = {}  # (layer, owner, holder) -> (kv_write, q)
+        self.kv_gather: dict[int, bool] = {}  # layer -> its owners gather the helpers' KV (`emit._gathers`)
+        self.k_rope: dict[tuple[int, int], str] = {}  # (layer, owner) -> its roped keys alone (shipped to helpers)
         self.mxm_rate = arch.mxm_flops_per_cycle.get(self.wprec.compute) or min(arch.mxm_flops_per_cycle.values())
         self._vb, self._feed = arch.vector_bytes, arch.feed_bytes_per_cycle  # hot in mem_cycles
 

@@ -94,6 +94,13 @@ Collective kinds (``op`` names the graph op whose value they assemble):
   A transfer whose ``bytes`` are smaller than an ``"lse"`` source buffer's
   carries only the log-sum-exp statistics (4 bytes per row and head).
 - ``copy``: output = input (used to re-name a received buffer).
+- ``kv_read``: output = the KV its chip holds of the stripe ``slice["kv_stripe"]`` (with
+  ``attrs["kv_block"]``), KV heads ``slice["kv_heads"]``, every position of each stream up to the step's end
+  (its input is the chip's ``kv_write`` of this step), for another chip to attend over. ``op`` names the
+  attention it serves. An attention with ``attrs["kv_from"]`` (a tuple of ``(index, count)`` stripes)
+  reads the first from its own chip's store and the others from its inputs after the first two, one per
+  ``kv_read`` output received, in order; together they make up its ``kv_stripe`` share
+  (`lpxsim.lpu.emit_gather`: a prefill on a ``kv_spread`` layout gathers the helpers' stripes).
 
 Transfers
 ---------
@@ -147,7 +154,7 @@ RegionKind = Literal["weights", "kv", "act", "buffer"]
 Partial = Literal["sum", "lse", "argmax"] | None
 Range = tuple[int, int]
 
-COLLECTIVE_KINDS = ("reduce", "concat", "combine", "copy")
+COLLECTIVE_KINDS = ("reduce", "concat", "combine", "copy", "kv_read")
 
 # Region, Buffer, Instruction and Transfer are values: treat them as immutable. They are not declared
 # frozen because a compile builds ~10^5 of them and a frozen dataclass's __init__ costs about 5x a plain

@@ -16,6 +16,11 @@ window, and ``kv_seq`` when it bounds them:
   deployment's (a layout fixes where each position lives, so every step of a deployment writes the same
   holdings), which checks that each attention reads only KV its own chip stores.
 
+An attention that gathers its helpers' stripes (``attrs["kv_from"]``, `lpxsim.lpu.emit_gather`) reads the
+first stripe from its own chip's store, checked as above; each other stripe must arrive in its inputs from a
+``kv_read`` of that stripe (of the same layer, covering its KV heads), itself a read checked as above on the
+chip that runs it, and the stripes together must make up the attention's ``kv_stripe`` share.
+
 Errors are reported as the ``kv`` class. Only the positions a holding's stripe owns count: a share with no
 owned key in a range needs nothing there.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +87,7 @@ class _Read:
     bound: Span
     start: int
     end: int
+    gathered: tuple | None = None  # ((index, count) stripe, input buffer) per gathered part (`attrs["kv_from"]`)
 
 
 def _merge(spans: list[Span]) -> list[Span]:
@@ -118,7 +125,7 @@ def _kv_rows(p: Program, graph: OpGraph) -> tuple[dict[tuple, list[_Write]], lis
     """The kv_write instructions by (chip, layer, stripe) and the attention instructions, from their rows."""
     ins = p.instructions
     kinds = ins.kind_values
-    wanted = [j for j, k in enumerate(kinds) if k in ("kv_write", "attention")]
+    wanted = [j for j, k in enumerate(kinds) if k in ("kv_write", "attention", "kv_read")]
     if not wanted:
         return {}, []
     rows = np.flatnonzero(np.isin(ins.column("kind_code"), wanted)).tolist()
@@ -132,12 +139,19 @@ def _kv_rows(p: Program, graph: OpGraph) -> tuple[dict[tuple, list[_Write]], lis
             continue
         stripe = (*tuple(slc.get("kv_stripe", (0, 1))), int(attrs.get("kv_block", 1)))
         bound = tuple(slc["kv_seq"]) if "kv_seq" in slc else UNBOUNDED
+        heads = tuple(slc["kv_heads"]) if "kv_heads" in slc else (0, _kv_head_count(graph, layer))
         if kind == "kv_write":  # no kv_heads slice: every KV head of the layer
-            heads = tuple(slc["kv_heads"]) if "kv_heads" in slc else (0, _kv_head_count(graph, layer))
             writes[(ins.chip[k], layer, stripe)].append(_Write(heads, bound, ins.first_out_cycle[k], ins.cycle_end[k]))
-        else:
-            reads.append(_Read(k, ins.chip[k], op, layer, _heads_read(graph, layer, slc), stripe, bound,
-                               ins.cycle_start[k], ins.cycle_end[k]))
+            continue
+        parts = attrs.get("kv_from")
+        if kind == "attention":
+            heads = _heads_read(graph, layer, slc)
+        if parts is not None:  # its own store holds the first stripe; the others arrive as inputs
+            stripe = (*tuple(parts[0]), stripe[2])
+            got = ins.input_flat[(ins.input_end[k - 1] if k else 0) + 2:ins.input_end[k]]
+            parts = tuple(zip_longest((tuple(x) for x in parts[1:]), got))  # a None on either side: a mismatch
+        reads.append(_Read(k, ins.chip[k], op, layer, heads, stripe, bound, ins.cycle_start[k], ins.cycle_end[k],
+                           parts))
     return writes, reads
 
 
@@ -163,9 +177,42 @@ def _windows(graph: OpGraph, layer: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return first, ctx, ctx + ph.new_tokens
 
 
+def _check_gathered(p: Program, reads: list[_Read], rep: VerifyReport) -> None:
+    """Each gathering attention's stripes come from kv_reads of those stripes and make up its share."""
+    gathering = [r for r in reads if r.gathered is not None]
+    if not gathering:
+        return
+    by_out = {p.instructions.output[r.k]: r for r in reads if p.instructions.kind_values[
+        p.instructions.kind_code[r.k]] == "kv_read"}
+    src = {t.dst_buffer: t.src_buffer for t in p.transfers}
+    for r in gathering:
+        slc = p.instructions.value("slice", r.k)
+        index, count = tuple(slc.get("kv_stripe", (0, 1)))
+        if any(stripe is None for stripe, _ in r.gathered):
+            rep.add("kv", f"{r.op} on chip {r.chip} reads more gathered inputs than its kv_from names")
+            continue
+        parts = [r.stripe[:2], *(g[0] for g in r.gathered)]
+        n = parts[0][1]
+        want = {index + count * j for j in range(n // count)} if n % count == 0 else set()
+        if {i for i, m in parts if m == n} != want or len(parts) != len(want):
+            rep.add("kv", f"{r.op} on chip {r.chip} gathers KV stripes {parts}, which do not make up its share "
+                          f"(stripe {index} of {count})")
+            continue
+        for stripe, buf in r.gathered:
+            origin = buf
+            while origin in src:
+                origin = src[origin]
+            kr = by_out.get(origin)
+            if kr is None or kr.stripe[:2] != stripe or kr.layer != r.layer or kr.stripe[2] != r.stripe[2] \
+                    or not (kr.kv_heads[0] <= r.kv_heads[0] and r.kv_heads[1] <= kr.kv_heads[1]):
+                rep.add("kv", f"{r.op} on chip {r.chip} reads stripe {stripe[0]} of {stripe[1]} from {buf!r}, "
+                              "which no kv_read of that stripe and its KV heads produced")
+
+
 def check_kv(p: Program, graph: OpGraph, rep: VerifyReport, kv_held: KvResidency | None = None) -> None:
     """Report (class ``kv``) every attention that reads KV its chip does not hold at its cycle (module doc)."""
     writes, reads = _kv_rows(p, graph)
+    _check_gathered(p, reads, rep)
     windows: dict[int, tuple] = {}
     for r in reads:
         if r.layer not in windows:

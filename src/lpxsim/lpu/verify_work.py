@@ -153,7 +153,7 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
     if kind == "embed":
         lo, hi = ins.slice.get("vocab", (0, graph.model.vocab_size))
         return min(op.tokens, hi - lo) * op.weight_bytes / max(op.tokens, 1), 0.0
-    if kind in ("attention", "kv_write"):
+    if kind in ("attention", "kv_write", "kv_read"):
         H, KVH = _kv_heads(graph, op.layer)
         k0, k1 = ins.slice.get("kv_heads", (0, KVH))
         window = op.attrs.get("window")
@@ -162,6 +162,8 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
         per_key = kvw.kv_write_bytes / max(kvw.tokens, 1) * (k1 - k0) / KVH
         if kind == "kv_write":
             return written * per_key, 0.0
+        if kind == "kv_read":  # the keys of its share the attention it serves reads (`program`)
+            return nkeys * per_key, 0.0
         h0, h1 = ins.slice.get("heads", (0, H))
         attended = float(op.attrs.get("attended_keys") or 0.0)
         per_pair = op.flops / (H * attended) if attended > 0 else 0.0
@@ -170,7 +172,7 @@ def instruction_work(ins: Instruction, op: Op, graph: OpGraph, keys: _Keys, p: P
     return max((p.buffers[b].bytes for b in ins.inputs if b in p.buffers), default=0), 0.0
 
 
-_SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write")  # not the inputs' bytes
+_SLICE_WORK = ("matmul", "router", "experts", "embed", "attention", "kv_write", "kv_read")  # not the inputs' bytes
 
 
 def slowest_link(trs: TransferTable, bpc: np.ndarray) -> np.ndarray:
@@ -197,7 +199,7 @@ def _check_cost(p: Program, graph: OpGraph, arch: Arch, rep: VerifyReport, col: 
     flops = np.zeros(n)
     ins_list = p.instructions
     # MXM and MEM (weights, KV, FLOPs) of an op in the graph (an op outside it is the graph check's error)
-    base = ((col.i_unit == 0) | (col.i_unit == 3)) & (ic.op >= 0) & ~ic.collective
+    base = ((col.i_unit == 0) | (col.i_unit == 3)) & (ic.op >= 0) & (~ic.collective | ic.kind_in(("kv_read",)))
     slice_work = ic.kind_in(_SLICE_WORK)
     sel = np.flatnonzero(base & slice_work)
     mm = sel[ic.kind[sel] == ic.kinds.get("matmul", -1)]
@@ -243,7 +245,7 @@ def _boxes(s: Mapping[str, Range], op: Op,
         K, N = _matmul_extent(op)
         r, c = s.get("rows", (0, K)), s.get("cols", (0, N))
         return (r[0], r[1], c[0], c[1]), (K, N), "rows x cols"
-    if kind in ("attention", "kv_write"):
+    if kind in ("attention", "kv_write", "kv_read"):
         H, KVH = _kv_heads(graph, op.layer)
         full = H if kind == "attention" else KVH
         h = s.get("heads" if kind == "attention" else "kv_heads", (0, full))

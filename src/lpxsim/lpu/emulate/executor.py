@@ -195,7 +195,9 @@ class ProgramExecutor:
         if ins.output in st.buffers:
             raise EmulationError(ins.op, ins.chip, ins.cycle_start, f"buffer {ins.output!r} written twice")
         self._check_region(out, ins.first_out_cycle)
-        if ins.kind in I.COLLECTIVES:
+        if ins.kind == "kv_read":  # the chip's own KV store, read into a buffer
+            data, meta, partial = I.run_kv_read(ins, args, self._ctx, st)
+        elif ins.kind in I.COLLECTIVES:
             data, meta, partial = I.COLLECTIVES[ins.kind](ins, args, self._ctx, out)
         else:
             data, meta, partial = self._graph_op(ins, args, st)

@@ -183,12 +183,49 @@ def run_kv_write(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, ch
     k = _rope_part(ins, r_arg, "k", h0 * D, h1 * D)
     v = take_cols(ins, v_arg, h0 * Dv, h1 * Dv, KVH * Dv)
     n = ctx.graph.phase.new_tokens
-    for row, pos in enumerate(ctx.positions):
+    rows = r_arg[1].meta.get("rows")  # inputs of a stripe's rows only (`run_copy`): the same rows in both
+    if rows is None and "rows" not in v_arg[1].meta:
+        rows = np.arange(len(ctx.positions))
+    elif rows is None or not np.array_equal(rows, v_arg[1].meta.get("rows", rows[:0])):
+        raise _fail(ins, "stores keys and values of different rows")
+    for j_row, row in enumerate(rows.tolist()):
+        pos = ctx.positions[row]
         if s0 <= pos < s1 and (pos // block) % count == idx:
             for j, head in enumerate(range(h0, h1)):
                 chip.slot(op.layer, row // n, head, D, Dv).write(
-                    int(pos), k[row, j * D : (j + 1) * D], v[row, j * Dv : (j + 1) * Dv])
+                    int(pos), k[j_row, j * D : (j + 1) * D], v[j_row, j * Dv : (j + 1) * Dv])
     return None, {}
+
+
+def run_kv_read(ins: Instruction, args: list[Arg], ctx: StepContext, chip: ChipState) -> tuple[Any, dict, None]:
+    """The chip's KV of its share (``kv_stripe``, ``kv_heads``), every position up to each stream's step end:
+    ``{(sequence, kv head): (positions, k, v)}``, for another chip's attention (``attrs["kv_from"]``)."""
+    op = ctx.graph.op(ins.op)
+    attn = ctx.graph.model.layers[op.layer].attention
+    h0, h1 = _slice(ins, "kv_heads", attn.num_kv_heads)
+    n, out = ctx.graph.phase.new_tokens, {}
+    for s, c in enumerate(ctx.graph.phase.contexts):
+        keys, _ = _owned_keys(ins, 0, c + n)
+        for head in range(h0, h1):
+            slot = chip.kv.get((op.layer, s, head)) or KVSlot.empty(attn.head_dim, attn.v_head_dim)
+            if not slot.holds(keys):
+                raise _fail(ins, f"reads KV of layer {op.layer} sequence {s} kv head {head} positions "
+                                 f"{keys[:1].tolist()}..{keys[-1:].tolist()} this chip does not hold")
+            out[(s, head)] = (keys, slot.k[keys].copy(), slot.v[keys].copy())
+    return out, {}, None
+
+
+def _gathered_slot(ins: Instruction, own: KVSlot | None, parts: list[Arg], seq: int, head: int, d: int,
+                   dv: int) -> KVSlot:
+    """The chip's own slot with the KV gathered from other chips' ``kv_read`` outputs laid over it."""
+    slot = KVSlot.empty(d, dv) if own is None else KVSlot(own.k.copy(), own.v.copy(), own.have.copy())
+    for buf, val in parts:
+        got = val.data.get((seq, head)) if isinstance(val.data, dict) else None
+        if got is None:
+            raise _fail(ins, f"gathers {buf.id!r}, which holds no KV of sequence {seq} kv head {head}")
+        for pos, k, v in zip(*got, strict=True):
+            slot.write(int(pos), k, v)
+    return slot
 
 
 def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, chip: ChipState) -> Any:
@@ -199,6 +236,7 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
     q = _rope_part(ins, _input(ins, args, op.inputs[0]), "q", h0 * D, h1 * D)
     ph, window = ctx.graph.phase, op.attrs.get("window")
     n, outs, lses, partial = ph.new_tokens, [], [], False
+    gathered = [a for a in args if a[0].op == op.name] if ins.attrs.get("kv_from") else []  # `run_kv_read`'s
     for s, c in enumerate(ph.contexts):
         rows = slice(s * n, (s + 1) * n)
         q_pos = ctx.positions[rows]
@@ -209,6 +247,8 @@ def run_attention(ins: Instruction, op: Op, args: list[Arg], ctx: StepContext, c
         ks, vs = [], []
         for head in range(kv0, kv1):
             slot = chip.kv.get((op.layer, s, head))
+            if gathered:
+                slot = _gathered_slot(ins, slot, gathered, s, head, D, attn.v_head_dim)
             if slot is None and len(keys) == 0:  # a share with no key in range yet: nothing to read
                 slot = KVSlot.empty(D, attn.v_head_dim)
             if slot is None or not slot.holds(keys):
@@ -388,10 +428,18 @@ def run_combine(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer
 
 
 def run_copy(ins: Instruction, args: list[Arg], ctx: StepContext, out: Buffer) -> tuple[Any, dict, Any]:
+    """The input; with a ``kv_stripe`` slice, only its rows at the new positions that stripe owns (their
+    rows of the step kept in ``meta["rows"]``, for the kv_write that stores them)."""
     if len(args) != 1:
         raise _fail(ins, f"copies {len(args)} buffers")
     buf, val = args[0]
-    return val.data, dict(val.meta), buf.partial
+    if "kv_stripe" not in ins.slice:
+        return val.data, dict(val.meta), buf.partial
+    if "rows" in val.meta or not isinstance(val.data, np.ndarray) or buf.partial is not None:
+        raise _fail(ins, f"takes a stripe's rows of {buf.id!r}, which is not a whole step's final rows")
+    _, _, idx, count, block = _kv_share(ins)
+    rows = np.flatnonzero((ctx.positions // block) % count == idx)
+    return val.data[rows], {**val.meta, "rows": rows}, None
 
 
 COLLECTIVES = {"reduce": run_reduce, "concat": run_concat, "combine": run_combine, "copy": run_copy}
