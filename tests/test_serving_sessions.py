@@ -241,3 +241,23 @@ def test_hold_moves_a_session_that_would_wait_to_a_worker_with_room():
     late = Request(1, 0.0, 20_000, 10, session_hash_base=1 << 24, session=1)
     w0.submit(late)
     assert list(w0.parked) == [late]
+
+
+@pytest.mark.parametrize("policy", ["lru", "evict_idle", "hold"])
+def test_every_turn_runs_when_truncating_sessions_exceed_the_kv(policy):
+    # The tour's retention workload scaled to the small replica: 10 sessions whose contexts reach the 24K cap
+    # (more than the KV holds for all of them) and truncate, each truncation starting a new chain. A session's
+    # stale chain must stop being held when its truncated turn arrives, or under `hold` every session ends up
+    # parked behind its own stale KV with nothing running.
+    wl = {"name": "s", "kind": "agentic", "num_requests": 10, "arrival": {"process": "poisson", "rate": 0.5},
+          "session": {"turns": 16, "first_isl": 2_000, "new_tokens": {"kind": "uniform", "low": 1_200, "high": 1_700},
+                      "think_s": 2.0, "context_cap": 24_000},
+          "osl": 256}
+    res = simulate(fleet(pool(**SMALL), retention={"policy": policy}), wl, seed=0)
+    s, d = res.summary, res.requests
+    truncated = d[d["isl"] == 24_000]  # a truncated turn keeps the cap's tokens and reuses nothing
+    assert len(truncated) > 10 and (truncated["cached_tokens"] == 0).all()
+    assert s["evictions"] > 0 and res.pools.iloc[0]["kv_occupancy_peak"] > 0.99
+    assert s["completed"] == 10 * 16 and s["rejected"] == 0
+    assert s.get("incomplete", 0) == 0
+    assert res.pools.iloc[0]["sessions_resident_timeline"][-1] == 0

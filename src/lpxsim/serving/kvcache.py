@@ -286,6 +286,16 @@ class KvStore:
             self._park(c)
         return handed
 
+    def retire_stale(self, session: int, base: int) -> None:
+        """A turn of `session` arrives on chain `base`: a different chain the session holds here is stale (the
+        agent truncated, and the kept tokens' KV depended on what it dropped), so it is no held session's from
+        now on. Done on arrival, not when the new chain is first cached: under `hold` the new turn has nothing
+        resident and may not evict a held chain, so waiting for the insert could leave every session parked
+        behind its own stale KV."""
+        old = self.by_session.get(session)
+        if old is not None and old != base:
+            self.close_session(session, range(old, old + 1))
+
     def close_session(self, session: int, ids) -> None:
         """The session has ended here (its last turn, or it moved on): its chain is no held session's now."""
         if type(ids) is not range:

@@ -233,6 +233,8 @@ class Worker(Admission):
         """A request arrives (new, re-queued, or prefilled elsewhere with its KV)."""
         if self.role != "decode":  # a decode worker's place is recorded at the hand-off
             req.pool, req.worker = self.pool, self.index
+        if req.session_hash_base >= 0:
+            self.kv.retire_stale(req.session, req.session_hash_base)
         self.waiting.append(req)
         self.queued_tokens += req.isl + req.generated
         if not self.busy:
