@@ -153,7 +153,7 @@ def test_kvstore_evicts_the_longest_idle_session_whole():
     kv.release(chains[0], session=0)
     assert kv.make_room(50.0)  # 40 free + session 1 (20): one whole session goes
     assert kv.evictions == 1 and kv.match(chains[1]) == 0 and kv.match(chains[0]) == 2 and kv.match(chains[2]) == 2
-    assert kv.resident.n == 2 and 100 not in kv.units
+    assert kv.resident.n == 2 and not kv.holds(100)
     assert not kv.make_room(70.0, spare_sessions=True)  # hold: a newcomer may not evict a held session
     kv.close_session(2, chains[2])  # ended: its chain is open to newcomers now, and goes first
     assert kv.resident.n == 1 and kv.make_room(70.0, spare_sessions=True) and kv.match(chains[2]) == 0
