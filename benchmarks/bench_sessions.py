@@ -55,15 +55,17 @@ def policies(fleet_path: str, workload_path: str, seed: int) -> list[dict]:
                      "reloaded": s["reload_rate"], "evictions": s["evictions"], "reloads": s["reloads"],
                      "resident_max": s["sessions_resident_max"], "ttft_first_p50": s["ttft_by_turn"]["first"]["p50"],
                      "ttft_later_p50": s["ttft_by_turn"]["later"]["p50"], "tok_s_user_p50": s["tok_s_user"]["p50"],
-                     "fleet_tok_s": s["fleet_tok_s"], "makespan_s": s["makespan_s"], "requests": s["completed"]})
+                     "fleet_tok_s": s["fleet_tok_s"], "makespan_s": s["makespan_s"], "completed": s["completed"],
+                     "requests": s["requests"]})
     print(f"{fleet_path} x {workload_path}, seed {seed}")
     print("| policy | prefix hit rate | reloaded (share of input) | evictions | reloads | sessions resident (max) | "
-          "TTFT first turn P50 | TTFT later turns P50 | tok/s/user P50 | fleet tok/s | makespan |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "TTFT first turn P50 | TTFT later turns P50 | tok/s/user P50 | fleet tok/s | makespan | turns run |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['policy']} | {r['hit']:.2f} | {r['reloaded']:.2f} | {r['evictions']:,} | {r['reloads']:,} | "
               f"{r['resident_max']} | {r['ttft_first_p50']:.2f} s | {r['ttft_later_p50'] * 1e3:,.0f} ms | "
-              f"{r['tok_s_user_p50']:,.0f} | {r['fleet_tok_s']:,.0f} | {r['makespan_s']:,.0f} s |")
+              f"{r['tok_s_user_p50']:,.0f} | {r['fleet_tok_s']:,.0f} | {r['makespan_s']:,.0f} s | "
+              f"{r['completed']:,} / {r['requests']:,} |")
     return rows
 
 

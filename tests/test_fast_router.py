@@ -62,7 +62,7 @@ class _Tracked:
     def track(self, board: Board, slot: int) -> None:
         self._board, self._slot = board, slot
         board.ctx[slot] = board.queued[slot] = 0
-        self.kv.track(board.holders, 1 << slot)
+        self.kv.track(board.holders, 1 << slot, board.chains, slot)
 
 
 def test_board_index_follows_inserts_and_evictions() -> None:
@@ -89,3 +89,32 @@ def test_board_index_follows_inserts_and_evictions() -> None:
     for w in ws:
         assert [board.matches((h,)) is not None and board.matches((h,))[ws.index(w)] == 1
                 for h in w.kv.units] == [True] * len(w.kv.units)
+
+
+def test_board_chain_index_follows_a_chain_growing_and_evicted() -> None:
+    """A session chain is published as its unit count per slot: growth, block-LRU tail eviction and a whole
+    eviction each show in the match counts, and a chain resident nowhere matches nothing."""
+    board = Board()
+    ws = [_Tracked() for _ in range(3)]
+    for w in ws:
+        board.add(w)
+    base = 5 << 24
+    ws[1].kv.charge(30.0)
+    ws[1].kv.insert(range(base, base + 3), [10.0] * 3, referenced=False, session=7, chain=base)
+    ws[2].kv.charge(10.0)
+    ws[2].kv.insert(range(base, base + 1), [10.0], referenced=False, session=8, chain=base)
+    assert board.chain_matches(range(base, base + 5)).tolist() == [0, 3, 1]
+    assert board.chain_matches(range(base, base + 2)).tolist() == [0, 2, 1]
+    ws[1].kv.charge(10.0)
+    ws[1].kv.insert(range(base + 3, base + 4), [10.0], referenced=False, session=7, chain=base)  # grows
+    assert board.chain_matches(range(base, base + 5)).tolist() == [0, 4, 1]
+    assert ws[1].kv.make_room(ws[1].kv.capacity - ws[1].kv.used + 10.0)  # block LRU: one tail unit goes
+    assert board.chain_matches(range(base, base + 5)).tolist() == [0, 3, 1]
+    assert ws[2].kv.make_room(100.0)  # worker 2's only unit goes: it no longer holds the chain
+    assert board.chain_matches(range(base, base + 5)).tolist() == [0, 3, 0]
+    assert board.chain_matches(range(9 << 24, (9 << 24) + 2)) is None
+    late = _Tracked()  # a store tracked after it cached the chain publishes it on tracking
+    late.kv.charge(20.0)
+    late.kv.insert(range(base, base + 2), [10.0] * 2, referenced=False, session=9, chain=base)
+    board.add(late)
+    assert board.chain_matches(range(base, base + 5)).tolist() == [0, 3, 0, 2]

@@ -4,7 +4,9 @@
 simulator gave them before those speed-ups (every pipelined first token an event that cut the decode run;
 the cyclic GC left on): first at commit 3402248, regenerated at ec7df77 (the engine's deployment sizing
 and the GPU refit change the step models; that tree's simulator, without the speed-ups, gave this file and
-the tree with them gives the same numbers). The same runs must give the same numbers now: integers and
+the tree with them gives the same numbers). The three session cases whose contexts reach their cap were
+regenerated with the `hold` deadlock fix (a truncated session's stale chain stops being held when its turn
+arrives, `KvStore.retire_stale`): a change meant to change results. The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

@@ -153,7 +153,7 @@ def test_kvstore_evicts_the_longest_idle_session_whole():
     kv.release(chains[0], session=0)
     assert kv.make_room(50.0)  # 40 free + session 1 (20): one whole session goes
     assert kv.evictions == 1 and kv.match(chains[1]) == 0 and kv.match(chains[0]) == 2 and kv.match(chains[2]) == 2
-    assert kv.resident.n == 2 and 100 not in kv.units
+    assert kv.resident.n == 2 and not kv.holds(100)
     assert not kv.make_room(70.0, spare_sessions=True)  # hold: a newcomer may not evict a held session
     kv.close_session(2, chains[2])  # ended: its chain is open to newcomers now, and goes first
     assert kv.resident.n == 1 and kv.make_room(70.0, spare_sessions=True) and kv.match(chains[2]) == 0
@@ -241,3 +241,23 @@ def test_hold_moves_a_session_that_would_wait_to_a_worker_with_room():
     late = Request(1, 0.0, 20_000, 10, session_hash_base=1 << 24, session=1)
     w0.submit(late)
     assert list(w0.parked) == [late]
+
+
+@pytest.mark.parametrize("policy", ["lru", "evict_idle", "hold"])
+def test_every_turn_runs_when_truncating_sessions_exceed_the_kv(policy):
+    # The tour's retention workload scaled to the small replica: 10 sessions whose contexts reach the 24K cap
+    # (more than the KV holds for all of them) and truncate, each truncation starting a new chain. A session's
+    # stale chain must stop being held when its truncated turn arrives, or under `hold` every session ends up
+    # parked behind its own stale KV with nothing running.
+    wl = {"name": "s", "kind": "agentic", "num_requests": 10, "arrival": {"process": "poisson", "rate": 0.5},
+          "session": {"turns": 16, "first_isl": 2_000, "new_tokens": {"kind": "uniform", "low": 1_200, "high": 1_700},
+                      "think_s": 2.0, "context_cap": 24_000},
+          "osl": 256}
+    res = simulate(fleet(pool(**SMALL), retention={"policy": policy}), wl, seed=0)
+    s, d = res.summary, res.requests
+    truncated = d[d["isl"] == 24_000]  # a truncated turn keeps the cap's tokens and reuses nothing
+    assert len(truncated) > 10 and (truncated["cached_tokens"] == 0).all()
+    assert s["evictions"] > 0 and res.pools.iloc[0]["kv_occupancy_peak"] > 0.99
+    assert s["completed"] == 10 * 16 and s["rejected"] == 0
+    assert s.get("incomplete", 0) == 0
+    assert res.pools.iloc[0]["sessions_resident_timeline"][-1] == 0

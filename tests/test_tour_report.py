@@ -262,6 +262,7 @@ def test_occupancy_section_draws_resident_sessions_and_kv_per_retention_policy(t
     ret = df[df["table"] == "retention"]
     assert list(ret["policy"]) == ["hold", "evict_idle", "lru"]
     assert (ret["prefix_hit_rate"].between(0, 1)).all() and (ret["sessions_resident_max"] >= 1).all()
+    assert (ret["turns_incomplete"] == 0).all()  # every turn runs under every policy
     tl = df[df["table"] == "occupancy_timeline"]
     assert set(tl["policy"]) == {"hold", "evict_idle", "lru"}
     assert tl["kv_occupancy"].between(0, 1.0 + 1e-9).all() and tl["sessions_resident"].max() >= 1

@@ -225,9 +225,9 @@ def _sessions_resident(state, online) -> float:
     """Conversations (of the most recent RESIDENT_CHECKED) whose first prefix unit is resident on a worker."""
     from lpxsim.serve.tokens import SESSION_STRIDE
 
-    units = [w.kv.units for w in online.workers]
+    stores = [w.kv for w in online.workers]
     recent = state.sessions.sessions(RESIDENT_CHECKED)
-    return float(sum(any((sid + 1) * SESSION_STRIDE in u for u in units) for sid in recent))
+    return float(sum(any(kv.holds((sid + 1) * SESSION_STRIDE) for kv in stores) for sid in recent))
 
 
 def _write_timeline(path: Path, recorder, online) -> None:

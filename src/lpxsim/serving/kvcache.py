@@ -97,21 +97,22 @@ class KvStore:
     """Byte-accounted KV pool: a hashed-prefix cache of loose units (refcounts, LRU) and session chains.
 
     A session's units are one chain of consecutive ids (`Request.unit_ids` gives a `range`); a worker
-    always holds a prefix of a chain, so a chain is kept as (units resident, references, bytes) and its
-    match, pin and release cost O(1) instead of O(units). Its units still appear one by one in `units`
-    (the router's index and the tier see units). Idle chains wait in `idle` (held sessions) or `cold`
+    always holds a prefix of a chain, so a chain is kept as (units resident, references, bytes, unit sizes)
+    and its match, pin and release cost O(1) instead of O(units). Its units are not entries of `units`
+    (loose units only): the router's index sees a chain as its unit count per worker (`track`), and only
+    the offload tier sees its units one by one. Idle chains wait in `idle` (held sessions) or `cold`
     (sessions that ended, or copies a moved session left behind: evicted first, and open to `hold`'s
     newcomers)."""
 
     __slots__ = ("capacity", "used", "units", "lru", "chains", "idle", "cold", "evictable", "evictable_loose",
-                 "peak", "hits_tokens", "evictions", "evicted_bytes", "holders", "bit", "session_whole", "tier",
-                 "resident", "by_session", "_stamp")
+                 "peak", "hits_tokens", "evictions", "evicted_bytes", "holders", "bit", "chain_index", "slot",
+                 "session_whole", "tier", "resident", "by_session", "_stamp")
 
     def __init__(self, capacity_bytes: float, session_whole: bool = False, tier: TierStore | None = None,
                  resident: ResidentCount | None = None) -> None:
         self.capacity = float(capacity_bytes)
         self.used = 0.0
-        self.units: dict[int, list] = {}  # id -> [refcount (loose units), bytes, session (-1: none)]
+        self.units: dict[int, list] = {}  # loose unit id -> [refcount, bytes, -1]
         self.lru: OrderedDict[int, int] = OrderedDict()  # loose unreferenced units -> release stamp, oldest first
         # chain base -> [units resident, references, bytes, session (-1: none held), unit sizes]
         self.chains: dict[int, list] = {}
@@ -126,17 +127,34 @@ class KvStore:
         # A KV-aware router's index (unit id -> bitmask of the workers holding it) and this store's bit in it
         self.holders: dict[int, int] | None = None
         self.bit = 0
+        # ... and its chain index (chain base -> {slot: units of the chain resident there}) and this store's slot
+        self.chain_index: dict[int, dict[int, int]] | None = None
+        self.slot = -1
         self.session_whole = session_whole
         self.tier = tier
         self.resident = resident if resident is not None else ResidentCount()
         self.by_session: dict[int, int] = {}  # held session -> the base of its chain here
         self._stamp = 0
 
-    def track(self, holders: dict[int, int], bit: int) -> None:
-        """Report every resident unit, now and from now on, in the router's index `holders` under `bit`."""
+    def track(self, holders: dict[int, int], bit: int, chain_index: dict[int, dict[int, int]] | None = None,
+              slot: int = -1) -> None:
+        """Report every resident loose unit, now and from now on, in the router's index `holders` under `bit`,
+        and every chain's resident unit count in `chain_index` under `slot`."""
         self.holders, self.bit = holders, bit
         for h in self.units:
             holders[h] = holders.get(h, 0) | bit
+        if chain_index is not None:
+            self.chain_index, self.slot = chain_index, slot
+            for base, c in self.chains.items():
+                chain_index.setdefault(base, {})[slot] = c[0]
+
+    def holds(self, h: int) -> bool:
+        """Whether unit `h` (a loose unit, or the first unit of a chain) is resident here."""
+        return h in self.units or h in self.chains
+
+    def unit_count(self) -> int:
+        """Prefix units resident here (loose units and the units of every chain)."""
+        return len(self.units) + sum(c[0] for c in self.chains.values())
 
     def match(self, ids) -> int:
         """Number of leading units of `ids` resident here (no side effects)."""
@@ -258,19 +276,18 @@ class KvStore:
             self.used -= b
         new = unit_bytes[dup:]
         if new:
-            units, holders, bit, owner = self.units, self.holders, self.bit, c[3]
-            h = base + first + dup
             total = c[2]
-            for b in new:
+            for b in new:  # one float at a time, in unit order (the sums stay bit for bit what they were)
                 handed += b
                 total += b
-                units[h] = [0, b, owner]
-                if holders is not None:
-                    holders[h] = holders.get(h, 0) | bit
-                h += 1
             c[4].extend(new)
             c[0] += len(new)
             c[2] = total
+            if self.chain_index is not None:
+                held = self.chain_index.get(base)
+                if held is None:
+                    held = self.chain_index[base] = {}
+                held[self.slot] = c[0]
             if c[1] == 0 and not fresh:  # an idle chain grows: its new bytes are evictable too
                 loose = c[5] in self.cold
                 for b in new:
@@ -285,6 +302,16 @@ class KvStore:
         elif fresh:
             self._park(c)
         return handed
+
+    def retire_stale(self, session: int, base: int) -> None:
+        """A turn of `session` arrives on chain `base`: a different chain the session holds here is stale (the
+        agent truncated, and the kept tokens' KV depended on what it dropped), so it is no held session's from
+        now on. Done on arrival, not when the new chain is first cached: under `hold` the new turn has nothing
+        resident and may not evict a held chain, so waiting for the insert could leave every session parked
+        behind its own stale KV."""
+        old = self.by_session.get(session)
+        if old is not None and old != base:
+            self.close_session(session, range(old, old + 1))
 
     def close_session(self, session: int, ids) -> None:
         """The session has ended here (its last turn, or it moved on): its chain is no held session's now."""
@@ -339,14 +366,27 @@ class KvStore:
         c = self.chains[base]
         k = c[0] if self.session_whole or loose else 1
         sizes = c[4]
-        for _ in range(k):
+        tier = self.tier
+        for _ in range(k):  # unit by unit, tail first: the same float steps as evicting them one at a time
             c[0] -= 1
             b = sizes.pop()
             c[2] -= b
             self.evictable -= b
             if loose:
                 self.evictable_loose -= b
-            self._drop(base + c[0], b)
+            self.used -= b
+            self.evicted_bytes += b
+            if tier is not None:
+                tier.put(base + c[0], b)
+        index = self.chain_index
+        if index is not None:
+            held = index[base]
+            if c[0]:
+                held[self.slot] = c[0]
+            else:
+                del held[self.slot]
+                if not held:
+                    del index[base]
         if c[0] == 0:
             del queue[base]
             del self.chains[base]
@@ -356,6 +396,7 @@ class KvStore:
                     del self.by_session[c[3]]
 
     def _drop(self, h: int, b: float) -> None:
+        """Evict loose unit `h` of `b` bytes."""
         self.units.pop(h)
         if self.holders is not None:
             rest = self.holders[h] & ~self.bit

@@ -253,7 +253,7 @@ class OnlineSimulation:
 
     def resident_units(self) -> int:
         """Prefix units (cached KV blocks of prompts and sessions) resident on any worker."""
-        return sum(len(w.kv.units) for w in self.workers)
+        return sum(w.kv.unit_count() for w in self.workers)
 
 
 def _warm_worker(w: Worker, contexts: list[int]) -> int:

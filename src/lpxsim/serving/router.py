@@ -32,7 +32,8 @@ class Board:
     def __init__(self) -> None:
         self.ctx = np.zeros(16)
         self.queued = np.zeros(16)
-        self.holders: dict[int, int] = {}  # prefix unit id -> bitmask of slots holding it
+        self.holders: dict[int, int] = {}  # loose prefix unit id -> bitmask of slots holding it
+        self.chains: dict[int, dict[int, int]] = {}  # session chain base -> {slot: leading units it holds}
         self.size = 0
 
     def add(self, worker) -> int:
@@ -68,32 +69,17 @@ class Board:
         return self._counts(runs)
 
     def chain_matches(self, ids: range) -> np.ndarray | None:
-        """`matches` for a session's chain, in O(log units) per distinct holder set: a worker holds a prefix of a
-        chain (units join at its tail and leave tail first or all at once), so each holder set's extent is found
-        by bisection instead of a walk."""
-        holders = self.holders
-        cur = holders.get(ids[0], 0)
-        if not cur:
+        """`matches` for a session's chain (`ids` starts at its base). A worker holds a prefix of a chain
+        (units join at its tail and leave tail first or all at once), so the stores publish each chain as its
+        unit count per slot: O(holders), not O(units)."""
+        held = self.chains.get(ids.start)
+        if not held:
             return None
         n = len(ids)
-        runs: list[tuple[int, int]] = []
-        lo = 0
-        while True:
-            a, b = lo, n - 1  # the last index every worker of `cur` still holds
-            while a < b:
-                mid = (a + b + 1) >> 1
-                if holders.get(ids[mid], 0) & cur == cur:
-                    a = mid
-                else:
-                    b = mid - 1
-            runs.append((cur, a - lo + 1))
-            if a + 1 >= n:
-                break
-            cur &= holders.get(ids[a + 1], 0)
-            if not cur:
-                break
-            lo = a + 1
-        return self._counts(runs)
+        m = np.zeros(self.size, dtype=np.int64)
+        for slot, k in held.items():
+            m[slot] = k if k < n else n
+        return m
 
     def _counts(self, runs: list[tuple[int, int]]) -> np.ndarray:
         nbytes = (self.size + 7) // 8

@@ -125,8 +125,9 @@ class Worker(Admission):
         self.run_first_tok = 0.0
         # Tables that depend only on the model (and block size): shared by the workers of a pool, so a
         # fleet of W replicas prices each shape once, not W times.
-        shared = sim.model_tables.setdefault((id(model), self.block), {"kvb": {}, "period": {}})
+        shared = sim.model_tables.setdefault((id(model), self.block), {"kvb": {}, "period": {}, "sizes": {}})
         self._kvb: dict[int, float] = shared["kvb"]
+        self._sizes: dict[int, list[float]] = shared["sizes"]  # unit tokens -> bytes of unit j
         self._period: dict = shared["period"] if share is None and type(self) is Worker else {}
         # statistics
         self.busy_s = 0.0
@@ -165,7 +166,7 @@ class Worker(Admission):
         """Publish this worker's load and resident prefix units to a router's board, under `slot`."""
         self._board, self._slot = board, slot
         board.ctx[slot], board.queued[slot] = self._ctx_sum, self._queued_tokens
-        self.kv.track(board.holders, 1 << slot)
+        self.kv.track(board.holders, 1 << slot, board.chains, slot)
 
     # --- cost helpers ---------------------------------------------------------------
     def _init_kv_growth(self) -> None:
@@ -190,6 +191,21 @@ class Worker(Admission):
         if b is None:
             b = self._kvb[t] = float(self.model.kv_bytes(t))
         return b
+
+    def _unit_sizes(self, unit: int, n: int) -> list[float]:
+        """Bytes of each of the first `n` (or more) prefix units of `unit` tokens: unit j holds the KV between
+        its edges, kvb((j + 1) x unit) - kvb(j x unit). One table per model, block and unit size, grown on demand."""
+        table = self._sizes.get(unit)
+        if table is None:
+            table = self._sizes[unit] = []
+        if len(table) < n:
+            kvb = self.kvb
+            lo = kvb(len(table) * unit)
+            for j in range(len(table), n):
+                hi = kvb((j + 1) * unit)
+                table.append(hi - lo)
+                lo = hi
+        return table
 
     def period(self, n: int, ctx: float) -> float:
         """Seconds between successive tokens of each of `n` running sequences at mean context `ctx`.
@@ -233,6 +249,8 @@ class Worker(Admission):
         """A request arrives (new, re-queued, or prefilled elsewhere with its KV)."""
         if self.role != "decode":  # a decode worker's place is recorded at the hand-off
             req.pool, req.worker = self.pool, self.index
+        if req.session_hash_base >= 0:
+            self.kv.retire_stale(req.session, req.session_hash_base)
         self.waiting.append(req)
         self.queued_tokens += req.isl + req.generated
         if not self.busy:
@@ -405,10 +423,7 @@ class Worker(Admission):
         have = len(req.units_ref)
         if len(ids) <= have:
             return
-        u = req.hash_block_tokens
-        kvb = self.kvb
-        edges = [kvb(j * u) for j in range(have, len(ids) + 1)]  # each unit's bytes: the KV between its edges
-        sizes = [edges[i + 1] - edges[i] for i in range(len(edges) - 1)]
+        sizes = self._unit_sizes(req.hash_block_tokens, len(ids))[have:len(ids)]
         new = ids[have:]
         chain = req.session_hash_base
         req.kv_charge -= self.kv.insert(new, sizes, referenced, req.session if chain >= 0 else -1,
