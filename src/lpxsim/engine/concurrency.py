@@ -26,6 +26,20 @@ def kv_fit(step: StepModel, context: int) -> int:
     return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
 
 
+def sessions_fit(step: StepModel, context: int) -> int:
+    """Sessions of `context` tokens one replica keeps resident under the serving simulator's default retention
+    without an offload tier (`hold`, `serving.config.RetentionConfig`): a session with nothing resident is
+    admitted only while `headroom` of the KV stays free for the held sessions' growth, so of sessions all at
+    `context`, n are held where n x kv_bytes(context) <= (1 - headroom) x capacity (docs/engine.md, "Sessions")."""
+    from lpxsim.serving.config import RetentionConfig
+
+    per = step.kv_bytes(context)
+    if per <= 0:
+        return step.max_batch()
+    usable = (1.0 - RetentionConfig().headroom) * step.kv_capacity_bytes()
+    return max(0, math.floor(usable / per + 1e-9))
+
+
 def kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
     """The search's concurrency ceiling: the KV fit of isl + osl tokens, capped by MAX_CONCURRENCY."""
     if step.kv_bytes(isl + osl) <= 0:
