@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import path_for
-from lpxsim.engine.concurrency import kv_fit, sessions_fit
+from lpxsim.engine.concurrency import BeyondHeld, kv_fit, sessions_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -348,8 +348,8 @@ def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0
     (the search prices its candidates so). More sessions than the replica holds (`ceiling_for`) is a
     `UserError`: the rest would wait, which `answer_on` reports and a search must not pick."""
     if workload.session is not None and c > (held := ceiling_for(placed.step, workload)):
-        raise UserError("concurrency", f"one replica holds {held:,} sessions of {workload.context:,} tokens "
-                                       f"under the default retention, not {c:,}")
+        raise BeyondHeld(held, f"one replica holds {held:,} sessions of {workload.context:,} tokens under the "
+                               f"default retention, not {c:,}")
     priced = prefix_cached(placed.step, workload)
     return _held(lambda n: _auto(placed, priced, workload, n, spec_k, spec_accept, set()), workload, c)
 

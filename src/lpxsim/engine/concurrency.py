@@ -26,6 +26,15 @@ def kv_fit(step: StepModel, context: int) -> int:
     return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
 
 
+class BeyondHeld(UserError):
+    """More sessions than a replica holds under the default retention (`sessions_fit`); `held` is how many it
+    does hold, so a search can start there."""
+
+    def __init__(self, held: int, message: str) -> None:
+        super().__init__("concurrency", message)
+        self.held = held
+
+
 def sessions_fit(step: StepModel, context: int) -> int:
     """Sessions of `context` tokens one replica keeps resident under the serving simulator's default retention
     without an offload tier (`hold`, `serving.config.RetentionConfig`): a session with nothing resident is
@@ -116,10 +125,17 @@ def engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float) 
             return None
         return e if e.tok_s_user >= target else None
 
-    hi, best = guess, meets(guess)
+    try:  # the guess first; a session workload's guess beyond the sessions held starts at those instead
+        e = evaluate(guess)
+        hi, best = guess, e if e.tok_s_user >= target else None
+    except BeyondHeld as err:
+        hi = max(1, min(guess, err.held))
+        best = meets(hi)
+    except UserError:
+        hi, best = guess, None
     if best is not None:
         return best
-    lo = guess // 2
+    lo = hi // 2
     while lo >= 1 and (best := meets(lo)) is None:
         hi, lo = lo, lo // 2
     if best is None:
