@@ -167,3 +167,21 @@ def test_a_search_never_picks_more_sessions_than_a_replica_holds(rack) -> None:
     assert replica_estimate(rack, wl, 9).concurrency == 9
     with pytest.raises(UserError, match="holds 9 sessions"):
         replica_estimate(rack, wl, 10)
+
+
+def test_a_replica_that_fits_one_session_holds_it() -> None:
+    """`hold` caps the headroom it asks of a newcomer at the capacity: an empty replica admits any session that
+    fits it, so where one session fits (gpt-oss-120b at 100K on one LPX rack) one is held, not 0."""
+    from lpxsim.engine.concurrency import kv_fit, sessions_fit
+
+    class OneFits:
+        def kv_bytes(self, context: int) -> float:
+            return 0.95e9
+
+        def kv_capacity_bytes(self) -> float:
+            return 1e9
+
+        def max_batch(self) -> int:
+            return 64
+
+    assert kv_fit(OneFits(), 100_000) == 1 and sessions_fit(OneFits(), 100_000) == 1

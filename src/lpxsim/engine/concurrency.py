@@ -39,14 +39,16 @@ def sessions_fit(step: StepModel, context: int) -> int:
     """Sessions of `context` tokens one replica keeps resident under the serving simulator's default retention
     without an offload tier (`hold`, `serving.config.RetentionConfig`): a session with nothing resident is
     admitted only while `headroom` of the KV stays free for the held sessions' growth, so of sessions all at
-    `context`, n are held where n x kv_bytes(context) <= (1 - headroom) x capacity (docs/engine.md, "Sessions")."""
+    `context`, n are held where n x kv_bytes(context) <= (1 - headroom) x capacity (docs/engine.md, "Sessions"),
+    and one wherever one fits at all (the headroom asked of a newcomer is capped at the capacity, so an empty
+    replica always admits a session that fits it)."""
     from lpxsim.serving.config import RetentionConfig
 
     per = step.kv_bytes(context)
     if per <= 0:
         return step.max_batch()
     usable = (1.0 - RetentionConfig().headroom) * step.kv_capacity_bytes()
-    return max(0, math.floor(usable / per + 1e-9))
+    return max(min(1, kv_fit(step, context)), math.floor(usable / per + 1e-9))
 
 
 def kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
