@@ -16,7 +16,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lpxsim.engine.answer import answer, kv_ceiling
+from lpxsim.engine.answer import answer, ceiling_for, kv_ceiling
 from lpxsim.engine.deployment import place
 from lpxsim.engine.query import DEFAULT_OSL, Deployment, Load, Workload, session_for
 
@@ -89,9 +89,10 @@ def plan_point_agrees(model: str, system: str, isl: int, target: float, session:
         assert v == pytest.approx(r, rel=REL), f"plan point {model} {system} {isl}: {label} {v} vs {r}"
 
 
-def _loads(model: str, system: str, isl: int) -> list[int]:
+def _loads(model: str, system: str, isl: int, session: str = "agentic") -> list[int]:
+    """One user, four, and the ceiling: streams that fit (the no-cache loop) or sessions held (a session)."""
     placed = place(model, system, Workload(isl, OSL))
-    ceiling = kv_ceiling(placed.step, isl + OSL) * placed.deployment.replicas
+    ceiling = ceiling_for(placed.step, Workload(isl, OSL, session_for(session, isl, OSL))) * placed.deployment.replicas
     return sorted({1, min(4, ceiling), ceiling})
 
 
@@ -106,7 +107,7 @@ def stand_in(monkeypatch):
 @pytest.mark.parametrize("session", ["agentic", "none"])
 @pytest.mark.parametrize("system", ["lpx", "vr-nvl72"])
 def test_every_command_gives_one_answer_on_the_stand_in(system, session) -> None:
-    for users in _loads("gemma-4-31b", system, 10_000):
+    for users in _loads("gemma-4-31b", system, 10_000, session):
         assert_agree(answers("gemma-4-31b", system, 10_000, users, session),
                      f"gemma-4-31b {system} 10K x{users} ({session})")
 

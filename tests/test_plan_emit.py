@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -83,3 +84,45 @@ def test_lpx_pools_are_emitted_as_the_plan_sized_them():
     assert (pool.backend, pool.chips_per_worker, pool.workers) == ("lpx", 160, 2) and not skipped
     assert "keep to whole racks" in fleet["description"]
     assert workloads["workload-chat.yaml"]["arrival"] == {"process": "poisson", "rate": 20.0}
+
+
+def test_plan_point_emits_the_session_workload_its_answer_was_computed_on(tmp_path: Path):
+    """The default workload is an agentic session: `--emit` writes those sessions (`kind: agentic`, the shape the
+    answer priced), and `simulate` on the emitted files gives the answer's figures within the engine-vs-simulator
+    tolerances (tests/test_engine_sessions.py): tok/s/user 5 % and TTFT 10 % over the turns at the answer's
+    context, aggregate 3 % (Little's law over each user's cycle, `engine.simulated.session_statistics`). On the
+    analytic stand-in (`analytic_double`), pinned into the emitted pool."""
+    from analytic_double import double_factory
+    from lpxsim.backends.factory import Layout
+    from lpxsim.catalog import get_model
+    from lpxsim.engine.query import Workload, default_session
+    from lpxsim.engine.simulated import session_statistics
+    from lpxsim.plan.fleet_emit import emit_operating_point
+    from lpxsim.plan.operating_point import operating_point
+    from lpxsim.serving.backends import pinned_step_model
+    from lpxsim.serving.workload import load_workload
+
+    # 100K: the hold ceiling sets the concurrency (9 sessions on the stand-in rack); at 10K the search's 48 users
+    # arrive at random (exponential think) and a later turn's mean TTFT is 10 % above the stagger's (its median
+    # is the engine's to 0.1 %): docs/engine.md, "Sessions"
+    isl, osl = 100_000, 256
+    shape = default_session(isl, osl)
+    op = operating_point("gemma-4-31b", "lpx", isl, osl, 1_000.0, factory=double_factory, session=shape)
+    assert op.feasible and op.think_s == shape.think_s
+    out = tmp_path / "point"
+    emit_operating_point(op, out, session=shape)
+    w = yaml.safe_load((out / "workload-point.yaml").read_text())
+    assert w["kind"] == "agentic" and w["arrival"] == {"process": "closed", "concurrency": op.concurrency}
+    assert w["session"]["first_isl"]["value"] == shape.first_isl and w["session"]["turns"]["value"] == shape.turns
+    assert w["session"]["think_s"] == {"kind": "exponential", "mean": shape.think_s}
+    fleet = load_fleet(out / "fleet.yaml")
+    step = double_factory(get_model("gemma-4-31b"), "lpx", Layout(chips=op.replica_chips), "fp8", "bf16", "separate")
+    with pinned_step_model(fleet.pools[0], step):
+        res = simulate(fleet, load_workload(out / "workload-point.yaml"), seed=0)
+    done = res.requests[res.requests["status"] == "completed"]
+    at = done[done["isl"] == isl]  # the turns the answer describes: a turn at its context
+    assert len(at) >= 2 * op.concurrency
+    assert at["tok_s_user"].mean() == pytest.approx(op.tok_s_user, rel=0.05)
+    assert at["ttft_s"].mean() == pytest.approx(op.ttft_s, rel=0.10)
+    cycle = session_statistics(done, op.concurrency, Workload(isl, osl, shape))
+    assert cycle.tok_s_total == pytest.approx(op.tok_s_total, rel=0.03)

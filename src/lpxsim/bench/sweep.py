@@ -131,12 +131,12 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     if is_fleet(p["target"]):
         return evaluate_fleet_point(p)
     from lpxsim.bench.backends import unit_ceiling
-    from lpxsim.engine.answer import answer_on
+    from lpxsim.engine.answer import answer_on, ceiling_for
     from lpxsim.engine.query import Load
 
     placed = _placed(p)
     wl = point_workload(p)
-    ceiling = kv_ceiling(placed.step, wl.context) * placed.deployment.replicas
+    ceiling = ceiling_for(placed.step, wl) * placed.deployment.replicas  # sessions held, or streams
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
     _, unit_streams = unit_ceiling(p["model"], p["target"], wl.context, p["weights"], p["kv"])
     dep = placed.deployment

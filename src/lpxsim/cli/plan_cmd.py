@@ -155,6 +155,11 @@ def _print_fleet(d: dict) -> None:
     out.print(keep_identifiers(t, 3))
     for a in d["assignments"]:
         out.print(f"- {a['request_class']} ({a['model']}, OSL {a['osl']:,}) on {a['system']}: {a['layout']}")
+        if a.get("workload"):
+            held = a["concurrency_per_replica"]
+            decoding = a.get("streams_decoding_per_replica", held)
+            out.print(f"  workload: {a['workload']}" + (
+                f"; per replica {held:,} sessions held, {decoding:,.1f} streams decoding" if decoding < held else ""))
         if band_line(a):
             out.print(f"  {band_line(a)}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
@@ -287,7 +292,7 @@ def point_cmd(
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point
 
-        d["emitted"] = emit_operating_point(op, target_dir, kv_layout)
+        d["emitted"] = emit_operating_point(op, target_dir, kv_layout, session=shape)
     emit_json(d) if as_json else _print_point(d)
     if target_dir is not None and op.feasible and not as_json:
         out.print(f"wrote {', '.join(d['emitted']['files'])} in {target_dir}")

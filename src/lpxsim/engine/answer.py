@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import path_for
-from lpxsim.engine.concurrency import kv_fit
+from lpxsim.engine.concurrency import BeyondHeld, kv_fit, sessions_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -145,6 +145,17 @@ def kv_ceiling(step, context: int) -> int:
     return min(kv_fit(step, context), step.max_batch())
 
 
+def ceiling_for(step, workload: Workload) -> int:
+    """The users one replica holds for `workload`: streams of its context in the no-cache loop (`kv_ceiling`);
+    sessions of it under the simulator's default retention (`engine.concurrency.sessions_fit`: `hold` keeps
+    headroom free), capped by the largest batch only without think time (sessions in think time hold KV but
+    take no batch slot; the streams in a turn stay within the batch: `_held`)."""
+    if workload.session is None:
+        return kv_ceiling(step, workload.context)
+    held = sessions_fit(step, workload.context)
+    return held if workload.think_per_turn_s > 0 else min(held, step.max_batch())
+
+
 def answer(model, deployment: Deployment | None, workload: Workload, load: Load,
            objective: Objective = Objective.LATENCY, *, system: str | None = None,
            precision: Precision = Precision(), framework: str = "sglang", spec_k: int = 0,
@@ -178,10 +189,7 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     dep, step = placed.deployment, placed.step
     users = int(load.concurrency)
     priced = prefix_cached(step, workload)
-    # Sessions in think time hold KV but take no batch slot: their ceiling is the KV alone (the streams in a turn
-    # stay within the largest batch: `_held`); the search counts them the same way (`engine.concurrency`).
-    per_replica = kv_ceiling(step, workload.context) if workload.think_s <= 0 else kv_fit(step, workload.context)
-    ceiling = per_replica * dep.replicas
+    ceiling = ceiling_for(step, workload) * dep.replicas
     if ceiling < 1:
         raise UserError("concurrency", f"one {workload.context:,}-token stream does not fit {dep.label()}")
     admitted = min(users, ceiling)  # streams (no-cache loop) or sessions (a session workload) with KV resident
@@ -210,16 +218,19 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     if users > admitted:
         # Closed loop: every slot is busy and the users beyond them queue for the next free one; each user's
         # cycle (a request, and a session's think time) stretches to users / rate, spent waiting before its prefill.
-        slot_wait = max(0.0, users / rate - e2e - workload.think_s)
+        slot_wait = max(0.0, users / rate - e2e - workload.think_per_turn_s)
         ttft, e2e, wait = ttft + slot_wait, e2e + slot_wait, wait + slot_wait
         needs, alt = _needs(placed, workload, users, precision)
         if workload.session is not None:
+            from lpxsim.serving.config import RetentionConfig
+
             notes.append(
                 f"KV over capacity: {users:,} sessions of {workload.context:,} tokens need "
                 f"{users * step.kv_bytes(workload.context) / 1e9:,.1f} GB of KV resident; the deployment holds "
                 f"{step.kv_capacity_bytes() * dep.replicas / 1e9:,.1f} GB, {ceiling:,} sessions. The other {users - admitted:,} are "
                 f"not held: they wait for a held session to end (retention 'hold', the simulator's default without "
-                f"an offload tier), {slot_wait:,.2f} s a turn on average, in TTFT (it falls on their first turns)")
+                f"an offload tier, which also keeps {RetentionConfig().headroom:.0%} of the KV free for the held "
+                f"sessions' growth), {slot_wait:,.2f} s a turn on average, in TTFT (it falls on their first turns)")
     tok_user = mean("tok_s_user")
     power = dep.power_w
     first = ests[0][1]
@@ -252,12 +263,14 @@ def _held(evaluate, workload: Workload, held: int) -> Estimate:
     """One replica holding `held` sessions (or streams): the estimate at the requests in flight, with the
     aggregate over the whole cycle.
 
-    Without think time every held stream is in flight. With it, a session spends think_s of each cycle holding
-    its KV but not decoding: of `held` sessions, n = held x E2E(n) / (E2E(n) + think_s) are in a turn (Little's
-    law on the cycle; E2E grows with n, so the integer n nearest the fixed point is found by bisection). The
-    per-user figures are those at n in flight; the turns completed per second are held / (E2E + think_s). The
-    estimate's `concurrency` is `held` (`streams_decoding` gives the mean in flight)."""
-    think = workload.think_s
+    Without think time every held stream is in flight. With it, a session spends think time in each cycle
+    holding its KV but not decoding, think = `workload.think_per_turn_s` a turn on average (no tool call after
+    a session's last turn: the next session takes the slot then): of `held` sessions, n = held x E2E(n) /
+    (E2E(n) + think) are in a turn (Little's law on the cycle; E2E grows with n, so the integer n nearest the
+    fixed point is found by bisection). The per-user figures are those at n in flight; the turns completed per
+    second are held / (E2E + think). The estimate's `concurrency` is `held` (`streams_decoding` gives the mean
+    in flight)."""
+    think = workload.think_per_turn_s
     if think <= 0:
         return evaluate(held)
     memo: dict[int, Estimate] = {}
@@ -325,14 +338,18 @@ def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_
 
 def streams_decoding(e: Estimate, workload: Workload) -> float:
     """Mean streams in a turn of a replica's `e.concurrency` held sessions: each is in a turn E2E of every
-    E2E + think_s (Little's law); without think time, every held stream."""
-    return e.concurrency * e.e2e_s / (e.e2e_s + workload.think_s)
+    E2E + think a turn (`Workload.think_per_turn_s`; Little's law); without think time, every held stream."""
+    return e.concurrency * e.e2e_s / (e.e2e_s + workload.think_per_turn_s)
 
 
 def replica_estimate(placed: Placed, workload: Workload, c: int, spec_k: int = 0,
                      spec_accept: float = 0.0) -> Estimate:
     """One replica of `placed` at `c` streams (a session workload: `c` sessions held) as the engine answers it
-    (the search prices its candidates so)."""
+    (the search prices its candidates so). More sessions than the replica holds (`ceiling_for`) is a
+    `UserError`: the rest would wait, which `answer_on` reports and a search must not pick."""
+    if workload.session is not None and c > (held := ceiling_for(placed.step, workload)):
+        raise BeyondHeld(held, f"one replica holds {held:,} sessions of {workload.context:,} tokens under the "
+                               f"default retention, not {c:,}")
     priced = prefix_cached(placed.step, workload)
     return _held(lambda n: _auto(placed, priced, workload, n, spec_k, spec_accept, set()), workload, c)
 

@@ -26,6 +26,31 @@ def kv_fit(step: StepModel, context: int) -> int:
     return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
 
 
+class BeyondHeld(UserError):
+    """More sessions than a replica holds under the default retention (`sessions_fit`); `held` is how many it
+    does hold, so a search can start there."""
+
+    def __init__(self, held: int, message: str) -> None:
+        super().__init__("concurrency", message)
+        self.held = held
+
+
+def sessions_fit(step: StepModel, context: int) -> int:
+    """Sessions of `context` tokens one replica keeps resident under the serving simulator's default retention
+    without an offload tier (`hold`, `serving.config.RetentionConfig`): a session with nothing resident is
+    admitted only while `headroom` of the KV stays free for the held sessions' growth, so of sessions all at
+    `context`, n are held where n x kv_bytes(context) <= (1 - headroom) x capacity (docs/engine.md, "Sessions"),
+    and one wherever one fits at all (the headroom asked of a newcomer is capped at the capacity, so an empty
+    replica always admits a session that fits it)."""
+    from lpxsim.serving.config import RetentionConfig
+
+    per = step.kv_bytes(context)
+    if per <= 0:
+        return step.max_batch()
+    usable = (1.0 - RetentionConfig().headroom) * step.kv_capacity_bytes()
+    return max(min(1, kv_fit(step, context)), math.floor(usable / per + 1e-9))
+
+
 def kv_ceiling(step: StepModel, isl: int, osl: int) -> int:
     """The search's concurrency ceiling: the KV fit of isl + osl tokens, capped by MAX_CONCURRENCY."""
     if step.kv_bytes(isl + osl) <= 0:
@@ -102,10 +127,17 @@ def engine_edge(evaluate: Callable[[int], Estimate], guess: int, target: float) 
             return None
         return e if e.tok_s_user >= target else None
 
-    hi, best = guess, meets(guess)
+    try:  # the guess first; a session workload's guess beyond the sessions held starts at those instead
+        e = evaluate(guess)
+        hi, best = guess, e if e.tok_s_user >= target else None
+    except BeyondHeld as err:
+        hi = max(1, min(guess, err.held))
+        best = meets(hi)
+    except UserError:
+        hi, best = guess, None
     if best is not None:
         return best
-    lo = guess // 2
+    lo = hi // 2
     while lo >= 1 and (best := meets(lo)) is None:
         hi, lo = lo, lo // 2
     if best is None:

@@ -69,6 +69,12 @@ class SessionShape:
         if self.context_cap is not None:
             _positive_int("context_cap", self.context_cap)
 
+    @property
+    def think_per_turn_s(self) -> float:
+        """The mean think time a turn: the session thinks between its turns, `turns - 1` times, and ends after
+        its last (the user's next session starts then, as the simulator's closed loop of sessions does)."""
+        return float(self.think_s) * (self.turns - 1) / self.turns
+
     def label(self) -> str:
         cap = f", cap {self.context_cap:,}" if self.context_cap else ""
         return (f"agentic session: {self.first_isl:,} first + {self.new_tokens:,} new tokens/turn x "
@@ -135,6 +141,12 @@ class Workload:
     def think_s(self) -> float:
         """Tool or think time between a session's turns (its KV held meanwhile); 0 in the no-cache loop."""
         return 0.0 if self.session is None else float(self.session.think_s)
+
+    @property
+    def think_per_turn_s(self) -> float:
+        """The mean think time in each user's cycle per turn (`SessionShape.think_per_turn_s`); 0 without a
+        session. Little's law over a user's cycle counts this, not `think_s`: no tool call follows a last turn."""
+        return 0.0 if self.session is None else self.session.think_per_turn_s
 
     def label(self) -> str:
         if self.session is None:

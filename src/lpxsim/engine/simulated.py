@@ -80,9 +80,13 @@ def later_turns(df):
     return df[(df["turn"] > 0) | (df["session"] < 0)] if "turn" in df.columns else df
 
 
-def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int = ROUNDS,
-                    seed: int = 0) -> Simulated:
-    """Simulate `load.concurrency` closed-loop users of `workload` on `placed` (every replica one worker)."""
+def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int = ROUNDS, seed: int = 0,
+                    sessions_per_user: int = 1) -> Simulated:
+    """Simulate `load.concurrency` closed-loop users of `workload` on `placed` (every replica one worker).
+
+    A session workload runs `sessions_per_user` sessions a user, one after another (`rounds` turns each;
+    `session_statistics`); more than one lets sessions beyond what the deployment holds wait their turn in a
+    steady state, as they do past the KV ceiling."""
     from lpxsim.serving import simulate
     from lpxsim.serving.backends import pinned_step_model
     from lpxsim.serving.config import load_fleet
@@ -95,15 +99,14 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
     fleet = load_fleet({"name": "engine-deployment", "pools": [pool],
                         "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
     wl = sim_workload(workload, users, rounds, "engine-check", block_tokens=CHECK_BLOCK_TOKENS)
+    if workload.session is not None and sessions_per_user > 1:
+        wl = wl.model_copy(update={"num_requests": users * sessions_per_user})
     with pinned_step_model(fleet.pools[0], placed.step):
         res = simulate(fleet, wl, seed=seed)
     df = res.requests.sort_values("arrival_s").reset_index(drop=True)
-    if workload.session is not None:  # the later turns; the think time is part of each user's cycle
-        steady = later_turns(df[df["status"] == "completed"])
-        e2e = float(steady["e2e_s"].mean())
-        total = users * workload.osl / (e2e + workload.think_s) if e2e > 0 else math.nan
-        return Simulated(float(steady["tok_s_user"].mean()), float(steady["ttft_s"].mean()),
-                         float(steady["tpot_s"].mean()), float(total), len(steady), e2e)
+    if workload.session is not None:  # the statistics of the shape it ran (its turns, so its think a turn)
+        ran = Workload(workload.isl, workload.osl, sim_session(workload, rounds))
+        return session_statistics(df[df["status"] == "completed"], users, ran)
     steady = df.iloc[users:len(df) - users] if rounds > 2 else df
     # Little's law on the closed loop (no think time): each user's cycle is its request's E2E, so the deployment
     # completes users / mean(E2E) requests per second (robust to the rounds' arrivals bunching together).
@@ -111,6 +114,35 @@ def simulate_answer(placed: Placed, workload: Workload, load: Load, rounds: int 
     total = users * workload.osl / e2e if e2e > 0 else math.nan
     return Simulated(float(steady["tok_s_user"].mean()), float(steady["ttft_s"].mean()),
                      float(steady["tpot_s"].mean()), float(total), len(steady), e2e)
+
+
+def session_statistics(done, users: int, workload: Workload) -> Simulated:
+    """The engine's statistics of a session workload from the simulator's completed turns `done`.
+
+    The engine answers a later turn (its first prefills everything: `Answer.ttft_first_turn_s`), and where more
+    sessions come than the deployment holds, the others wait for a held one to end: the wait falls on their
+    first turns, and the engine spreads it over all turns (`ttft_wait_s`). So: per-user speed and TPOT are the
+    later turns' means; a first turn's wait is its TTFT less the first-turn prefill alone (the least first-turn
+    TTFT of the run, whose first turns are all alike); TTFT is the later turns' mean plus the waits per turn;
+    the aggregate is Little's law over each user's cycle (a later turn, its share of the waits, the mean think
+    time a turn: `Workload.think_per_turn_s` of `workload`, the shape the simulator ran). With one session a user every session starts at once and first turns queue for the prefill
+    (start-up, not the steady state): only users running sessions one after another (`simulate_answer`'s
+    `sessions_per_user` >= 3) give waits, over the sessions between the first and the last `users`."""
+    if "turn" not in done.columns:
+        raise ValueError("session statistics need the simulator's session and turn columns")
+    sid = done["session"]
+    steady = done[(sid >= users) & (sid < sid.max() + 1 - users)] if sid.max() + 1 >= 3 * users else done
+    later = steady[steady["turn"] > 0]
+    first = done[done["turn"] == 0]
+    waits = 0.0
+    if len(steady) < len(done):  # sessions one after another: their first turns' waits are the steady state's
+        own = float(first["ttft_s"].min())
+        waits = float((steady.loc[steady["turn"] == 0, "ttft_s"] - own).clip(lower=0).sum())
+    wait = waits / max(1, len(steady))
+    e2e = float(later["e2e_s"].mean()) + wait
+    total = users * workload.osl / (e2e + workload.think_per_turn_s) if e2e > 0 else math.nan
+    return Simulated(float(later["tok_s_user"].mean()), float(later["ttft_s"].mean()) + wait,
+                     float(later["tpot_s"].mean()), float(total), len(steady), e2e)
 
 
 def _is_lpu(system: str) -> bool:

@@ -113,7 +113,8 @@ def size_fleet(
             for k in ((0, rc.mtp) if rc.mtp > 0 and rc.accept > 0 else (0,)):
                 op = operating_point(
                     rc.model, sc.name, rc.isl, rc.osl, rc.tok_s_user, weights=demand.weights, kv=demand.kv,
-                    kv_layout=demand.kv_layout, backend=backend, factory=factory, new_tokens=rc.new_tokens,
+                    kv_layout=demand.kv_layout, backend=backend, factory=factory,
+                    new_tokens=rc.new_tokens if rc.session is None else None, session=rc.session,
                     spec_k=k, spec_accept=rc.accept if k else 0.0,
                 )
                 if k == 0:

@@ -113,6 +113,8 @@ def assemble_plan(classes: list[RequestClass], systems: list[SystemChoice],
                 osl=rc.osl, tok_s_user=t.tok_s_user, output_tok_s=y * t.output_tok_s * share,
                 served=float(y * t.capacity * share), demand=rc.demand, demand_unit=rc.demand_unit, layout=t.layout,
                 input_tok_s=y * t.requests_per_s * (rc.new_tokens or rc.isl) * share, option=t.option,
+                workload=rc.workload_label,
+                streams_decoding_per_replica=rc.streams_decoding(t.concurrency, t.requests_per_s),
             ))
     assignments = delivered(classes, assignments)
     bom = []

@@ -26,7 +26,14 @@ class ClassSpec(BaseModel):
     tok_s_user: float = Field(gt=0, le=1e6)
     requests_per_s: float | None = Field(default=None, gt=0, le=1e9)
     concurrent_sessions: float | None = Field(default=None, gt=0, le=1e9)
+    # The class's workload (docs/engine.md, "Sessions"): `session: agentic`, `new_tokens` or `think_s` make it an
+    # agentic session of the engine's default shape (engine.query.default_session: `new_tokens`, default 2,000,
+    # and `think_s`, default 3 s, of tool time between turns, its KV held), so that concurrent_sessions counts
+    # sessions held and its streams decoding are priced as `estimate` prices them; `session: none` or none of
+    # the three: the no-cache loop (each request prefills its whole input). The plan's labels say which.
+    session: Literal["agentic", "none"] | None = None
     new_tokens: int | None = Field(default=None, gt=0, le=10_000_000)
+    think_s: float | None = Field(default=None, ge=0, le=86_400)
     mtp: int = Field(default=0, ge=0, le=32)
     accept: float = Field(default=0.0, ge=0.0, lt=1.0)
     ttft_p99_s: float | None = Field(default=None, gt=0)
@@ -37,7 +44,17 @@ class ClassSpec(BaseModel):
             raise ValueError("give exactly one of requests_per_s or concurrent_sessions")
         if self.new_tokens is not None and self.new_tokens > self.isl:
             raise ValueError(f"new_tokens {self.new_tokens:,} exceeds isl {self.isl:,}")
+        if self.session == "none" and (self.new_tokens is not None or self.think_s is not None):
+            raise ValueError("new_tokens and think_s describe an agentic session, not session: none")
         return self
+
+    def session_shape(self):
+        """The class's agentic session (`engine.query.SessionShape`), or None for the no-cache loop."""
+        from lpxsim.engine.query import default_session
+
+        agentic = self.session == "agentic" or (
+            self.session is None and (self.new_tokens is not None or self.think_s is not None))
+        return default_session(self.isl, self.osl, self.new_tokens, self.think_s) if agentic else None
 
 
 class SystemEntry(BaseModel):
@@ -76,8 +93,16 @@ class DemandSpec(BaseModel):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise UserError("classes.name", f"duplicate class name(s): {', '.join(dup)}")
-        return [RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s, c.concurrent_sessions,
-                             c.new_tokens, c.mtp, c.accept, c.ttft_p99_s) for c in self.classes]
+        out = []
+        for i, c in enumerate(self.classes):
+            try:
+                shape = c.session_shape()
+            except UserError as e:
+                raise UserError(f"classes.{i}.{e.field}", e.message) from None
+            new = None if shape is None else min(c.isl, shape.new_tokens)
+            out.append(RequestClass(c.name, c.model, c.isl, c.osl, c.tok_s_user, c.requests_per_s,
+                                    c.concurrent_sessions, new, c.mtp, c.accept, c.ttft_p99_s, shape))
+        return out
 
     def system_choices(self) -> list[SystemChoice]:
         return [SystemChoice(get_system(s.name).name, s.cost_per_rack, s.max_racks,

@@ -6,7 +6,10 @@
   the plan priced (LPX: `chips_per_worker`, laid out by the same search; GPU: `gpus_per_worker` with the
   TP/EP/PP the plan's layout names), a KV-aware router that sends each request class to its pools.
   It is checked with `serving.config.load_fleet` before it is written.
-- `workload-<class>.yaml`: each class's requests (ISL, OSL, its demand as a closed loop or Poisson rate).
+- `workload-<class>.yaml`: each class's requests (ISL, OSL, its demand as a closed loop or Poisson rate). A
+  session workload (the engine's default, `plan point`; a demand class with a session) is written as the
+  sessions the answer was computed on (`kind: agentic`: first turn, new tokens a turn, turns, think time,
+  drawn exponential around its mean as the engine's own check does), one session in flight per user.
 - `dynamo.yaml` (when a plan has GPU pools): a Dynamo-style description of those pools (workers,
   parallelism, router mode), a starting point, not a validated deployment.
 - `README.md`: how to simulate it, serve it and measure it with NVIDIA's aiperf.
@@ -88,6 +91,31 @@ def _workload(name: str, isl: int, osl: int, klass: str, concurrency: int | None
             "osl": int(osl), "classes": [{"name": klass, "weight": 1.0}]}
 
 
+def _session_workload(name: str, shape, osl: int, klass: str, concurrency: int | None = None,
+                      requests_per_s: float | None = None) -> dict:
+    """`kind: agentic` sessions of `shape` (`engine.query.SessionShape`): a closed loop of `concurrency` sessions
+    in flight (each user starts its next session when one ends) or Poisson sessions at requests_per_s / turns
+    (a request is a turn). Enough sessions for a steady state between the start and the drain; prefix units of
+    64 tokens (`engine.simulated.CHECK_BLOCK_TOKENS`: a later turn re-prefills little of its cached context,
+    as a token-granular radix cache)."""
+    from lpxsim.engine.simulated import CHECK_BLOCK_TOKENS
+
+    users = concurrency if concurrency is not None else max(1, math.ceil(requests_per_s or 1.0))
+    most = max(1, MAX_EMITTED_REQUESTS // shape.turns)
+    sessions = int(min(most, max(4 * users, math.ceil(MIN_EMITTED_REQUESTS / shape.turns))))
+    arrival = ({"process": "closed", "concurrency": int(concurrency)} if concurrency is not None
+               else {"process": "poisson", "rate": float(requests_per_s) / shape.turns})
+    think = ({"kind": "exponential", "mean": float(shape.think_s)} if shape.think_s > 0
+             else {"kind": "fixed", "value": 0.0})
+    session = {"turns": {"kind": "fixed", "value": shape.turns},
+               "first_isl": {"kind": "fixed", "value": shape.first_isl},
+               "new_tokens": {"kind": "fixed", "value": shape.new_tokens}, "think_s": think}
+    if shape.context_cap is not None:
+        session["context_cap"] = shape.context_cap
+    return {"name": name, "kind": "agentic", "num_requests": sessions, "arrival": arrival, "session": session,
+            "osl": int(osl), "hash_block_tokens": CHECK_BLOCK_TOKENS, "classes": [{"name": klass, "weight": 1.0}]}
+
+
 def _dynamo(pools: list[dict]) -> dict | None:
     gpu = [p for p in pools if p.get("backend") == "gpu"]
     if not gpu:
@@ -122,6 +150,10 @@ def _readme(title: str, pools: list[dict], workloads: dict[str, dict], models: d
         arr = w["arrival"]
         load = (f"--concurrency {arr['concurrency']}" if arr["process"] == "closed"
                 else f"--request-rate {arr['rate']:g}")
+        if w["kind"] == "agentic":
+            lines.append(f"# {f}: agentic sessions (multi-turn, KV kept between turns); a single-turn synthetic "
+                         "aiperf run measures the no-cache loop, not these")
+            continue
         lines.append(f"aiperf profile --model {models[f]} --url http://127.0.0.1:PORT --endpoint-type chat "
                      f"--streaming {load} --synthetic-input-tokens-mean {w['isl']} --synthetic-input-tokens-stddev 0 "
                      f"--output-tokens-mean {w['osl']} --output-tokens-stddev 0 --request-count {w['num_requests']}"
@@ -194,9 +226,6 @@ def fleet_config(plan: FleetPlan, demand: DemandSpec) -> tuple[dict, dict[str, d
             skipped.append(f"{a.replicas} replica(s) of {a.option} for class {a.request_class!r} (a Rubin + LPX mode: "
                            "see `lpxsim modes` and examples/fleets/rubin-lpx-*.yaml)")
             continue
-        if rc.new_tokens is not None:
-            skipped.append(f"class {a.request_class!r} prefills {rc.new_tokens:,} of {rc.isl:,} input tokens (prefix "
-                           "cache): its workload file prefills all of them")
         mtp = rc.mtp if a.option.endswith("+mtp") else 0
         name = _slug(f"{a.request_class}-{a.option}")
         pools.append(_pool(name, a.system, a.model, a.replicas, a.chips // max(1, a.replicas), a.layout,
@@ -205,7 +234,10 @@ def fleet_config(plan: FleetPlan, demand: DemandSpec) -> tuple[dict, dict[str, d
     for cname in routes:
         rc = classes[cname]
         conc = None if rc.requests_per_s is not None else math.ceil(rc.concurrent_sessions or 1)
-        workloads[f"workload-{_slug(cname)}.yaml"] = _workload(cname, rc.isl, rc.osl, cname, conc, rc.requests_per_s)
+        shape = rc.session_shape()
+        workloads[f"workload-{_slug(cname)}.yaml"] = (
+            _workload(cname, rc.isl, rc.osl, cname, conc, rc.requests_per_s) if shape is None
+            else _session_workload(cname, shape, rc.osl, cname, conc, rc.requests_per_s))
     if not pools:
         raise UserError("emit", "the plan has no single-system pools to emit (" + "; ".join(skipped) + ")")
     fleet = {"name": "planned-fleet", "description": f"Emitted by lpxsim plan fleet: {len(pools)} pool(s); "
@@ -220,9 +252,10 @@ def emit_fleet_plan(plan: FleetPlan, demand: DemandSpec, target: Path) -> dict:
     return _emit(target, "A fleet planned by lpxsim plan fleet", fleet, workloads, skipped)
 
 
-def emit_operating_point(op: OperatingPoint, target: Path, kv_layout: str = "separate") -> dict:
+def emit_operating_point(op: OperatingPoint, target: Path, kv_layout: str = "separate", session=None) -> dict:
     """Write one replica of a feasible operating point as a fleet, with a closed-loop workload at its
-    concurrency, into `target`."""
+    concurrency, into `target`: `session` (the `engine.query.SessionShape` the point was computed on) writes
+    its sessions, one in flight per user (`_session_workload`); None the no-cache loop."""
     if not op.feasible:
         raise UserError("emit", f"no operating point to emit: {op.reason}")
     klass = "point"
@@ -234,7 +267,12 @@ def emit_operating_point(op: OperatingPoint, target: Path, kv_layout: str = "sep
         f"Emitted by lpxsim plan point: one replica of {op.model} on {op.system} at concurrency {op.concurrency} "
         f"({op.tok_s_user:,.0f} tok/s/user at ISL {op.isl:,}, OSL {op.osl:,})"), "pools": [pool],
         "router": {"policy": "kv", "classes": {klass: [name]}}}
-    workloads = {"workload-point.yaml": _workload(klass, op.isl, op.osl, klass, op.concurrency)}
-    skipped = [] if op.new_tokens in (0, op.isl) else [
-        f"the point prefills {op.new_tokens:,} of {op.isl:,} input tokens (prefix cache): the workload prefills all"]
+    if session is not None:
+        workloads = {"workload-point.yaml": _session_workload(klass, session, op.osl, klass, op.concurrency)}
+        skipped = []
+    else:
+        workloads = {"workload-point.yaml": _workload(klass, op.isl, op.osl, klass, op.concurrency)}
+        skipped = [] if op.new_tokens in (0, op.isl) else [
+            f"the point prefills {op.new_tokens:,} of {op.isl:,} input tokens (prefix cache) without a session "
+            "shape: the workload prefills all"]
     return _emit(target, f"{op.model} on {op.system}: the plan point", fleet, workloads, skipped)

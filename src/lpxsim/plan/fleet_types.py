@@ -28,6 +28,26 @@ class RequestClass:
     mtp: int = 0  # speculative draft length (MTP head); 0: off
     accept: float = 0.0  # per-token draft acceptance
     ttft_p99_s: float | None = None  # TTFT P99 target beside the per-user speed target (serving options)
+    # An agentic session (`engine.query.SessionShape`: its new tokens and think time; the engine's default shape
+    # unless the demand file says otherwise) or None: the no-cache loop (or, with `new_tokens` alone, a cached
+    # prefix without think time)
+    session: object | None = None
+
+    @property
+    def workload_label(self) -> str:
+        """The class's workload as every engine answer labels it (session shape, or no prefix reuse)."""
+        from lpxsim.engine.query import Workload
+
+        if self.session is None and self.new_tokens is not None and self.new_tokens < self.isl:
+            return (f"ISL {self.isl:,} / OSL {self.osl:,}, {self.new_tokens:,} new tokens a request "
+                    f"({self.isl - self.new_tokens:,} cached), no think time")
+        return Workload(self.isl, self.osl, self.session).label()
+
+    def streams_decoding(self, sessions_held: int, turns_per_s: float) -> float:
+        """Of `sessions_held` on one replica completing `turns_per_s` turns, the mean in a turn: the others are in
+        think time, turns_per_s x think a turn of them (Little's law); every one without a session."""
+        think = 0.0 if self.session is None else self.session.think_per_turn_s
+        return max(0.0, sessions_held - turns_per_s * think)
 
     @property
     def demand(self) -> float:
@@ -79,6 +99,10 @@ class Assignment:
     input_tok_s: float = 0.0  # prefilled input tok/s of these replicas at their operating point
     delivered_input_tok_s: float = 0.0
     option: str = ""  # the pool type: the system, "<system>+mtp", or a Rubin + LPX mode (its share on `system`)
+    workload: str = ""  # the class's workload label (`RequestClass.workload_label`)
+    # of concurrency_per_replica (sessions held, for a session class), those in a turn: the rest think (Little's
+    # law: turns per second x think time a turn), as `estimate`'s `streams_decoding`
+    streams_decoding_per_replica: float = 0.0
 
 
 @dataclass(frozen=True)
