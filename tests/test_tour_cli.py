@@ -61,6 +61,15 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
                                     "assumptions"}
     assert all(v == "ok" for v in doc["sections"].values()), doc["summary"]
     assert (tmp_path / "index.html").is_file() and (tmp_path / "results.parquet").is_file()
+    import pandas as pd
+
+    from test_sweep_layouts import assert_frontier_is_the_pareto_set
+
+    sweep = pd.read_parquet(tmp_path / "results.parquet").query("table == 'sweep'")
+    assert_frontier_is_the_pareto_set(sweep)
+    lpx = sweep[(sweep["target"] == "lpx") & sweep["on_frontier"].astype(bool)]
+    # the LPX frontier runs over layouts: more than one deployment on it at some context (issue 26 item 4)
+    assert lpx.groupby("context")["hardware"].nunique().max() >= 2
     chromium_or_skip()  # fails instead where CI sets LPXSIM_REQUIRE_BROWSER=1
     cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
     assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8

@@ -11,9 +11,10 @@ context (a shape its pricing needs anyway), and skips the size when the rack's a
   context it decodes at (`isl`). A step's cost is affine in its context with a non-negative intercept (the
   step model's own rule, `lpu.stepmodel._near_point`), so the step at `isl` takes at least
   `isl / (isl + osl)` of the compiled one at `isl + osl`: `u_max = (isl + osl) / (isl x latency)`.
-- aggregate: each of the C sessions the deployment holds (its KV ceiling, `kv_ceiling x replicas`: more do
-  not fit) emits at most `osl` tokens a turn, and a turn lasts at least its think time plus `osl` token
-  periods: `T_max = C x osl / (think_s + osl / u_max)` (the no-cache loop: `C x u_max`).
+- aggregate: each of the C sessions the deployment holds (as many as its KV holds, `kv_fit x replicas`, with
+  no batch cap: sessions in think time are held beyond the largest batch; more are not admitted) emits at most
+  `osl` tokens a turn, and a turn lasts at least its think time plus `osl` token periods:
+  `T_max = C x osl / (think_s + osl / u_max)` (the no-cache loop: `C x u_max`).
 
 Every point of the size lies in the box [0, u_max] x [0, T_max] (and T_max over its power per MW); where one
 point the engine answered for the rack dominates the box's corner on both frontiers (`bench.frontier`), no
@@ -75,14 +76,15 @@ def _finite(*xs) -> bool:
 def size_bound(p: dict) -> Bound:
     """The box corner of the deployment a sweep point runs on (module docstring): its layout search and one
     compiled one-stream decode at the workload's full context. Raises UserError where it does not place."""
-    from lpxsim.bench.sweep import _placed, kv_ceiling, point_workload
+    from lpxsim.bench.sweep import _placed, point_workload
+    from lpxsim.engine.concurrency import kv_fit
     from lpxsim.step.protocol import DecodeBatch
 
     placed = _placed(p)
     wl = point_workload(p)
     step = placed.step.decode_step(DecodeBatch.uniform(1, wl.context))
     u_max = wl.context / (wl.isl * step.latency_s)
-    sessions = kv_ceiling(placed.step, wl.context) * placed.deployment.replicas
+    sessions = kv_fit(placed.step, wl.context) * placed.deployment.replicas
     t_max = sessions * wl.osl / (wl.think_s + wl.osl / u_max)
     return Bound(u_max, t_max, placed.deployment.power_w, placed.deployment.label())
 
