@@ -18,7 +18,9 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
     for args in (["bench", "aa", "gemma-4-31b", "--contexts", "10k,abc"],
                  ["sweep", "gemma-4-31b", "--systems", "lpxx", "--out", str(tmp_path / "s")],
                  ["bench", "aa", "no-such-model"],
-                 ["tour", "--jobs", "0", "--out", str(tmp_path / "s")]):
+                 ["tour", "--jobs", "0", "--out", str(tmp_path / "s")],
+                 ["tour", "--deployments", "every", "--out", str(tmp_path / "s")],
+                 ["sweep", "gemma-4-31b", "--deployments", "every", "--out", str(tmp_path / "s")]):
         r = lpxsim(*args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

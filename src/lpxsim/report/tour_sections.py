@@ -48,6 +48,9 @@ class TourConfig:
     # The workload of the sweep and the modes (`engine.query.session_for`): "agentic", the default session at
     # each context, or "none", the no-cache loop
     session: str = "agentic"
+    # The sweep's deployments (`bench.sweep.DEPLOYMENTS`): "picks" draws LPX on the rack and on each smaller
+    # replica size that can reach the frontier (the Pareto set over layouts); "rack" only the rack
+    deployments: str = "picks"
 
     def __post_init__(self) -> None:
         # Resolve the shared defaults once, so every reader sees plain values.
@@ -200,9 +203,9 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     from lpxsim.report.plots import frontier_png
 
     pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
-               kv=cfg.kv, session=cfg.session)
+               kv=cfg.kv, session=cfg.session, deployments=cfg.deployments)
     df = run_sweep(pts, out / "sweep", executor=pool or cfg.executor, workers=cfg.workers, evaluate=tour_point,
-                   progress=True)
+                   progress=True, screen=cfg.deployments == "picks")
     screened = df.attrs.get("screened", [])  # LPX replica sizes the screen did not price (`bench.screen`)
     missing: list[str] = []
     if "unavailable" in df:
