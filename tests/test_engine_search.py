@@ -140,8 +140,10 @@ def test_sweep_deployments_run_over_layouts() -> None:
     lpx = {p.get("replica_chips") for p in pts if p["target"] == "lpx"}
     assert lpx == {None, 80, 128, 160}  # the rack's own layout and every smaller size of the ladder, tiled
     assert {p.get("goal") for p in pts if p["target"] == "vr-nvl72"} == {"latency", "throughput"}
-    picks = grid("gemma-4-31b", ["lpx"], [10_000], [1])
-    assert all("replica_chips" not in p for p in picks)  # the default sweep's stored points are unchanged
+    assert grid("gemma-4-31b", ["lpx", "vr-nvl72"], [10_000], [1]) == pts  # the default: the same, screened later
+    rack = grid("gemma-4-31b", ["lpx"], [10_000], [1], deployments="rack")
+    assert all("replica_chips" not in p for p in rack)  # the rack's points are keyed as they always were
+    assert rack == [p for p in pts if p["target"] == "lpx" and "replica_chips" not in p]
     with pytest.raises(UserError, match="deployments"):
         grid("gemma-4-31b", ["lpx"], [10_000], [1], deployments="every")
 

@@ -18,7 +18,9 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path):
     for args in (["bench", "aa", "gemma-4-31b", "--contexts", "10k,abc"],
                  ["sweep", "gemma-4-31b", "--systems", "lpxx", "--out", str(tmp_path / "s")],
                  ["bench", "aa", "no-such-model"],
-                 ["tour", "--jobs", "0", "--out", str(tmp_path / "s")]):
+                 ["tour", "--jobs", "0", "--out", str(tmp_path / "s")],
+                 ["tour", "--deployments", "every", "--out", str(tmp_path / "s")],
+                 ["sweep", "gemma-4-31b", "--deployments", "every", "--out", str(tmp_path / "s")]):
         r = lpxsim(*args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
@@ -61,6 +63,17 @@ def test_full_tour_writes_a_report_that_renders(tmp_path):
                                     "assumptions"}
     assert all(v == "ok" for v in doc["sections"].values()), doc["summary"]
     assert (tmp_path / "index.html").is_file() and (tmp_path / "results.parquet").is_file()
+    import pandas as pd
+
+    from test_sweep_layouts import assert_frontier_is_the_pareto_set
+
+    sweep = pd.read_parquet(tmp_path / "results.parquet").query("table == 'sweep'")
+    for col in ("on_frontier", "fits"):  # results.parquet writes a column mixing types as text ('True')
+        sweep[col] = sweep[col].astype(str) == "True"
+    assert_frontier_is_the_pareto_set(sweep)
+    lpx = sweep[(sweep["target"] == "lpx") & sweep["on_frontier"].astype(bool)]
+    # the LPX frontier runs over layouts: more than one deployment on it at some context (issue 26 item 4)
+    assert lpx.groupby("context")["hardware"].nunique().max() >= 2
     chromium_or_skip()  # fails instead where CI sets LPXSIM_REQUIRE_BROWSER=1
     cap = capture(tmp_path / "index.html", tmp_path / "screenshot.png")
     assert cap.script_errors == [] and cap.count('class="main-svg"') >= 8

@@ -17,6 +17,7 @@ deployment of a system at a context (`DEPLOYMENTS`), so it is the Pareto set ove
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import math
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -26,17 +27,19 @@ from typing import Any
 import pandas as pd
 
 from lpxsim.bench.frontier import mark_frontier
-from lpxsim.bench.store import PointStore, atomic_write_parquet
+from lpxsim.bench.store import PointStore, atomic_write_parquet, atomic_write_text
 from lpxsim.core.errors import UserError
 from lpxsim.engine.query import DEFAULT_OSL  # one output length everywhere
 
 EXECUTORS = ("process", "thread", "dask", "serial")
 SORT_KEYS = ["model", "target", "context", "concurrency"]
 DEPLOYMENT_KEYS = ("goal", "replica_chips")  # what tells two deployments of one system and context apart
-# The deployments a system is swept on: "picks" -- GPUs: the layout search's latency and throughput picks; LPX:
-# the rack's own layout -- or "all": on LPX also one replica of every size of the search's ladder below the
-# rack (`engine.layouts.lpx_sizes`), tiled over the rack (each costs its compiles on a cold cache).
-DEPLOYMENTS = ("picks", "all")
+# The deployments a system is swept on. GPUs: the layout search's latency and throughput picks, always. LPX:
+# "picks" (the default) -- the rack's own layout and one replica of every size of the search's ladder below the
+# rack (`engine.layouts.lpx_sizes`) tiled over the rack, each size priced only where the screen finds it can
+# reach the frontier (`bench.screen`: each size priced costs its compiles on a cold cache); "all" -- every size
+# priced, unscreened; "rack" -- the rack's own layout only.
+DEPLOYMENTS = ("picks", "all", "rack")
 
 
 def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrencies: Iterable[int],
@@ -75,8 +78,8 @@ def grid(model: str, targets: Iterable[str], contexts: Iterable[int], concurrenc
 def _deployments(model: str, target: str, context: int, weights: str, kv: str, which: str) -> list[dict]:
     """The deployments a system is swept on at a context (`DEPLOYMENTS`): on GPUs the layout search's latency
     pick (laid out for one stream) and its throughput pick (for the most streams that fit); on LPX the rack's
-    layout (the most streams that fit) and, with "all", one replica of each smaller size of the search's ladder
-    tiled over the rack (`replica_chips`)."""
+    layout (the most streams that fit) and, unless "rack", one replica of each smaller size of the search's
+    ladder tiled over the rack (`replica_chips`; "picks" screens them in `run_sweep`)."""
     from lpxsim.catalog import get_model, get_system
 
     try:
@@ -85,7 +88,7 @@ def _deployments(model: str, target: str, context: int, weights: str, kv: str, w
         return [{}]
     if not s.is_lpu and not s.is_wafer:
         return [{"goal": "latency"}, {"goal": "throughput"}]
-    if not s.is_lpu or which == "picks":
+    if not s.is_lpu or which == "rack":
         return [{}]
     from lpxsim.engine.layouts import lpx_sizes
 
@@ -94,6 +97,12 @@ def _deployments(model: str, target: str, context: int, weights: str, kv: str, w
     except UserError:
         return [{}]
     return [{}] + [{"replica_chips": n} for n in sizes if n < s.chips_per_unit]
+
+
+def rack_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each system's own deployment at a context (LPX: the rack's layout, not a smaller replica size
+    tiled over it; GPUs: both layout picks): what a table quoting "the deployment for this context" reads."""
+    return df[df["replica_chips"].isna()] if "replica_chips" in df.columns else df
 
 
 def _placed(p: dict[str, Any]):
@@ -268,14 +277,23 @@ def make_executor(kind: str | cf.Executor = "process", workers: int | None = Non
 
 def run_sweep(points: list[dict], out: str | Path, executor: str | cf.Executor = "process",
               workers: int | None = None, scheduler: str | None = None,
-              evaluate: Callable[[dict], dict] = evaluate_point, progress: bool = True) -> pd.DataFrame:
+              evaluate: Callable[[dict], dict] = evaluate_point, progress: bool = True,
+              screen: bool = True) -> pd.DataFrame:
     """Evaluate every point not already in `out`, appending each as it finishes; return all rows.
 
     Points of one (target, context) are one task (they share a deployment, so a worker builds it once).
     A point that fails with a UserError (e.g. the model does not fit) becomes a row with its error;
     any other exception stops the sweep after the finished points were saved, and is re-raised.
+    With `screen`, the LPX replica sizes that cannot reach the frontier are not priced (`bench.screen`); the
+    table's `attrs["screened"]` (and `out/screened.json`) say which and why.
     """
     store = PointStore(out)
+    screened: list[str] = []
+    if screen:
+        from lpxsim.bench.screen import screen_sizes
+
+        points, dropped = screen_sizes(points, store, evaluate)
+        screened = [d.reason() for d in dropped]
     pending = [p for p in points if not store.has(p)]
     with make_executor(executor, workers, scheduler) as ex, _progress(progress, len(points)) as bar:
         bar(len(points) - len(pending))
@@ -285,6 +303,8 @@ def run_sweep(points: list[dict], out: str | Path, executor: str | cf.Executor =
         raise failure
     df = collect(store, points)
     atomic_write_parquet(Path(out) / "sweep.parquet", df)
+    atomic_write_text(Path(out) / "screened.json", json.dumps(screened, indent=1))
+    df.attrs["screened"] = screened
     return df
 
 

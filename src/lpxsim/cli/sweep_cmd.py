@@ -63,8 +63,9 @@ def register(app: typer.Typer) -> None:
         framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
         ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
         deployments: str = typer.Option(
-            "picks", "--deployments", help="picks: GPUs' latency and throughput layouts, LPX's rack layout; all: "
-            "on LPX also every smaller replica size of the layout search, tiled over the rack (compiles more)"),
+            "picks", "--deployments", help="picks: GPUs' latency and throughput layouts; LPX's rack layout and each "
+            "smaller replica size of the layout search tiled over the rack, priced where it can reach the frontier; "
+            "all: every LPX size priced (compiles more); rack: LPX's rack layout only"),
         executor: str = typer.Option("process", "--executor", help="process, thread, serial or dask"),
         workers: int | None = count_option(None, "--workers", help="local workers (default: CPU count)",
                                            hi=inputs.jobs_max(), human=False),
@@ -87,11 +88,14 @@ def register(app: typer.Typer) -> None:
                       osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework, session=session,
                       deployments=deployments)
         df = run_sweep(points, out_dir, executor=executor, workers=workers, scheduler=scheduler,
-                       progress=True)
+                       progress=True, screen=deployments == "picks")
         png = frontier_png(df, out_dir / "frontier.png")
         err.print(f"[dim]{len(df)} points in {out_dir}/sweep.parquet, frontier in {png}[/dim]")
         if as_json:
             emit_json({"model": name, "systems": targets, "osl": osl, "session": session, "results": str(out_dir / "sweep.parquet"),
-                       "frontier_png": str(png), "rows": df.to_dict(orient="records")})
+                       "frontier_png": str(png), "screened": df.attrs.get("screened", []),
+                       "rows": df.to_dict(orient="records")})
         else:
             print_sweep(df)
+            for line in df.attrs.get("screened", []):
+                err.print(f"[dim]not priced (cannot reach the frontier): {line}[/dim]")

@@ -10,6 +10,7 @@ from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import emit_json, err, out
 from lpxsim.cli.validate import count_option, jobs_option, path_option, seed_option
 from lpxsim.core import inputs
+from lpxsim.core.errors import UserError
 
 HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
             ("tok/s/user @ concurrency 1 (AA median)", "tok/s/user @ c=1", "{:,.0f}"), ("diff", "vs published", "{}"),
@@ -69,6 +70,10 @@ def register(app: typer.Typer) -> None:
         session: str = typer.Option("agentic", "--session", help="the sweep's and the modes' workload: agentic "
                                     "(default: agent sessions at each context, prefix cached, think time) or none "
                                     "(the no-cache loop: every request prefills its whole context)"),
+        deployments: str = typer.Option(
+            "picks", "--deployments", help="the sweep's deployments (as `lpxsim sweep --deployments`): picks "
+            "(LPX: the rack and each smaller replica size that can reach the frontier), all, or rack (LPX: the "
+            "rack only; fewer compiles)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object (summary and paths)"),
     ) -> None:
         """Gemma 4 31B on LPX and Vera Rubin NVL72: capacity, AA benchmark, sweep, modes, MoE -> index.html."""
@@ -79,11 +84,16 @@ def register(app: typer.Typer) -> None:
 
         inputs.check_jobs(jobs, "jobs")
         session_for(session, 1, 1)  # an unknown name: one line, before any work
+        from lpxsim.bench.sweep import DEPLOYMENTS
+
+        if deployments not in DEPLOYMENTS:
+            raise UserError("deployments", f"expected one of {', '.join(DEPLOYMENTS)}, got {deployments!r}")
         inputs.check_output_dir(out_dir, "out")  # before any work
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
-                         executor=executor, seed=seed, jobs=jobs, session=session)
+                         executor=executor, seed=seed, jobs=jobs, session=session,
+                         deployments=deployments)
         from lpxsim.core import progress
 
         with progress.bar("tour") as tick:  # the current section: on the bar's line, or one line per stage piped

@@ -22,6 +22,8 @@ def deployment_curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         chips = first.get("replica_chips")
         if chips is not None and pd.notna(chips):
             name += f" ({int(chips)}-chip replicas)"
+        elif "replica_chips" in df and df.loc[df["target"] == first["target"], "replica_chips"].notna().any():
+            name += " (whole racks, one replica)"  # beside the smaller replica sizes tiled over them
         if "layout" in g and g["layout"].nunique() == 1:
             reps = g["replicas"].dropna().unique() if "replicas" in g else []
             name += f": {g['layout'].iloc[0]}" + (f" x{int(reps[0])}" if len(reps) == 1 and reps[0] > 1 else "")

@@ -1,8 +1,9 @@
 """Tour section: what a token costs at the article's operating points (and, where a price source applies,
 what it sells for), priced from rows the tour already has.
 
-No step model runs here: the sweep's rows (one deployment per system and context, at concurrency 1
--- the demo number -- and at its KV ceiling) and the modes section's rows (each heterogeneous fleet
+No step model runs here: the sweep's rows (the system's own deployment at each context -- LPX: the rack,
+not the smaller replica sizes the sweep also draws -- at concurrency 1, the demo number, and at its KV
+ceiling) and the modes section's rows (each heterogeneous fleet
 under light and heavy closed-loop load) already carry context, concurrency, hardware, power, output
 tok/s and per-user speed; the cost model (`lpxsim.plan.costs`, catalog/costs.yaml) prices them.
 
@@ -18,6 +19,7 @@ import re
 
 import pandas as pd
 
+from lpxsim.bench.sweep import rack_rows
 from lpxsim.catalog import get_system
 from lpxsim.plan.costs import CostModel, alloc_rule, cost_inputs, default_costs, hardware_economics
 from lpxsim.report.html import Note, Section, Table
@@ -68,6 +70,7 @@ def sweep_economics(sweep: pd.DataFrame, contexts: tuple[int, ...], osl: int,
     """Per system and article context: the sweep's concurrency-1 row and its ceiling row, priced."""
     if sweep.empty:
         return []
+    sweep = rack_rows(sweep)  # the deployment for the context (LPX: the rack), not a smaller replica size
     fit = sweep[sweep["fits"].astype(bool)]
     rows = []
     for (target, ctx), g in fit[fit["context"].isin(contexts)].groupby(["target", "context"], sort=True):

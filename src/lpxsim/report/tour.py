@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lpxsim.bench.store import atomic_write_parquet, atomic_write_text
+from lpxsim.bench.sweep import rack_rows
 from lpxsim.report.html import Note, Section, Table, write_report
 from lpxsim.report.tour_sections import (
     SectionResult,
@@ -179,7 +180,7 @@ def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame
     """Batch-1 speed next to the concurrency ceiling, per system and context: the article's point in one table."""
     aa = results["aa"].tables.get(f"aa_{cfg.model}", pd.DataFrame())
     cap = results["capacity"].tables.get("capacity", pd.DataFrame())
-    sw = results["sweep"].tables.get("sweep", pd.DataFrame())
+    sw = rack_rows(results["sweep"].tables.get("sweep", pd.DataFrame()))
     rows = []
     for s in cfg.systems:
         for ctx in cfg.contexts:

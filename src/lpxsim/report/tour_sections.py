@@ -48,6 +48,9 @@ class TourConfig:
     # The workload of the sweep and the modes (`engine.query.session_for`): "agentic", the default session at
     # each context, or "none", the no-cache loop
     session: str = "agentic"
+    # The sweep's deployments (`bench.sweep.DEPLOYMENTS`): "picks" draws LPX on the rack and on each smaller
+    # replica size that can reach the frontier (the Pareto set over layouts); "rack" only the rack
+    deployments: str = "picks"
 
     def __post_init__(self) -> None:
         # Resolve the shared defaults once, so every reader sees plain values.
@@ -200,9 +203,10 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     from lpxsim.report.plots import frontier_png
 
     pts = grid(cfg.model, cfg.systems, cfg.sweep_contexts, cfg.concurrency, osl=cfg.osl, weights=cfg.weights,
-               kv=cfg.kv, session=cfg.session)
+               kv=cfg.kv, session=cfg.session, deployments=cfg.deployments)
     df = run_sweep(pts, out / "sweep", executor=pool or cfg.executor, workers=cfg.workers, evaluate=tour_point,
-                   progress=True)
+                   progress=True, screen=cfg.deployments == "picks")
+    screened = df.attrs.get("screened", [])  # LPX replica sizes the screen did not price (`bench.screen`)
     missing: list[str] = []
     if "unavailable" in df:
         gone = df[df["unavailable"].notna()]
@@ -221,15 +225,22 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
     for m in missing:
         sec.add(Note(m, "warn"))
     sec.add(Note("Every row is the operating-point engine's answer (lpxsim.engine, docs/engine.md), the same "
-                 "`lpxsim estimate` gives for that system, context, concurrency and OSL. One deployment per system "
-                 "and context serves every concurrency there: the fewest whole racks / NVL72 domains that hold the "
-                 "model, laid out once for context + OSL tokens (LPX: for the largest power of two of streams that "
-                 "fit; GPUs: both the layout search's latency pick and its throughput pick, and the frontier runs "
-                 "over both). kv_ceiling is the most streams that deployment runs (its KV capacity and largest "
-                 "batch: the ceiling row); capacity_ceiling is the memory capacity model's figure for the same "
-                 "hardware."
-                 + shared_note(cfg, "it is also the deployment of the serving modes' LPX-alone and PD-decode pools "
-                                    "(same context and OSL)")))
+                 "`lpxsim estimate` gives for that system, context, concurrency and OSL on that deployment. Each "
+                 "deployment serves every concurrency of its context on the fewest whole racks / NVL72 domains that "
+                 "hold the model, laid out once for context + OSL tokens. GPUs: the layout search's latency pick "
+                 "and its throughput pick. LPX: the whole rack laid out as one replica, and one replica of each "
+                 "smaller size of the layout search (the fewest nodes that place the model up to the rack) tiled "
+                 "over the rack, its idle chips powered; the row's hardware names the chips, replicas x chips and "
+                 "layout. The frontier (filled points, on_frontier) is the Pareto set over every deployment of a "
+                 "system at a context. kv_ceiling is the most streams a deployment runs (its KV capacity and "
+                 "largest batch: the ceiling row); capacity_ceiling is the memory capacity model's figure for one "
+                 "unit."
+                 + shared_note(cfg, "the rack is also the deployment of the serving modes' LPX-alone and PD-decode "
+                                    "pools (same context and OSL)")))
+    if screened:
+        sec.add(Note("LPX replica sizes not priced, because no point of theirs can reach the frontier (an upper "
+                     "bound on per-user speed from one compiled decode step, and on aggregate from the sessions "
+                     "their KV holds, beaten by a point of the rack: bench/screen.py): " + "; ".join(screened)))
     sec.add(Note("tok/s/user is the mean over requests of 1 / TPOT (AIPerf's per-user output throughput), TTFT the "
                  "mean with queueing. A closed loop of identical requests staggers (nobody waits for the prefill "
                  "server and every other user's prefill lands in each user's decode); where that arrival pattern, "
@@ -256,16 +267,31 @@ def sweep_section(cfg: TourConfig, out: Path, pool=None) -> SectionResult:
                 if c in df.columns]]
     sec.add(Table(view, "sweep results (every row at its context, concurrency and hardware)"))
     if len(fit) < len(df):
-        sec.add(Note(f"{len(df) - len(fit)} requested points exceed the replica's KV ceiling (kv_ceiling: the most "
-                     "streams the backend's replica holds at that context) and are omitted here; they are in "
-                     "results.parquet with fits = false."))
+        sec.add(Note(f"{len(df) - len(fit)} requested points do not fit (above the replica's KV ceiling, kv_ceiling: "
+                     "the most streams the backend's replica holds at that context, or a replica size no layout "
+                     "places) and are omitted here; they are in results.parquet with fits = false and the reason."))
     lines = []
     for (t, ctx), g in fit.groupby(["target", "context"]):
         best = g.loc[g["tok_s_total"].idxmax()]
         lines.append(f"sweep {t} @ {ctx:,} (OSL {cfg.osl}, {_workload_words(cfg)}): peak {best['tok_s_total']:,.0f} tok/s "
                      f"total at concurrency {int(best['concurrency'])} ({best['tok_s_user']:,.0f} tok/s/user; "
                      f"{best['hardware']})")
+    lines += frontier_lines(fit)
     return SectionResult(sec, {"sweep": df}, missing + lines + [f"frontier PNGs: {png.name}, {png_mw.name}"])
+
+
+def frontier_lines(fit: pd.DataFrame) -> list[str]:
+    """Per system and context swept on more than one deployment: the deployments its frontier holds."""
+    if "on_frontier" not in fit:
+        return []
+    out = []
+    for (t, ctx), g in fit.groupby(["target", "context"]):
+        on = g[g["on_frontier"].astype(bool)]
+        deps = list(dict.fromkeys(on["hardware"]))
+        if g["hardware"].nunique() > 1:
+            out.append(f"sweep {t} @ {ctx:,}: the frontier holds {len(deps)} of {g['hardware'].nunique()} "
+                       f"deployments: {'; '.join(deps)}")
+    return out
 
 
 def _workload_words(cfg: TourConfig) -> str:
