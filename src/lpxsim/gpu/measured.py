@@ -375,7 +375,31 @@ class MeasuredOps:
         c = self._curve_of("gemm", "gemm", "gemm_perf.parquet", cols, "m", gemm_dtype=dt, n=n0, k=k0)
         if c is None:
             return None
-        return _interp(c[0], c[1], m) * (n * k) / (float(n0) * float(k0)) * MS
+        t = _interp(c[0], c[1], m)
+        if dt == "nvfp4":
+            t = min(t, self._fp4_compute_ceiling(m, n0, k0, float(c[1][0])))
+        return t * (n * k) / (float(n0) * float(k0)) * MS
+
+    def _fp4_compute_ceiling(self, m: int, n: int, k: int, weight_stream_ms: float) -> float:
+        """The longest an NVFP4 GEMM (m x k) @ (k x n) may take where it is compute-bound (ms): the FP8 GEMM
+        of the same shape on this GPU, at the same fraction of its tensor-core peak, on the FP4 peak
+        (FP4 MMA issues twice FP8's work per clock on Blackwell; cuBLAS 12.9 reports block-scaled FP4 matmuls
+        up to 2.3x its FP8 ones, docs/sources.md "CUBLAS-129"), and never under the table's own weight-
+        streaming time at its smallest m (`weight_stream_ms`: below the ridge the FP4 kernel is memory-bound
+        and the table already prices it).
+
+        aiconfigurator-core 0.12's NVFP4 GEMM table plateaus at 4.2 PFLOP/s on B200 (47 % of the 9 PF dense
+        peak) while its FP8 table of the same shapes reaches 3.1 of 4.5 PF (69 %): FP4 at 1.35x FP8 where the
+        hardware issues 2x. A saturated engine runs its GEMMs at M in the thousands, where that plateau
+        decides the step (issue 28 item 5; assumption "gpu-fp4-gemm-ceiling")."""
+        from lpxsim.catalog import get_system
+
+        chip = get_system(next(s for s, a in AIC_SYSTEM.items() if a == self.system)).chip
+        peak8, peak4 = chip.peak_flops.get("fp8"), chip.peak_flops.get("fp4")
+        t8 = self.gemm(m, n, k, "fp8")
+        if not peak8 or not peak4 or t8 is None:
+            return math.inf
+        return max(t8 / MS * float(peak8) / float(peak4), weight_stream_ms)
 
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
