@@ -62,6 +62,18 @@ def _hbm_Bps(aic_system: str) -> float:
 
 
 @cache
+def _fp8_over_fp4_peak(aic_system: str) -> float | None:
+    """Dense FP8 / FP4 tensor-core peak of the catalog system aiconfigurator-core calls `aic_system` (None
+    where the catalog lacks either)."""
+    from lpxsim.catalog import get_system
+
+    name = next(k for k, v in AIC_SYSTEM.items() if v == aic_system)
+    peak = get_system(name).chip.peak_flops
+    p8, p4 = peak.get("fp8"), peak.get("fp4")
+    return float(p8) / float(p4) if p8 and p4 else None
+
+
+@cache
 def data_root() -> Path | None:
     """aiconfigurator-core's systems/data folder (found without importing the package)."""
     spec = find_spec("aiconfigurator_core")
@@ -392,14 +404,11 @@ class MeasuredOps:
         peak) while its FP8 table of the same shapes reaches 3.1 of 4.5 PF (69 %): FP4 at 1.35x FP8 where the
         hardware issues 2x. A saturated engine runs its GEMMs at M in the thousands, where that plateau
         decides the step (issue 28 item 5; assumption "gpu-fp4-gemm-ceiling")."""
-        from lpxsim.catalog import get_system
-
-        chip = get_system(next(s for s, a in AIC_SYSTEM.items() if a == self.system)).chip
-        peak8, peak4 = chip.peak_flops.get("fp8"), chip.peak_flops.get("fp4")
+        ratio = _fp8_over_fp4_peak(self.system)
         t8 = self.gemm(m, n, k, "fp8")
-        if not peak8 or not peak4 or t8 is None:
+        if ratio is None or t8 is None:
             return math.inf
-        return max(t8 / MS * float(peak8) / float(peak4), weight_stream_ms)
+        return max(t8 / MS * ratio, weight_stream_ms)
 
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
