@@ -108,3 +108,30 @@ def test_decode_attention_beyond_the_tables_context_streams_at_the_kernels_measu
     assert beyond < 0.75 * ys[-1] * 432 / last * 1e-3  # the 1-d rule's linear stretch of the flat point
     kv_bytes = 1024 * 432 * 8 * 128 * 2  # K and V, FP8, 8 KV heads: no faster than B200's 8 TB/s
     assert beyond > kv_bytes / 8e12
+
+
+def test_fp4_gemm_is_capped_by_the_fp8_kernels_fraction_of_peak_where_compute_bound():
+    """aiconfigurator's NVFP4 GEMM table plateaus at 1.35x its FP8 table on B200 where the tensor cores issue
+    2x: at large M the FP4 GEMM takes the FP8 time x peak8 / peak4; below the ridge (weight streaming)
+    the FP4 table's own time stands."""
+    from lpxsim.catalog import get_system
+    from lpxsim.gpu.measured import _columns, _curve, measured_ops
+
+    ops = measured_ops("b200_sxm", "trtllm")
+    peak = get_system("b200-hgx").chip.peak_flops
+    ratio = float(peak["fp8"]) / float(peak["fp4"])
+    n, k = 8192, 8192
+    t = _columns("b200_sxm", "gemm", "trtllm", "gemm_perf.parquet", ("gemm_dtype", "m", "n", "k", "latency"))
+    sel = (t["gemm_dtype"] == "nvfp4") & (t["n"] == n) & (t["k"] == k)
+    xs, ys = _curve(t["m"][sel], t["latency"][sel])
+    table = dict(zip(xs.tolist(), (ys * 1e-3).tolist(), strict=True))
+    big = 8192
+    assert table[big] > ops.gemm(big, n, k, "fp8") * ratio * 1.1  # the table's plateau is above the ceiling
+    assert ops.gemm(big, n, k, "fp4") == pytest.approx(ops.gemm(big, n, k, "fp8") * ratio)
+    # below the ridge the FP4 kernel streams its weights: the table's own time, floored at its m = 1 point
+    assert ops.gemm(1, n, k, "fp4") == pytest.approx(table[1])
+    assert table[1] <= ops.gemm(16, n, k, "fp4") <= table[16]
+    assert ops.gemm(16, n, k, "fp4") > 1.5 * ops.gemm(16, n, k, "fp8") * ratio  # not the FP8 time scaled
+    m = [1, 64, 256, 1024, 4096, 8192, 16384]
+    times = [ops.gemm(x, n, k, "fp4") for x in m]
+    assert all(b >= a for a, b in zip(times, times[1:], strict=False))

@@ -62,6 +62,18 @@ def _hbm_Bps(aic_system: str) -> float:
 
 
 @cache
+def _fp8_over_fp4_peak(aic_system: str) -> float | None:
+    """Dense FP8 / FP4 tensor-core peak of the catalog system aiconfigurator-core calls `aic_system` (None
+    where the catalog lacks either)."""
+    from lpxsim.catalog import get_system
+
+    name = next(k for k, v in AIC_SYSTEM.items() if v == aic_system)
+    peak = get_system(name).chip.peak_flops
+    p8, p4 = peak.get("fp8"), peak.get("fp4")
+    return float(p8) / float(p4) if p8 and p4 else None
+
+
+@cache
 def data_root() -> Path | None:
     """aiconfigurator-core's systems/data folder (found without importing the package)."""
     spec = find_spec("aiconfigurator_core")
@@ -375,7 +387,28 @@ class MeasuredOps:
         c = self._curve_of("gemm", "gemm", "gemm_perf.parquet", cols, "m", gemm_dtype=dt, n=n0, k=k0)
         if c is None:
             return None
-        return _interp(c[0], c[1], m) * (n * k) / (float(n0) * float(k0)) * MS
+        t = _interp(c[0], c[1], m)
+        if dt == "nvfp4":
+            t = min(t, self._fp4_compute_ceiling(m, n0, k0, float(c[1][0])))
+        return t * (n * k) / (float(n0) * float(k0)) * MS
+
+    def _fp4_compute_ceiling(self, m: int, n: int, k: int, weight_stream_ms: float) -> float:
+        """The longest an NVFP4 GEMM (m x k) @ (k x n) may take where it is compute-bound (ms): the FP8 GEMM
+        of the same shape on this GPU, at the same fraction of its tensor-core peak, on the FP4 peak
+        (FP4 MMA issues twice FP8's work per clock on Blackwell; cuBLAS 12.9 reports block-scaled FP4 matmuls
+        up to 2.3x its FP8 ones, docs/sources.md "CUBLAS-129"), and never under the table's own weight-
+        streaming time at its smallest m (`weight_stream_ms`: below the ridge the FP4 kernel is memory-bound
+        and the table already prices it).
+
+        aiconfigurator-core 0.12's NVFP4 GEMM table plateaus at 4.2 PFLOP/s on B200 (47 % of the 9 PF dense
+        peak) while its FP8 table of the same shapes reaches 3.1 of 4.5 PF (69 %): FP4 at 1.35x FP8 where the
+        hardware issues 2x. A saturated engine runs its GEMMs at M in the thousands, where that plateau
+        decides the step (issue 28 item 5; assumption "gpu-fp4-gemm-ceiling")."""
+        ratio = _fp8_over_fp4_peak(self.system)
+        t8 = self.gemm(m, n, k, "fp8")
+        if ratio is None or t8 is None:
+            return math.inf
+        return max(t8 / MS * ratio, weight_stream_ms)
 
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
