@@ -92,13 +92,14 @@ def test_stagger_not_random_wait_is_what_the_simulator_does() -> None:
 
 @pytest.mark.heavy
 def test_the_measured_contradiction_100k_8_users_is_gone() -> None:
-    """The compiled rack itself: sweep (engine) and modes-style simulation agree on 1/TPOT (~80, where the sweep
-    said 155 and modes 81), and on the aggregate (~557)."""
+    """The compiled rack itself: sweep (engine) and modes-style simulation agree on 1/TPOT (where the sweep said
+    155 and modes 81 before the engine; ~80 for both until the spread prefill gathered its KV, ~142 since), on
+    the aggregate and on TTFT."""
     wl, load = Workload(100_000, OSL), Load(concurrency=8)
     placed = place("gemma-4-31b", "lpx", wl)
     assert placed.deployment.powered_chips == 256
     a = answer_on(placed, wl, load)
     s = simulate_answer(placed, wl, load)
-    assert s.tok_s_user == pytest.approx(a.tok_s_user, rel=0.05) and a.tok_s_user < 100
+    assert s.tok_s_user == pytest.approx(a.tok_s_user, rel=0.05)
     assert s.tok_s_total == pytest.approx(a.tok_s_total, rel=0.03)
     assert s.ttft_s == pytest.approx(a.ttft_s, rel=0.10)

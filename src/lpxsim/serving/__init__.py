@@ -15,14 +15,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lpxsim.lpu.gcpause import gc_paused
 from lpxsim.serving.config import FleetConfig, load_fleet
-from lpxsim.serving.metrics import SimResult, summarize
-from lpxsim.serving.sim import Simulation
 from lpxsim.serving.workload import WorkloadConfig, load_workload
 
+if TYPE_CHECKING:
+    from lpxsim.serving.metrics import SimResult
+    from lpxsim.serving.sim import Simulation
+
 __all__ = ["FleetConfig", "SimResult", "Simulation", "WorkloadConfig", "load_fleet", "load_workload", "simulate"]
+
+# The event engine and the metrics (pandas) load on first use, so a light submodule (e.g. the retention
+# defaults in `serving.config`, which the engine reads) costs a planning command no heavy import.
+_LAZY = {"SimResult": "lpxsim.serving.metrics", "Simulation": "lpxsim.serving.sim"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @gc_paused  # the run and its summary (a frame of every request) allocate only what they keep
@@ -40,6 +55,9 @@ def simulate(
     `horizon_s` (optional) stops the clock; requests still running are reported "incomplete".
     `timeline` (optional): a `lpxsim.serving.timeline.TimelineRecorder` that records the run.
     """
+    from lpxsim.serving.metrics import summarize
+    from lpxsim.serving.sim import Simulation
+
     f = fleet if isinstance(fleet, FleetConfig) else load_fleet(fleet)
     w = workload if isinstance(workload, WorkloadConfig) else load_workload(workload)
     t0 = time.perf_counter()
