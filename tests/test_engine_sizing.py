@@ -30,3 +30,6 @@ def test_a_deployment_label_states_chips_replicas_layout_and_power() -> None:
     part = Deployment("lpx", 64)
     assert part.label().startswith("64 lpx chips (0.25 rack") and part.power_w == get_system("lpx").power(1) / 4
     assert Deployment("lpx", 100, idle_chips=28).powered_chips == 128
+    # one replica smaller than the rack it is powered in names its size beside the idle chips
+    one = Deployment("lpx", 160, layout="tp=16,stages=10,kvsplit=4", idle_chips=96)
+    assert one.label().startswith("1 lpx rack (256 chips: 1 replica x 160 chips, 96 idle, tp=16,stages=10")

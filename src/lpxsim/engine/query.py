@@ -237,8 +237,8 @@ class Deployment:
             inner = f"{self.powered_chips:,} chips"
         else:  # part of a unit: the chips say it
             size, inner = f"{self.powered_chips:,} {s.name} chips", f"{units:.3g} {s.unit_name}"
-        if self.replicas > 1:
-            inner += f": {self.replicas} replicas x {self.chips:,} chips"
+        if self.replicas > 1 or self.idle_chips:  # a replica smaller than the powered chips says its size
+            inner += f": {self.replicas} replica{'s' if self.replicas > 1 else ''} x {self.chips:,} chips"
         if self.idle_chips:
             inner += f", {self.idle_chips:,} idle"
         if self.layout:
