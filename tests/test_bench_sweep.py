@@ -155,7 +155,7 @@ def _toy_placed(chips: int = 8, replicas: int = 1):
 def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
     import lpxsim.bench.backends as be
 
-    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed())
+    monkeypatch.setattr(sw, "placed_deployment", lambda p: _toy_placed())
     monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 12))
     base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
     ceil = sw.evaluate_point({**base, "concurrency": 0})
@@ -176,9 +176,9 @@ def test_a_deployment_with_two_replicas_runs_twice_the_streams(monkeypatch):
 
     monkeypatch.setattr(be, "unit_ceiling", lambda *a, **k: (1, 12))
     base = {"model": "m", "target": "toy", "context": 9_000, "osl": 1_000, "weights": "fp8", "kv": "bf16"}
-    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed())
+    monkeypatch.setattr(sw, "placed_deployment", lambda p: _toy_placed())
     single = sw.evaluate_point({**base, "concurrency": 1})
-    monkeypatch.setattr(sw, "_placed", lambda p: _toy_placed(replicas=2))
+    monkeypatch.setattr(sw, "placed_deployment", lambda p: _toy_placed(replicas=2))
     double = sw.evaluate_point({**base, "concurrency": 2})
     assert double["kv_ceiling"] == 20
     assert double["tok_s_user"] == pytest.approx(single["tok_s_user"], rel=1e-12)

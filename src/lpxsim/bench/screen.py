@@ -76,11 +76,11 @@ def _finite(*xs) -> bool:
 def size_bound(p: dict) -> Bound:
     """The box corner of the deployment a sweep point runs on (module docstring): its layout search and one
     compiled one-stream decode at the workload's full context. Raises UserError where it does not place."""
-    from lpxsim.bench.sweep import _placed, point_workload
+    from lpxsim.bench.sweep import placed_deployment, point_workload
     from lpxsim.engine.concurrency import kv_fit
     from lpxsim.step.protocol import DecodeBatch
 
-    placed = _placed(p)
+    placed = placed_deployment(p)
     wl = point_workload(p)
     step = placed.step.decode_step(DecodeBatch.uniform(1, wl.context))
     u_max = wl.context / (wl.isl * step.latency_s)
@@ -135,8 +135,8 @@ def _answer(p: dict, store: PointStore, evaluate: Callable[[dict], dict]) -> dic
     """The stored row of point `p`, or the engine's answer to it (then stored)."""
     if store.has(p):
         return store.load(p)["row"]
-    from lpxsim.bench.sweep import _guarded
+    from lpxsim.bench.sweep import point_row
 
-    row = _guarded(evaluate, p)
+    row = point_row(evaluate, p)
     store.save(p, row)
     return row

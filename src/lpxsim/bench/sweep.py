@@ -105,7 +105,7 @@ def rack_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["replica_chips"].isna()] if "replica_chips" in df.columns else df
 
 
-def _placed(p: dict[str, Any]):
+def placed_deployment(p: dict[str, Any]):
     """The deployment a sweep point at this (system, context) runs on: the engine's default deployment for the
     workload (`engine.deployment.place`), shared by every concurrency of the context."""
     from lpxsim.bench.backends import BackendUnavailable
@@ -143,7 +143,7 @@ def evaluate_point(p: dict[str, Any]) -> dict[str, Any]:
     from lpxsim.engine.answer import answer_on, ceiling_for
     from lpxsim.engine.query import Load
 
-    placed = _placed(p)
+    placed = placed_deployment(p)
     wl = point_workload(p)
     ceiling = ceiling_for(placed.step, wl) * placed.deployment.replicas  # sessions held, or streams
     conc = ceiling if p["concurrency"] == 0 else p["concurrency"]
@@ -349,14 +349,16 @@ def _guarded_group(evaluate: Callable[[dict], dict],
     failure: BaseException | None = None
     for p in group:
         try:
-            rows.append(_guarded(evaluate, p))
+            rows.append(point_row(evaluate, p))
         except Exception as e:  # BackendUnavailable or a bug: raised after the group's rows are saved
             failure = failure or e
             rows.append(None)
     return rows, failure
 
 
-def _guarded(evaluate: Callable[[dict], dict], p: dict) -> dict:
+def point_row(evaluate: Callable[[dict], dict], p: dict) -> dict:
+    """`evaluate(p)`, or the point's refusal as a row (`fits` False, the error) where the engine says it does
+    not fit; a backend that is unavailable stops the sweep instead (not a property of the point)."""
     from lpxsim.bench.backends import BackendUnavailable
 
     try:
