@@ -12,10 +12,10 @@ Vera LPDDR5X tier, and on one LPX rack (docs/validation.md compares them with Dy
 retention policy, with and without the fleet's offload tier, and prints the table docs/serving.md
 shows. `fleet` simulates 10,000 sessions of 50 turns (contexts up to 100K) on a mixed fleet of 16
 racks (8 LPX racks + 8 Vera Rubin NVL72 racks of 9 TP8 replicas) and reports the CPU seconds of the
-simulation itself. An untimed run of another seed prepares the step models first (it compiles the LPX
-programs the workload's shapes need, which the step cache then keeps for every later process); each timed
-run has a seed of its own, so it prices the step shapes its own draws produce, and the script prints the
-LPX compiles that still fell inside it. The figure in docs/benchmarks.md is the median of --repeat runs.
+simulation itself. The deployment is prepared first, untimed: the LPX programs of every step shape a
+serving run can ask are compiled (once per machine: the step cache keeps them) and a short run of another
+seed builds the GPU step models. Each timed run has a seed of its own, so it prices the step shapes its own
+draws produce; the script prints the LPX compiles that still fell inside it. The figure in docs/benchmarks.md is the median of --repeat runs.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from lpxsim.serving import simulate
 from lpxsim.serving.config import load_fleet
 from lpxsim.serving.workload import load_workload
 
+MAX_CONTEXT = 100_000  # the session workload's context cap
 POLICY_ROWS = (("lru", False), ("evict_idle", False), ("hold", False), ("evict_idle", True), ("hold", True))
 
 
@@ -88,7 +89,7 @@ def session_workload(sessions: int, turns: int, rate: float) -> dict:
             "arrival": {"process": "poisson", "rate": rate},
             "session": {"turns": turns, "first_isl": 8000,
                         "new_tokens": {"kind": "uniform", "low": 1000, "high": 2000},
-                        "think_s": {"kind": "exponential", "mean": 5.0}, "context_cap": 100_000},
+                        "think_s": {"kind": "exponential", "mean": 5.0}, "context_cap": MAX_CONTEXT},
             "osl": {"kind": "uniform", "low": 200, "high": 400}}
 
 
@@ -115,16 +116,50 @@ def compile_meter():
         stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
 
 
-def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, warmup_sessions: int | None) -> None:
-    """Prepare the deployment's step models with a run of another seed (untimed: it compiles the LPX programs
-    the workload's shapes need, once per machine, as the step cache keeps them), then time `repeat` runs, each
-    with a seed of its own, so every timed run prices the step shapes its own draws produce."""
+def prepare_lpx_shapes(fleet, max_context: int, max_sequences: int = 8) -> int:
+    """Ask every LPX pool's step model the shapes a serving run can: prefill chunks of 1-`max_sequences`
+    sequences at every power-of-two sub-chunk size (1-256 rows) and decode batches up to the same count, at
+    contexts from 0 to `max_context`, so the compiles those shapes need happen here (once per machine: the
+    step cache keeps them). Returns the shapes asked; a shape the replica cannot hold is skipped."""
+    from lpxsim.core.errors import DoesNotFit
+    from lpxsim.serving.backends import make_step_model
+    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
+
+    # one context inside every bracket of the step model's context grid, and its ends
+    contexts = sorted({0, 512, 1024, 2048, 4096, *range(8192, max_context, 8192), max_context})
+    asked = 0
+    for pool in fleet.pools:
+        if pool.backend != "lpx":
+            continue
+        step = make_step_model(pool)
+        for n in range(1, max_sequences + 1):
+            for ctx in contexts:
+                for rows in (1 << i for i in range(9)):
+                    asked += 1
+                    with contextlib.suppress(DoesNotFit):
+                        step.prefill(PrefillChunk(tokens=rows, context=ctx, sequences=n))
+                asked += 1
+                with contextlib.suppress(DoesNotFit):
+                    step.decode_step(DecodeBatch.uniform(n, ctx))
+    return asked
+
+
+def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, warmup_sessions: int) -> None:
+    """Prepare the deployment first, untimed: compile the LPX programs of every step shape a serving run can ask
+    (`prepare_lpx_shapes`; once per machine, the step cache keeps them, as the real LPX compiler emits its
+    schedules before the workload starts), then a short run of another seed builds the GPU step models. Time
+    `repeat` runs, each with a seed of its own, so every timed run prices the step shapes its own draws produce;
+    the LPX compiles that still fall inside a run are printed with their CPU."""
     f = load_fleet(fleet_16_racks())
-    warm = session_workload(warmup_sessions or sessions, turns, rate)
     c0, t = _cpu(), time.perf_counter()
     with compile_meter() as m:
-        simulate(f, load_workload(warm), seed=seed + 1000)
-    print(f"preparation (seed {seed + 1000}, {warmup_sessions or sessions:,} sessions): {_cpu() - c0:.1f} s CPU, "
+        asked = prepare_lpx_shapes(f, MAX_CONTEXT + 400)
+    print(f"LPX shape table: {asked:,} shapes asked, {m['n']} compiles ({m['cpu_s']:.1f} s CPU in them); "
+          f"{_cpu() - c0:.1f} s CPU, {time.perf_counter() - t:.1f} s wall")
+    c0, t = _cpu(), time.perf_counter()
+    with compile_meter() as m:
+        simulate(f, load_workload(session_workload(warmup_sessions, turns, rate)), seed=seed + 1000)
+    print(f"warm-up run (seed {seed + 1000}, {warmup_sessions:,} sessions): {_cpu() - c0:.1f} s CPU, "
           f"{time.perf_counter() - t:.1f} s wall; {m['n']} LPX compiles ({m['cpu_s']:.1f} s CPU)")
     wl = load_workload(session_workload(sessions, turns, rate))
     cpu, wall, priced, compiles = [], [], [], []
@@ -196,8 +231,7 @@ def main() -> None:
     q.add_argument("--rate", type=float, default=20.0, help="session arrivals per second")
     q.add_argument("--repeat", type=int, default=3)
     q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--warmup-sessions", type=int, default=None,
-                   help="sessions of the untimed preparation run (default: as many as the timed runs)")
+    q.add_argument("--warmup-sessions", type=int, default=400, help="sessions of the untimed warm-up run")
     m = sub.add_parser("mooncake")
     m.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
