@@ -15,7 +15,8 @@ racks (8 LPX racks + 8 Vera Rubin NVL72 racks of 9 TP8 replicas) and reports the
 simulation itself. The deployment is prepared first, untimed: the LPX programs of every step shape a
 serving run can ask are compiled (once per machine: the step cache keeps them) and a short run of another
 seed builds the GPU step models. Each timed run has a seed of its own, so it prices the step shapes its own
-draws produce; the script prints the LPX compiles that still fell inside it. The figure in docs/benchmarks.md is the median of --repeat runs.
+draws produce; the script prints the LPX compiles that still fell inside it. The figure in
+docs/benchmarks.md is the median of --repeat runs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import yaml
 from lpxsim.backends.memo import stats as memo_stats
 from lpxsim.serving import simulate
 from lpxsim.serving.config import load_fleet
+from lpxsim.serving.prepare import prepare_shapes
 from lpxsim.serving.workload import load_workload
 
 MAX_CONTEXT = 100_000  # the session workload's context cap
@@ -116,44 +118,16 @@ def compile_meter():
         stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
 
 
-def prepare_lpx_shapes(fleet, max_context: int, max_sequences: int = 8) -> int:
-    """Ask every LPX pool's step model the shapes a serving run can: prefill chunks of 1-`max_sequences`
-    sequences at every power-of-two sub-chunk size (1-256 rows) and decode batches up to the same count, at
-    contexts from 0 to `max_context`, so the compiles those shapes need happen here (once per machine: the
-    step cache keeps them). Returns the shapes asked; a shape the replica cannot hold is skipped."""
-    from lpxsim.core.errors import DoesNotFit
-    from lpxsim.serving.backends import make_step_model
-    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
-
-    # one context inside every bracket of the step model's context grid, and its ends
-    contexts = sorted({0, 512, 1024, 2048, 4096, *range(8192, max_context, 8192), max_context})
-    asked = 0
-    for pool in fleet.pools:
-        if pool.backend != "lpx":
-            continue
-        step = make_step_model(pool)
-        for n in range(1, max_sequences + 1):
-            for ctx in contexts:
-                for rows in (1 << i for i in range(9)):
-                    asked += 1
-                    with contextlib.suppress(DoesNotFit):
-                        step.prefill(PrefillChunk(tokens=rows, context=ctx, sequences=n))
-                asked += 1
-                with contextlib.suppress(DoesNotFit):
-                    step.decode_step(DecodeBatch.uniform(n, ctx))
-    return asked
-
-
 def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, warmup_sessions: int) -> None:
     """Prepare the deployment first, untimed: compile the LPX programs of every step shape a serving run can ask
-    (`prepare_lpx_shapes`; once per machine, the step cache keeps them, as the real LPX compiler emits its
-    schedules before the workload starts), then a short run of another seed builds the GPU step models. Time
+    (`lpxsim.serving.prepare.prepare_shapes`; once per machine, the step cache keeps them, as the real LPX
+    compiler emits its schedules before the workload starts), then a short run of another seed builds the GPU step models. Time
     `repeat` runs, each with a seed of its own, so every timed run prices the step shapes its own draws produce;
     the LPX compiles that still fall inside a run are printed with their CPU."""
     f = load_fleet(fleet_16_racks())
     c0, t = _cpu(), time.perf_counter()
     with compile_meter() as m:
-        asked = prepare_lpx_shapes(f, MAX_CONTEXT + 400)
+        asked = prepare_shapes(f, MAX_CONTEXT + 400)
     print(f"LPX shape table: {asked:,} shapes asked, {m['n']} compiles ({m['cpu_s']:.1f} s CPU in them); "
           f"{_cpu() - c0:.1f} s CPU, {time.perf_counter() - t:.1f} s wall")
     c0, t = _cpu(), time.perf_counter()
