@@ -473,3 +473,20 @@ def test_the_flat_stretch_search_compiles_no_bucket_inside_the_stretch(fresh_cac
     grid = sm._grid_for("prefill", 1, 256, 20_000)
     assert grid == (0, 1024, 32768, 65536, 100_000)
     assert set(asked) == {1024, 65536, 32768} and set(asked) <= set(grid)
+
+
+def test_a_prefill_answer_does_not_depend_on_the_shapes_asked_before() -> None:
+    """A chunk too large for 256-row sub-chunks is prefilled in smaller ones; that must not change how later
+    (or earlier) chunks that do fit at 256 rows are priced (it did: the halving was kept on the model)."""
+    m = ModelSpec.from_path(DATA / "llama_tiny.json")
+    small = PrefillChunk(tokens=300, context=0, sequences=1)
+    crowded = PrefillChunk(tokens=300, context=1900, sequences=4)  # 256 rows x 4 sequences does not fit at ~2K
+    first = LpxStepModel(m, chips=8, weights="bf16", context=20_000, chip_sram_bytes=2_000_000)
+    before = first.prefill(small)
+    with pytest.raises(DoesNotFit):
+        first._rows_cost(4, 2000, 256)
+    assert first.prefill(crowded).latency_s > 0  # priced in 128-row sub-chunks
+    assert first.prefill(small) == before
+    fresh = LpxStepModel(m, chips=8, weights="bf16", context=20_000, chip_sram_bytes=2_000_000)
+    assert fresh.prefill(crowded) == first.prefill(crowded)
+    assert fresh.prefill(small) == before

@@ -6,7 +6,9 @@ the cyclic GC left on): first at commit 3402248, regenerated at ec7df77 (the eng
 and the GPU refit change the step models; that tree's simulator, without the speed-ups, gave this file and
 the tree with them gives the same numbers). The three session cases whose contexts reach their cap were
 regenerated with the `hold` deadlock fix (a truncated session's stale chain stops being held when its turn
-arrives, `KvStore.retire_stale`): a change meant to change results. The same runs must give the same numbers now: integers and
+arrives, `KvStore.retire_stale`): a change meant to change results. `lpx-offload-sessions` and `routed-mix` were
+regenerated when an LPX prefill's sub-chunk size stopped depending on the shapes asked before (a chunk too large
+for 256 rows used to halve it for every later chunk, so a run's costs depended on the cache's history). The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

@@ -142,7 +142,6 @@ class LpxStepModel:
             self.system, self.n_chips, self.units = resolve_system(system, racks, chips, variant)
         self.arch = arch_for(self.system).with_sram(chip_sram_bytes)
         self.layout = Layout(**choice["layout"])
-        self._prefill_rows = PREFILL_ROWS
         if context_grid is not None and any(int(c) < 0 for c in context_grid):
             raise UserError("context_grid", f"expected contexts >= 0, got {context_grid}")
         self._grid = self._context_grid(context_grid)
@@ -544,20 +543,24 @@ class LpxStepModel:
 
     def prefill(self, chunk: PrefillChunk) -> StepCost:
         """A chunk streams through the pipeline in sub-chunks of at most PREFILL_ROWS tokens per sequence
-        (activations of a whole 8K-token chunk would not fit a chip's SRAM)."""
+        (activations of a whole 8K-token chunk would not fit a chip's SRAM), halved until one fits. The size
+        is found for each shape afresh (the refusals are cached), so an answer never depends on which shapes
+        were asked before: a step model that once met a chunk too large for 256 rows used to prefill every
+        later chunk in smaller sub-chunks, and a run's costs then depended on the cache's history."""
         if chunk.tokens <= 0:
             raise UserError("tokens", "a prefill chunk needs at least one token")
+        rows = PREFILL_ROWS
         while True:  # the largest sub-chunk whose activations fit beside the weights
-            sub = min(chunk.tokens, self._prefill_rows)
+            sub = min(chunk.tokens, rows)
             n = math.ceil(chunk.tokens / sub)
             mid = chunk.context + (chunk.tokens - sub) // 2  # sub-chunks see a growing context: use the middle
             try:
                 c = self._rows_cost(chunk.sequences, mid, sub)
                 break
             except DoesNotFit:
-                if self._prefill_rows == 1:
+                if sub == 1:
                     raise
-                self._prefill_rows //= 2
+                rows = sub // 2
         scale = chunk.tokens / (n * sub)
         return StepCost((c.latency_s + (n - 1) * c.interval_s) * scale, n * c.interval_s * scale)
 
