@@ -72,6 +72,15 @@ def _by_backend(times: dict[str, float]) -> dict[str, float]:
     return out
 
 
+# GEMM dtypes a table timed with an untuned kernel, and the engine whose table of the same GPU prices them.
+# aiconfigurator's TensorRT-LLM GEMM collector times `Linear.forward` outside TensorRT-LLM's `autotune()`
+# context (collector/trtllm/collect_gemm.py; its MoE collector does tune): the NVFP4 GEMM, an autotuned op
+# (`trtllm::nvfp4_gemm` picks its tactic through `AutoTuner.choose_one`), runs its fallback tactic there,
+# while trtllm-serve tunes every op at warm-up. On B200 the table then has an NVFP4 GEMM slower than the
+# FP8 block-scaled one of the same shape at every decode M (512 x 7168: 18.6 vs 10.1 us at M = 1), though
+# it streams half the bytes; SGLang's table of the same GPU times it at 8.4 us (docs/sources.md
+# "AIC-GEMM-UNTUNED"; assumption "gpu-fp4-gemm-untuned").
+UNTUNED_GEMM = {("trtllm", "nvfp4"): "sglang"}
 # Same-generation GPUs whose tables may fill each other's missing kernel backends (same SM architecture
 # and software stack; `MeasuredOps.moe`). Blackwell B200 <-> Blackwell Ultra B300, and their NVL72 racks.
 KERNEL_SIBLING = {"b300_sxm": "b200_sxm", "b200_sxm": "b300_sxm", "gb300": "gb200", "gb200": "gb300"}
@@ -405,6 +414,11 @@ class MeasuredOps:
         dt = _first(GEMM_DTYPE.get(weights, ()), np.array([d[0] for d in dtypes]))
         if dt is None:
             return None
+        tuned = UNTUNED_GEMM.get((self.framework, dt))
+        if tuned is not None:
+            t = measured_ops(self.system, tuned).gemm(m, n, k, weights)
+            if t is not None:
+                return t
         pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dt),
                          dtype=float)
         d = np.abs(np.log(pairs[:, 0] / n)) + np.abs(np.log(pairs[:, 1] / k))
