@@ -78,8 +78,8 @@ def _by_backend(times: dict[str, float]) -> dict[str, float]:
 # (`trtllm::nvfp4_gemm` picks its tactic through `AutoTuner.choose_one`), runs its fallback tactic there,
 # while trtllm-serve tunes every op at warm-up. On B200 the table then has an NVFP4 GEMM slower than the
 # FP8 block-scaled one of the same shape at every decode M (512 x 7168: 18.6 vs 10.1 us at M = 1), though
-# it streams half the bytes; SGLang's table of the same GPU times it at 8.4 us (docs/sources.md
-# "AIC-GEMM-UNTUNED"; assumption "gpu-fp4-gemm-untuned").
+# it streams half the bytes; SGLang's table of the same GPU times it at 8.4 us. Such a GEMM takes the faster
+# of the two tables (docs/sources.md "AIC-GEMM-UNTUNED"; assumption "gpu-fp4-gemm-untuned").
 UNTUNED_GEMM = {("trtllm", "nvfp4"): "sglang"}
 # Same-generation GPUs whose tables may fill each other's missing kernel backends (same SM architecture
 # and software stack; `MeasuredOps.moe`). Blackwell B200 <-> Blackwell Ultra B300, and their NVL72 racks.
@@ -414,11 +414,6 @@ class MeasuredOps:
         dt = _first(GEMM_DTYPE.get(weights, ()), np.array([d[0] for d in dtypes]))
         if dt is None:
             return None
-        tuned = UNTUNED_GEMM.get((self.framework, dt))
-        if tuned is not None:
-            t = measured_ops(self.system, tuned).gemm(m, n, k, weights)
-            if t is not None:
-                return t
         pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dt),
                          dtype=float)
         d = np.abs(np.log(pairs[:, 0] / n)) + np.abs(np.log(pairs[:, 1] / k))
@@ -429,7 +424,12 @@ class MeasuredOps:
         t = _interp(c[0], c[1], m)
         if dt == "nvfp4":
             t = min(t, self._fp4_compute_ceiling(m, n0, k0, float(c[1][0])))
-        return t * (n * k) / (float(n0) * float(k0)) * MS
+        t = t * (n * k) / (float(n0) * float(k0)) * MS
+        tuned = UNTUNED_GEMM.get((self.framework, dt))
+        other = measured_ops(self.system, tuned).gemm(m, n, k, weights) if tuned is not None else None
+        # the autotuner's candidates include the fallback tactic the table timed: the tuned kernel is no slower
+        # than it, nor than the same GPU's other engine's kernel for the shape (most of the same FP4 libraries)
+        return t if other is None else min(t, other)
 
     def _fp4_compute_ceiling(self, m: int, n: int, k: int, weight_stream_ms: float) -> float:
         """The longest an NVFP4 GEMM (m x k) @ (k x n) may take where it is compute-bound (ms): the FP8 GEMM
