@@ -538,6 +538,10 @@ def test_the_launch_moe_backend_reaches_the_decode_step():
                           moe_backend=backend)
         return sm.decode_step(DecodeBatch.uniform(8, 1024)).latency_s, sm.moe_backend
 
+    from lpxsim.core.errors import UserError
+
+    with pytest.raises(UserError, match="moe_backend"):
+        step_s("marlin")
     launched, name = step_s(None)
     deepgemm, _ = step_s("deepgemm")
     assert name == "trtllm"

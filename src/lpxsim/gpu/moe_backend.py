@@ -18,7 +18,7 @@ def launch_moe_backend(framework: str, weights: str, dp_attention: bool) -> str 
     FP8 checkpoint (dsr1_fp8_b200_trt.sh) and for NVFP4 without attention data-parallelism
     (dsr1_fp4_b200_trt.sh). With attention-DP that script names CUTLASS; priced by aiconfigurator-core's
     CUTLASS NVFP4 table (42 % of HBM bandwidth at 256 tokens, EP4, where trtllm-gen reaches 85 %) its five
-    calibration rows come out 22-34 % too slow, and by trtllm-gen 4-18 % too fast, so neither is asserted:
+    calibration rows come out 22-34 % too slow, and by trtllm-gen 2-18 % too fast, so neither is asserted:
     None (assumption "gpu-moe-backend"). SGLang on Blackwell: `--moe-runner-backend flashinfer_trtllm`, the
     same trtllm-gen kernels ("IX-SGL", "IX-SGL-B300"). Where a GPU's tables lack the backend (Hopper has no
     trtllm-gen kernels: its tables time CUTLASS and Triton) the lookup takes the fastest one timed."""
