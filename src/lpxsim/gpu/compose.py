@@ -41,7 +41,7 @@ def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float
     if tag == "bmm":
         return ops.mla_bmm(key[1], key[2], key[3], key[4])
     if tag == "moe":
-        return ops.moe(*key[1:])
+        return ops.moe(*key[1:], backend=sm.moe_backend)
     ctx_div = key[-1]
     c = max(1, round(ctx / ctx_div))
     if kind == "prefill":

@@ -47,6 +47,40 @@ KV_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 # Routed tokens are not uniform over experts; aiconfigurator's default workload (assumption
 # "gpu-moe-distribution") is a power law with exponent 1.01, the mildest skew it measured.
 MOE_DISTRIBUTION = ("power_law_1.01", "balanced")
+# The MoE backend each table's `kernel_source` times (the engine setting that launches it): TensorRT-LLM's
+# `moe_config.backend` TRTLLM (TRTLLMGenFusedMoE, "min-latency" trtllm-gen kernels; fp8 block scales and
+# nvfp4 on SM100), CUTLASS and DEEPGEMM; SGLang's `--moe-runner-backend flashinfer_trtllm` (FlashInfer's
+# trtllm_fp8_block_scale_moe / trtllm_fp4_block_scale_moe, built from TensorRT-LLM's trtllm-gen MoE sources)
+# and its Triton fused MoE (docs/sources.md "TRT-MOE-GEN", "FI-TRTLLM-MOE").
+MOE_BACKEND_OF = {
+    "moe_torch_flow_min_latency": "trtllm",
+    "sglang_flashinfer_trtllm_moe": "trtllm",
+    "moe_torch_flow_cutlass": "cutlass",
+    "deepgemm": "deepgemm",
+    "sglang_fused_moe_triton": "triton",
+}
+# Backends whose kernels are one library under several engines: a table of one engine prices it for another.
+SHARED_MOE_BACKENDS = frozenset({"trtllm"})
+
+
+def _by_backend(times: dict[str, float]) -> dict[str, float]:
+    """{kernel source: seconds} -> {backend: seconds} (the fastest where two sources are one backend)."""
+    out: dict[str, float] = {}
+    for src, t in times.items():
+        b = MOE_BACKEND_OF.get(src, src)
+        out[b] = min(t, out.get(b, math.inf))
+    return out
+
+
+# GEMM dtypes a table timed with an untuned kernel, and the engine whose table of the same GPU prices them.
+# aiconfigurator's TensorRT-LLM GEMM collector times `Linear.forward` outside TensorRT-LLM's `autotune()`
+# context (collector/trtllm/collect_gemm.py; its MoE collector does tune): the NVFP4 GEMM, an autotuned op
+# (`trtllm::nvfp4_gemm` picks its tactic through `AutoTuner.choose_one`), runs its fallback tactic there,
+# while trtllm-serve tunes every op at warm-up. On B200 the table then has an NVFP4 GEMM slower than the
+# FP8 block-scaled one of the same shape at every decode M (512 x 7168: 18.6 vs 10.1 us at M = 1), though
+# it streams half the bytes; SGLang's table of the same GPU times it at 8.4 us. Such a GEMM takes the faster
+# of the two tables (docs/sources.md "AIC-GEMM-UNTUNED"; assumption "gpu-fp4-gemm-untuned").
+UNTUNED_GEMM = {("trtllm", "nvfp4"): "sglang"}
 # Same-generation GPUs whose tables may fill each other's missing kernel backends (same SM architecture
 # and software stack; `MeasuredOps.moe`). Blackwell B200 <-> Blackwell Ultra B300, and their NVL72 racks.
 KERNEL_SIBLING = {"b300_sxm": "b200_sxm", "b200_sxm": "b300_sxm", "gb300": "gb200", "gb200": "gb300"}
@@ -390,7 +424,12 @@ class MeasuredOps:
         t = _interp(c[0], c[1], m)
         if dt == "nvfp4":
             t = min(t, self._fp4_compute_ceiling(m, n0, k0, float(c[1][0])))
-        return t * (n * k) / (float(n0) * float(k0)) * MS
+        t = t * (n * k) / (float(n0) * float(k0)) * MS
+        tuned = UNTUNED_GEMM.get((self.framework, dt))
+        other = measured_ops(self.system, tuned).gemm(m, n, k, weights) if tuned is not None else None
+        # the autotuner's candidates include the fallback tactic the table timed: the tuned kernel is no slower
+        # than it, nor than the same GPU's other engine's kernel for the shape (most of the same FP4 libraries)
+        return t if other is None else min(t, other)
 
     def _fp4_compute_ceiling(self, m: int, n: int, k: int, weight_stream_ms: float) -> float:
         """The longest an NVFP4 GEMM (m x k) @ (k x n) may take where it is compute-bound (ms): the FP8 GEMM
@@ -412,24 +451,44 @@ class MeasuredOps:
 
     @cache  # noqa: B019
     def moe(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int, moe_ep: int,
-            weights: str) -> float | None:
-        """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer.
+            weights: str, backend: str | None = None) -> float | None:
+        """Grouped routed-expert FFN for `tokens` tokens entering the MoE layer, run by the engine's MoE
+        `backend` ("trtllm", "cutlass", "deepgemm", "triton"; see MOE_BACKEND_OF).
 
-        The engine runs one MoE backend; where the table measured several for this shape (TensorRT-LLM's
-        CUTLASS and TRTLLM-gen "min latency" kernels), the fastest at the token count (engines and
-        InferenceX's launch settings pick the backend per workload), not a median across them. A backend the
-        same-generation sibling measured for this shape but this GPU's table lacks (aiconfigurator-core 0.12
-        timed only CUTLASS for NVFP4 on B300 under TensorRT-LLM, both on B200) is taken from the sibling,
-        scaled by the HBM bandwidth ratio (decode MoE streams expert weights): the engine still runs it here.
-        """
-        own = self._moe_by_source(tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights)
+        `backend` is what the engine was launched with (gpu/moe_backend.py); where no table times that
+        backend for this shape, or none is named, the fastest backend timed for it (an engine tuned for the
+        workload picks its fastest kernel). `moe_backends` lists what the tables hold."""
+        times = self.moe_backends(tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights)
+        if not times:
+            return None
+        return times[backend] if backend in times else min(times.values())
+
+    @cache  # noqa: B019
+    def moe_backends(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int,
+                     moe_ep: int, weights: str) -> dict[str, float]:
+        """{MoE backend: seconds} for one shape on this GPU under this engine (empty: not measured).
+
+        This engine's table first. A backend it lacks for a shape it did measure comes from (1) another
+        engine's table of the same GPU when both engines launch the same kernel library (SHARED_MOE_BACKENDS:
+        TensorRT-LLM's TRTLLM backend and SGLang's flashinfer_trtllm runner both run the trtllm-gen MoE
+        kernels; aiconfigurator-core 0.12 timed them for FP8 block-scaled experts under SGLang only), then
+        (2) the same engine's table of the same-generation sibling, scaled by the HBM bandwidth ratio (decode
+        MoE streams expert weights): aiconfigurator-core 0.12 timed only CUTLASS for NVFP4 on B300 under
+        TensorRT-LLM, both on B200."""
+        shape = (tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights)
+        own = _by_backend(self._moe_by_source(*shape))
+        if not own:
+            return {}
+        for fw in FRAMEWORKS:
+            if fw != self.framework:
+                theirs = _by_backend(measured_ops(self.system, fw)._moe_by_source(*shape))
+                own |= {b: t for b, t in theirs.items() if b in SHARED_MOE_BACKENDS and b not in own}
         sib = KERNEL_SIBLING.get(self.system)
         if sib is not None:
-            theirs = measured_ops(sib, self.framework)._moe_by_source(tokens, hidden, inter, topk, experts, moe_tp,
-                                                                     moe_ep, weights)
             scale = _hbm_Bps(sib) / _hbm_Bps(self.system)
-            own = own | {src: t * scale for src, t in theirs.items() if src not in own and own}
-        return min(own.values()) if own else None
+            theirs = _by_backend(measured_ops(sib, self.framework)._moe_by_source(*shape))
+            own |= {b: t * scale for b, t in theirs.items() if b not in own}
+        return own
 
     @cache  # noqa: B019
     def _moe_by_source(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int,

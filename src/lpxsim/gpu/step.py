@@ -21,7 +21,8 @@ from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
 from lpxsim.gpu.engine import engine_params, framework_name
 from lpxsim.gpu.features import StepFeatures, build, with_contexts
 from lpxsim.gpu.layout import Layout
-from lpxsim.gpu.measured import AIC_SYSTEM, aic_version, measured_ops
+from lpxsim.gpu.measured import AIC_SYSTEM, MOE_BACKEND_OF, aic_version, measured_ops
+from lpxsim.gpu.moe_backend import launch_moe_backend
 from lpxsim.gpu.params import GpuParams, fitted_params
 from lpxsim.graph import Phase, lower
 from lpxsim.specs.accounting import kv_bytes_per_sequence
@@ -30,6 +31,7 @@ from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
 from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
+MOE_BACKENDS = frozenset(MOE_BACKEND_OF.values())
 DEFAULT_MAX_BATCH = 1024  # running sequences per replica (SGLang/vLLM cap their CUDA-graph batch near this)
 DEFAULT_PREFILL_CHUNK = 8192
 # Achieved/peak matmul ratio when the catalog has no MAMF figure for a chip: mean of the
@@ -211,6 +213,7 @@ class GpuStepModel:
         part: str = "all",
         project_from: str | None = None,
         measured: bool = True,
+        moe_backend: str | None = None,
     ) -> None:
         from lpxsim.catalog import get_model, get_system
 
@@ -237,6 +240,10 @@ class GpuStepModel:
         self.params = params or fitted_params()
         self.framework = framework_name(framework)
         self.engine = engine_params(self.framework)
+        # the MoE kernels the engine runs (measured.MOE_BACKEND_OF); by default what InferenceX launches
+        if moe_backend is not None and moe_backend not in MOE_BACKENDS:
+            raise UserError("moe_backend", f"expected one of {', '.join(sorted(MOE_BACKENDS))}, got {moe_backend!r}")
+        self.moe_backend = moe_backend or launch_moe_backend(self.framework, self.weights, self.layout.dp_attention)
         if part not in ("all", "attention"):
             raise UserError("part", f"expected 'all' or 'attention', got {part!r}")
         self.part = part
@@ -444,7 +451,7 @@ class GpuStepModel:
         if self._cache_base is None:  # plain values (the specs and parameters as their digests): repr is exact
             parts = (_spec_digest(self.model), _spec_digest(self.system), self.layout, self.weights,
                      self.dense_weights, self.kv, self.kv_layout, self.framework, _params_digest(self.params),
-                     self.expert_skew, self.source[2], self.prefill_chunk, self._max_batch)
+                     self.expert_skew, self.source[2], self.prefill_chunk, self._max_batch, self.moe_backend)
             self._cache_base = hashlib.sha256(repr(parts).encode()).hexdigest()
 
         def compute() -> dict:
