@@ -22,8 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lpxsim.gpu.calibration import (
-    LENGTH_RATIO,
     FIT_SHARED,
+    LENGTH_RATIO,
     data_path,
     fit_engines,
     load_points,
