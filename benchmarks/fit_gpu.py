@@ -6,8 +6,8 @@
 Op times come from measured kernels (aiconfigurator-core); what is fitted is
 only what the tables do not hold: per framework, the engine's per-step host time
 and first-token host time, and (shared by all GPUs and frameworks) the
-per-kernel overhead of the few ops no table covers (gpu/calibration.py
-`fit_engines`). Writes the per-point table when asked (--points).
+per-kernel overhead of the few ops no table covers and the host's per-kernel
+dispatch time of an eager prefill pass (gpu/calibration.py `fit_engines`). Writes the per-point table when asked (--points).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lpxsim.gpu.calibration import (
+    FIT_SHARED,
     LENGTH_RATIO,
     data_path,
     fit_engines,
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {
             "params": _rounded(params),
             "engines": {fw: {k: float(f"{v:.4g}") for k, v in e.items()} for fw, e in engines.items()},
-            "fitted": ["kernel_overhead_s"] + [f"engines.<framework>.{k}" for k in ENGINE_FITTED],
+            "fitted": list(FIT_SHARED) + [f"engines.<framework>.{k}" for k in ENGINE_FITTED],
             "bounds": {k: list(v) for k, v in BOUNDS.items()},
             "data": {
                 "file": f"lpxsim/data/measured/{data_path().name}",

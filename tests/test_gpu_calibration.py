@@ -67,11 +67,13 @@ def test_fit_file_is_physical_and_names_its_data():
     from lpxsim.gpu.engine import FITTED, FRAMEWORKS, engine_params
 
     doc = json.loads(fit_path().read_text())
-    assert set(doc["fitted"]) == {"kernel_overhead_s"} | {f"engines.<framework>.{k}" for k in FITTED}
+    assert set(doc["fitted"]) == {"kernel_overhead_s", "eager_dispatch_s"} | {f"engines.<framework>.{k}"
+                                                                               for k in FITTED}
     assert "InferenceX" in doc["data"]["source"] and len(doc["data"]["sha256"]) == 64
     p = fitted_params()
-    lo, hi = BOUNDS["kernel_overhead_s"]
-    assert lo <= p.kernel_overhead_s <= hi
+    for name in ("kernel_overhead_s", "eager_dispatch_s"):
+        lo, hi = BOUNDS[name]
+        assert lo <= getattr(p, name) <= hi
     for fw in FRAMEWORKS:  # vllm has no calibration rows: it keeps its priors
         e = engine_params(fw)
         assert 0.0 <= e.step_overhead_s <= 20e-3 and 0.0 <= e.first_token_overhead_s <= 1.0

@@ -32,9 +32,27 @@ def _gpu_table(title: str, res: dict) -> list[str]:
     return lines
 
 
+def _ttft_tables(res: dict) -> list[str]:
+    lines = ["### First-token time by configuration and concurrency (measured GPU kernels)", "",
+             "| GPU framework precision | concurrency | rows | TTFT MdAPE | MAPE | signed |", "|---|---|---|---|---|---|"]
+    for c in res["measured_gpu"]["ttft_by_config"]:
+        lines.append(f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |")
+    lines += ["", "### Measured TTFT across software dates (concurrency <= 8; not fitted)", "",
+              "| configuration | ISL / OSL | conc | runs | min ms (date) | median ms | max ms (date) | max / min |",
+              "|---|---|---|---|---|---|---|---|"]
+    for d in res["ttft_date_spread"]:
+        cfg = (f"{d['hardware']} {d['framework']} {d['precision']} TP{d['tp']} EP{d['ep']}"
+               f"{' DP-attn' if d['dp_attention'] else ''}")
+        lines.append(f"| {cfg} | {d['isl']:,} / {d['osl']:,} | {d['conc']} | {d['runs']} | {d['min_s'] * 1e3:.0f} "
+                     f"({d['min_date']}) | {d['median_s'] * 1e3:.0f} | {d['max_s'] * 1e3:.0f} ({d['max_date']}) | "
+                     f"+{d['spread_pct']:.0f} % |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
+    lines += _ttft_tables(res)
     lines += _gpu_table("Projected GPU: the same rows priced from a sibling's tables (H200 <- H100, B200 <- B300)",
                         res["projected_gpu"])
     lines += ["### Projection rule, step level (DeepSeek-R1 fp8 TP8 SGLang)", "",

@@ -166,10 +166,20 @@ def _groups(r: dict) -> list[str]:
             else "conc>=128" if c >= 128 else "conc 65-127"]
 
 
+TTFT_BUCKETS = ("1", "2-8", "16-64", ">=128")  # one user; low concurrency; loaded; saturated
+
+
+def ttft_bucket(conc: int) -> str:
+    """The concurrency bucket of the first-token tables (TTFT_BUCKETS; 65-127 counts as loaded)."""
+    return "1" if conc <= 1 else "2-8" if conc <= 8 else "16-64" if conc < 128 else ">=128"
+
+
 def gpu_replay(rows: list[dict], project: bool = False) -> dict:
-    """Per-group error statistics of TPOT, tok/s per user, TTFT and output tok/s per GPU over the rows."""
+    """Per-group error statistics of TPOT, tok/s per user, TTFT and output tok/s per GPU over the rows, and
+    TTFT's per configuration (GPU, framework, precision) and concurrency bucket (`ttft_bucket`)."""
     cache: dict = {}
     errs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    ttft: dict[tuple[str, str], list[float]] = defaultdict(list)
     skipped = 0
     for r in rows:
         if project and SYSTEMS[r["hardware"]] not in PROJECT_FROM:
@@ -188,8 +198,36 @@ def gpu_replay(rows: list[dict], project: bool = False) -> dict:
             for k, v in found.items():
                 if v is not None:
                     errs[g][k].append(v)
+        if found["ttft"] is not None:
+            ttft[(f"{r['hardware']} {r['framework']} {r['precision']}", ttft_bucket(int(r["conc"])))].append(found["ttft"])
     table = {g: {k: error_stats(v).as_row() for k, v in d.items()} for g, d in sorted(errs.items())}
-    return {"groups": table, "skipped_kv_does_not_fit": skipped}
+    by_conc = [{"config": c, "conc": b, **error_stats(v).as_row()}
+               for (c, b), v in sorted(ttft.items(), key=lambda kv: (kv[0][0], TTFT_BUCKETS.index(kv[0][1])))]
+    return {"groups": table, "ttft_by_config": by_conc, "skipped_kv_does_not_fit": skipped}
+
+
+def ttft_date_spread(rows: list[dict], max_conc: int = 8) -> list[dict]:
+    """Measured TTFT of one configuration across its dated runs at concurrency <= `max_conc`: the software
+    date's drift, which the model does not fit (min, median, max and max / min - 1, with the dates of the
+    extremes). Only configurations with at least two runs."""
+    import statistics
+
+    runs: dict[tuple, list[tuple[float, str]]] = defaultdict(list)
+    for r in rows:
+        if int(r["conc"]) <= max_conc and r.get("ttft_median_s"):
+            key = (r["hardware"], r["framework"], r["precision"], int(r["tp"]), int(r["ep"]),
+                   r["dp_attention"].lower() in ("true", "1"), int(r["isl"]), int(r["osl"]), int(r["conc"]))
+            runs[key].append((float(r["ttft_median_s"]), r.get("date", "")))
+    out = []
+    for key, v in sorted(runs.items()):
+        if len(v) < 2:
+            continue
+        v.sort()
+        out.append({"hardware": key[0], "framework": key[1], "precision": key[2], "tp": key[3], "ep": key[4],
+                    "dp_attention": key[5], "isl": key[6], "osl": key[7], "conc": key[8], "runs": len(v),
+                    "min_s": v[0][0], "min_date": v[0][1], "median_s": statistics.median(t for t, _ in v),
+                    "max_s": v[-1][0], "max_date": v[-1][1], "spread_pct": 100.0 * (v[-1][0] / v[0][0] - 1.0)})
+    return out
 
 
 def projection_pairs() -> list[dict]:
@@ -278,5 +316,6 @@ def run(limit: int | None = None) -> dict:
     projected = gpu_replay(rows, project=True)
     sram = sram_points(published_points())
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
+            "ttft_date_spread": ttft_date_spread(rows),
             "sram_points": sram, "mlperf_offline": mlperf_offline(mlperf_points()),
             "bands": bands(gpu, projected, sram)}

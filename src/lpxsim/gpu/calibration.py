@@ -172,45 +172,81 @@ def fit(pms: list[PointModel], base: GpuParams | None = None) -> GpuParams:
 
 
 def fit_engines(pms: list[PointModel]) -> tuple[dict[str, dict[str, float]], GpuParams]:
-    """Least squares, on log errors of TPOT, total tok/s per GPU and low-concurrency TTFT over all points,
-    of each framework's two engine overheads (engine.FITTED) and of one shared, framework- and
-    GPU-independent parameter: the per-kernel overhead of the few ops no measured table covers
-    (norms, RoPE, activations, router). Returns ({framework: values}, params)."""
-    from scipy.optimize import least_squares
+    """Fit of each framework's two engine overheads (engine.FITTED) and of two shared, framework- and
+    GPU-independent parameters, in two least-squares stages on log errors:
 
-    from lpxsim.gpu.engine import FITTED, engine_params
+    1. the first-token stage: the host's per-kernel dispatch time of an eager prefill pass
+       (`eager_dispatch_s`, `GpuStepModel.prefill_dispatch_s`) and each framework's first-token host time,
+       on TTFT at concurrency <= TTFT_FIT_MAX_CONC;
+    2. the engine stage (as before the first stage existed): the per-kernel overhead of the few ops no
+       measured table covers (norms, RoPE, activations, router) and each framework's per-step and
+       first-token host times, on TPOT, total tok/s per GPU and low-concurrency TTFT over all points,
+       with the dispatch time of stage 1 held.
+
+    The dispatch time is a first-token parameter: decode runs under CUDA graphs and does not see it,
+    so stage 2 keeps the decode fit it had without it. Returns ({framework: values}, params)."""
+    from lpxsim.gpu.engine import engine_params
 
     fws = sorted({pm.step.framework for pm in pms})
-    priors = {fw: engine_params(fw) for fw in fws}
-    base = pms[0].step.params
+    engs = {fw: engine_params(fw) for fw in fws}
+    params = pms[0].step.params
+    params, engs = _fit_stage(pms, params, engs, ("eager_dispatch_s",), ("first_token_overhead_s",), ttft_only=True)
+    params, engs = _fit_stage(pms, params, engs, ("kernel_overhead_s",), ("step_overhead_s", "first_token_overhead_s"),
+                              ttft_only=False)
+    for pm in pms:
+        pm.predict(params, engs[pm.step.framework])
+    return {fw: {k: getattr(e, k) for k in ("step_overhead_s", "first_token_overhead_s")} for fw, e in engs.items()}, params
+
+
+ENGINE_BOUNDS = {"step_overhead_s": (0.0, 20e-3), "first_token_overhead_s": (0.0, 1.0)}
+SCALE = {"kernel_overhead_s": 1e-6, "eager_dispatch_s": 10e-6, "step_overhead_s": 1e-3, "first_token_overhead_s": 0.05}
+
+
+def _fit_stage(pms: list[PointModel], base: GpuParams, engs: dict, shared: tuple[str, ...], per_engine: tuple[str, ...],
+               ttft_only: bool) -> tuple[GpuParams, dict]:
+    """One least-squares stage over `shared` GpuParams and each framework's `per_engine` values, started from
+    the given values (the shipped fit, or the priors where none ships: the loss is flat along the trade between
+    per-kernel and per-step overheads, docs/assumptions.md, and a cold start stops elsewhere on it).
+    Residuals: log errors of low-concurrency TTFT (`ttft_only`), or of TPOT, total tok/s per GPU and
+    low-concurrency TTFT."""
+    from scipy.optimize import least_squares
+
+    fws = sorted(engs)
+    ns, ne = len(shared), len(per_engine)
 
     def unpack(x: np.ndarray) -> tuple[GpuParams, dict]:
-        params = replace(base, kernel_overhead_s=float(x[0]))
-        engs = {fw: priors[fw].with_values(**dict(zip(FITTED, (float(v) for v in x[1 + 2 * i: 3 + 2 * i]), strict=True)))
-                for i, fw in enumerate(fws)}
-        return params, engs
+        params = replace(base, **{k: float(v) for k, v in zip(shared, x[:ns], strict=True)})
+        out = {fw: engs[fw].with_values(**{k: float(v) for k, v in zip(per_engine, x[ns + ne * i: ns + ne * (i + 1)],
+                                                                            strict=True)})
+               for i, fw in enumerate(fws)}
+        return params, out
+
+    used = [pm for pm in pms if not ttft_only or pm.row["conc"] <= TTFT_FIT_MAX_CONC]
 
     def res(x: np.ndarray) -> np.ndarray:
-        params, engs = unpack(x)
+        params, e = unpack(x)
         r = []
-        for pm in pms:
-            p = pm.predict(params, engs[pm.step.framework])
+        for pm in used:
+            p = pm.predict(params, e[pm.step.framework])
+            ok = pm.row["conc"] <= TTFT_FIT_MAX_CONC
+            r.append(math.log(p["ttft_s"] / pm.row["ttft_s"]) if ok else 0.0)
+            if ttft_only:
+                continue
             r.append(math.log(p["tpot_s"] / pm.row["tpot_s"]))
             meas = pm.row.get("total_tok_s_per_gpu")
             r.append(math.log(p["total_tok_s_per_gpu"] / meas) if meas == meas and meas else 0.0)
-            ok = pm.row["conc"] <= TTFT_FIT_MAX_CONC
-            r.append(math.log(p["ttft_s"] / pm.row["ttft_s"]) if ok else 0.0)
         return np.asarray(r)
 
-    x0 = np.array([2e-6] + [1e-3, 0.05] * len(fws))
-    lo = np.array([BOUNDS["kernel_overhead_s"][0]] + [0.0, 0.0] * len(fws))
-    hi = np.array([BOUNDS["kernel_overhead_s"][1]] + [20e-3, 1.0] * len(fws))
-    sol = least_squares(res, x0, bounds=(lo, hi), x_scale=np.array([1e-6] + [1e-3, 0.05] * len(fws)),
-                        method="trf", max_nfev=40, diff_step=0.05)
-    params, engs = unpack(sol.x)
-    for pm in pms:
-        pm.predict(params, engs[pm.step.framework])
-    return {fw: {k: getattr(e, k) for k in FITTED} for fw, e in engs.items()}, params
+    bounds = [BOUNDS[k] for k in shared] + [ENGINE_BOUNDS[k] for _ in fws for k in per_engine]
+    lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+    x0 = np.clip(np.array([getattr(base, k) for k in shared] + [getattr(engs[fw], k) for fw in fws
+                                                                 for k in per_engine]), lo, hi)
+    scale = np.array([SCALE[k] for k in shared] + [SCALE[k] for _ in fws for k in per_engine])
+    sol = least_squares(res, x0, bounds=(lo, hi), x_scale=scale, method="trf", max_nfev=40, diff_step=0.05)
+    return unpack(sol.x)
+
+
+FIT_SHARED = ("kernel_overhead_s", "eager_dispatch_s")  # GpuParams fit_engines fits for every GPU and framework
 
 
 def summary(df: pd.DataFrame) -> dict[str, float]:

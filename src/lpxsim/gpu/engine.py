@@ -63,6 +63,11 @@ class EngineParams:
     # SGLang's --chunked-prefill-size as InferenceX launches it on HGX B200/B300 (16,384 for the FP4
     # checkpoint; FP8 32,768 at TP8 and 8,192 at TP4: IX-SGL, IX-SGL-B300). A launch setting, not fitted.
     prefill_pass: tuple[tuple[str, int, int], ...] = ()
+    # Whether a prefill pass runs eagerly, op by op from Python (SGLang and TensorRT-LLM capture CUDA graphs
+    # for decode batches only: SGL-GRAPH, TRT-GRAPH), so that its host dispatch bounds it from below
+    # (`GpuStepModel.prefill_dispatch_s`). vLLM V1 compiles the model and replays piecewise CUDA graphs
+    # for prefill token counts up to its capture sizes (VLLM-GRAPH): False.
+    eager_prefill: bool = True
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -82,7 +87,7 @@ PRIORS = {
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),
-    "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches()),
+    "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches(), eager_prefill=False),
 }
 FRAMEWORKS = tuple(PRIORS)
 ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl": "sglang"}

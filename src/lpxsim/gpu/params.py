@@ -36,6 +36,9 @@ class GpuParams:
     first_token_overhead_s: float = 0.05  # host time to a request's first token that is not GPU work
     launch_overhead_s: float = 5e-6  # host-side launch per kernel without CUDA graphs (not fitted)
     attention_eff: float = 0.6  # flash-attention fraction of the large-shape matmul rate (not fitted)
+    # host time per kernel of an eager forward (Python, the framework's op wrappers, PyTorch dispatch and the
+    # launch): a prefill pass runs without CUDA graphs, so it lasts at least its kernels x this
+    eager_dispatch_s: float = 20e-6
 
     def with_values(self, **kw: float) -> GpuParams:
         return replace(self, **kw)
@@ -62,6 +65,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_m_half": (8.0, 1024.0),
     "bw_half_bytes": (0.0, 64e6),
     "first_token_overhead_s": (0.0, 0.3),
+    "eager_dispatch_s": (0.0, 60e-6),
 }
 
 

@@ -262,6 +262,7 @@ class GpuStepModel:
         self._priced: dict[tuple, tuple[StepBreakdown, dict[str, float]]] = {}
         self._cache_base: str | None = None
         self._book_key: str | None = None
+        self._prefill_kernels: float | None = None  # kernels of one prefill pass (prefill_dispatch_s)
         self.cost_sources: dict[str, str] = {}  # op family -> where its times came from (filled as priced)
 
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
@@ -349,15 +350,34 @@ class GpuStepModel:
 
         With attention data-parallelism the engine prefills one sequence per attention rank in
         one forward pass, so a lone sequence is priced inside a pass of tp sequences and holds
-        the replica for its 1/tp share of that pass. The latency includes the engine's
-        first-token host time; the interval (GPU occupancy) does not.
+        the replica for its 1/tp share of that pass. The latency is at least the pass's host
+        dispatch (`prefill_dispatch_s`) and includes the engine's first-token host time; the
+        interval (GPU occupancy) includes neither.
         """
         t, occupancy = self._prefill(chunk)
         first = self.engine.first_token_overhead_s if self.source is not None else self.params.first_token_overhead_s
         s = self._part_s(t)
-        # the first token also waits for host work (tokenizing, scheduling, streaming it back) that
-        # does not hold the GPUs: latency, not occupancy
-        return StepCost(s + first, s * occupancy)
+        # the pass lasts at least its host dispatch (a short prompt's eager pass is host-bound), and the
+        # first token also waits for host work (tokenizing, scheduling, streaming it back): latency. The
+        # occupancy other users see stays the GPU's (assumption "eager-prefill-occupancy": where their
+        # prefills matter, prompts share passes and so share the pass's dispatch)
+        return StepCost(max(s, self.prefill_dispatch_s()) + first, s * occupancy)
+
+    def prefill_dispatch_s(self) -> float:
+        """Host seconds to issue one prefill pass: its kernels x the per-kernel eager dispatch time
+        (`GpuParams.eager_dispatch_s`, fitted). Engines capture CUDA graphs for decode only, so a prefill
+        pass is issued op by op from Python; the host runs ahead of the GPU, and the pass ends no sooner
+        than the host has issued its last kernel (a short prompt's pass is host-bound: `prefill` takes the
+        longer of the two). 0 for an engine that graphs its prefill (`EngineParams.eager_prefill`).
+        Kernels do not depend on the pass's tokens: counted once per model."""
+        if not self.engine.eager_prefill:
+            return 0.0
+        k = getattr(self, "_prefill_kernels", None)  # a step unpickled from an older cache lacks it
+        if k is None:
+            f = self._get("prefill", 1, (0,))
+            k = float(f.kernels[f.is_attn_half].sum() if self.part == "attention" else f.kernels.sum())
+            self._prefill_kernels = k
+        return k * self.params.eager_dispatch_s
 
     def _prefill(self, chunk: PrefillChunk) -> tuple[StepBreakdown, float]:
         """(breakdown of the replica's pass, share of all replicas' time it occupies)."""
