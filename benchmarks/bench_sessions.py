@@ -127,7 +127,9 @@ def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, wa
     f = load_fleet(fleet_16_racks())
     c0, t = _cpu(), time.perf_counter()
     with compile_meter() as m:
-        asked = prepare_shapes(f, MAX_CONTEXT + 400)
+        # LPX decode batches stay at most 8 in this workload (`hold` keeps the KV full of sessions): 0 compiles
+        # fell inside three seeds' runs with this table; the default (batches up to what the KV holds) costs more.
+        asked = prepare_shapes(f, MAX_CONTEXT + 400, max_decode_batch=8)
     print(f"LPX shape table: {asked:,} shapes asked, {m['n']} compiles ({m['cpu_s']:.1f} s CPU in them); "
           f"{_cpu() - c0:.1f} s CPU, {time.perf_counter() - t:.1f} s wall")
     c0, t = _cpu(), time.perf_counter()

@@ -49,6 +49,16 @@ def _fleet(fleet: str, model: str):
     raise UserError("fleet", f"no such file {fleet!r} and not a built-in mode ({', '.join(MODES)})")
 
 
+def _prepare(fleet_src) -> int:
+    """Compile the LPX pools' step shapes before the run (`lpxsim.serving.prepare`), with a progress bar."""
+    from lpxsim.core.progress import bar
+    from lpxsim.serving.config import load_fleet
+    from lpxsim.serving.prepare import prepare_shapes
+
+    with bar("preparing LPX step shapes") as tick:
+        return prepare_shapes(load_fleet(fleet_src), on_shape=lambda done, total: tick.update(note=f"{done:,}/{total:,}"))
+
+
 def write_outputs(result, out_dir: Path) -> list[str]:
     """requests.parquet (and the same as requests.csv), pools.parquet and summary.json, each written to a temp
     name then renamed (`lpxsim.core.outputs`: never over a device, a FIFO or a folder)."""
@@ -129,6 +139,8 @@ def register(app: typer.Typer) -> None:
         out_dir: Path | None = path_option(None, "--out", help="write requests.parquet (+ .csv), pools.parquet, summary.json"),
         timeline: Path | None = path_option(None, "--timeline", help="write the serving timeline as a Chrome "
                                              "trace (open in ui.perfetto.dev)"),
+        prepare: bool = typer.Option(False, "--prepare", help="compile every step shape of the LPX pools first (once "
+                                     "per machine: the step cache keeps them), so the run itself compiles nothing"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
         """Simulate serving a workload on a fleet: TTFT/TPOT/ITL/E2E percentiles, goodput, tok/s per MW."""
@@ -149,6 +161,7 @@ def register(app: typer.Typer) -> None:
             from lpxsim.serving.timeline import TimelineRecorder
 
             recorder = TimelineRecorder()
+        prepared = _prepare(fleet_src) if prepare else None
         with bar("simulating") as tick:  # silent under --json or when stderr is not a terminal
             result = simulate(fleet_src, wcfg, seed=seed, duration_s=duration,
                               on_progress=lambda t: tick.update(note=f"{t:,.0f} s simulated"), timeline=recorder)
@@ -158,7 +171,8 @@ def register(app: typer.Typer) -> None:
 
             written.append(write_timeline(timeline, recorder, result.requests))
         if as_json:
-            emit_json({"summary": result.summary, "pools": result.pools.to_dict(orient="records"), "written": written})
+            emit_json({"summary": result.summary, "pools": result.pools.to_dict(orient="records"), "written": written}
+                      | ({"prepared_shapes": prepared} if prepared is not None else {}))
         else:
             _print(result.summary, result.pools)
             for w in written:
