@@ -26,15 +26,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @contextlib.contextmanager
 def counting_compiles():
-    """Count `LpxStepModel._build` calls (one per compiled step) while the block runs: yields the counter."""
+    """Count `LpxStepModel._build` calls (one per compiled step) and their CPU seconds (user + sys) while the
+    block runs: yields {"n": compiles, "cpu_s": seconds}."""
     from lpxsim.lpu import stepmodel
 
-    count = {"n": 0}
+    count = {"n": 0, "cpu_s": 0.0}
     build = stepmodel.LpxStepModel._build
 
     def counted(self, lay, phase, *args, **kwargs):
-        count["n"] += 1
-        return build(self, lay, phase, *args, **kwargs)
+        c0 = time.process_time()
+        try:
+            return build(self, lay, phase, *args, **kwargs)
+        finally:
+            count["n"] += 1
+            count["cpu_s"] += time.process_time() - c0
 
     stepmodel.LpxStepModel._build = counted  # type: ignore[method-assign]
     try:

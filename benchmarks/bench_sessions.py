@@ -22,7 +22,6 @@ docs/benchmarks.md is the median of --repeat runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import resource
 import statistics
@@ -30,6 +29,7 @@ import time
 
 import yaml
 
+from bench_lpx_compiles import counting_compiles  # a sibling script (python puts this folder on sys.path)
 from lpxsim.backends.memo import stats as memo_stats
 from lpxsim.serving import simulate
 from lpxsim.serving.config import load_fleet
@@ -95,45 +95,22 @@ def session_workload(sessions: int, turns: int, rate: float) -> dict:
             "osl": {"kind": "uniform", "low": 200, "high": 400}}
 
 
-@contextlib.contextmanager
-def compile_meter():
-    """Count LPX compiles (`LpxStepModel._build`) and their CPU seconds while the block runs."""
-    from lpxsim.lpu import stepmodel
-
-    meter = {"n": 0, "cpu_s": 0.0}
-    build = stepmodel.LpxStepModel._build
-
-    def metered(self, *args, **kwargs):
-        c0 = _cpu()
-        try:
-            return build(self, *args, **kwargs)
-        finally:
-            meter["n"] += 1
-            meter["cpu_s"] += _cpu() - c0
-
-    stepmodel.LpxStepModel._build = metered  # type: ignore[method-assign]
-    try:
-        yield meter
-    finally:
-        stepmodel.LpxStepModel._build = build  # type: ignore[method-assign]
-
-
 def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, warmup_sessions: int) -> None:
     """Prepare the deployment first, untimed: compile the LPX programs of every step shape a serving run can ask
     (`lpxsim.serving.prepare.prepare_shapes`; once per machine, the step cache keeps them, as the real LPX
-    compiler emits its schedules before the workload starts), then a short run of another seed builds the GPU step models. Time
-    `repeat` runs, each with a seed of its own, so every timed run prices the step shapes its own draws produce;
-    the LPX compiles that still fall inside a run are printed with their CPU."""
+    compiler emits its schedules before the workload starts), then a short run of another seed builds the GPU
+    step models. Time `repeat` runs, each with a seed of its own, so every timed run prices the step shapes its
+    own draws produce; the LPX compiles that still fall inside a run are printed with their CPU."""
     f = load_fleet(fleet_16_racks())
     c0, t = _cpu(), time.perf_counter()
-    with compile_meter() as m:
+    with counting_compiles() as m:
         # LPX decode batches stay at most 8 in this workload (`hold` keeps the KV full of sessions): 0 compiles
         # fell inside three seeds' runs with this table; the default (batches up to what the KV holds) costs more.
         asked = prepare_shapes(f, MAX_CONTEXT + 400, max_decode_batch=8)
     print(f"LPX shape table: {asked:,} shapes asked, {m['n']} compiles ({m['cpu_s']:.1f} s CPU in them); "
           f"{_cpu() - c0:.1f} s CPU, {time.perf_counter() - t:.1f} s wall")
     c0, t = _cpu(), time.perf_counter()
-    with compile_meter() as m:
+    with counting_compiles() as m:
         simulate(f, load_workload(session_workload(warmup_sessions, turns, rate)), seed=seed + 1000)
     print(f"warm-up run (seed {seed + 1000}, {warmup_sessions:,} sessions): {_cpu() - c0:.1f} s CPU, "
           f"{time.perf_counter() - t:.1f} s wall; {m['n']} LPX compiles ({m['cpu_s']:.1f} s CPU)")
@@ -141,7 +118,7 @@ def fleet_run(sessions: int, turns: int, rate: float, repeat: int, seed: int, wa
     cpu, wall, priced, compiles = [], [], [], []
     for i in range(repeat):
         c0, t0, p0 = _cpu(), time.perf_counter(), memo_stats.priced
-        with compile_meter() as m:
+        with counting_compiles() as m:
             res = simulate(f, wl, seed=seed + i)
         cpu.append(_cpu() - c0)
         wall.append(time.perf_counter() - t0)

@@ -20,7 +20,7 @@ from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.lpu.stepmodel import PREFILL_ROWS
 from lpxsim.serving.backends import make_step_model
 from lpxsim.serving.config import FleetConfig
-from lpxsim.step.protocol import DecodeBatch, PrefillChunk
+from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepModel
 
 MAX_DECODE_BATCH = 1024  # the largest decode batch prepared (a replica that holds more compiles beyond it lazily)
 
@@ -32,14 +32,13 @@ def shape_contexts(max_context: int) -> list[int]:
                   | {max_context})
 
 
-def decode_batches(step, context: int, max_sequences: int, max_batch: int = MAX_DECODE_BATCH) -> list[int]:
+def decode_batches(step: StepModel, context: int, max_sequences: int, max_batch: int = MAX_DECODE_BATCH) -> list[int]:
     """Decode batches a run can price at `context`: 1..`max_sequences`, then every power of two up to as many
     streams as the replica's KV holds there (at most `max_batch`), and that many: the batch buckets the LPX
     step model compiles (a batch between two is interpolated from them)."""
-    fit = int(step.kv_capacity_bytes() // max(step.kv_bytes(max(context, 1)), 1.0))
-    fit = min(fit, max_batch)
-    powers = {1 << i for i in range(fit.bit_length()) if (1 << i) <= fit}
-    return sorted(set(range(1, max_sequences + 1)) | powers | ({fit} if fit >= 1 else set()))
+    fit = min(int(step.kv_capacity_bytes() // max(step.kv_bytes(max(context, 1)), 1.0)), max_batch)
+    powers = {1 << i for i in range(fit.bit_length())}  # every power of two <= fit (none when fit is 0)
+    return sorted(set(range(1, max_sequences + 1)) | powers | ({fit} - {0}))
 
 
 def prepare_shapes(fleet: FleetConfig, max_context: int | None = None, max_sequences: int = 8,
