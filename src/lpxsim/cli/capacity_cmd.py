@@ -117,7 +117,7 @@ def print_report(r: CapacityReport) -> None:
         needs = b.weights_bytes + b.reserve_bytes + r.kv_bytes_per_stream
         out.print(
             f"[bold red]Does not fit:[/] needs {fmt_bytes(needs)} (weights, reserve and one stream of "
-            f"{fmt_bytes(r.kv_bytes_per_stream)}), has {fmt_bytes(b.total_bytes)}; "
+            f"{fmt_bytes(r.kv_bytes_per_stream)}), has {fmt_bytes(b.total_bytes)}, {fmt_bytes(needs - b.total_bytes)} short; "
             f"{r.units_needed} {r.unit_name}(s) would hold it"
         )
     if r.chips_for_weights is not None:
