@@ -251,7 +251,10 @@ def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
     from lpxsim.serving.config import load_fleet
     from serving_fixtures import fleet, pool
 
-    conc, isl, osl = 16, 8192, 256
+    # 8,000 prompt tokens: with the 15 other users' decodes a prompt fits the simulator's 8,192-token step
+    # budget in one chunk, as in the estimate (at 8,192 the event loop splits it 8,177 + 15 and the 15-token
+    # pass costs a whole kernel floor; the estimate's chunk excludes decodes, SGLang's chunked-prefill size too)
+    conc, isl, osl = 16, 8000, 256
     f = fleet(pool(backend="gpu", tp=8))
     res = simulate(f, {"kind": "synthetic", "num_requests": conc * 10,
                        "arrival": {"process": "closed", "concurrency": conc}, "isl": isl, "osl": osl}, seed=0)
@@ -259,12 +262,13 @@ def test_estimate_ttft_queueing_matches_a_closed_loop_simulation():
     est = steady_state(step, isl=isl, osl=osl, concurrency=conc)
     alone = steady_state(step, isl=isl, osl=osl, concurrency=1)
     assert est.ttft_wait_s > 0 and est.ttft_s > alone.ttft_s
-    # mean-field MVA against the event loop: since the roofline-priced ops (Gemma's sliding-window layers)
-    # carry their context cost, the simulator's median is ~57 ms above the estimate (0.252 vs 0.196 s, +29 %);
-    # the same 58 ms gap is +35 % since SGLang's refitted first-token host time fell from 119 to 88 ms
-    # (issue 28: the scheduler-poll wait now carries what that constant absorbed)
-    assert res.requests["ttft_s"].median() == pytest.approx(est.ttft_s, rel=0.4)
-    assert res.requests["ttft_s"].median() - est.ttft_s == pytest.approx(0.057, abs=0.02)
+    # the mean-field MVA against the event loop once its start-up has passed: all C users start together and,
+    # with equal lengths, keep finishing (and so arriving) in waves for a while, which the estimate's random
+    # arrivals do not have; the run's second half is the steady state the estimate describes
+    ttft = res.requests["ttft_s"].to_numpy()
+    steady = float(np.median(ttft[len(ttft) // 2:]))
+    assert steady == pytest.approx(est.ttft_s, rel=0.1)
+    assert float(np.median(ttft)) > steady  # the start-up waves queue more than the steady state
 
 
 def test_pools_take_their_own_gpu_layout_and_framework():

@@ -1,21 +1,22 @@
-"""Projection to unmeasured GPUs by achieved, not spec, ratios (issue 28, item 2)."""
+"""Projection to unmeasured GPUs by achieved, not spec, rates, with the kernel floor carried over (issue 28)."""
 
 from __future__ import annotations
 
 import pytest
 
 from lpxsim.catalog import get_system
-from lpxsim.gpu.projection import achieved_hbm_Bps, achieved_matmul_flops, op_ratio
+from lpxsim.gpu.projection import achieved_hbm_Bps, achieved_matmul_flops, achieved_roofline_s, projected_op_s
 
 
 def test_bandwidth_bound_ops_scale_by_achieved_hbm():
     mi, h = get_system("mi300x"), get_system("h200-hgx")
     assert achieved_hbm_Bps(mi) == pytest.approx(5.3e12 * 0.81)
     assert achieved_hbm_Bps(h) == pytest.approx(4.8e12 * 0.90)
-    # a weight read (bytes >> FLOPs / peak) on the H200 sibling
-    r = op_ratio(mi, h, flops=1e6, nbytes=1e9, compute="fp8")
-    assert r == pytest.approx(4.8 * 0.90 / (5.3 * 0.81))
-    assert r > 4.8 / 5.3  # the spec ratio over-credits MI300X
+    # a weight read (bytes >> FLOPs / peak) measured at the sibling's achieved bandwidth scales whole
+    sib_s = achieved_roofline_s(h, 1e6, 1e9, "fp8")
+    t = projected_op_s(mi, h, sib_s, flops=1e6, nbytes=1e9, compute="fp8")
+    assert t / sib_s == pytest.approx(4.8 * 0.90 / (5.3 * 0.81))
+    assert t / sib_s > 4.8 / 5.3  # the spec ratio over-credits MI300X
 
 
 def test_compute_bound_ops_scale_by_measured_matmul_throughput():
@@ -23,6 +24,23 @@ def test_compute_bound_ops_scale_by_measured_matmul_throughput():
     # MI300X has a measured BF16 MAMF only: its FP8 figure is the peak at the same fraction (51.4 %)
     assert achieved_matmul_flops(mi, "fp8") == pytest.approx(2.61e15 * 6.684e14 / 1.3e15)
     assert achieved_matmul_flops(h, "fp8") == pytest.approx(1.4534e15)  # measured FP8 MAMF
-    r = op_ratio(mi, h, flops=1e15, nbytes=1e6, compute="fp8")
-    assert r == pytest.approx(1.4534e15 / (2.61e15 * 6.684e14 / 1.3e15))
-    assert r > 1.0 > h.chip.flops("fp8") / mi.chip.flops("fp8")  # spec says MI300X is faster; measured, slower
+    sib_s = 2.0 * achieved_roofline_s(h, 1e15, 1e6, "fp8")  # a big GEMM at half its achievable rate
+    t = projected_op_s(mi, h, sib_s, flops=1e15, nbytes=1e6, compute="fp8")
+    ratio = 1.4534e15 / (2.61e15 * 6.684e14 / 1.3e15)
+    assert ratio > 1.0 > h.chip.flops("fp8") / mi.chip.flops("fp8")  # spec says MI300X is faster; measured, slower
+    assert t == pytest.approx(sib_s / 2 * ratio + sib_s / 2)  # the explained half scales, the rest carries over
+
+
+def test_a_kernel_floor_does_not_shrink_with_bandwidth():
+    """A decode-sized op (20 us measured, 1 us of bytes) gains almost nothing from 2.5x the HBM bandwidth:
+    the floor carries over, only the microsecond the bandwidth explains shrinks."""
+    gb300, vr = get_system("gb300-nvl72"), get_system("vr-nvl72")
+    bw_ratio = achieved_hbm_Bps(gb300) / achieved_hbm_Bps(vr)
+    assert bw_ratio < 0.5
+    nbytes = 1e-6 * achieved_hbm_Bps(gb300)
+    t = projected_op_s(vr, gb300, 20e-6, flops=1.0, nbytes=nbytes, compute="fp8")
+    assert t == pytest.approx(19e-6 + 1e-6 * bw_ratio)
+    # the same op measured at its roofline (no floor) scales whole, as before
+    assert projected_op_s(vr, gb300, 1e-6, flops=1.0, nbytes=nbytes, compute="fp8") == pytest.approx(1e-6 * bw_ratio)
+    # measured faster than the sibling's achieved roofline (cache-resident): scales whole, never negative
+    assert 0 < projected_op_s(vr, gb300, 0.5e-6, flops=1.0, nbytes=nbytes, compute="fp8") < 0.5e-6

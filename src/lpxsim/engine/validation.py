@@ -286,6 +286,11 @@ def _band_error(role: str, value: float, r: dict) -> float | None:
     return round(_pct(r["batch1_tok_s_user"], value), 2)
 
 
+def _no_narrower(stats: dict, floor: dict) -> dict:
+    """`stats` with its shown band widened to at least `floor`'s (the statistics themselves unchanged)."""
+    return {**stats, "band_pct": max(stats["band_pct"], floor["band_pct"])}
+
+
 def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
     """The per-path, per-metric error statistics the answers' bands are read from (`engine.bands.band_for`)."""
     out = {
@@ -293,11 +298,13 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
                                  "fp4), replayed in-sample (the engine overheads are fitted on them)",
                          "metrics": {k: gpu["groups"]["all"][k] for k in ("tok_s_user", "ttft", "tok_s_per_chip")}},
         "projected-gpu": {"data": "the same rows with H200 priced from H100's tables and B200 from B300's "
-                                  "(achieved-ratio projection, gpu/projection.py); NVIDIA siblings only: "
-                                  "no AMD measurement is in the calibration set, so a cross-vendor projection's "
-                                  "error is not validated here",
-                          "metrics": {k: projected["groups"]["all"][k] for k in ("tok_s_user", "ttft",
-                                                                                  "tok_s_per_chip")}},
+                                  "(achieved-rate projection with the kernel floor carried over, "
+                                  "gpu/projection.py); NVIDIA siblings only: no AMD measurement is in the "
+                                  "calibration set, so a cross-vendor projection's error is not validated here; "
+                                  "the band shown is never narrower than the measured path's (a projection is "
+                                  "priced from measured kernels, so it is no more certain than they are)",
+                          "metrics": {k: _no_narrower(projected["groups"]["all"][k], gpu["groups"]["all"][k])
+                                      for k in ("tok_s_user", "ttft", "tok_s_per_chip")}},
     }
     for path in ("compiled-lpx", "wafer-scale"):
         pts = [p for p in sram if p["path"] == path and p["band_err_pct"] is not None]

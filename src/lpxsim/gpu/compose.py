@@ -17,7 +17,7 @@ import numpy as np
 
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
-from lpxsim.gpu.projection import collective_ratio, op_ratio
+from lpxsim.gpu.projection import collective_ratio, projected_op_s
 from lpxsim.specs.precision import get_precision
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ def price_measured(
         if sib is not None and v > 0.0:  # rows of one key have the same FLOPs and bytes
             fmt = key[-1] if key[0] in ("gemm", "bmm", "moe") else sm.kv
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
-            v = v * op_ratio(sm.system, sib, float(f.flops[i]), float(nbytes),
-                             get_precision(fmt.removesuffix("_block")).compute)
+            v = projected_op_s(sm.system, sib, v, float(f.flops[i]), float(nbytes),
+                               get_precision(fmt.removesuffix("_block")).compute)
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label

@@ -3,15 +3,16 @@
 A GPU that aiconfigurator-core has not measured (Vera Rubin, AMD Instinct, future
 parts) borrows the op times of its nearest measured sibling: the measured GPU of
 the same rack kind (NVL72 rack or 8-GPU node) closest in HBM bandwidth, FP8 and
-FP4 peak (log distance). Each op time is then scaled by one ratio of what each
-GPU achieves, not of its spec sheet (issue 28): ops that are bandwidth-bound on
-the sibling (bytes / bandwidth above FLOPs / peak) by the ratio of achieved HBM
-bandwidth (spec x `hbm_achieved_fraction`, a measured STREAM-type fraction per
-GPU), compute-bound ops by the ratio of achieved matmul FLOP/s at the op's
-precision (the catalog's measured MAMF, `matmul_achieved_<fmt>_flops`, or the
-peak scaled by the GPU's measured MAMF fraction in another format), collectives
-by the scale-up bus bandwidth ratio (large messages) or the all-reduce latency
-ratio (small ones). An AMD GPU projected from an NVIDIA sibling thus carries
+FP4 peak (log distance). Each op time is then projected with what each GPU
+achieves, not its spec sheet (issue 28): the part of the sibling's time that its
+achieved roofline explains (bytes over achieved HBM bandwidth, spec x
+`hbm_achieved_fraction`, a measured STREAM-type fraction per GPU; or FLOPs over
+achieved matmul FLOP/s at the op's precision, the catalog's measured MAMF
+`matmul_achieved_<fmt>_flops` or the peak at the GPU's measured MAMF fraction in
+another format) scales to the target's rate, and the kernel floor above it
+(launch, ramp, tail: most of a decode-sized op) carries over (`projected_op_s`).
+Collectives scale by the scale-up bus bandwidth ratio (large messages) or the
+all-reduce latency ratio (small ones). An AMD GPU projected from an NVIDIA sibling thus carries
 AMD's own measured efficiencies (docs/validation.md, "AMD from AMD's own
 mechanisms"). The rule is validated by projecting measured GPUs from each other
 (benchmarks/validate_gpu.py --projection; `lpxsim validate`).
@@ -99,13 +100,27 @@ def achieved_matmul_flops(s: SystemSpec, compute: str) -> float:
     return chip.flops(compute)
 
 
-def op_ratio(target: SystemSpec, sib: SystemSpec, flops: float, nbytes: float, compute: str) -> float:
-    """Target/sibling time ratio of one op: by achieved matmul FLOP/s if it is compute-bound on the sibling,
-    else by achieved HBM bandwidth."""
-    sc = sib.chip
-    if flops / sc.flops(compute) > nbytes / float(sc.memory_bw_Bps):
-        return achieved_matmul_flops(sib, compute) / achieved_matmul_flops(target, compute)
-    return achieved_hbm_Bps(sib) / achieved_hbm_Bps(target)
+def achieved_roofline_s(s: SystemSpec, flops: float, nbytes: float, compute: str) -> float:
+    """An op's time at the GPU's achieved matmul rate and HBM bandwidth (the larger of the two)."""
+    return max(flops / achieved_matmul_flops(s, compute), nbytes / achieved_hbm_Bps(s))
+
+
+def projected_op_s(target: SystemSpec, sib: SystemSpec, sib_s: float, flops: float, nbytes: float,
+                   compute: str) -> float:
+    """Time on `target` of an op measured at `sib_s` on the sibling.
+
+    A kernel's time is the work its achieved rate explains plus a floor the rate does not (launch, the
+    grid's ramp and tail, synchronisation: what a decode-sized op mostly is). The explained part scales
+    with the target's achieved rate (bandwidth or matmul, whichever bounds the op there); the floor carries
+    over unchanged (assumption "projection-kernel-floor"). An op faster than the sibling's achieved roofline
+    (cache-resident, or the measured fraction is conservative) scales whole by the roofline ratio."""
+    r_sib = achieved_roofline_s(sib, flops, nbytes, compute)
+    r_target = achieved_roofline_s(target, flops, nbytes, compute)
+    if r_sib <= 0.0:
+        return sib_s
+    if sib_s <= r_sib:
+        return sib_s * r_target / r_sib
+    return r_target + (sib_s - r_sib)
 
 
 def collective_ratio(target: SystemSpec, sib: SystemSpec, nbytes: float) -> float:
