@@ -12,9 +12,9 @@ achieved matmul FLOP/s at the op's precision, the catalog's measured MAMF
 another format) scales to the target's rate, and the kernel floor above it
 (launch, ramp, tail: most of a decode-sized op) carries over (`projected_op_s`).
 Collectives scale by the scale-up bus bandwidth ratio (large messages) or the
-all-reduce latency ratio (small ones). An AMD GPU projected from an NVIDIA sibling thus carries
-AMD's own measured efficiencies (docs/validation.md, "AMD from AMD's own
-mechanisms"). The rule is validated by projecting measured GPUs from each other
+all-reduce latency ratio (small ones). An AMD GPU projected from an NVIDIA
+sibling thus carries AMD's own measured efficiencies (docs/validation.md, "AMD
+from AMD's own mechanisms"). The rule is validated by projecting measured GPUs from each other
 (benchmarks/validate_gpu.py --projection; `lpxsim validate`).
 """
 
