@@ -5,7 +5,7 @@ Every figure lpxsim gives comes from one of four paths, and each has its own val
 - ``measured-gpu``: a GPU whose kernels aiconfigurator-core measured, at a precision its tables cover
   (the calibration replay of `lpxsim validate`: InferenceX DeepSeek-R1 rows on H200 and B200);
 - ``projected-gpu``: another GPU (another vendor, a newer part) or a precision the tables lack, priced from
-  a measured sibling by spec ratios (`gpu.projection`); validated by replaying the calibration rows with each
+  a measured sibling by achieved rates (`gpu.projection`); validated by replaying the calibration rows with each
   GPU projected from a sibling instead of its own tables;
 - ``compiled-lpx``: a compiled LPU program (LPX, first-generation Groq), against the published figures;
 - ``wafer-scale``: the Cerebras rule, against the published figures.

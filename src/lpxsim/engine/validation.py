@@ -5,7 +5,7 @@ Four cost paths (`lpxsim.engine.bands.PATHS`), each replayed through the code us
 - measured GPU: every row of ``data/measured/inferencex_dsr1_calibration.csv`` through `make_step_model` +
   `steady_state` (what `lpxsim estimate --system ... --tp --ep [--dp-attention] --weights --framework` runs)
   at the benchmark's mean drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
-- projected GPU: the same rows with each GPU priced from a measured sibling's tables by spec ratios instead of
+- projected GPU: the same rows with each GPU priced from a measured sibling's tables by achieved rates instead of
   its own (H200 from H100, B200 from B300), and the step-level projection pairs;
 - saturated offline throughput: MLPerf Inference v5.1 Offline results (``data/measured/mlperf_v51_offline.csv``,
   judges only) against `engine.offline.offline_throughput` at the best tensor-parallel layout that fits, next to

@@ -5,7 +5,8 @@ MLA/GQA attention, MLA's absorb BMMs, TP all-reduces) takes its measured time on
 the busiest GPU; every other op (norms, RoPE, activations, KV writes, router,
 sampling) keeps the roofline cost model of cost.py. The framework's per-step
 engine overhead is added once. On an unmeasured GPU the sibling's times are
-scaled op by op (projection.py). The step also records which source priced each
+scaled op by op (projection.py), except the GEMMs AMD's own tuning tables time on
+that GPU's silicon (amd_kernels.py). The step also records which source priced each
 op family (`GpuStepModel.cost_sources`).
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, has_tables
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
 from lpxsim.gpu.projection import collective_ratio, projected_op_s
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 # second CUDA stream beside the router and routed experts (docs/sources.md "SGL-DUAL", "TRT-AUX").
 DUAL_STREAM_MAX_TOKENS = 1024
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
+AITER_LABEL = ("measured: AMD aiter tuning tables on this GPU's silicon (FP8 block-scale GEMMs; "
+               "other GEMMs projected)")
 FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
 
@@ -77,7 +81,16 @@ def price_measured(
             if key is not None:
                 rows.setdefault(key, []).append(i)
         groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
+    own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where aiter's tables have them
+    aiter_priced = False
     for key, idx in groups:
+        if own and key[0] == "gemm" and key[4] == "fp8_block":
+            v_own = fp8_block_gemm_s(sm.system, key[1], key[2], key[3])
+            if v_own is not None:
+                t[idx] = v_own
+                measured[idx] = True
+                aiter_priced = True
+                continue
         v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
         if v is None:
             continue
@@ -90,6 +103,8 @@ def price_measured(
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
+    if aiter_priced:
+        sm.cost_sources["gemm"] = AITER_LABEL
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
     if f.moe_stream is not None and f.sequences * new_tokens <= DUAL_STREAM_MAX_TOKENS:

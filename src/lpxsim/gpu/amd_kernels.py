@@ -1,0 +1,113 @@
+"""AMD's own measured kernel times for the ops its tuning tables cover on Instinct GPUs (issue 28).
+
+aiter (ROCm/aiter), the kernel library SGLang's ROCm builds run DeepSeek on (`SGLANG_USE_AITER=1`,
+IX-AMD-SGL), ships the tables its tuner wrote on the hardware: for every (CU count, M, N, K) of the
+FP8 block-scale (1x128 activations, 128x128 weights) GEMMs it serves, the fastest kernel and its time
+in microseconds (AITER-TUNED in docs/sources.md). CU count identifies the silicon the tuner ran on:
+304 is gfx942 (MI300X and MI325X), 256 gfx950 (MI355X). Where a GEMM of the step has a row, its time
+is this measurement, not an NVIDIA sibling's time projected by rates (projection.py): those tables
+show what a rate ratio cannot, a floor of ~17-20 us for every K = 7168 GEMM at decode sizes (the
+kernels loop over K without splitting it), where H200's measured kernels take 10-12 us.
+
+Lookup (`fp8_block_gemm_s`): rows of the same (N, K), linear in M between measured M, the smallest
+measured M's time below it (decode-sized GEMMs sit on the floor; the rows are flat from M = 1 to 64),
+and beyond the largest the largest's time plus the added rows' roofline time at the GPU's achieved rates. An (N, K) with no row (a fused q_a + kv_a projection of a newer
+engine) takes the nearest measured N of the same K plus the roofline time of the difference at the
+GPU's achieved rates: the floor is shared, the extra columns stream at the achieved bandwidth.
+A shape whose K has no row at all is left to the projection.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from bisect import bisect_left
+from functools import cache
+from importlib import resources
+
+from lpxsim.specs.hardware import SystemSpec
+
+GEMM_FILE = "aiter_fp8_blockscale_gemm.csv"
+
+
+def _path(name: str):  # noqa: ANN202 - an importlib Traversable
+    return resources.files("lpxsim").joinpath("data", "measured", name)
+
+
+@cache
+def tables_digest() -> str:
+    """A short digest of the packaged aiter tables (part of the priced-step cache key)."""
+    return hashlib.sha256(_path(GEMM_FILE).read_bytes()).hexdigest()[:12]
+
+
+@cache
+def _gemm_curves() -> dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[float, ...]]]:
+    """(cu_num, n, k) -> (measured M ascending, seconds): the fastest time where two tables give a shape
+    (aiter's tuner keeps the faster kernel of a model table and its general table)."""
+    best: dict[tuple[int, int, int, int], float] = {}
+    with _path(GEMM_FILE).open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            key = (int(r["cu_num"]), int(r["n"]), int(r["k"]), int(r["m"]))
+            s = float(r["us"]) * 1e-6
+            best[key] = min(s, best.get(key, math.inf))
+    curves: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
+    for (cu, n, k, m), s in best.items():
+        curves.setdefault((cu, n, k), []).append((m, s))
+    return {key: (tuple(m for m, _ in sorted(v)), tuple(s for _, s in sorted(v))) for key, v in curves.items()}
+
+
+def compute_units(system: SystemSpec) -> int | None:
+    """The GPU's compute-unit count (catalog `chip.extra.compute_units`), None where not catalogued."""
+    v = system.chip.extra.get("compute_units")
+    return int(float(v)) if v is not None else None
+
+
+def has_tables(system: SystemSpec) -> bool:
+    """Whether aiter's tables hold rows measured on this GPU's silicon (its CU count)."""
+    cu = compute_units(system)
+    return cu is not None and any(key[0] == cu for key in _gemm_curves())
+
+
+def _at(system: SystemSpec, n: int, k: int, ms: tuple[int, ...], ss: tuple[float, ...], m: int) -> float:
+    if m <= ms[0]:
+        return ss[0]
+    if m >= ms[-1]:  # the rows beyond the largest measured M: its time plus the added work's roofline
+        return ss[-1] + max(0.0, _roofline_s(system, m, n, k) - _roofline_s(system, ms[-1], n, k))
+    i = bisect_left(ms, m)
+    if ms[i] == m:
+        return ss[i]
+    w = (m - ms[i - 1]) / (ms[i] - ms[i - 1])
+    return ss[i - 1] + w * (ss[i] - ss[i - 1])
+
+
+def _roofline_s(system: SystemSpec, m: int, n: int, k: int) -> float:
+    from lpxsim.gpu.projection import achieved_roofline_s
+
+    # FP8 weights and activations, BF16 output
+    return achieved_roofline_s(system, 2.0 * m * n * k, float(n * k + m * k + 2 * m * n), "fp8")
+
+
+def fp8_block_gemm_s(system: SystemSpec, m: int, n: int, k: int) -> float | None:
+    """Seconds of an FP8 block-scale GEMM (M x K activations, N x K weights) on `system` from aiter's
+    tables, or None when they hold no row of this K for its silicon."""
+    cu = compute_units(system)
+    if cu is None:
+        return None
+    curves = _gemm_curves()
+    exact = curves.get((cu, n, k))
+    if exact is not None and m <= exact[0][-1]:
+        return _at(system, n, k, *exact, m)
+    same_k = [nn for (c, nn, kk) in curves if c == cu and kk == k]
+    if not same_k:
+        return None
+    # prefer other shapes measured up to this M: a curve that stops at small M extrapolates by the roofline
+    covering = [nn for nn in same_k if nn != n and curves[(cu, nn, k)][0][-1] >= m]
+    if not covering:
+        if exact is not None:
+            return _at(system, n, k, *exact, m)
+        covering = same_k
+    near = min(covering, key=lambda nn: abs(math.log(nn / n)))
+    base = _at(system, near, k, *curves[(cu, near, k)], m)
+    floor = min(_at(system, nn, k, *curves[(cu, nn, k)], m) for nn in covering)
+    return max(floor, base + _roofline_s(system, m, n, k) - _roofline_s(system, m, near, k))

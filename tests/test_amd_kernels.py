@@ -1,0 +1,56 @@
+"""AMD's own measured GEMM times (aiter's tuning tables) in place of a projected NVIDIA sibling's."""
+
+import csv
+from importlib import resources
+
+import pytest
+
+from lpxsim.catalog import get_system
+from lpxsim.gpu.amd_kernels import GEMM_FILE, fp8_block_gemm_s, has_tables
+from lpxsim.gpu.measured import measured_ops
+from lpxsim.gpu.step import GpuStepModel
+from lpxsim.step.protocol import DecodeBatch
+
+
+def _rows() -> list[dict]:
+    with resources.files("lpxsim").joinpath("data", "measured", GEMM_FILE).open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_a_measured_shape_is_its_row():
+    rows = [r for r in _rows() if (r["cu_num"], r["m"], r["n"], r["k"]) == ("304", "64", "1536", "7168")]
+    assert len(rows) == 1
+    assert fp8_block_gemm_s(get_system("mi300x"), 64, 1536, 7168) == pytest.approx(float(rows[0]["us"]) * 1e-6)
+
+
+def test_small_m_sits_on_the_floor_and_large_m_grows():
+    mi = get_system("mi300x")
+    below = fp8_block_gemm_s(mi, 1, 1536, 7168)
+    assert below == fp8_block_gemm_s(mi, 16, 1536, 7168)  # the smallest measured M
+    ts = [fp8_block_gemm_s(mi, m, 1536, 7168) for m in (16, 300, 3000, 20480, 40000)]
+    assert ts[-1] > ts[-2] > ts[1] > 0.0
+    between = fp8_block_gemm_s(mi, 3000, 1536, 7168)
+    assert fp8_block_gemm_s(mi, 2048, 1536, 7168) < between < fp8_block_gemm_s(mi, 4096, 1536, 7168)
+
+
+def test_an_unmeasured_n_of_a_measured_k_takes_the_nearest_plus_its_extra_work():
+    mi = get_system("mi300x")
+    # q_a + kv_a fused (N 2,112) below the M its own rows start at: the 1,536 row plus 576 more columns
+    fused = fp8_block_gemm_s(mi, 16, 2112, 7168)
+    assert fp8_block_gemm_s(mi, 16, 1536, 7168) < fused < fp8_block_gemm_s(mi, 16, 1536, 7168) * 1.2
+
+
+def test_nvidia_gpus_and_unknown_k_have_no_rows():
+    assert not has_tables(get_system("h200-hgx"))
+    assert fp8_block_gemm_s(get_system("h200-hgx"), 64, 1536, 7168) is None
+    assert fp8_block_gemm_s(get_system("mi300x"), 64, 4096, 4096) is None
+    assert has_tables(get_system("mi325x")) and has_tables(get_system("mi355x"))
+
+
+def test_amd_k7168_floor_is_above_the_projected_sibling_and_prices_the_step():
+    mi = get_system("mi300x")
+    h200 = measured_ops("h200_sxm", "sglang").gemm(8, 1536, 7168, "fp8_block")
+    assert fp8_block_gemm_s(mi, 8, 1536, 7168) > 1.4 * h200  # the K-loop floor a rate ratio cannot give
+    m = GpuStepModel("deepseek-r1", "mi300x", tp=8, weights="fp8")
+    m.decode_step(DecodeBatch.uniform(1, 2000))
+    assert m.cost_sources["gemm"].startswith("measured: AMD aiter tuning tables")
