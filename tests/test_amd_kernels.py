@@ -6,7 +6,7 @@ from importlib import resources
 import pytest
 
 from lpxsim.catalog import get_system
-from lpxsim.gpu.amd_kernels import GEMM_FILE, fp8_block_gemm_s, has_tables
+from lpxsim.gpu.amd_kernels import GEMM_FILE, fp8_block_gemm_s, fp8_block_moe_s, has_tables
 from lpxsim.gpu.measured import measured_ops
 from lpxsim.gpu.step import GpuStepModel
 from lpxsim.step.protocol import DecodeBatch
@@ -54,3 +54,21 @@ def test_amd_k7168_floor_is_above_the_projected_sibling_and_prices_the_step():
     m = GpuStepModel("deepseek-r1", "mi300x", tp=8, weights="fp8")
     m.decode_step(DecodeBatch.uniform(1, 2000))
     assert m.cost_sources["gemm"].startswith("measured: AMD aiter tuning tables")
+
+
+def test_fused_moe_rows_include_the_shared_expert_and_replace_its_gemms():
+    mi355 = get_system("mi355x")
+    # DeepSeek's 256 routed experts, top-8, TP8 (local intermediate 256): the table's rows are 257 / top-9
+    t, shared = fp8_block_moe_s(mi355, 64, 7168, 256, 8, 256)
+    assert shared and 150e-6 < t < 300e-6
+    assert fp8_block_moe_s(mi355, 1, 7168, 256, 8, 256)[0] < t < fp8_block_moe_s(mi355, 1024, 7168, 256, 8, 256)[0]
+    assert fp8_block_moe_s(get_system("mi300x"), 64, 7168, 256, 8, 256) is None  # no cu-304 rows: projected
+    m = GpuStepModel("deepseek-r1", "mi355x", tp=8, weights="fp8")
+    f = m._get("decode", 1, (2000,) * 8)
+    from lpxsim.gpu.compose import price_measured
+
+    price_measured(m, f, "decode", 1, 2000.0, True)
+    assert m.cost_sources["moe"].startswith("measured: AMD aiter tuning tables")
+    mi300 = GpuStepModel("deepseek-r1", "mi300x", tp=8, weights="fp8")
+    mi300.decode_step(DecodeBatch.uniform(8, 2000))
+    assert "projected (grade E)" in mi300.cost_sources["moe"]

@@ -15,6 +15,12 @@ and beyond the largest the largest's time plus the added rows' roofline time at 
 engine) takes the nearest measured N of the same K plus the roofline time of the difference at the
 GPU's achieved rates: the floor is shared, the extra columns stream at the achieved bandwidth.
 A shape whose K has no row at all is left to the projection.
+
+Fused MoE (`fp8_block_moe_s`): aiter's tuned fused-MoE times per tokens entering the layer for
+DeepSeek's routed experts at a tensor-parallel split (local intermediate 256 = TP8, 512 = TP4). The
+tables hold 257 experts with top-9: the engine runs the shared expert as a 257th expert every token
+picks (shared-experts fusion), so that time covers the shared expert too and the caller drops its
+separate GEMMs. Only MI355X (256 CUs) has such rows in the tables read; MI300X/MI325X keep the projection.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from importlib import resources
 from lpxsim.specs.hardware import SystemSpec
 
 GEMM_FILE = "aiter_fp8_blockscale_gemm.csv"
+MOE_FILE = "aiter_fp8_blockscale_fmoe.csv"
 
 
 def _path(name: str):  # noqa: ANN202 - an importlib Traversable
@@ -38,7 +45,10 @@ def _path(name: str):  # noqa: ANN202 - an importlib Traversable
 @cache
 def tables_digest() -> str:
     """A short digest of the packaged aiter tables (part of the priced-step cache key)."""
-    return hashlib.sha256(_path(GEMM_FILE).read_bytes()).hexdigest()[:12]
+    h = hashlib.sha256()
+    for name in (GEMM_FILE, MOE_FILE):
+        h.update(_path(name).read_bytes())
+    return h.hexdigest()[:12]
 
 
 @cache
@@ -66,7 +76,8 @@ def compute_units(system: SystemSpec) -> int | None:
 def has_tables(system: SystemSpec) -> bool:
     """Whether aiter's tables hold rows measured on this GPU's silicon (its CU count)."""
     cu = compute_units(system)
-    return cu is not None and any(key[0] == cu for key in _gemm_curves())
+    return cu is not None and (any(key[0] == cu for key in _gemm_curves())
+                               or any(key[0] == cu for key in _moe_curves()))
 
 
 def _at(system: SystemSpec, n: int, k: int, ms: tuple[int, ...], ss: tuple[float, ...], m: int) -> float:
@@ -111,3 +122,44 @@ def fp8_block_gemm_s(system: SystemSpec, m: int, n: int, k: int) -> float | None
     base = _at(system, near, k, *curves[(cu, near, k)], m)
     floor = min(_at(system, nn, k, *curves[(cu, nn, k)], m) for nn in covering)
     return max(floor, base + _roofline_s(system, m, n, k) - _roofline_s(system, m, near, k))
+
+
+@cache
+def _moe_curves() -> dict[tuple[int, int, int, int, int], tuple[tuple[int, ...], tuple[float, ...]]]:
+    """(cu_num, hidden, local intermediate, experts, top-k) -> (tokens ascending, seconds), fastest per tokens."""
+    best: dict[tuple[int, int, int, int, int, int], float] = {}
+    with _path(MOE_FILE).open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            key = (int(r["cu_num"]), int(r["model_dim"]), int(r["inter_dim"]), int(r["expert"]), int(r["topk"]),
+                   int(r["token"]))
+            best[key] = min(float(r["us"]) * 1e-6, best.get(key, math.inf))
+    curves: dict[tuple[int, int, int, int, int], list[tuple[int, float]]] = {}
+    for (*shape, tokens), sec in best.items():
+        curves.setdefault(tuple(shape), []).append((tokens, sec))
+    return {key: (tuple(t for t, _ in sorted(v)), tuple(x for _, x in sorted(v))) for key, v in curves.items()}
+
+
+def fp8_block_moe_s(system: SystemSpec, tokens: int, hidden: int, inter: int, topk: int,
+                    experts: int) -> tuple[float, bool] | None:
+    """(seconds, whether that time includes one shared expert) of a tensor-parallel FP8 block-scale fused
+    MoE layer on `system` from aiter's tables (`inter`: the GPU's share of each expert's intermediate), or
+    None without rows for this shape. Rows of `experts` + 1 with top-(k + 1) are the shared expert fused in."""
+    cu = compute_units(system)
+    if cu is None:
+        return None
+    curves = _moe_curves()
+    for shared, key in ((False, (cu, hidden, inter, experts, topk)), (True, (cu, hidden, inter, experts + 1, topk + 1))):
+        got = curves.get(key)
+        if got is None:
+            continue
+        ts, ss = got
+        if tokens <= ts[0]:
+            return ss[0], shared
+        if tokens >= ts[-1]:  # beyond the measured tokens the grouped GEMMs are compute-bound: linear
+            return ss[-1] * tokens / ts[-1], shared
+        i = bisect_left(ts, tokens)
+        if ts[i] == tokens:
+            return ss[i], shared
+        w = (tokens - ts[i - 1]) / (ts[i] - ts[i - 1])
+        return ss[i - 1] + w * (ss[i] - ss[i - 1]), shared
+    return None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, has_tables
+from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, fp8_block_moe_s, has_tables
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
 from lpxsim.gpu.projection import collective_ratio, projected_op_s
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 # second CUDA stream beside the router and routed experts (docs/sources.md "SGL-DUAL", "TRT-AUX").
 DUAL_STREAM_MAX_TOKENS = 1024
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
-AITER_LABEL = ("measured: AMD aiter tuning tables on this GPU's silicon (FP8 block-scale GEMMs; "
-               "other GEMMs projected)")
+AITER_LABEL = ("measured: AMD aiter tuning tables on this GPU's silicon (FP8 block-scale GEMMs and fused MoE "
+               "where they have rows; other shapes projected)")
 FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
 
@@ -83,14 +83,15 @@ def price_measured(
         groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
     own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where aiter's tables have them
     aiter_priced = False
+    shared_fused = False
     for key, idx in groups:
-        if own and key[0] == "gemm" and key[4] == "fp8_block":
-            v_own = fp8_block_gemm_s(sm.system, key[1], key[2], key[3])
-            if v_own is not None:
-                t[idx] = v_own
-                measured[idx] = True
-                aiter_priced = True
-                continue
+        v_own = _own_time(sm, key) if own else None
+        if v_own is not None:
+            t[idx] = v_own[0]
+            measured[idx] = True
+            aiter_priced = True
+            shared_fused = shared_fused or v_own[1]
+            continue
         v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
         if v is None:
             continue
@@ -104,10 +105,13 @@ def price_measured(
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
     if aiter_priced:
-        sm.cost_sources["gemm"] = AITER_LABEL
+        for fam in {FAMILY[k[0]] for k, _ in groups if k[0] in ("gemm", "moe") and own and _own_time(sm, k)}:
+            sm.cost_sources[fam] = AITER_LABEL
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
-    if f.moe_stream is not None and f.sequences * new_tokens <= DUAL_STREAM_MAX_TOKENS:
+    if shared_fused and f.moe_stream is not None:  # the fused MoE kernel ran the shared expert
+        t[f.moe_stream > 0] = 0.0
+    elif f.moe_stream is not None and f.sequences * new_tokens <= DUAL_STREAM_MAX_TOKENS:
         _overlap_shared_experts(t, f.moe_stream)
     coll, attn_coll = _collectives(sm, f, kind, new_tokens, label)
     step_over = 0.0  # the engine's per-step host time is added by the caller (it is fitted; keep memo valid)
@@ -126,6 +130,19 @@ def price_measured(
         ffn_s=total - attn,
     )
     return b, {label: float(t[measured].sum()), ROOFLINE: float(t[rest].sum())}
+
+
+def _own_time(sm: GpuStepModel, key: tuple) -> tuple[float, bool] | None:
+    """(seconds, shared expert included) of an op AMD's aiter tables time on this GPU's silicon, or None."""
+    if key[0] == "gemm" and key[4] == "fp8_block":
+        v = fp8_block_gemm_s(sm.system, key[1], key[2], key[3])
+        return None if v is None else (v, False)
+    if key[0] == "moe" and key[-1] in ("fp8", "fp8_block"):
+        tokens, hidden, inter, topk, experts, moe_tp, moe_ep = key[1:8]
+        if moe_ep != 1 or inter % moe_tp:
+            return None
+        return fp8_block_moe_s(sm.system, tokens, hidden, inter // moe_tp, topk, experts)
+    return None
 
 
 def _overlap_shared_experts(t: np.ndarray, stream: np.ndarray) -> None:
