@@ -13,6 +13,7 @@ import sys
 import typer
 
 from lpxsim.cli.common import emit_json
+from lpxsim.cli.validate import path_option
 
 
 def _stats_cells(s: dict | None) -> str:
@@ -98,14 +99,39 @@ def band_file(res: dict) -> dict:
     return {"generated_by": "lpxsim validate --write", "bands": res["bands"]}
 
 
+def rows_markdown(path: str, res: dict) -> str:
+    """The replay of a user's rows (`validation.replay_user_rows`) as markdown."""
+    lines = _gpu_table(f"Your rows: {path}", res)
+    lines += ["| GPU precision | cost path |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in res["cost_path"].items()]
+    lines += ["", "| GPU framework precision | concurrency | rows | TTFT MdAPE | MAPE | signed |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |" for c in res["ttft_by_config"]]
+    left = ", ".join(f"{n} {why}" for why, n in sorted(res["left_out"].items())) or "none"
+    return "\n".join(lines + ["", f"rows left out (not replayed): {left}"])
+
+
 def validate_cmd(
     write: bool = typer.Option(False, "--write", help="regenerate the shipped band file (catalog/fitted/error_bands.json)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    rows: str | None = path_option(None, "--rows", help="replay your own InferenceX-format CSV of DeepSeek-R1 "
+                                   "serving points (any catalog GPU; the columns of data/measured/README.md) "
+                                   "instead of the shipped tables", metavar="CSV"),
 ) -> None:
     """Reproduce the validation tables (median absolute error and MAPE) and each cost path's error band."""
+    from lpxsim.core.errors import UserError
     from lpxsim.engine import validation
     from lpxsim.engine.bands import shipped_path
 
+    if rows is not None:
+        if write:
+            raise UserError("write", "--write regenerates the shipped bands from the shipped data; not with --rows")
+        got = validation.replay_user_rows(rows)
+        if as_json:
+            emit_json(got)
+        else:
+            sys.stdout.write(rows_markdown(rows, got) + "\n")
+        return
     res = validation.run()
     if write:
         shipped_path().write_text(json.dumps(band_file(res), indent=1, sort_keys=True) + "\n")

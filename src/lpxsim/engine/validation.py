@@ -47,6 +47,70 @@ def calibration_rows(path: str | None = None) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
+               "tpot_median_s", "ttft_median_s")
+FRAMEWORKS = ("sglang", "trt", "trtllm", "vllm")
+
+
+def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
+    """Rows of an InferenceX-format CSV (the calibration set's columns, any catalog GPU) that the replay
+    prices, and how many of the others were left out, by reason: disaggregated serving and speculative
+    decoding are not replayed (their configuration is not in the row), nor another model than DeepSeek-R1.
+    A file that cannot be read, a missing column or a bad value is a UserError naming it."""
+    from lpxsim.core.errors import UserError
+
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise UserError("rows", f"{path} lacks the column(s) {', '.join(missing)} (InferenceX format: "
+                                        "see data/measured/README.md)")
+            raw = list(reader)
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError("rows", f"cannot read {path}: {e}") from None
+    keep: list[dict] = []
+    left: dict[str, int] = defaultdict(int)
+    for i, r in enumerate(raw, start=2):  # line 1 is the header
+        if (r.get("disagg") or "false").strip().lower() in ("true", "1"):
+            left["disaggregated"] += 1
+            continue
+        if (r.get("spec_method") or "none").strip().lower() not in ("", "none"):
+            left["speculative decoding"] += 1
+            continue
+        if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
+            left["another model"] += 1
+            continue
+        if r["hardware"] not in SYSTEMS:
+            raise UserError("rows", f"line {i}: hardware {r['hardware']!r} is not one of {', '.join(SYSTEMS)}")
+        if r["framework"].lower() not in FRAMEWORKS:
+            raise UserError("rows", f"line {i}: framework {r['framework']!r} is not one of {', '.join(FRAMEWORKS)}")
+        try:
+            ok = all(int(r[c]) >= 1 for c in ("tp", "ep", "isl", "osl", "conc")) and all(
+                float(r[c]) > 0 for c in ("tpot_median_s", "ttft_median_s"))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError("rows", f"line {i}: tp, ep, isl, osl, conc must be whole numbers >= 1 and "
+                                    "tpot_median_s, ttft_median_s positive seconds")
+        keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false"))
+    if not keep:
+        raise UserError("rows", f"{path} has no aggregated DeepSeek-R1 row without speculative decoding to replay")
+    return keep, dict(left)
+
+
+def replay_user_rows(path: str) -> dict:
+    """The measured-GPU table for the rows of `path` (`user_rows`), each GPU priced the way `estimate` prices
+    it (its own measured tables, or projected from a sibling; `cost_path` names which)."""
+    from lpxsim.engine.bands import path_for
+
+    rows, left = user_rows(path)
+    res = gpu_replay(rows)
+    res["left_out"] = left
+    res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in sorted({(r["hardware"], r["precision"]) for r in rows})}
+    return res
+
+
 def published_points(path: str | None = None) -> list[dict]:
     """The packaged published points of the SRAM machines, with their conditions and sources."""
     with open(path or _data("published_points.csv"), newline="") as fh:

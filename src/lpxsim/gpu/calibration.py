@@ -37,13 +37,16 @@ LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x 
 SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}  # the engines' defaults; `kv_format` adds the launch settings
 BLACKWELL = ("B200", "B300")  # the HGX scripts (IX-SGL, IX-SGL-B300); NVL72 runs use other recipes
+# SGLang launches that pass --kv-cache-dtype fp8_e4m3: HGX Blackwell and the MI300X / MI325X scripts (IX-AMD-SGL)
+SGLANG_FP8_KV = (*BLACKWELL, "MI300X", "MI325X")
 
 
 def kv_format(hardware: str, framework: str) -> str:
-    """The KV-cache format of an InferenceX DeepSeek-R1 run: fp8 under TensorRT-LLM, and under SGLang on
-    HGX B200 / B300 (its launch scripts pass --kv-cache-dtype fp8_e4m3); otherwise the engine's default."""
+    """The KV-cache format of an InferenceX DeepSeek-R1 run: fp8 under TensorRT-LLM, and under SGLang where
+    its launch scripts pass --kv-cache-dtype fp8_e4m3 (HGX B200 / B300, MI300X, MI325X); otherwise the
+    engine's default."""
     fw = {"trtllm": "trt"}.get(framework, framework)
-    if fw == "sglang" and hardware.upper() in BLACKWELL:
+    if fw == "sglang" and hardware.upper() in SGLANG_FP8_KV:
         return "fp8"
     return KV_FORMAT.get(fw, "bf16")
 FRAMEWORK = {"sglang": "sglang", "trt": "trtllm", "vllm": "vllm"}

@@ -1,0 +1,69 @@
+"""`lpxsim validate --rows`: a user's own InferenceX-format measurements replayed through the same path."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lpxsim.engine.validation import calibration_rows, replay_row, replay_user_rows
+
+CLI = [sys.executable, "-m", "lpxsim.cli.main"]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _h200_rows(n: int = 2) -> list[dict]:
+    return [r for r in calibration_rows() if r["hardware"] == "H200" and r["framework"] == "sglang"][:n]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_rows_of_other_gpus_are_replayed_and_the_rest_counted(tmp_path: Path) -> None:
+    h = _h200_rows()
+    rows = [*h, dict(h[0], hardware="MI300X"), dict(h[0], spec_method="mtp"), dict(h[1], disagg="true")]
+    res = replay_user_rows(str(_write(tmp_path / "rows.csv", rows)))
+    assert res["groups"]["all"]["tpot"]["n"] == 3
+    assert res["left_out"] == {"speculative decoding": 1, "disaggregated": 1}
+    assert res["cost_path"] == {"H200 fp8": "measured-gpu", "MI300X fp8": "projected-gpu"}
+    # the same replay as the shipped set's: a row's error is its prediction against its measurement
+    p = replay_row(h[0])
+    err = 100.0 * (p["tpot_s"] / float(h[0]["tpot_median_s"]) - 1.0)
+    one = replay_user_rows(str(_write(tmp_path / "one.csv", [h[0]])))
+    assert abs(one["groups"]["all"]["tpot"]["median_signed_pct"] - err) < 0.01  # the table keeps two decimals
+
+
+def test_cli_prints_the_table_and_json(tmp_path: Path) -> None:
+    path = _write(tmp_path / "rows.csv", [*_h200_rows(), dict(_h200_rows()[0], hardware="MI325X")])
+    p = _run("validate", "--rows", str(path))
+    assert p.returncode == 0, p.stderr
+    assert "| gpu=MI325X | 1 |" in p.stdout and "MI325X fp8 | projected-gpu" in p.stdout
+    p = _run("validate", "--rows", str(path), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["groups"]["all"]["tpot"]["n"] == 3
+
+
+def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
+    h = _h200_rows(1)
+    cases = {
+        "missing.csv": [{k: v for k, v in h[0].items() if k != "tpot_median_s"}],
+        "gpu.csv": [dict(h[0], hardware="TPU-v9")],
+        "value.csv": [dict(h[0], conc="lots")],
+    }
+    for name, rows in cases.items():
+        p = _run("validate", "--rows", str(_write(tmp_path / name, rows)))
+        assert p.returncode == 2 and p.stdout == "", name
+        assert p.stderr.startswith("error: rows:") and p.stderr.count("\n") == 1, (name, p.stderr)
+    p = _run("validate", "--rows", str(tmp_path / "absent.csv"))
+    assert p.returncode == 2 and p.stderr.startswith("error: rows:")
+    p = _run("validate", "--rows", str(tmp_path / "gpu.csv"), "--write")
+    assert p.returncode == 2 and "write" in p.stderr.splitlines()[0]
