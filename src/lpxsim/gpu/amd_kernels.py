@@ -11,10 +11,11 @@ kernels loop over K without splitting it), where H200's measured kernels take 10
 
 Lookup (`fp8_block_gemm_s`): rows of the same (N, K), linear in M between measured M, the smallest
 measured M's time below it (decode-sized GEMMs sit on the floor; the rows are flat from M = 1 to 64),
-and beyond the largest the largest's time plus the added rows' roofline time at the GPU's achieved rates. An (N, K) with no row (a fused q_a + kv_a projection of a newer
-engine) takes the nearest measured N of the same K plus the roofline time of the difference at the
-GPU's achieved rates: the floor is shared, the extra columns stream at the achieved bandwidth.
-A shape whose K has no row at all is left to the projection.
+and beyond the largest the largest's time plus the added rows' roofline time at the GPU's achieved
+rates. An (N, K) with no row (a fused q_a + kv_a projection of a newer engine), or whose rows stop
+below this M, takes the nearest N of the same K measured up to this M plus the roofline time of the
+difference: the floor is shared, the extra columns stream at the achieved bandwidth. A shape whose K
+has no row at all is left to the projection (assumptions `aiter-own-tables`, `aiter-between-rows`).
 
 Fused MoE (`fp8_block_moe_s`): aiter's tuned fused-MoE times per tokens entering the layer for
 DeepSeek's routed experts at a tensor-parallel split (local intermediate 256 = TP8, 512 = TP4). The
