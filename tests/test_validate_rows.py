@@ -34,7 +34,7 @@ def test_rows_of_other_gpus_are_replayed_and_the_rest_counted(tmp_path: Path) ->
     rows = [*h, dict(h[0], hardware="MI300X"), dict(h[0], spec_method="mtp"), dict(h[1], disagg="true")]
     res = replay_user_rows(str(_write(tmp_path / "rows.csv", rows)))
     assert res["groups"]["all"]["tpot"]["n"] == 3
-    assert res["left_out"] == {"speculative decoding": 1, "disaggregated": 1}
+    assert res["left_out"] == {"speculative decoding without spec_draft_tokens": 1, "disaggregated": 1}
     assert res["cost_path"] == {"H200 fp8": "measured-gpu", "MI300X fp8": "projected-gpu"}
     # the same replay as the shipped set's: a row's error is its prediction against its measurement
     p = replay_row(h[0])
@@ -67,3 +67,15 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
     assert p.returncode == 2 and p.stderr.startswith("error: rows:")
     p = _run("validate", "--rows", str(tmp_path / "gpu.csv"), "--write")
     assert p.returncode == 2 and "write" in p.stderr.splitlines()[0]
+
+
+def test_speculative_rows_replay_with_their_draft_length(tmp_path: Path) -> None:
+    h = [r for r in calibration_rows() if r["hardware"] == "B200" and r["framework"] == "sglang"
+         and r["tp"] == "8" and r["precision"] == "fp8" and r["conc"] == "4"][:1]
+    plain = replay_row(dict(h[0], spec_method="none"))
+    mtp = replay_row(dict(h[0], spec_method="mtp", spec_draft_tokens="2"))
+    assert mtp["tpot_s"] < plain["tpot_s"] / 1.3  # the MTP head's accepted drafts are credited
+    rows = [dict(h[0], spec_method="mtp", spec_draft_tokens="2"), dict(h[0], spec_method="mtp")]
+    res = replay_user_rows(str(_write(tmp_path / "mtp.csv", rows)))
+    assert res["groups"]["spec=mtp k=2"]["tpot"]["n"] == 1
+    assert res["left_out"] == {"speculative decoding without spec_draft_tokens": 1}

@@ -50,12 +50,15 @@ def calibration_rows(path: str | None = None) -> list[dict]:
 ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
                "tpot_median_s", "ttft_median_s")
 FRAMEWORKS = ("sglang", "trt", "trtllm", "vllm")
+SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
 
 
 def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     """Rows of an InferenceX-format CSV (the calibration set's columns, any catalog GPU) that the replay
-    prices, and how many of the others were left out, by reason: disaggregated serving and speculative
-    decoding are not replayed (their configuration is not in the row), nor another model than DeepSeek-R1.
+    prices, and how many of the others were left out, by reason: disaggregated serving is not replayed (its
+    configuration is not in the row), nor another model than DeepSeek-R1, nor a speculative-decoding row
+    without its draft length (a `spec_draft_tokens` column: the drafts per round the engine was launched
+    with; the acceptance is the model's published profile, `specs.mtp.default_accept`).
     A file that cannot be read, a missing column or a bad value is a UserError naming it."""
     from lpxsim.core.errors import UserError
 
@@ -75,9 +78,16 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         if (r.get("disagg") or "false").strip().lower() in ("true", "1"):
             left["disaggregated"] += 1
             continue
-        if (r.get("spec_method") or "none").strip().lower() not in ("", "none"):
-            left["speculative decoding"] += 1
-            continue
+        spec = (r.get("spec_method") or "none").strip().lower()
+        k = 0
+        if spec not in ("", "none"):
+            try:
+                k = int(r.get("spec_draft_tokens") or 0)
+            except ValueError:
+                k = 0
+            if spec not in SPEC_METHODS or k < 1:
+                left["speculative decoding without spec_draft_tokens"] += 1
+                continue
         if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
             left["another model"] += 1
             continue
@@ -93,7 +103,8 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         if not ok:
             raise UserError("rows", f"line {i}: tp, ep, isl, osl, conc must be whole numbers >= 1 and "
                                     "tpot_median_s, ttft_median_s positive seconds")
-        keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false"))
+        keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false",
+                         spec_method=spec if k else "none", spec_draft_tokens=str(k)))
     if not keep:
         raise UserError("rows", f"{path} has no aggregated DeepSeek-R1 row without speculative decoding to replay")
     return keep, dict(left)
@@ -215,8 +226,16 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
 
     cache = {} if cache is None else cache
     isl, osl = round(LENGTH_RATIO * int(r["isl"])), round(LENGTH_RATIO * int(r["osl"]))
+    k = int(r.get("spec_draft_tokens") or 0) if (r.get("spec_method") or "none") != "none" else 0
+    accept: tuple[float, ...] | float = 0.0
+    if k:
+        from lpxsim.catalog import get_model
+        from lpxsim.specs.mtp import default_accept
+
+        accept = default_accept(get_model("deepseek-r1"))
     try:
-        e = steady_state(_step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]))
+        e = steady_state(_step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]),
+                         spec_k=k, spec_accept=accept)
     except UserError:
         return None
     return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s,
@@ -225,7 +244,8 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
 
 def _groups(r: dict) -> list[str]:
     c = int(r["conc"])
-    return ["all", f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
+    spec = r.get("spec_method") or "none"
+    return ["all", *([f"spec={spec} k={r['spec_draft_tokens']}"] if spec != "none" else []), f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
             f"gpu+precision={r['hardware']} {r['precision']}", "conc=1" if c == 1 else "conc 2-64" if c <= 64
             else "conc>=128" if c >= 128 else "conc 65-127"]
 
