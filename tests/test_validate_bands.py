@@ -102,3 +102,22 @@ def test_answer_band_follows_the_path_of_the_answer():
     assert b.path == "measured-gpu" and b.metric == "ttft"
     assert b.as_dict()["band_fraction"] == b.band_fraction
     assert answer_band("cs-3", "bf16").n_points == band_for("wafer-scale").n_points
+
+
+def test_a_cross_vendor_projection_says_its_band_was_not_validated_on_that_vendor():
+    from lpxsim.catalog import get_system, system_names
+    from lpxsim.engine.bands import band_caveat, band_text, validated_vendors
+
+    assert validated_vendors() == ("NVIDIA",)
+    for name in system_names():
+        s = get_system(name)
+        if s.chip.kind == "gpu":
+            assert s.vendor in ("NVIDIA", "AMD"), name  # every GPU names its maker
+    for amd in ("mi300x", "mi325x", "mi355x", "helios"):
+        assert "no AMD serving measurement" in band_caveat(amd, path_for(amd, "fp8"))
+    assert band_caveat("vr-nvl72", "projected-gpu") == ""  # an NVIDIA part projected from NVIDIA tables
+    assert band_caveat("h200-hgx", "measured-gpu") == ""
+    b = band_for("projected-gpu")
+    assert band_text("mi300x", "projected-gpu", b).startswith(f"±{100 * b.band_fraction:.0f}% (projected-gpu, ")
+    assert "cross-vendor" in band_text("mi300x", "projected-gpu", b)
+    assert "cross-vendor" not in band_text("b300-hgx", "measured-gpu", band_for("measured-gpu"))

@@ -46,7 +46,7 @@ def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, t
     """The error band of a plan's answer on `system` (`engine.bands.answer_band`), in the keys an engine
     Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it puts around
     the figure; a metric the path has no validation of has no keys."""
-    from lpxsim.engine.bands import answer_band, path_for
+    from lpxsim.engine.bands import answer_band, band_text, path_for
 
     out: dict = {"cost_path": path_for(system, weights, framework)}
     for metric, value in (("tok_s_user", tok_s_user), ("ttft", ttft_s)):
@@ -58,7 +58,7 @@ def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, t
         if value is not None and value > 0:
             out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
         if metric == "tok_s_user":
-            out["band"] = f"±{100 * b.band_fraction:.0f}% ({b.path}, {b.n_points} points)"
+            out["band"] = band_text(system, b.path, b)
     return out
 
 

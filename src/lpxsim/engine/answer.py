@@ -126,7 +126,7 @@ class Answer:
     def bands(self) -> dict:
         """The error bands of this answer's cost path (`engine.bands`): per metric the +- fraction, the
         interval it puts around the figure, and the validation it comes from; {} where the path has none."""
-        from lpxsim.engine.bands import band_for
+        from lpxsim.engine.bands import band_for, band_text
 
         if not self.cost_path:
             return {}
@@ -140,7 +140,7 @@ class Answer:
             out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
             out[f"{metric}_low"], out[f"{metric}_high"] = low, high
             if metric == "tok_s_user":
-                out["band"] = f"±{100 * b.band_fraction:.0f}% ({self.cost_path}, {b.n_points} points)"
+                out["band"] = band_text(self.deployment.system, self.cost_path, b)
         return out
 
 

@@ -181,6 +181,36 @@ def _gpu_tables_time(system: str, weights: str, framework: str) -> bool:
     return measured_ops(AIC_SYSTEM[system], framework_name(framework)).gemm(8, 7168, 2048, fmt) is not None
 
 
+def validated_vendors() -> tuple[str, ...]:
+    """The chip makers whose GPUs the GPU paths' validation replays (the calibration set's GPUs and the
+    siblings the projected replay prices them from: `engine.validation.PROJECT_FROM`)."""
+    from lpxsim.catalog import get_system
+    from lpxsim.engine.validation import PROJECT_FROM
+
+    return tuple(sorted({get_system(n).vendor for pair in PROJECT_FROM.items() for n in pair} - {""}))
+
+
+def band_caveat(system: str, path: str) -> str:
+    """What a band does not cover for `system`: a GPU projected from another maker's tables carries a band
+    measured between one maker's GPUs only ('' where the validation speaks for it)."""
+    from lpxsim.catalog import get_system
+
+    if path != "projected-gpu":
+        return ""
+    vendor = get_system(system).vendor
+    known = validated_vendors()
+    if not vendor or vendor in known:
+        return ""
+    return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "
+            f"no {vendor} serving measurement is in the validation set")
+
+
+def band_text(system: str, path: str, band: ErrorBand) -> str:
+    """How an answer names its band: '±11% (projected-gpu, 492 points)', with `band_caveat` where one applies."""
+    caveat = band_caveat(system, path)
+    return f"±{100 * band.band_fraction:.0f}% ({path}, {band.n_points} points{'; ' + caveat if caveat else ''})"
+
+
 def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
                 metric: str = "tok_s_user") -> ErrorBand:
     """The band of an answer for (system, weights, framework): `band_for(path_for(...), metric)`."""

@@ -141,6 +141,7 @@ class SystemSpec(BaseModel):
     chip: ChipSpec
     topology: Topology
     unit_name: str = "rack"  # what one unit of this system is called (rack, node)
+    vendor: str = ""  # the chip's maker (NVIDIA, AMD, ...): which validation data speaks for this system
     power_w: Sourced  # per unit (rack or node), all-in
     max_units: int = 1  # how many units can be joined (racks chained, nodes over IB)
     variants: dict[str, Topology] = Field(default_factory=dict)  # e.g. LPX 32x8 trays
