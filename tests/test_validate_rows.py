@@ -58,6 +58,7 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
         "missing.csv": [{k: v for k, v in h[0].items() if k != "tpot_median_s"}],
         "gpu.csv": [dict(h[0], hardware="TPU-v9")],
         "value.csv": [dict(h[0], conc="lots")],
+        "precision.csv": [dict(h[0], precision="int3")],
     }
     for name, rows in cases.items():
         p = _run("validate", "--rows", str(_write(tmp_path / name, rows)))

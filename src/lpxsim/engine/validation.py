@@ -61,6 +61,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     with; the acceptance is the model's published profile, `specs.mtp.default_accept`).
     A file that cannot be read, a missing column or a bad value is a UserError naming it."""
     from lpxsim.core.errors import UserError
+    from lpxsim.specs.precision import get_precision
 
     try:
         with open(path, newline="") as fh:
@@ -103,10 +104,15 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         if not ok:
             raise UserError("rows", f"line {i}: tp, ep, isl, osl, conc must be whole numbers >= 1 and "
                                     "tpot_median_s, ttft_median_s positive seconds")
+        try:
+            get_precision(r["precision"], "weights")
+        except UserError as e:
+            raise UserError("rows", f"line {i}: precision: {e.message}") from None
         keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false",
                          spec_method=spec if k else "none", spec_draft_tokens=str(k)))
     if not keep:
-        raise UserError("rows", f"{path} has no aggregated DeepSeek-R1 row without speculative decoding to replay")
+        raise UserError("rows", f"{path} has no row to replay (aggregated DeepSeek-R1 serving; a speculative-decoding "
+                                "row needs its spec_draft_tokens)")
     return keep, dict(left)
 
 
@@ -118,7 +124,8 @@ def replay_user_rows(path: str) -> dict:
     rows, left = user_rows(path)
     res = gpu_replay(rows)
     res["left_out"] = left
-    res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in sorted({(r["hardware"], r["precision"]) for r in rows})}
+    pairs = sorted({(r["hardware"], r["precision"]) for r in rows})
+    res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in pairs}
     return res
 
 
@@ -245,7 +252,8 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
 def _groups(r: dict) -> list[str]:
     c = int(r["conc"])
     spec = r.get("spec_method") or "none"
-    return ["all", *([f"spec={spec} k={r['spec_draft_tokens']}"] if spec != "none" else []), f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
+    by_spec = [f"spec={spec} k={r['spec_draft_tokens']}"] if spec != "none" else []  # user rows only
+    return ["all", *by_spec, f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
             f"gpu+precision={r['hardware']} {r['precision']}", "conc=1" if c == 1 else "conc 2-64" if c <= 64
             else "conc>=128" if c >= 128 else "conc 65-127"]
 

@@ -5,8 +5,8 @@ MLA/GQA attention, MLA's absorb BMMs, TP all-reduces) takes its measured time on
 the busiest GPU; every other op (norms, RoPE, activations, KV writes, router,
 sampling) keeps the roofline cost model of cost.py. The framework's per-step
 engine overhead is added once. On an unmeasured GPU the sibling's times are
-scaled op by op (projection.py), except the GEMMs AMD's own tuning tables time on
-that GPU's silicon (amd_kernels.py). The step also records which source priced each
+scaled op by op (projection.py), except the GEMMs and fused MoE layers AMD's own
+tuning tables time on that GPU's silicon (amd_kernels.py). The step also records which source priced each
 op family (`GpuStepModel.cost_sources`).
 """
 
@@ -82,14 +82,14 @@ def price_measured(
                 rows.setdefault(key, []).append(i)
         groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
     own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where aiter's tables have them
-    aiter_priced = False
+    own_families: set[str] = set()
     shared_fused = False
     for key, idx in groups:
         v_own = _own_time(sm, key) if own else None
         if v_own is not None:
             t[idx] = v_own[0]
             measured[idx] = True
-            aiter_priced = True
+            own_families.add(FAMILY[key[0]])
             shared_fused = shared_fused or v_own[1]
             continue
         v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
@@ -104,9 +104,8 @@ def price_measured(
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
-    if aiter_priced:
-        for fam in {FAMILY[k[0]] for k, _ in groups if k[0] in ("gemm", "moe") and own and _own_time(sm, k)}:
-            sm.cost_sources[fam] = AITER_LABEL
+    for fam in own_families:
+        sm.cost_sources[fam] = AITER_LABEL
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
     if shared_fused and f.moe_stream is not None:  # the fused MoE kernel ran the shared expert
