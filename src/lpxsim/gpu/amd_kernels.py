@@ -52,20 +52,47 @@ def tables_digest() -> str:
     return h.hexdigest()[:12]
 
 
+Curve = tuple[tuple[int, ...], tuple[float, ...]]  # (measured sizes ascending, seconds)
+
+
 @cache
-def _gemm_curves() -> dict[tuple[int, int, int], tuple[tuple[int, ...], tuple[float, ...]]]:
-    """(cu_num, n, k) -> (measured M ascending, seconds): the fastest time where two tables give a shape
-    (aiter's tuner keeps the faster kernel of a model table and its general table)."""
-    best: dict[tuple[int, int, int, int], float] = {}
-    with _path(GEMM_FILE).open(newline="") as fh:
+def _curves(name: str, shape: tuple[str, ...], size: str) -> dict[tuple[int, ...], Curve]:
+    """One packaged table as curves: shape columns -> (`size` values ascending, seconds), the fastest time
+    where two tables (or two commits of one) give a point (aiter's tuner keeps the faster kernel)."""
+    best: dict[tuple[int, ...], float] = {}
+    with _path(name).open(newline="") as fh:
         for r in csv.DictReader(fh):
-            key = (int(r["cu_num"]), int(r["n"]), int(r["k"]), int(r["m"]))
-            s = float(r["us"]) * 1e-6
-            best[key] = min(s, best.get(key, math.inf))
-    curves: dict[tuple[int, int, int], list[tuple[int, float]]] = {}
-    for (cu, n, k, m), s in best.items():
-        curves.setdefault((cu, n, k), []).append((m, s))
-    return {key: (tuple(m for m, _ in sorted(v)), tuple(s for _, s in sorted(v))) for key, v in curves.items()}
+            key = (*(int(r[c]) for c in shape), int(r[size]))
+            best[key] = min(float(r["us"]) * 1e-6, best.get(key, math.inf))
+    grouped: dict[tuple[int, ...], list[tuple[int, float]]] = {}
+    for (*key, x), sec in best.items():
+        grouped.setdefault(tuple(key), []).append((x, sec))
+    return {key: (tuple(x for x, _ in sorted(v)), tuple(y for _, y in sorted(v))) for key, v in grouped.items()}
+
+
+def _gemm_curves() -> dict[tuple[int, ...], Curve]:
+    """(cu_num, n, k) -> curve over M."""
+    return _curves(GEMM_FILE, ("cu_num", "n", "k"), "m")
+
+
+def _moe_curves() -> dict[tuple[int, ...], Curve]:
+    """(cu_num, hidden, local intermediate, experts, top-k) -> curve over tokens."""
+    return _curves(MOE_FILE, ("cu_num", "model_dim", "inter_dim", "expert", "topk"), "token")
+
+
+@cache
+def _silicon() -> frozenset[int]:
+    """The CU counts the tables hold rows for."""
+    return frozenset(key[0] for key in (*_gemm_curves(), *_moe_curves()))
+
+
+def _between(xs: tuple[int, ...], ys: tuple[float, ...], x: int) -> float:
+    """Linear between the measured points around `x` (xs[0] < x < xs[-1])."""
+    i = bisect_left(xs, x)
+    if xs[i] == x:
+        return ys[i]
+    w = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + w * (ys[i] - ys[i - 1])
 
 
 def compute_units(system: SystemSpec) -> int | None:
@@ -76,9 +103,7 @@ def compute_units(system: SystemSpec) -> int | None:
 
 def has_tables(system: SystemSpec) -> bool:
     """Whether aiter's tables hold rows measured on this GPU's silicon (its CU count)."""
-    cu = compute_units(system)
-    return cu is not None and (any(key[0] == cu for key in _gemm_curves())
-                               or any(key[0] == cu for key in _moe_curves()))
+    return compute_units(system) in _silicon()
 
 
 def _at(system: SystemSpec, n: int, k: int, ms: tuple[int, ...], ss: tuple[float, ...], m: int) -> float:
@@ -86,11 +111,7 @@ def _at(system: SystemSpec, n: int, k: int, ms: tuple[int, ...], ss: tuple[float
         return ss[0]
     if m >= ms[-1]:  # the rows beyond the largest measured M: its time plus the added work's roofline
         return ss[-1] + max(0.0, _roofline_s(system, m, n, k) - _roofline_s(system, ms[-1], n, k))
-    i = bisect_left(ms, m)
-    if ms[i] == m:
-        return ss[i]
-    w = (m - ms[i - 1]) / (ms[i] - ms[i - 1])
-    return ss[i - 1] + w * (ss[i] - ss[i - 1])
+    return _between(ms, ss, m)
 
 
 def _roofline_s(system: SystemSpec, m: int, n: int, k: int) -> float:
@@ -149,7 +170,8 @@ def fp8_block_moe_s(system: SystemSpec, tokens: int, hidden: int, inter: int, to
     if cu is None:
         return None
     curves = _moe_curves()
-    for shared, key in ((False, (cu, hidden, inter, experts, topk)), (True, (cu, hidden, inter, experts + 1, topk + 1))):
+    for shared, key in ((False, (cu, hidden, inter, experts, topk)),
+                        (True, (cu, hidden, inter, experts + 1, topk + 1))):
         got = curves.get(key)
         if got is None:
             continue
@@ -158,9 +180,5 @@ def fp8_block_moe_s(system: SystemSpec, tokens: int, hidden: int, inter: int, to
             return ss[0], shared
         if tokens >= ts[-1]:  # beyond the measured tokens the grouped GEMMs are compute-bound: linear
             return ss[-1] * tokens / ts[-1], shared
-        i = bisect_left(ts, tokens)
-        if ts[i] == tokens:
-            return ss[i], shared
-        w = (tokens - ts[i - 1]) / (ts[i] - ts[i - 1])
-        return ss[i - 1] + w * (ss[i] - ss[i - 1]), shared
+        return _between(ts, ss, tokens), shared
     return None

@@ -6,8 +6,8 @@ the busiest GPU; every other op (norms, RoPE, activations, KV writes, router,
 sampling) keeps the roofline cost model of cost.py. The framework's per-step
 engine overhead is added once. On an unmeasured GPU the sibling's times are
 scaled op by op (projection.py), except the GEMMs and fused MoE layers AMD's own
-tuning tables time on that GPU's silicon (amd_kernels.py). The step also records which source priced each
-op family (`GpuStepModel.cost_sources`).
+tuning tables time on that GPU's silicon (amd_kernels.py). The step also records
+which source priced each op family (`GpuStepModel.cost_sources`).
 """
 
 from __future__ import annotations
