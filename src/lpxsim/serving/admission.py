@@ -26,7 +26,8 @@ class Admission:
     def _admit(self) -> None:
         if self.parked:
             self._admit_from(self.parked, True)
-        self._admit_from(self.waiting, False)
+        if self.adp is None or not self.adp_holding():  # TensorRT-LLM's attention-DP balance may hold them
+            self._admit_from(self.waiting, False)
 
     def _admit_from(self, queue: deque[Request], parked: bool) -> None:
         while queue and self.n_dec + len(self.prefilling) + self.loading < self.max_batch:

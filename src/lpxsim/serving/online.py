@@ -156,8 +156,10 @@ class OnlineSimulation:
             return True
         w = self._holder(req)
         now = self.engine.now
-        if w is not None and req in w.waiting:
-            w.waiting.remove(req)
+        queue = None if w is None else w.waiting if req in w.waiting else w.inbox if req in w.inbox else None
+        if queue is not None:
+            queue.remove(req)
+            w.rank_of.pop(req.rid, None)
             w.queued_tokens -= req.isl + req.generated
             self._aborted(req)
             return True
@@ -240,7 +242,7 @@ class OnlineSimulation:
     # --- state for metrics --------------------------------------------------------------------------
     def queue_depth(self) -> int:
         """Requests waiting for admission on any worker (not yet prefilling or decoding)."""
-        return sum(len(w.waiting) for w in self.workers)
+        return sum(len(w.waiting) + len(w.inbox) for w in self.workers)
 
     def running(self) -> int:
         """Sequences prefilling or decoding on any worker."""

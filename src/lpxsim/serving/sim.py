@@ -256,7 +256,8 @@ class Simulation:
         key = (side, req.session)
         home = self._homes.get(key)
         # (sessions parked under `hold` wait for room, but a held session's turn goes ahead of them)
-        if home is not None and self.fleet.router.session_affinity and not home.waiting and home in ws:
+        if (home is not None and self.fleet.router.session_affinity and not home.waiting and not home.inbox
+                and home in ws):
             return home
         w = self.router.pick(req, ws)
         if home is not w:

@@ -21,6 +21,17 @@ Contexts are given to the StepModel as a uniform batch at the mean context,
 rounded to a bucket of max(256 tokens, ~1.6 %) so costs can be cached.
 Preemption is by recompute (the newest sequence gives back its KV and
 re-prefills prompt + generated tokens later).
+
+A model whose engine polls for new requests (`admission_poll`: SGLang's
+--scheduler-recv-interval as InferenceX launches it) holds an arrival in an
+inbox until the scheduler reads it: every N decode steps, at once after a step
+that carried a prefill, and at once when idle (an idle loop spins), as
+`engine.steady_state.poll_wait_steps` prices it (SGL-RECV). A model whose engine
+balances attention-DP ranks (`admission_hold`: TensorRT-LLM's attention_dp_config)
+puts each arrival on the rank with the fewest requests and holds the waiting
+prefills until every rank has one, until `timeout` iterations after the hold
+began, or while some rank runs no decode (TRT-ADP), as
+`engine.steady_state.admission_hold_steps` prices it.
 """
 
 from __future__ import annotations
@@ -103,6 +114,15 @@ class Worker(Admission):
         self.max_run = int(sched.max_run_steps)
         self.max_batch = max(1, min(int(sched.max_batch), int(model.max_batch())))
         self.waiting: deque[Request] = deque()
+        # arrivals the engine's scheduler has not read yet (`admission_poll`; a decode worker takes hand-offs)
+        self.poll = getattr(model, "admission_poll", None) if role != "decode" else None
+        self.inbox: deque[Request] = deque()
+        self.since_poll = 0  # decode steps since the scheduler last read (as of the current run's start)
+        # attention-DP balance (`admission_hold`): each request's rank, engine iterations, the hold's start
+        self.adp = getattr(model, "admission_hold", None) if role != "decode" else None
+        self.rank_of: dict[int, int] = {}
+        self.iterations = 0
+        self.adp_since: int | None = None
         self.prefilling: deque[Request] = deque()
         self.finish_heap: list[tuple[int, int, Request]] = []
         self._board = None  # a KV-aware router's load board once it tracks this worker (`track`)
@@ -242,7 +262,7 @@ class Worker(Admission):
         return self.ctx_sum + self.queued_tokens
 
     def load(self) -> int:
-        return self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.parked) + self.loading
+        return self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.inbox) + len(self.parked) + self.loading
 
     # --- entry points -----------------------------------------------------------------
     def submit(self, req: Request) -> None:
@@ -251,8 +271,18 @@ class Worker(Admission):
             req.pool, req.worker = self.pool, self.index
         if req.session_hash_base >= 0:
             self.kv.retire_stale(req.session, req.session_hash_base)
-        self.waiting.append(req)
         self.queued_tokens += req.isl + req.generated
+        if self.adp is not None and req.rid not in self.rank_of:  # the rank with the fewest requests
+            counts = [0] * self.adp[0]
+            for rank in self.rank_of.values():
+                counts[rank] += 1
+            self.rank_of[req.rid] = counts.index(min(counts))
+        if self.poll is not None and self.busy:  # read at the scheduler's next poll
+            self.inbox.append(req)
+            if self.run_chunks is None and self.run_k > 1:
+                self._cut_run_at_poll()
+            return
+        self.waiting.append(req)
         if not self.busy:
             self.plan()
         elif self.run_chunks is None and self.run_k > 1:
@@ -268,6 +298,46 @@ class Worker(Admission):
             self.engine.schedule(self.run_start + done * self.run_dt, EventKind.STEP_END, self._on_step_end,
                                  self.version)
 
+    def poll_every(self) -> int:
+        """Decode steps between the scheduler's reads of new requests (`admission_poll`: the interval below or
+        at and above its concurrency threshold; the sequences this worker holds stand for the concurrency)."""
+        threshold, below, above = self.poll
+        held = self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.inbox)
+        return max(1, below if held < threshold else above)
+
+    def _cut_run_at_poll(self) -> None:
+        """End the current decode run at the step boundary where the scheduler next reads new requests."""
+        now = self.engine.now
+        done = int((now - self.run_start) / self.run_dt) + 1
+        every = self.poll_every()
+        at = done + (-(self.since_poll + done)) % every
+        if at < self.run_k:
+            self.version += 1
+            self.run_k = at
+            self.engine.schedule(self.run_start + at * self.run_dt, EventKind.STEP_END, self._on_step_end,
+                                 self.version)
+
+    def adp_holding(self) -> bool:
+        """Whether the attention-DP balance holds the waiting prefills now: some rank has none waiting, every
+        rank runs a decode, and the hold began fewer than `timeout` iterations ago (`admission_hold`)."""
+        ranks, timeout, _ = self.adp
+        rank_of = self.rank_of
+        if (not self.waiting or len({rank_of.get(r.rid, 0) for r in self.waiting}) >= ranks
+                or len({rank_of.get(e[2].rid, 0) for e in self.finish_heap}) < ranks):
+            self.adp_since = None
+            return False
+        if self.adp_since is None:
+            self.adp_since = self.iterations
+        if self.iterations - self.adp_since >= timeout:
+            self.adp_since = None
+            return False
+        return True
+
+    def _read_inbox(self) -> None:
+        self.waiting.extend(self.inbox)
+        self.inbox.clear()
+        self.since_poll = 0
+
     # --- planning ---------------------------------------------------------------------
     def plan(self) -> None:
         """Choose the next step (mixed prefill+decode, or a fast-forwarded decode run) or go idle."""
@@ -276,6 +346,9 @@ class Worker(Admission):
             self._plan_mixed()
         elif self.n_dec:
             self._plan_decode()
+        elif self.inbox:  # idle: the scheduler's loop spins and reads at once
+            self._read_inbox()
+            self.plan()
         else:
             self._set_busy(False)
             if self.in_flight:  # idle: the next first token to land wakes the worker
@@ -333,6 +406,10 @@ class Worker(Admission):
         if k < 1:
             self._preempt()
             return self.plan()
+        if self.inbox:  # unread arrivals: the run ends where the scheduler reads them
+            k = min(k, max(1, self.poll_every() - self.since_poll))
+        if self.adp_since is not None:  # held prefills: the run ends when the hold times out
+            k = min(k, max(1, self.adp_since + self.adp[1] - self.iterations))
         self._room_for(k)
         dt = self.period(self.n_dec, self.ctx_sum / self.n_dec + k / 2)
         now = self.engine.now
@@ -354,6 +431,7 @@ class Worker(Admission):
         now = self.engine.now
         self._kv_account(now)
         k = self.run_k
+        self.iterations += k
         self.busy_s += now - self.run_start
         if self.n_dec:
             self._advance(k, (now - self.run_start) / k)
@@ -370,8 +448,24 @@ class Worker(Admission):
         flight = self.in_flight
         while flight and flight[0][0] < now:
             self._join(heapq.heappop(flight)[2])
+        if self.poll is not None:
+            self._poll_after(k, chunks is not None)
         self._set_busy(False)
         self.plan()
+
+    def _poll_after(self, steps: int, prefilled: bool) -> None:
+        """The scheduler's reads over a finished run of `steps` steps: after a step that carried a prefill it
+        reads at once; otherwise every `poll_every` decode steps (a read that finds nothing still resets)."""
+        if prefilled:
+            self._read_inbox()
+            return
+        self.since_poll += steps
+        every = self.poll_every()
+        if self.since_poll >= every:
+            if self.inbox:
+                self._read_inbox()
+            else:
+                self.since_poll %= every
 
     def _kv_account(self, now: float) -> None:
         self.kv_integral += self.kv.used * (now - self.kv_last_t)
@@ -397,6 +491,8 @@ class Worker(Admission):
         self.tokens_out += 1
         if req.first_token_s != req.first_token_s:
             req.first_token_s = t_tok
+        if req.generated >= req.osl or self.role == "prefill":
+            self.rank_of.pop(req.rid, None)
         if req.generated >= req.osl:
             req.finish_s = t_tok
             self._release(req, req.isl + req.generated)
@@ -458,6 +554,7 @@ class Worker(Admission):
         return ctx
 
     def _finish(self, req: Request) -> None:
+        self.rank_of.pop(req.rid, None)
         ctx = self._leave(req)
         now = self.engine.now
         req.finish_s = now
