@@ -76,12 +76,25 @@ def test_one_user_finds_the_engine_idle(sglang_b200) -> None:
         _closed_loop(WithoutAdmission(sglang_b200), 1, rounds=4)[0], rel=1e-9)
 
 
-def test_the_attention_dp_hold_waits_for_every_rank() -> None:
+@pytest.fixture(scope="module")
+def trtllm_dp_b200():
     step = make_step_model("deepseek-r1", "b200-hgx",
                            Layout(gpus=8, tp=8, ep=8, dp_attention=True, framework="trtllm"), weights="fp4", kv="fp8")
     assert step.admission_hold == (8, 60, 1)
+    return step
+
+
+def test_the_attention_dp_hold_waits_for_every_rank(trtllm_dp_b200) -> None:
+    step = trtllm_dp_b200
     users = 64
     ttft, _ = _closed_loop(step, users)
     ttft_at_once, _ = _closed_loop(WithoutAdmission(step), users)
     assert ttft > 2.0 * ttft_at_once  # held for the other ranks, up to 60 iterations
     assert ttft == pytest.approx(steady_state(step, round(0.9 * ISL), round(0.9 * OSL), users).ttft_s, rel=0.15)
+
+
+def test_no_hold_while_a_rank_runs_no_decode(trtllm_dp_b200) -> None:
+    """Eight users on eight ranks: the rank whose stream just ended is idle while its user's next request
+    waits, so TensorRT-LLM releases it at once (TRT-ADP), as `steady_state.held_share` says."""
+    assert _closed_loop(trtllm_dp_b200, 8)[0] == pytest.approx(
+        _closed_loop(WithoutAdmission(trtllm_dp_b200), 8)[0], rel=1e-9)

@@ -38,10 +38,25 @@ def test_the_poll_counts_decode_steps_and_the_hold_counts_iterations():
     # the poll's wait does not depend on how long prefill-carrying iterations are
     assert ss._admission_hold_s(poller, 64, 10.0, 0.02, iteration_s=0.05) == pytest.approx(15 * 0.02)
     holder = _Poller(hold=(4, 60, 1))
-    sparse = 1e-3  # so few arrivals that every request waits the whole timeout
-    assert ss._admission_hold_s(holder, 1, 1.0 / sparse, 0.02) == pytest.approx(60 * 0.02, rel=0.02)
-    assert ss._admission_hold_s(holder, 1, 1.0 / sparse, 0.02, iteration_s=0.05) == pytest.approx(
+    sparse = 1e-3  # so few arrivals that every request waits the whole timeout (8 users: two a rank, all held)
+    assert ss._admission_hold_s(holder, 8, 8.0 / sparse, 0.02) == pytest.approx(60 * 0.02, rel=0.02)
+    assert ss._admission_hold_s(holder, 8, 8.0 / sparse, 0.02, iteration_s=0.05) == pytest.approx(
         60 * 0.05, rel=0.02)
+
+
+def test_the_attention_dp_hold_releases_while_a_rank_runs_no_decode():
+    """TensorRT-LLM releases held prefills at once while some rank has no generation request (TRT-ADP). The
+    engine puts a new request on the rank with the fewest: at one stream a rank or fewer, the rank whose stream
+    just ended is idle while its user's next request waits, so nothing is held; at two a rank, everything is."""
+    assert ss.held_share(8, 1) == 0.0
+    assert ss.held_share(8, 8) == 0.0
+    assert ss.held_share(8, 12) == pytest.approx(2 * 4 / 12)
+    assert ss.held_share(8, 16) == 1.0
+    assert ss.held_share(8, 64) == 1.0
+    dp = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, dp_attention=True, weights="fp4", kv="fp8", framework="trtllm")
+    one = ss.steady_state(dp, isl=922, osl=922, concurrency=1)
+    dp.engine = replace(dp.engine, adp_balance_timeout_iters=0)
+    assert one.ttft_s == pytest.approx(ss.steady_state(dp, isl=922, osl=922, concurrency=1).ttft_s, rel=1e-9)
 
 
 def test_an_attention_dp_hold_lengthens_with_the_prefills_its_iterations_carry(monkeypatch):

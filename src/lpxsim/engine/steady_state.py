@@ -26,7 +26,8 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
   `ttft_s` includes it (`ttft_wait_s` says how much).
 - Admission hold (GPU engines that say so through `admission_hold`): TensorRT-LLM
   with attention data-parallelism holds a new prefill until every DP rank has one,
-  or until a step counter reaches its timeout; the mean hold
+  or until a step counter reaches its timeout, and not while some rank runs no decode
+  (`held_share`: below two streams a rank, few or none are held); the mean hold
   (`admission_hold_steps`) joins the wait in the same fixed point. A polling engine (SGLang's
   --scheduler-recv-interval) waits N / 2 steps for its poll, and the prompts read at the same poll after a
   request share its prefill pass (`co_admitted_later`).
@@ -295,8 +296,25 @@ def _admission_hold_s(step: StepModel, concurrency: int, cycle_s: float, step_s:
         return poll_s
     it_s = step_s if iteration_s is None else iteration_s
     ranks, timeout, replicas = (int(v) for v in hold)
-    per_step = concurrency / max(1, replicas) / cycle_s * it_s  # new requests per engine iteration per replica
-    return poll_s + admission_hold_steps(ranks, timeout, per_step) * it_s
+    per_replica = concurrency / max(1, replicas)
+    per_step = per_replica / cycle_s * it_s  # new requests per engine iteration per replica
+    return poll_s + held_share(ranks, per_replica) * admission_hold_steps(ranks, timeout, per_step) * it_s
+
+
+def held_share(ranks: int, streams: float) -> float:
+    """The share of new requests an attention-DP balance holds at all: it releases at once while some rank runs
+    no decode (TRT-ADP: `not all_ranks_have_gen_requests`).
+
+    The engine puts a new request on the rank with the fewest requests, so `streams` spread b or b + 1 a rank.
+    At most one a rank (streams <= ranks), a rank is always idle, or the rank whose stream just ended is while
+    its user's next request waits: none is held. At two or more a rank every rank keeps decoding while one of its
+    requests waits: all are. Between, the requests that end on a rank holding two leave it decoding (2q of the
+    streams, q = streams - ranks) and the others release at once."""
+    if streams <= ranks:
+        return 0.0
+    if streams >= 2 * ranks:
+        return 1.0
+    return 2.0 * (streams - ranks) / streams
 
 
 def steady_state(
