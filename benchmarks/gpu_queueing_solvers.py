@@ -49,18 +49,13 @@ def _drawn(r: dict, step, users: int) -> tuple[float, float]:
     from lpxsim.serving import simulate
     from lpxsim.serving.backends import pinned_step_model
     from lpxsim.serving.config import load_fleet
-    from lpxsim.serving.workload import WorkloadConfig
+    from lpxsim.serving.workload import benchmark_loop
 
     pool = {"name": "p", "system": SYSTEMS[r["hardware"]], "backend": "auto", "model": "deepseek-r1",
             "role": "aggregated", "workers": 1, "gpus_per_worker": int(r["tp"])}
     fleet = load_fleet({"name": "replay", "pools": [pool],
                         "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
-    isl, osl = int(r["isl"]), int(r["osl"])
-    wl = WorkloadConfig.model_validate({
-        "name": "drawn", "kind": "synthetic", "num_requests": PROMPTS_PER_USER * users,
-        "arrival": {"process": "closed", "concurrency": users},
-        "isl": {"kind": "uniform", "low": 0.8 * isl, "high": isl},
-        "osl": {"kind": "uniform", "low": 0.8 * osl, "high": osl}})
+    wl = benchmark_loop(users, int(r["isl"]), int(r["osl"]), PROMPTS_PER_USER)
     with pinned_step_model(fleet.pools[0], step):
         df = simulate(fleet, wl, seed=0).requests
     return float(df["ttft_s"].median()), float(df["tpot_s"].median())
@@ -110,8 +105,8 @@ def main() -> None:
             s = error_stats(d[metric]).as_row()
             cells.append(f"{s['median_abs_pct']:.1f} / {s['mape_pct']:.1f} / {s['median_signed_pct']:+.1f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\nsimulator with drawn lengths, TTFT by the admission mechanism the steady state carries and the "
-          "simulator does not (SGLang's poll on Blackwell, TensorRT-LLM's attention-DP hold):")
+    print("\nsimulator with drawn lengths, TTFT by the GPU engine's admission mechanism "
+          "(SGLang's poll on Blackwell, TensorRT-LLM's attention-DP hold, neither):")
     for mech, v in sorted(by_mechanism.items()):
         st = error_stats(v).as_row()
         print(f"  {mech}: {st['median_abs_pct']:.1f} / {st['mape_pct']:.1f} / {st['median_signed_pct']:+.1f} ({len(v)})")

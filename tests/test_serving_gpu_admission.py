@@ -17,7 +17,7 @@ from lpxsim.engine.steady_state import poll_wait_steps, steady_state
 from lpxsim.serving import simulate
 from lpxsim.serving.backends import pinned_step_model
 from lpxsim.serving.config import load_fleet
-from lpxsim.serving.workload import WorkloadConfig
+from lpxsim.serving.workload import benchmark_loop
 
 ISL, OSL = 1024, 256
 
@@ -41,11 +41,7 @@ def _closed_loop(step, users: int, rounds: int = 8) -> tuple[float, float]:
     pool = {"name": "p", "system": "b200-hgx", "backend": "auto", "model": "deepseek-r1", "role": "aggregated",
             "workers": 1, "gpus_per_worker": 8}
     fleet = load_fleet({"name": "t", "pools": [pool], "scheduler": {"token_budget": 8192, "max_batch": 256}})
-    wl = WorkloadConfig.model_validate({
-        "name": "w", "kind": "synthetic", "num_requests": users * rounds,
-        "arrival": {"process": "closed", "concurrency": users},
-        "isl": {"kind": "uniform", "low": 0.8 * ISL, "high": ISL},
-        "osl": {"kind": "uniform", "low": 0.8 * OSL, "high": OSL}})
+    wl = benchmark_loop(users, ISL, OSL, rounds)
     with pinned_step_model(fleet.pools[0], step):
         df = simulate(fleet, wl, seed=0).requests
     steady = df.sort_values("arrival_s").iloc[users:len(df) - users]

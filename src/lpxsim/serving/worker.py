@@ -280,7 +280,7 @@ class Worker(Admission):
         if self.poll is not None and self.busy:  # read at the scheduler's next poll
             self.inbox.append(req)
             if self.run_chunks is None and self.run_k > 1:
-                self._cut_run_at_poll()
+                self._cut_run(at_poll=True)
             return
         self.waiting.append(req)
         if not self.busy:
@@ -288,14 +288,16 @@ class Worker(Admission):
         elif self.run_chunks is None and self.run_k > 1:
             self._cut_run()
 
-    def _cut_run(self) -> None:
-        """End the current fast-forwarded decode run at the next step boundary."""
-        now = self.engine.now
-        done = int((now - self.run_start) / self.run_dt) + 1
-        if done < self.run_k:
+    def _cut_run(self, at_poll: bool = False) -> None:
+        """End the current fast-forwarded decode run at the next step boundary (`at_poll`: at the boundary where
+        the scheduler next reads new requests)."""
+        at = int((self.engine.now - self.run_start) / self.run_dt) + 1
+        if at_poll:
+            at += (-(self.since_poll + at)) % self.poll_every()
+        if at < self.run_k:
             self.version += 1
-            self.run_k = done
-            self.engine.schedule(self.run_start + done * self.run_dt, EventKind.STEP_END, self._on_step_end,
+            self.run_k = at
+            self.engine.schedule(self.run_start + at * self.run_dt, EventKind.STEP_END, self._on_step_end,
                                  self.version)
 
     def poll_every(self) -> int:
@@ -304,18 +306,6 @@ class Worker(Admission):
         threshold, below, above = self.poll
         held = self.n_dec + len(self.prefilling) + len(self.waiting) + len(self.inbox)
         return max(1, below if held < threshold else above)
-
-    def _cut_run_at_poll(self) -> None:
-        """End the current decode run at the step boundary where the scheduler next reads new requests."""
-        now = self.engine.now
-        done = int((now - self.run_start) / self.run_dt) + 1
-        every = self.poll_every()
-        at = done + (-(self.since_poll + done)) % every
-        if at < self.run_k:
-            self.version += 1
-            self.run_k = at
-            self.engine.schedule(self.run_start + at * self.run_dt, EventKind.STEP_END, self._on_step_end,
-                                 self.version)
 
     def adp_holding(self) -> bool:
         """Whether the attention-DP balance holds the waiting prefills now: some rank has none waiting, every

@@ -428,6 +428,22 @@ def session_workload(shape, sessions: int, osl: int, concurrency: int | None = N
                           osl=Dist(value=osl), hash_block_tokens=hash_block_tokens)
 
 
+BENCHMARK_RANGE_RATIO = 0.8  # InferenceX draws each request's lengths uniform in [0.8, 1] x nominal (assumptions.md)
+
+
+def benchmark_loop(users: int, isl: int, osl: int, requests_per_user: int, name: str = "benchmark loop",
+                   range_ratio: float = BENCHMARK_RANGE_RATIO) -> WorkloadConfig:
+    """A serving benchmark's client as InferenceX runs it: a closed loop of `users` (--max-concurrency) sending
+    `requests_per_user` x `users` requests (--num-prompts), each request's input and output lengths drawn uniform
+    in [range_ratio, 1] x the nominal `isl` / `osl` (--random-range-ratio). Drawn lengths keep the users from
+    arriving in lockstep, as identical requests would."""
+    def drawn(nominal: int) -> Dist:
+        return Dist(kind="uniform", low=range_ratio * nominal, high=float(nominal))
+
+    return WorkloadConfig(name=name, kind="synthetic", num_requests=users * requests_per_user,
+                          arrival=Arrival(process="closed", concurrency=users), isl=drawn(isl), osl=drawn(osl))
+
+
 def make_workload(cfg: WorkloadConfig, rng: np.random.Generator, duration_s: float | None = None) -> Workload:
     if cfg.kind == "synthetic":
         return SyntheticWorkload(cfg, rng, duration_s)
