@@ -119,12 +119,12 @@ def test_a_gpu_answer_is_the_validated_replay() -> None:
     from lpxsim.engine.deployment import Placed
     from lpxsim.engine.query import Deployment
     from lpxsim.engine.steady_state import steady_state
-    from lpxsim.engine.validation import LENGTH_RATIO, _step_model, calibration_rows, replay_row
+    from lpxsim.engine.validation import LENGTH_RATIO, calibration_rows, replay_row, step_model
 
     rows = [r for r in calibration_rows() if (r["hardware"], r["framework"], r["tp"], r["ep"], r["isl"], r["osl"],
                                               r["conc"]) == ("H200", "sglang", "8", "1", "8192", "1024", "64")]
     row = rows[0]
-    step = _step_model(row, False, {})
+    step = step_model(row, False, {})
     isl, osl = round(LENGTH_RATIO * 8192), round(LENGTH_RATIO * 1024)
     placed = Placed(Deployment("h200-hgx", 8, given=True, framework="sglang"), step, get_model("deepseek-r1"), 64)
     wl, load = Workload(isl, osl), Load(concurrency=64)

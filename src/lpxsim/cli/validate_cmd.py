@@ -1,6 +1,7 @@
 """`lpxsim validate`: reproduce docs/validation.md's accuracy tables from the data shipped in the package.
 
-Replays the GPU calibration rows (measured and projected paths), the projection pairs, the MLPerf v5.1
+Replays the GPU calibration rows (measured and projected paths; and, where the arrival pattern decides, each
+queueing solver: `engine.solver_check`), the projection pairs, the MLPerf v5.1
 Offline results (saturated throughput) and the published points of the SRAM machines, prints each table with its median absolute error and MAPE, and the error band
 of every cost path. `--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
 """
@@ -50,10 +51,25 @@ def _ttft_tables(res: dict) -> list[str]:
     return lines + [""]
 
 
+def queueing_table(q: dict) -> list[str]:
+    """The queueing solvers' table (`engine.solver_check.queueing_solvers`) as markdown lines."""
+    lines = [f"### Queueing: each solver on the {len(q['configurations'])} arrival-sensitive configurations "
+             "(a GPU answer is the random-arrival steady state)", "",
+             "| solver | TTFT MdAPE | MAPE | signed | TPOT MdAPE | MAPE | signed |", "|---|---|---|---|---|---|---|"]
+    for name, d in q["solvers"].items():
+        lines.append(f"| {name} | {_stats_cells(d['ttft'])} | {_stats_cells(d['tpot'])} |")
+    lines += ["", "| simulator with drawn lengths, by the GPU engine's admission | configurations | TTFT MdAPE | MAPE "
+              "| signed |", "|---|---|---|---|---|"]
+    for mechanism, d in q["drawn_by_mechanism"].items():
+        lines.append(f"| {mechanism} | {d['n']} | {_stats_cells(d)} |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
     lines += _ttft_tables(res)
+    lines += queueing_table(res["queueing_solvers"])
     lines += _gpu_table("Projected GPU: the same rows priced from a sibling's tables (H200 <- H100, B200 <- B300)",
                         res["projected_gpu"])
     lines += ["### Projection rule, step level (DeepSeek-R1 fp8 TP8 SGLang)", "",

@@ -205,7 +205,9 @@ def _pct(pred: float, meas: str | float) -> float | None:
     return 100.0 * (pred / m - 1.0) if m > 0 and math.isfinite(pred) else None
 
 
-def _step_model(r: dict, project: bool, cache: dict):
+def step_model(r: dict, project: bool, cache: dict):
+    """The replay's step model of calibration row `r` (its GPU, engine, precision, layout and KV format), memoised
+    in `cache`; `project`: priced from the sibling GPU's tables (`PROJECT_FROM`)."""
     from lpxsim.backends.factory import Layout, make_step_model
     from lpxsim.gpu.calibration import kv_format
     from lpxsim.gpu.step import GpuStepModel
@@ -241,7 +243,7 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
 
         accept = default_accept(get_model("deepseek-r1"))
     try:
-        e = steady_state(_step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]),
+        e = steady_state(step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]),
                          spec_k=k, spec_accept=accept)
     except UserError:
         return None
@@ -414,7 +416,9 @@ def run(limit: int | None = None) -> dict:
     gpu = gpu_replay(rows)
     projected = gpu_replay(rows, project=True)
     sram = sram_points(published_points())
+    from lpxsim.engine.solver_check import queueing_solvers
+
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
-            "ttft_date_spread": ttft_date_spread(rows),
+            "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": mlperf_offline(mlperf_points()),
             "bands": bands(gpu, projected, sram)}
