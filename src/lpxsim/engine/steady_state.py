@@ -334,7 +334,8 @@ def steady_state(
     the prefills queued ahead of it (the MVA of a closed network with random arrival order; real engines'
     jitter). "stagger": identical requests in a closed loop settle into a deterministic stagger, each
     arriving as the prefill server frees, so no request queues and every other user's prefill lands in its
-    decode phase (what the serving simulator converges to, and the engine's answer: `lpxsim.engine`).
+    decode phase (what the serving simulator of identical requests converges to; the engine answers LPX so,
+    and a GPU with "random", the queueing its parameters were fitted under: `engine.answer.GPU_ARRIVALS`).
     The cycle, hence the aggregate and E2E, is the same either way; the TTFT / TPOT split is not."""
     if arrivals not in ARRIVALS:
         raise UserError("arrivals", f"expected one of {', '.join(ARRIVALS)}, got {arrivals!r}")
