@@ -94,3 +94,29 @@ def test_no_hold_while_a_rank_runs_no_decode(trtllm_dp_b200) -> None:
     waits, so TensorRT-LLM releases it at once (TRT-ADP), as `steady_state.held_share` says."""
     assert _closed_loop(trtllm_dp_b200, 8)[0] == pytest.approx(
         _closed_loop(WithoutAdmission(trtllm_dp_b200), 8)[0], rel=1e-9)
+
+
+def test_an_unread_arrival_can_be_aborted() -> None:
+    """A request waiting for the scheduler's poll (in the inbox) leaves at once when its client goes, and
+    gives back its queued tokens; the worker then serves on."""
+    from lpxsim.serving.online import ABORTED, OnlineSimulation
+
+    pool = {"name": "p", "system": "b200-hgx", "backend": "gpu", "model": "deepseek-r1", "workers": 1,
+            "gpus_per_worker": 8, "tp": 8, "weights": "fp8", "kv": "fp8", "framework": "sglang"}
+    online = OnlineSimulation(load_fleet({"name": "t", "pools": [pool]}))
+    first = [online.submit(900, 400) for _ in range(20)]
+    online.advance(1.0)  # all decoding: the worker is in a long decode run
+    w = online.workers[0]
+    assert w.busy and w.n_dec == 20
+    late = [online.submit(900, 50) for _ in range(3)]
+    assert len(w.inbox) == 3 and not w.waiting  # unread until the poll
+    queued = w.queued_tokens
+    for r in late:
+        assert online.abort(r)
+    assert all(r.status == ABORTED for r in late) and not w.inbox
+    assert w.queued_tokens == queued - 3 * 900
+    online.advance(online.now_s + 30.0)
+    assert all(r.status == "completed" for r in first)
+    again = online.submit(900, 10)
+    online.advance(online.now_s + 5.0)
+    assert again.status == "completed"
