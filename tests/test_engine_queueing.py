@@ -12,7 +12,7 @@ simulator answers on one replica (`engine.answer._auto`). The grid holds the eng
 gave it, against a simulation of the whole deployment (every replica a worker behind the router).
 
 A GPU deployment is the exception: the engine answers it with the random-arrival steady state, the queueing its
-engine parameters were fitted under and `lpxsim validate` replays (`engine.answer.GPU_ARRIVALS`); the simulator
+engine parameters were fitted under and `lpxsim validate` replays (`engine.concurrency.GPU_ARRIVALS`); the simulator
 has none of the GPU engines' admission mechanics and misses the measured TTFT of the arrival-sensitive
 calibration configurations by 57 % (median; `python benchmarks/gpu_queueing_solvers.py`). So the simulator
 grid is LPX's, and the GPU test is that the engine's answer is the replay's, on a row where the pattern decides.

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import path_for
-from lpxsim.engine.concurrency import BeyondHeld, kv_fit, sessions_fit
+from lpxsim.engine.concurrency import GPU_ARRIVALS, BeyondHeld, arrivals_for, kv_fit, sessions_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -42,12 +42,11 @@ SENSITIVE_TTFT = 0.05  # relative difference in TTFT
 # that could move the aggregate further is never left to the mean field (at 5 %, Gemma 4 31B at 10K on Vera
 # Rubin with two streams a replica, a 4.9 % share, came out 4.4 % above the simulator).
 SENSITIVE_PREFILL_SHARE = 0.03
-# A GPU deployment is answered with the random-arrival wait, the queueing under which its engine parameters were
-# fitted (`gpu.calibration`) and against which `lpxsim validate` measures the band it prints: the validated path.
-# The simulator has none of the GPU engines' admission mechanics (SGLang's request poll, TensorRT-LLM's
-# attention-DP hold), and on the calibration rows where the pattern decides, its TTFT misses the measurement by
-# about 50 % (median) where this steady state misses by about 19 % (docs/engine.md, "One queueing answer").
-GPU_ARRIVALS = "random"
+# A GPU deployment is answered with the random-arrival wait (`concurrency.GPU_ARRIVALS`), the queueing under
+# which its engine parameters were fitted (`gpu.calibration`) and against which `lpxsim validate` measures the
+# band it prints: the validated path. The simulator of identical requests bunches them into waves, and on the
+# calibration rows where the pattern decides its TTFT misses the measurement by about 57 % (median) where this
+# steady state misses by 14 % (docs/engine.md, "One queueing answer"; `lpxsim validate`, "Queueing").
 GPU_SOLVER = "steady state (random arrivals, as the GPU replay)"
 
 
@@ -312,13 +311,6 @@ def _held(evaluate, workload: Workload, held: int) -> Estimate:
                    tok_s_per_mw=out_tps / (e.power_w / 1e6) if e.power_w > 0 else math.nan)
 
 
-def is_gpu(system: str) -> bool:
-    """Whether `system` is a GPU system (answered with `GPU_ARRIVALS`)."""
-    from lpxsim.catalog import get_system
-
-    return get_system(system).chip.kind == "gpu"
-
-
 def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float,
           solvers: set[str]) -> Estimate:
     """One replica at `c` streams. A GPU: the random-arrival steady state, the queueing its engine parameters were
@@ -329,7 +321,7 @@ def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_
         return steady_state(priced, workload.isl, workload.osl, c, spec_k=spec_k, spec_accept=spec_accept,
                             arrivals=arr)
 
-    if is_gpu(placed.deployment.system):
+    if arrivals_for(placed.deployment.system) == GPU_ARRIVALS:
         solvers.add(GPU_SOLVER)
         return ss(GPU_ARRIVALS)
     stagger = ss("stagger")

@@ -15,8 +15,19 @@ from lpxsim.core.errors import UserError
 from lpxsim.engine.steady_state import Estimate, steady_state
 from lpxsim.step.protocol import StepModel
 
-ARRIVALS = "stagger"  # the engine's queueing (`engine.answer`)
+ARRIVALS = "stagger"  # the engine's steady-state queueing on LPX and wafer-scale systems (`engine.answer`)
+# ... and on a GPU: the random-arrival wait, the queueing its engine parameters were fitted under and `lpxsim
+# validate` replays (engine.answer; docs/engine.md, "One queueing answer")
+GPU_ARRIVALS = "random"
 MAX_CONCURRENCY = 1 << 16  # search cap when the KV ceiling is larger still
+
+
+def arrivals_for(system: str) -> str:
+    """The arrival pattern the engine's steady state prices `system` under: `GPU_ARRIVALS` on a GPU, else
+    `ARRIVALS`."""
+    from lpxsim.catalog import get_system
+
+    return GPU_ARRIVALS if get_system(system).chip.kind == "gpu" else ARRIVALS
 
 
 def kv_fit(step: StepModel, context: int) -> int:
@@ -68,11 +79,12 @@ class Search(NamedTuple):
 
 
 def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k: int = 0,
-                     spec_accept: float = 0.0, evaluate: Callable[[int], Estimate] | None = None) -> Search:
+                     spec_accept: float = 0.0, evaluate: Callable[[int], Estimate] | None = None,
+                     arrivals: str = ARRIVALS) -> Search:
     """The largest concurrency at which every user gets >= `target`, up to the KV ceiling.
 
     A concurrency the backend refuses (e.g. a compiled step shape that overflows SRAM) counts as missing
-    the target. `evaluate(c)`: how a concurrency is priced (default: the stagger steady state of `step`; the
+    the target. `evaluate(c)`: how a concurrency is priced (default: the steady state of `step` under `arrivals`; the
     search passes the engine's answer for one replica, `engine.answer.replica_estimate`). `spec_k` > 0: speculative decoding (MTP), k drafted tokens per round at acceptance `spec_accept`.
     """
     ceiling = kv_ceiling(step, isl, osl)
@@ -85,7 +97,7 @@ def best_concurrency(step: StepModel, isl: int, osl: int, target: float, spec_k:
         if c not in cache:
             try:
                 cache[c] = evaluate(c) if evaluate is not None else steady_state(
-                    step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept, arrivals=ARRIVALS)
+                    step, isl, osl, c, spec_k=spec_k, spec_accept=spec_accept, arrivals=arrivals)
             except UserError as e:
                 if e.field in ("accept", "isl", "osl"):
                     raise  # the user's input, not this concurrency

@@ -38,6 +38,7 @@ from lpxsim.engine.concurrency import (  # noqa: F401  (re-exported: the search'
     ARRIVALS,
     MAX_CONCURRENCY,
     Search,
+    arrivals_for,
     best_concurrency,
     engine_edge,
     kv_ceiling,
@@ -229,10 +230,10 @@ def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: 
             return replica_estimate(placed, wl, c, *spec)
 
     priced = step if new_tokens is None or new_tokens >= isl else PrefixCachedStep(step, isl, new_tokens)
-    # The concurrency is searched on the stagger steady state (fast), then the point found is priced as the
-    # engine answers it (where the arrival pattern decides, the simulator: `engine.answer`), stepping down
-    # until that answer meets the target too.
-    best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec)
+    # The concurrency is searched on the steady state the engine uses for this system (fast), then the point
+    # found is priced as the engine answers it (on LPX where the arrival pattern decides, the simulator:
+    # `engine.answer`), stepping down until that answer meets the target too.
+    best, first, ceiling, error = best_concurrency(priced, isl, osl, target, *spec, arrivals=arrivals_for(system.name))
     if evaluate is not None and first is not None:
         first = evaluate(1)
         if best is not None:

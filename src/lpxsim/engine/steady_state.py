@@ -335,7 +335,7 @@ def steady_state(
     jitter). "stagger": identical requests in a closed loop settle into a deterministic stagger, each
     arriving as the prefill server frees, so no request queues and every other user's prefill lands in its
     decode phase (what the serving simulator of identical requests converges to; the engine answers LPX so,
-    and a GPU with "random", the queueing its parameters were fitted under: `engine.answer.GPU_ARRIVALS`).
+    and a GPU with "random", the queueing its parameters were fitted under: `engine.concurrency.GPU_ARRIVALS`).
     The cycle, hence the aggregate and E2E, is the same either way; the TTFT / TPOT split is not."""
     if arrivals not in ARRIVALS:
         raise UserError("arrivals", f"expected one of {', '.join(ARRIVALS)}, got {arrivals!r}")
