@@ -8,7 +8,10 @@ the tree with them gives the same numbers). The three session cases whose contex
 regenerated with the `hold` deadlock fix (a truncated session's stale chain stops being held when its turn
 arrives, `KvStore.retire_stale`): a change meant to change results. `lpx-offload-sessions` and `routed-mix` were
 regenerated when an LPX prefill's sub-chunk size stopped depending on the shapes asked before (a chunk too large
-for 256 rows used to halve it for every later chunk, so a run's costs depended on the cache's history). The same runs must give the same numbers now: integers and
+for 256 rows used to halve it for every later chunk, so a run's costs depended on the cache's history).
+`mixed-fleet-sessions`, `rubin-vera-offload` and `routed-mix` were regenerated when an SGLang GPU pool's first token
+came out at the end of its prefill pass rather than after the step's decodes (`EngineParams.prefill_alone`:
+SGLang runs a prefill batch as its own forward; TTFT about 5 ms lower on Rubin, one decode step). The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

@@ -120,3 +120,19 @@ def test_an_unread_arrival_can_be_aborted() -> None:
     again = online.submit(900, 10)
     online.advance(online.now_s + 5.0)
     assert again.status == "completed"
+
+
+class TokenWithTheStep(WithoutAdmission):
+    """As `WithoutAdmission`, its first token coming out with the whole mixed step (as a mixing engine's)."""
+
+    prefill_alone = False
+
+
+def test_sglang_first_token_leaves_before_the_steps_decodes(sglang_b200) -> None:
+    """SGLang runs a prefill batch as its own forward (no mixed chunks, SGL-MIXED): the prompt's first token is
+    out when its prefill ends, not after the running decodes of that step (about one decode step earlier)."""
+    assert sglang_b200.prefill_alone
+    users = 8  # the poll left out of both, so that only where the token leaves differs
+    alone, tpot = _closed_loop(WithoutAdmission(sglang_b200), users)
+    with_step, _ = _closed_loop(TokenWithTheStep(sglang_b200), users)
+    assert 0.5 * tpot < with_step - alone < 1.5 * tpot

@@ -68,6 +68,11 @@ class EngineParams:
     # (`GpuStepModel.prefill_dispatch_s`). vLLM V1 compiles the model and replays piecewise CUDA graphs
     # for prefill token counts up to its capture sizes (VLLM-GRAPH): False.
     eager_prefill: bool = True
+    # Whether a prefill batch runs as its own forward pass, the running decodes waiting for it (SGLang:
+    # --enable-mixed-chunk is off by default, SGL-MIXED, and InferenceX's launches leave it off), so its first
+    # token is out when the prefill ends; False where an iteration carries context and generation requests
+    # together (TensorRT-LLM, TRT-SCHED; vLLM's chunked prefill) and the token comes with the iteration.
+    prefill_alone: bool = False
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -82,7 +87,7 @@ class EngineParams:
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
-                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2,
+                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, prefill_alone=True,
                            prefill_pass=(("fp4", 4, 16384), ("fp4", 8, 16384), ("fp8", 4, 8192), ("fp8", 8, 32768))),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)

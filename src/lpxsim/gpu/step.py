@@ -303,6 +303,12 @@ class GpuStepModel:
         return (r[1], r[2], r[3])
 
     @property
+    def prefill_alone(self) -> bool:
+        """Whether the engine runs a prefill batch as its own forward pass, its first token out when the prefill
+        ends (SGLang), rather than in an iteration that also carries the running decodes (`EngineParams`)."""
+        return self.engine.prefill_alone
+
+    @property
     def prefill_pass_tokens(self) -> int | None:
         """Prompt tokens one prefill pass of a polling engine packs (`EngineParams.prefill_pass`: SGLang's
         --chunked-prefill-size as InferenceX launches it), else None (the steady state's chunk).

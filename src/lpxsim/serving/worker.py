@@ -120,6 +120,9 @@ class Worker(Admission):
         self.since_poll = 0  # decode steps since the scheduler last read (as of the current run's start)
         # attention-DP balance (`admission_hold`): each request's rank, engine iterations, the hold's start
         self.adp = getattr(model, "admission_hold", None) if role != "decode" else None
+        # an engine that runs a prefill batch as its own forward (SGLang) has its first token out when the prefill
+        # ends, before the step's decodes; otherwise the token comes with the whole step (`prefill_alone`)
+        self.prefill_first = bool(getattr(model, "prefill_alone", False))
         self.rank_of: dict[int, int] = {}
         self.iterations = 0
         self.adp_since: int | None = None
@@ -381,8 +384,10 @@ class Worker(Admission):
         self.run_start, self.run_k = now, 1
         self.run_dt = dec + cost.interval_s
         end = now + self.run_dt
-        # serial backends (latency == interval): the first token is out when the step ends (no float drift)
-        self.run_first_tok = end if cost.latency_s <= cost.interval_s else now + dec + cost.latency_s
+        if self.prefill_first:
+            self.run_first_tok = now + cost.latency_s
+        else:  # serial backends (latency == interval): out when the step ends (no float drift)
+            self.run_first_tok = end if cost.latency_s <= cost.interval_s else now + dec + cost.latency_s
         self._start(end)
 
     def _room_for(self, steps: int) -> bool:
