@@ -311,6 +311,17 @@ def _held(evaluate, workload: Workload, held: int) -> Estimate:
                    tok_s_per_mw=out_tps / (e.power_w / 1e6) if e.power_w > 0 else math.nan)
 
 
+def arrival_sensitive(step, isl: int, c: int, stagger: Estimate, random: Estimate) -> bool:
+    """Whether the arrival pattern decides the answer at `c` streams: the stagger and random-arrival steady states
+    differ by more than SENSITIVE_TOK_S_USER or SENSITIVE_TTFT, or the other users' prefills take more than
+    SENSITIVE_PREFILL_SHARE of a request's cycle."""
+    _, occupancy = prefill_cost(step, isl)
+    others = (c - 1) * occupancy / stagger.e2e_s  # the share of a cycle other users' prefills take
+    return not (others <= SENSITIVE_PREFILL_SHARE
+                and abs(random.tok_s_user / stagger.tok_s_user - 1.0) <= SENSITIVE_TOK_S_USER
+                and abs(random.ttft_s / stagger.ttft_s - 1.0) <= SENSITIVE_TTFT)
+
+
 def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_accept: float,
           solvers: set[str]) -> Estimate:
     """One replica at `c` streams. A GPU: the random-arrival steady state, the queueing its engine parameters were
@@ -328,12 +339,7 @@ def _auto(placed: Placed, priced, workload: Workload, c: int, spec_k: int, spec_
     if c == 1 or spec_k > 0 or workload.session is not None:
         solvers.add("steady state (stagger)")
         return stagger
-    random = ss("random")
-    _, occupancy = prefill_cost(priced, workload.isl)
-    others = (c - 1) * occupancy / stagger.e2e_s  # the share of a cycle other users' prefills take
-    if (others <= SENSITIVE_PREFILL_SHARE
-            and abs(random.tok_s_user / stagger.tok_s_user - 1.0) <= SENSITIVE_TOK_S_USER
-            and abs(random.ttft_s / stagger.ttft_s - 1.0) <= SENSITIVE_TTFT):
+    if not arrival_sensitive(priced, workload.isl, c, stagger, ss("random")):
         solvers.add("steady state (stagger)")
         return stagger
     from lpxsim.engine.simulated import simulate_answer

@@ -1,8 +1,7 @@
 """Which queueing answer fits the measured GPU rows: the random-arrival steady state, the stagger, or the simulator.
 
 On every calibration configuration (GPU, engine, precision, layout, ISL/OSL, concurrency > 1) where the arrival
-pattern decides the answer (`engine.answer._auto`'s test: the stagger and random-arrival steady states differ by
-more than its SENSITIVE thresholds, or other users' prefills take more than its share of a cycle), each solver
+pattern decides the answer (`engine.answer.arrival_sensitive`, the engine's own test), each solver
 prices the replay's own step model and is scored against the configuration's measured median TTFT and TPOT
 (median over its dated runs):
 
@@ -37,15 +36,6 @@ def _configurations(rows: list[dict]) -> dict[tuple, list[dict]]:
     return by
 
 
-def _sensitive(step, isl: int, osl: int, users: int, ran, stag) -> bool:
-    from lpxsim.engine.answer import SENSITIVE_PREFILL_SHARE, SENSITIVE_TOK_S_USER, SENSITIVE_TTFT
-    from lpxsim.engine.steady_state import prefill_cost
-
-    others = (users - 1) * prefill_cost(step, isl)[1] / stag.e2e_s
-    return not (others <= SENSITIVE_PREFILL_SHARE and abs(ran.tok_s_user / stag.tok_s_user - 1) <= SENSITIVE_TOK_S_USER
-                and abs(ran.ttft_s / stag.ttft_s - 1) <= SENSITIVE_TTFT)
-
-
 def _drawn(r: dict, step, users: int) -> tuple[float, float]:
     """(median TTFT, median TPOT) of the simulator running the row's benchmark loop with drawn lengths."""
     from lpxsim.engine.validation import PROMPTS_PER_USER, SYSTEMS
@@ -67,6 +57,7 @@ def queueing_solvers(rows: list[dict]) -> dict:
     """Per-configuration TTFT of each solver on the arrival-sensitive configurations of `rows`, each solver's
     TTFT and TPOT error statistics, and the drawn-length simulator's TTFT by admission mechanism."""
     from lpxsim.catalog import get_model
+    from lpxsim.engine.answer import arrival_sensitive
     from lpxsim.engine.deployment import Placed
     from lpxsim.engine.query import Deployment, Load, Workload
     from lpxsim.engine.simulated import simulate_answer
@@ -86,7 +77,7 @@ def queueing_solvers(rows: list[dict]) -> dict:
             ran, stag = steady_state(step, isl, osl, users), steady_state(step, isl, osl, users, arrivals="stagger")
         except UserError:
             continue  # the KV does not hold the load (the replay skips these rows too)
-        if not _sensitive(step, isl, osl, users, ran, stag):
+        if not arrival_sensitive(step, isl, users, stag, ran):
             continue  # the pattern does not decide: every solver agrees
         dep = Deployment(SYSTEMS[r["hardware"]], int(r["tp"]), given=True, framework=step.framework)
         sim = simulate_answer(Placed(dep, step, model, users), Workload(isl, osl), Load(concurrency=users))

@@ -25,12 +25,13 @@ import math
 from collections import defaultdict
 from importlib import resources
 
+from lpxsim.core.benchmark_client import LENGTH_RATIO
 from lpxsim.engine.bands import PATHS, error_stats
+from lpxsim.engine.solver_check import queueing_solvers
 
 SYSTEMS = {"H100": "h100-hgx", "H200": "h200-hgx", "B200": "b200-hgx", "B300": "b300-hgx",
            "GB200": "gb200-nvl72", "GB300": "gb300-nvl72", "MI300X": "mi300x", "MI325X": "mi325x",
            "MI355X": "mi355x"}
-LENGTH_RATIO = 0.9  # InferenceX draws lengths uniformly up to the nominal value (data README)
 PROMPTS_PER_USER = 10  # InferenceX's client: --num-prompts 10 x C --max-concurrency C (docs/sources.md IX-TRT)
 # projected replay: each calibration GPU priced from a measured sibling of the same rack kind
 PROJECT_FROM = {"h200-hgx": "h100-hgx", "b200-hgx": "b300-hgx"}
@@ -416,8 +417,6 @@ def run(limit: int | None = None) -> dict:
     gpu = gpu_replay(rows)
     projected = gpu_replay(rows, project=True)
     sram = sram_points(published_points())
-    from lpxsim.engine.solver_check import queueing_solvers
-
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": mlperf_offline(mlperf_points()),

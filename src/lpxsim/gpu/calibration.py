@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lpxsim.core.benchmark_client import LENGTH_RATIO
 from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, GpuParams
 from lpxsim.gpu.step import GpuStepModel
 
 DATA_FILE = "inferencex_dsr1_calibration.csv"
-LENGTH_RATIO = 0.9  # mean drawn length / nominal length (uniform in [0.8, 1] x nominal)
 SYSTEMS = {"H200": "h200-hgx", "B200": "b200-hgx"}
 KV_FORMAT = {"sglang": "bf16", "trt": "fp8"}  # the engines' defaults; `kv_format` adds the launch settings
 BLACKWELL = ("B200", "B300")  # the HGX scripts (IX-SGL, IX-SGL-B300); NVL72 runs use other recipes

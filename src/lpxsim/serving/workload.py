@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lpxsim.core.benchmark_client import BENCHMARK_RANGE_RATIO
 from lpxsim.core.inputs import TOKENS_MAX  # sampled ISL/OSL are clipped to [1, TOKENS_MAX]
 from lpxsim.serving.config import read_yaml, validation_error
 from lpxsim.serving.request import Request
@@ -428,15 +429,13 @@ def session_workload(shape, sessions: int, osl: int, concurrency: int | None = N
                           osl=Dist(value=osl), hash_block_tokens=hash_block_tokens)
 
 
-BENCHMARK_RANGE_RATIO = 0.8  # InferenceX draws each request's lengths uniform in [0.8, 1] x nominal (assumptions.md)
-
-
 def benchmark_loop(users: int, isl: int, osl: int, requests_per_user: int, name: str = "benchmark loop",
                    range_ratio: float = BENCHMARK_RANGE_RATIO) -> WorkloadConfig:
     """A serving benchmark's client as InferenceX runs it: a closed loop of `users` (--max-concurrency) sending
     `requests_per_user` x `users` requests (--num-prompts), each request's input and output lengths drawn uniform
-    in [range_ratio, 1] x the nominal `isl` / `osl` (--random-range-ratio). Drawn lengths keep the users from
-    arriving in lockstep, as identical requests would."""
+    in [range_ratio, 1] x the nominal `isl` / `osl` (--random-range-ratio; InferenceX's by
+    default, `core.benchmark_client`). Drawn lengths keep the users from arriving in lockstep, as
+    identical requests would."""
     def drawn(nominal: int) -> Dist:
         return Dist(kind="uniform", low=range_ratio * nominal, high=float(nominal))
 
