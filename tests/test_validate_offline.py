@@ -65,7 +65,7 @@ def test_mlperf_points_are_sourced_and_per_gpu_consistent():
     from lpxsim.engine.validation import mlperf_points
 
     pts = mlperf_points()
-    assert {p["model"] for p in pts} == {"llama-2-70b", "llama-3.1-405b"}
+    assert {p["model"] for p in pts} == {"llama-2-70b", "llama-3.1-405b", "llama-3.1-8b", "deepseek-r1"}
     sources = (Path(__file__).resolve().parents[1] / "docs" / "sources.md").read_text()
     for p in pts:
         assert float(p["tok_s_per_gpu"]) == pytest.approx(float(p["tokens_per_s"]) / int(p["gpus"]), rel=1e-3)
@@ -83,6 +83,52 @@ def test_mlperf_table_reports_both_regimes():
                                            abs=0.1)
     assert res["saturated"]["n"] == 1 and res["saturated"]["mape_pct"] == pytest.approx(abs(row["err_pct"]), abs=0.1)
     assert row["predicted_tok_s_per_gpu"] > row["closed_loop_tok_s_per_gpu"]
+
+
+def test_a_stated_layout_is_priced_at_its_caps():
+    """A point that states its submission's layout is priced there: pipeline stages, attention-DP ranks, the
+    batch cap per rank x pp (TensorRT-LLM's capacity scheduler) and the KV share of free memory."""
+    from lpxsim.engine.offline import offline_throughput
+    from lpxsim.engine.validation import mlperf_offline, mlperf_points
+    from lpxsim.gpu.step import GpuStepModel
+
+    pt = [p for p in mlperf_points() if p["id"] == "MLP51-B200-L3-405B"]
+    row = mlperf_offline(pt)["points"][0]
+    assert row["layout"] == "TP2/PP2"
+    m = GpuStepModel("llama-3.1-405b", "b200-hgx", tp=2, pp=2, weights="fp4", kv="fp8", framework="trtllm",
+                     mem_fraction=0.95, max_batch=128 * 2)
+    want = offline_throughput(m, 9400, 616, iteration_tokens=1536)
+    assert want.limited_by == "iteration_tokens"  # 1,536 tokens an iteration x 2 stages / (1 + 9400 / 616)
+    assert want.batch == int(1536 * 2 / (1 + 9400 / 616))
+    assert row["predicted_tok_s_per_gpu"] == pytest.approx(want.output_tok_s_per_chip, abs=0.1)
+    unstated = [{k: v for k, v in pt[0].items() if k not in ("tp", "pp")}]
+    assert mlperf_offline(unstated)["points"][0]["layout"].endswith("(best)")
+
+
+def test_pipeline_stages_overlap_micro_batches():
+    """With pipeline parallelism a pass still traverses every layer (latency), but the next micro-batch enters
+    when the busiest stage frees: the interval is a stage's share, so a TP2/PP2 replica holding as many
+    sequences per GPU as TP2 decodes about as many tokens per GPU (it was priced as if its stages ran one after
+    another: half). At equal total batch it is slower per GPU: each stage streams its weights once a
+    micro-batch, for half the batch."""
+    from lpxsim.engine.steady_state import decode_period
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
+
+    kw = dict(weights="fp4", kv="fp8", framework="trtllm")
+    tp2 = GpuStepModel("llama-3.1-405b", "b200-hgx", tp=2, **kw)
+    pp2 = GpuStepModel("llama-3.1-405b", "b200-hgx", tp=2, pp=2, **kw)
+    assert pp2.stage_share() == pytest.approx(63 / 126)
+    c = pp2.decode_step(DecodeBatch.uniform(64, 4096))
+    assert c.interval_s < 0.6 * c.latency_s
+    # the same layers in one pass (the stages add their point-to-point hand-offs, microseconds)
+    assert c.latency_s == pytest.approx(tp2.decode_step(DecodeBatch.uniform(64, 4096)).latency_s, rel=1e-3)
+    assert pp2.prefill(PrefillChunk(4096)).interval_s == pytest.approx(
+        0.5 * tp2.prefill(PrefillChunk(4096)).interval_s, rel=1e-3)
+    per_gpu = [b / decode_period(m, b, 4096)[0] / m.chips for m, b in ((tp2, 128), (pp2, 256))]
+    assert per_gpu[1] > 0.8 * per_gpu[0]
+    # two micro-batches of 128 in flight: a token period shorter than one pass of all 256 (the serial pricing)
+    assert decode_period(pp2, 256, 4096)[0] < 0.85 * pp2.decode_step(DecodeBatch.uniform(256, 4096)).latency_s
 
 
 def test_decode_attention_beyond_the_tables_context_streams_at_the_kernels_measured_rate():

@@ -35,7 +35,7 @@ class OfflinePoint:
     isl: int
     osl: int
     batch: int  # running sequences
-    limited_by: str  # "kv" or "max_batch"
+    limited_by: str  # "kv", "max_batch" or "iteration_tokens"
     prefill_tokens_per_pass: int  # prompt tokens packed into one prefill pass
     decode_s: float  # decode of the full batch, per engine step
     prefill_s: float  # packed prefill work per engine step
@@ -67,14 +67,32 @@ def prefill_s_per_token(step: StepModel, isl: int, tokens_per_pass: int) -> tupl
     return c.interval_s / (seqs * isl), seqs * isl
 
 
-def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None) -> OfflinePoint:
-    """Saturated output throughput of `step` for prompts of `isl` and outputs of `osl` tokens (means)."""
+def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None,
+                       iteration_tokens: int | None = None) -> OfflinePoint:
+    """Saturated output throughput of `step` for prompts of `isl` and outputs of `osl` tokens (means).
+
+    `iteration_tokens`: the tokens one scheduled batch may carry, generation and context together
+    (TensorRT-LLM's `max_num_tokens`: TRT-ITER). Each attention-DP rank schedules its own batch, and a
+    pipeline keeps one batch a stage in flight, so the replica carries iteration_tokens x ranks x stages a
+    pipeline period. Sustaining a batch b takes b x isl / osl prompt tokens beside its b decode tokens in
+    that period, so b is at most that budget / (1 + isl / osl), and the prompts are packed into the room the
+    decodes leave in each batch. None: no such budget (an engine that runs its prefills as passes of their own).
+    """
     for name, v in (("isl", isl), ("osl", osl)):
         if not isinstance(v, int) or v <= 0:
             raise UserError(name, f"expected a positive integer, got {v!r}")
     if tokens_per_pass is None:
         tokens_per_pass = int(getattr(step, "prefill_chunk", DEFAULT_PREFILL_CHUNK))
     batch, limit = saturated_batch(step, isl, osl)
+    if iteration_tokens is not None:
+        if iteration_tokens <= 1:
+            raise UserError("iteration_tokens", f"expected at least 2 tokens an iteration, got {iteration_tokens!r}")
+        ranks, stages = _schedulers(step)
+        by_tokens = max(1, int(iteration_tokens * ranks * stages / (1.0 + isl / osl)))
+        if by_tokens < batch:
+            batch, limit = by_tokens, "iteration_tokens"
+        room = max(1, int(iteration_tokens - batch / (ranks * stages)))  # per scheduled batch
+        tokens_per_pass = min(tokens_per_pass, room * ranks)  # a replica's pass spans its attention-DP ranks
     period, _ = decode_period(step, batch, isl + osl // 2)
     per_tok, packed = prefill_s_per_token(step, isl, tokens_per_pass)
     prefill_s = batch * isl / osl * per_tok
@@ -83,6 +101,14 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
     return OfflinePoint(system=step.name, chips=step.chips, isl=isl, osl=osl, batch=batch, limited_by=limit,
                         prefill_tokens_per_pass=packed, decode_s=period, prefill_s=prefill_s, step_s=step_s,
                         output_tok_s=out, output_tok_s_per_chip=out / max(1, step.chips))
+
+
+def _schedulers(step: StepModel) -> tuple[int, int]:
+    """(attention-DP ranks, pipeline stages) of a step with a GPU layout; (1, 1) otherwise."""
+    layout = getattr(step, "layout", None)
+    if layout is None or not hasattr(layout, "pp"):
+        return 1, 1
+    return (layout.tp if layout.dp_attention else 1), max(1, layout.pp)
 
 
 def closed_loop_ceiling(step: StepModel, isl: int, osl: int) -> float:

@@ -346,7 +346,26 @@ class GpuStepModel:
 
     def decode_step(self, batch: DecodeBatch) -> StepCost:
         b = self.decode_breakdown(batch)
-        return StepCost.serial(self._part_s(b))
+        return self._pipelined(self._part_s(b))
+
+    def stage_share(self) -> float:
+        """The share of a pass one pipeline stage runs: its layers over the model's (1 without pipeline
+        parallelism; the first stages hold ceil(L / pp) layers, so the busiest sets the pace)."""
+        pp = self.layout.pp
+        if pp <= 1:
+            return 1.0
+        layers = self.model.num_layers
+        return min(1.0, -(-layers // pp) / layers)
+
+    def _pipelined(self, seconds: float) -> StepCost:
+        """A pass through every stage: its latency is the whole pass, and the next micro-batch may enter when
+        the busiest stage frees (its layers' share of the GPU time). The engine's host work per step is not
+        shared out: each micro-batch is scheduled on its own."""
+        share = self.stage_share()
+        if share >= 1.0:
+            return StepCost.serial(seconds)
+        host = self.engine.step_overhead_s if self.source is not None else 0.0
+        return StepCost(seconds, min(seconds, host + (seconds - host) * share))
 
     def _part_s(self, b: StepBreakdown) -> float:
         """The seconds this model answers for: the whole step, or (part="attention") the attention half
@@ -371,7 +390,7 @@ class GpuStepModel:
         # first token also waits for host work (tokenizing, scheduling, streaming it back): latency. The
         # occupancy other users see stays the GPU's (assumption "eager-prefill-occupancy": where their
         # prefills matter, prompts share passes and so share the pass's dispatch)
-        return StepCost(max(s, self.prefill_dispatch_s()) + first, s * occupancy)
+        return StepCost(max(s, self.prefill_dispatch_s()) + first, s * occupancy * self.stage_share())
 
     def prefill_dispatch_s(self) -> float:
         """Host seconds to issue one prefill pass: its kernels x the per-kernel eager dispatch time
@@ -410,7 +429,7 @@ class GpuStepModel:
         if k < 0:
             raise UserError("k", f"expected k >= 0 draft tokens, got {k}")
         b = self._breakdown("verify", k + 1, self._replica_contexts(batch), self.cuda_graphs)
-        return StepCost.serial(self._part_s(b))
+        return self._pipelined(self._part_s(b))
 
     def kv_capacity_bytes(self) -> float:
         return memory.replica_kv_capacity_bytes(self.memory, self.layout) * self.layout.replicas

@@ -42,7 +42,8 @@ class PrefillChunk:
 @dataclass(frozen=True)
 class StepCost:
     """Cost of one step. `latency_s`: first input to last output; `interval_s`: time until the
-    next micro-batch may enter (== latency on a GPU; shorter on a pipelined LPX)."""
+    next micro-batch may enter (== latency on a GPU without pipeline parallelism; shorter on a pipelined LPX
+    or a GPU layout with pipeline stages)."""
 
     latency_s: float
     interval_s: float
