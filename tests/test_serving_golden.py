@@ -11,7 +11,11 @@ regenerated when an LPX prefill's sub-chunk size stopped depending on the shapes
 for 256 rows used to halve it for every later chunk, so a run's costs depended on the cache's history).
 `mixed-fleet-sessions`, `rubin-vera-offload` and `routed-mix` were regenerated when an SGLang GPU pool's first token
 came out at the end of its prefill pass rather than after the step's decodes (`EngineParams.prefill_alone`:
-SGLang runs a prefill batch as its own forward; TTFT about 5 ms lower on Rubin, one decode step). The same runs must give the same numbers now: integers and
+SGLang runs a prefill batch as its own forward; TTFT about 5 ms lower on Rubin, one decode step). The same four were
+regenerated when the GPU engine parameters were refitted (round 3, seventh session: TensorRT-LLM's attention-DP MoE
+gather and scatter from the measured NCCL sweep, and its prefill iterations carrying the running decodes; the
+refit moved SGLang's first-token host time 63.0 -> 62.7 ms and the shared eager dispatch 48.9 -> 49.1 us: makespans
+within 2 %). The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

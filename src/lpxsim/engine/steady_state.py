@@ -21,7 +21,9 @@ style). Mean-field, no queueing tails; the serving simulator gives the tails.
 - Queueing for prefill (closed loop, as InferenceX measures): a new request waits
   behind the prefills of other users that arrived before it. The wait is the
   mean-value analysis (MVA) of a closed network of C users cycling between one
-  FCFS prefill server (service = prefill occupancy) and the rest of their cycle
+  FCFS prefill server (service = prefill occupancy, plus, on an engine whose
+  prefill iterations also carry the running decodes, that iteration's decode step
+  shared by the prompts it packs: TRT-ITER) and the rest of their cycle
   (the decode phase), solved jointly with the decode phase by fixed point;
   `ttft_s` includes it (`ttft_wait_s` says how much).
 - Admission hold (GPU engines that say so through `admission_hold`): TensorRT-LLM
@@ -367,10 +369,17 @@ def steady_state(
     # setting), else the chunk
     per_pass = max(1, (getattr(step, "prefill_pass_tokens", None) or prefill_chunk) // isl)
 
+    # An engine whose prefill iterations also carry the running decodes (TensorRT-LLM, vLLM: TRT-ITER) holds
+    # its prefill server for the prefill and that iteration's decode step, shared by the prompts one iteration
+    # packs; one that runs a prefill as its own forward (SGLang: `prefill_alone`) for the prefill alone. The
+    # decoders get their token in that iteration, so the decode phase is stretched by the prefill only (f).
+    mixed = getattr(step, "prefill_alone", None) is False and osl > 1
+    service = occupancy + (round_s / per_pass if mixed else 0.0)
+
     def waited(w: float) -> float:
         """The queueing (and admission hold) a user meets when every user waits `w`."""
         d = _decode_phase(d0, f, w, drain) if osl > 1 else 0.0
-        queue = prefill_wait(occupancy, d + own - occupancy, concurrency) if arrivals == "random" else 0.0
+        queue = prefill_wait(service, d + own - occupancy, concurrency) if arrivals == "random" else 0.0
         return queue + _admission_hold_s(step, concurrency, own + w + d, round_s, iteration) + shared
 
     shared, iteration = 0.0, round_s

@@ -157,6 +157,35 @@ def _overlap_shared_experts(t: np.ndarray, stream: np.ndarray) -> None:
     t[sh] *= keep[stream[sh]]
 
 
+def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> float | None:
+    """Seconds of one layer's MoE gather and scatter under TensorRT-LLM's attention data-parallelism on one
+    HGX node, from the measured NCCL sweep; None where another path applies or nothing was measured.
+
+    TensorRT-LLM's fused MoE takes an all-to-all path only with more expert-parallel ranks than experts a
+    token picks and a multi-node NVLink domain (or DeepEP, opted into by an environment flag): otherwise it
+    all-gathers every rank's tokens (NVFP4-quantised, 0.5625 bytes an element with the block scales, where the
+    experts are NVFP4; else BF16) and reduce-scatters the BF16 outputs (TRT-MOE-COMM)."""
+    lay, m = sm.layout, sm.model
+    if sm.framework != "trtllm" or not m.is_moe:
+        return None
+    topk = max((layer.ffn.top_k for layer in m.layers if layer.ffn.is_moe), default=1)
+    if lay.ep > topk and sm.system.topology.chips_per_node > 8:  # MNNVL all-to-all: the fabric model
+        return None
+    ops, sib, _ = sm.source
+    tokens = f.sequences * new_tokens * lay.tp  # every attention rank's tokens
+    fp4 = sm.weights in ("fp4", "mxfp4")
+    gathered = tokens * m.hidden_size * (0.5625 if fp4 else 2.0)
+    scattered = tokens * m.hidden_size * 2.0
+    ag = ops.nccl("all_gather", gathered, lay.tp, 1 if fp4 else 2)
+    rs = ops.nccl("reduce_scatter", scattered, lay.tp, 2)
+    if ag is None or rs is None:
+        return None
+    if sib is not None:
+        ag *= collective_ratio(sm.system, sib, gathered)
+        rs *= collective_ratio(sm.system, sib, scattered)
+    return ag + rs + 2.0 * sm.params.collective_overhead_s
+
+
 def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, label: str) -> tuple[float, float]:
     """(collective seconds of the step, those of the attention half): the TP all-reduces (two per
     layer and the embedding's) measured where the tables have them; other collectives (DP-attention
@@ -164,6 +193,12 @@ def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, 
     lay, m = sm.layout, sm.model
     base = f.collective_s + f.collectives * sm.params.collective_overhead_s
     base_attn = f.attn_collective_s + f.attn_collectives * sm.params.collective_overhead_s
+    if lay.tp > 1 and lay.dp_attention and not lay.kv_parallel:
+        measured = _dp_gather_scatter(sm, f, new_tokens)
+        if measured is not None:
+            sm.cost_sources["dp_gather_scatter"] = f"{label} (nccl-tests sweep)"
+            sm.cost_sources.setdefault("other_collectives", "catalog fabric alpha-beta")
+            return base - f.dp_ffn_collective_s + m.num_layers * measured, base_attn
     if lay.tp <= 1 or lay.dp_attention or lay.kv_parallel:
         if lay.tp > 1:
             sm.cost_sources.setdefault("collectives", "catalog fabric alpha-beta (no measured table for this collective)")

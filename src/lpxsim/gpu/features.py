@@ -68,6 +68,8 @@ class StepFeatures:
     collectives: float  # collective calls in the step
     attn_collectives: float
     layer_count: int
+    # the FFN side's gather and scatter under attention data-parallelism, all layers (in collective_s)
+    dp_ffn_collective_s: float = 0.0
     # per op: what the measured tables are asked for it (see lookup_key), None if no table covers it
     lookups: tuple[tuple | None, ...] = ()
     sequences: int = 1  # sequences of the step on the busiest attention rank
@@ -358,12 +360,13 @@ def build(
     lookups: list[tuple | None] = [class_lookups[c] for c in plan.op_class_list]
     _fuse_projections(graph, lookups, plan.fuse_candidates)
     groups = _groups(plan, class_lookups, lookups)
-    coll, attn_coll, calls, attn_calls = _collectives(graph, layout, fabric, att_frac)
+    coll, attn_coll, calls, attn_calls, dp_ffn = _collectives(graph, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
         is_attn_half=attn_half, att_windows=plan.windows, collective_s=coll, attn_collective_s=attn_coll,
         collectives=calls, attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
+        dp_ffn_collective_s=dp_ffn,
         sequences=max(1, round(seqs * att_frac)),
         moe_stream=plan.moe_stream,
         groups=groups,
@@ -422,8 +425,9 @@ def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int
 
 def _collectives(
     graph: OpGraph, layout: Layout, fabric: Fabric, att_frac: float
-) -> tuple[float, float, float, float]:
-    """(collective seconds of the step, those of the attention half, calls, calls of the attention half).
+) -> tuple[float, float, float, float, float]:
+    """(collective seconds of the step, those of the attention half, calls, calls of the attention half, the
+    seconds of the FFN side's gathers and scatters under DP-attention).
 
     Per layer under plain TP: an all-reduce after the attention output projection and one after
     the FFN/MoE (EP without DP-attention also ends in an all-reduce in SGLang/TRT-LLM). With
@@ -458,9 +462,10 @@ def _collectives(
     L = m.num_layers
     attn = L * per_layer_attn
     if tp == 1:
-        return p2p, 0.0, float(layout.pp - 1), 0.0
+        return p2p, 0.0, float(layout.pp - 1), 0.0, 0.0
     ffn_calls = 2.0 if layout.dp_attention else 1.0
     kvp_calls = 3.0 if layout.kv_parallel and graph.phase.kind != "prefill" else 1.0
     attn_calls = 0.0 if layout.dp_attention else float(L) * kvp_calls
     calls = attn_calls + L * ffn_calls + 1.0 + (0.0 if layout.dp_attention else 1.0) + (layout.pp - 1)
-    return attn + L * per_layer_ffn + logits + embed + p2p, attn, calls, attn_calls
+    dp_ffn = L * per_layer_ffn if layout.dp_attention else 0.0
+    return attn + L * per_layer_ffn + logits + embed + p2p, attn, calls, attn_calls, dp_ffn

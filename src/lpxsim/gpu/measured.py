@@ -568,6 +568,30 @@ class MeasuredOps:
                 times.append(_interp(c[0], c[1], elements) * MS)
         return min(times) if times else None
 
+    @cache  # noqa: B019
+    def nccl(self, op: str, nbytes: float, gpus: int, element_bytes: int = 2) -> float | None:
+        """One NCCL collective (`op`: all_gather, reduce_scatter, alltoall, all_reduce) of an `nbytes` buffer (the
+        gathered output of an all-gather, the input of a reduce-scatter) over `gpus` GPUs, from the tables'
+        nccl-tests sweep (comm/nccl, any engine's). The table's `message_size` counts elements of its dtype
+        (the half curve runs twice the int8 curve's time at large sizes, as twice the bytes): `element_bytes`
+        picks the half (2) or int8 (1) curve. None where the GPU count or the op was not measured."""
+        dtype = "int8" if element_bytes == 1 else "half"
+        cols = ("op_name", "nccl_dtype", "num_gpus", "message_size", "latency")
+
+        def compute() -> list:
+            d = _select(self.system, "comm", "nccl", "nccl_perf.parquet", cols, ("message_size", "latency"),
+                        op_name=op, nccl_dtype=dtype, num_gpus=gpus)
+            if d is None or not len(d["message_size"]):
+                return [None]
+            xs, ys = _curve(d["message_size"], d["latency"])
+            return [xs.tolist(), ys.tolist()]
+
+        got = _persisted(self.system, "nccl", "nccl", (op, dtype, gpus), compute)
+        if got[0] is None:
+            return None
+        xs, ys = np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
+        return _interp(xs, ys, max(1.0, nbytes / (1 if element_bytes == 1 else 2))) * MS
+
     def _decode_beyond(self, name: str, fname: str, cols: tuple[str, ...], batches: np.ndarray, b: float,
                        c: tuple[np.ndarray, np.ndarray], s: float, **eq: object) -> float:
         """A decode-attention time (ms) at `b` sequences x `s` cached tokens beyond this batch's last measured
