@@ -156,6 +156,24 @@ def test_decode_attention_beyond_the_tables_context_streams_at_the_kernels_measu
     assert beyond > kv_bytes / 8e12
 
 
+def test_the_fp4_ceiling_is_no_faster_than_a_library_has_shown(monkeypatch):
+    """The ceiling's FP4-over-FP8 ratio is the datasheet's where a tuned library has shown it (Blackwell: 2x peak,
+    cuBLAS up to 2.3x) and no more than 2.3x elsewhere: Blackwell Ultra's 3x datasheet ratio put GB300's FP4
+    GEMMs at 3x its FP8 ones, where its own table measures 1.2x GB200's FP4 and MLPerf 1.09x per GPU."""
+    from lpxsim.catalog import get_system
+    from lpxsim.gpu import measured
+    from lpxsim.gpu.measured import FP4_OVER_FP8_SHOWN, MeasuredOps, _fp8_over_fp4_peak
+
+    assert _fp8_over_fp4_peak("b200_sxm") == pytest.approx(0.5)
+    peak = get_system("gb300-nvl72").chip.peak_flops
+    assert float(peak["fp4"]) / float(peak["fp8"]) > FP4_OVER_FP8_SHOWN  # the datasheet claims more
+    assert _fp8_over_fp4_peak("gb300") == pytest.approx(1.0 / FP4_OVER_FP8_SHOWN)
+    monkeypatch.setattr(measured, "UNTUNED_GEMM", {})
+    ops = MeasuredOps("gb300", "trtllm")
+    m, n, k = 8192, 8192, 8192
+    assert ops.gemm(m, n, k, "fp4") >= ops.gemm(m, n, k, "fp8") / FP4_OVER_FP8_SHOWN * (1 - 1e-9)
+
+
 def test_fp4_gemm_is_capped_by_the_fp8_kernels_fraction_of_peak_where_compute_bound(monkeypatch):
     """aiconfigurator's NVFP4 GEMM table plateaus at 1.35x its FP8 table on B200 where the tensor cores issue
     2x: at large M the FP4 GEMM takes the FP8 time x peak8 / peak4; below the ridge (weight streaming)
