@@ -158,8 +158,9 @@ def _overlap_shared_experts(t: np.ndarray, stream: np.ndarray) -> None:
 
 
 def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> float | None:
-    """Seconds of one layer's MoE gather and scatter under TensorRT-LLM's attention data-parallelism on one
-    HGX node, from the measured NCCL sweep; None where another path applies or nothing was measured.
+    """Seconds of one layer's MoE gather and scatter under TensorRT-LLM's attention data-parallelism, from the
+    measured NCCL sweep (the per-call engine overhead stays with the step's call count); None where another
+    path applies or nothing was measured.
 
     TensorRT-LLM's fused MoE takes an all-to-all path only with more expert-parallel ranks than experts a
     token picks and a multi-node NVLink domain (or DeepEP, opted into by an environment flag): otherwise it
@@ -183,7 +184,7 @@ def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> fl
     if sib is not None:
         ag *= collective_ratio(sm.system, sib, gathered)
         rs *= collective_ratio(sm.system, sib, scattered)
-    return ag + rs + 2.0 * sm.params.collective_overhead_s
+    return ag + rs
 
 
 def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, label: str) -> tuple[float, float]:
