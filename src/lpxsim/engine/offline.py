@@ -106,9 +106,9 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
 def _schedulers(step: StepModel) -> tuple[int, int]:
     """(attention-DP ranks, pipeline stages) of a step with a GPU layout; (1, 1) otherwise."""
     layout = getattr(step, "layout", None)
-    if layout is None or not hasattr(layout, "pp"):
+    if layout is None or not hasattr(layout, "attention_ranks"):
         return 1, 1
-    return (layout.tp if layout.dp_attention else 1), max(1, layout.pp)
+    return layout.attention_ranks, max(1, layout.pp)
 
 
 def closed_loop_ceiling(step: StepModel, isl: int, osl: int) -> float:

@@ -182,14 +182,15 @@ def _offline_stated(p: dict) -> tuple[str, float]:
     to the KV cache. TensorRT-LLM's `max_batch_size` is per attention-DP rank (each rank runs its own scheduler)
     and its capacity scheduler admits `max_batch_size` x pp (one micro-batch a stage): TRT-BATCH."""
     from lpxsim.engine.offline import offline_throughput
+    from lpxsim.gpu.layout import Layout
     from lpxsim.gpu.step import GpuStepModel
 
     tp, pp, ep = int(p["tp"]), int(p["pp"]), int(p["ep"])
     dp = p["dp_attention"].strip().lower() in ("true", "1")
-    ranks = tp if dp else 1
+    lay = Layout(tp=tp, ep=ep, pp=pp, dp_attention=dp)
     m = GpuStepModel(p["model"], p["system"], tp=tp, pp=pp, ep=ep, dp_attention=dp, weights=p["weights"],
                      kv=p["kv"], framework=p["framework"], mem_fraction=float(p["kv_mem_fraction"]),
-                     max_batch=int(p["max_batch_per_rank"]) * ranks * pp)
+                     max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp)
     budget = int(p["max_num_tokens"]) if (p.get("max_num_tokens") or "").strip() else None
     sat = offline_throughput(m, int(p["isl"]), int(p["osl"]), iteration_tokens=budget).output_tok_s_per_chip
     return m.layout.label(), sat

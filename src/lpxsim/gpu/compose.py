@@ -169,8 +169,7 @@ def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> fl
     lay, m = sm.layout, sm.model
     if sm.framework != "trtllm" or not m.is_moe:
         return None
-    topk = max((layer.ffn.top_k for layer in m.layers if layer.ffn.is_moe), default=1)
-    if lay.ep > topk and sm.system.topology.chips_per_node > 8:  # MNNVL all-to-all: the fabric model
+    if lay.ep > m.experts_per_token and sm.system.topology.chips_per_node > 8:  # MNNVL all-to-all: the fabric model
         return None
     ops, sib, _ = sm.source
     tokens = f.sequences * new_tokens * lay.tp  # every attention rank's tokens

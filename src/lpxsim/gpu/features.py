@@ -445,8 +445,7 @@ def _collectives(
         per_layer_ffn = fabric.all_reduce_s(hidden_bytes, tp)
     elif layout.ep > 1:
         local = hidden_bytes * att_frac
-        topk = max((layer.ffn.top_k for layer in m.layers if layer.ffn.is_moe), default=1)
-        per_layer_ffn = 2.0 * fabric.all_to_all_s(local * topk, tp)
+        per_layer_ffn = 2.0 * fabric.all_to_all_s(local * m.experts_per_token, tp)
     else:
         per_layer_ffn = fabric.all_gather_s(hidden_bytes, tp) + fabric.reduce_scatter_s(hidden_bytes, tp)
     kvp = 0.0

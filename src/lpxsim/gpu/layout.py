@@ -38,6 +38,11 @@ class Layout:
     def gpus(self) -> int:
         return self.gpus_per_replica * self.replicas
 
+    @property
+    def attention_ranks(self) -> int:
+        """Attention data-parallel ranks of a replica, each scheduling its own requests (1 without DP-attention)."""
+        return self.tp if self.dp_attention else 1
+
     def label(self) -> str:
         s = f"TP{self.tp}"
         if self.ep > 1:

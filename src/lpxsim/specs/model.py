@@ -128,6 +128,11 @@ class ModelSpec:
         return any(layer.ffn.is_moe for layer in self.layers)
 
     @property
+    def experts_per_token(self) -> int:
+        """The most routed experts a token picks in any MoE layer (1 for a dense model)."""
+        return max((layer.ffn.top_k for layer in self.layers if layer.ffn.is_moe), default=1)
+
+    @property
     def is_mla(self) -> bool:
         return any(layer.attention.kind == "mla" for layer in self.layers)
 
