@@ -87,9 +87,13 @@ def test_mlperf_table_reports_both_regimes():
 
 def test_a_stated_layout_is_priced_at_its_caps():
     """A point that states its submission's layout is priced there: pipeline stages, attention-DP ranks, the
-    batch cap per rank x pp (TensorRT-LLM's capacity scheduler) and the KV share of free memory."""
+    batch cap per rank x pp (TensorRT-LLM's capacity scheduler) and the KV share of free memory; with its dataset
+    and LoadGen's sample count, as each replica's finite run of its share of the samples."""
+    import math
+
     from lpxsim.engine.offline import offline_throughput
-    from lpxsim.engine.validation import mlperf_offline, mlperf_points
+    from lpxsim.engine.offline_run import offline_run
+    from lpxsim.engine.validation import generated_samples, mlperf_offline, mlperf_points, point_lengths
     from lpxsim.gpu.step import GpuStepModel
 
     pt = [p for p in mlperf_points() if p["id"] == "MLP51-B200-L3-405B"]
@@ -100,7 +104,11 @@ def test_a_stated_layout_is_priced_at_its_caps():
     want = offline_throughput(m, 9400, 616, iteration_tokens=1536)
     assert want.limited_by == "iteration_tokens"  # 1,536 tokens an iteration x 2 stages / (1 + 9400 / 616)
     assert want.batch == int(1536 * 2 / (1 + 9400 / 616))
-    assert row["predicted_tok_s_per_gpu"] == pytest.approx(want.output_tok_s_per_chip, abs=0.1)
+    mix = point_lengths(pt[0])
+    per_replica = math.ceil(generated_samples(int(pt[0]["samples_per_query"]), mix.samples) / 2)  # 8 GPUs / 4
+    run = offline_run(m, mix, per_replica, iteration_tokens=1536)
+    assert row["predicted_tok_s_per_gpu"] == pytest.approx(run.output_tok_s_per_chip, abs=0.1)
+    assert row["steady_tok_s_per_gpu"] == pytest.approx(run.steady.output_tok_s_per_chip, abs=0.1)
     unstated = [{k: v for k, v in pt[0].items() if k not in ("tp", "pp")}]
     assert mlperf_offline(unstated)["points"][0]["layout"].endswith("(best)")
 
@@ -201,3 +209,19 @@ def test_fp4_gemm_is_capped_by_the_fp8_kernels_fraction_of_peak_where_compute_bo
     m = [1, 64, 256, 1024, 4096, 8192, 16384]
     times = [ops.gemm(x, n, k, "fp4") for x in m]
     assert all(b >= a for a, b in zip(times, times[1:], strict=False))
+
+
+@pytest.mark.heavy
+def test_mlperf_conditions_known_within_the_acceptance_and_runs_drain():
+    """All nine points at their submissions' layouts and LoadGen's runs (issue 28's offline acceptance is at
+    most 12 %; this guards the shipped points, the held-out rows judge). DeepSeek-R1's few waves of long-tailed
+    outputs drain below the steady state; Llama-2-70B's 60 waves of short ones do not."""
+    from lpxsim.engine.validation import mlperf_offline, mlperf_points
+
+    res = mlperf_offline(mlperf_points())
+    assert res["saturated"]["n"] == 9 and res["saturated"]["median_abs_pct"] < 12.0
+    rows = {r["id"]: r for r in res["points"]}
+    for pid in ("MLP51-B200-DSR1", "MLP51-GB200-DSR1", "MLP51-GB300-DSR1"):
+        assert rows[pid]["predicted_tok_s_per_gpu"] < 0.92 * rows[pid]["steady_tok_s_per_gpu"], pid
+    l2 = rows["MLP51-B200-L2-70B"]
+    assert l2["predicted_tok_s_per_gpu"] == pytest.approx(l2["steady_tok_s_per_gpu"], rel=0.01)

@@ -4,15 +4,18 @@
 waiting for it. When everything queues, the engine does what its scheduler does under a full queue:
 
 - **batch**: the running batch is as large as the KV and the engine's cap allow: the KV holds
-  capacity / (KV of one sequence at its mean resident context, isl + osl / 2) sequences, and no more than
-  `StepModel.max_batch()` (the engine's max_num_seqs / max_batch_size) run;
+  capacity / (KV of one sequence at its mean resident context) sequences, and no more than
+  `StepModel.max_batch()` (the engine's max_num_seqs / max_batch_size) or the client's concurrency cap run.
+  The resident context is isl + osl / 2 for equal lengths; for a dataset's spread of lengths, the longer
+  outputs stay resident longer (`engine.lengths.LengthMix.resident_context`);
 - **prefill packing**: the sequences that finish each step are replaced at once, so every step carries
   batch x isl / osl prompt tokens on average, packed from many queued prompts into passes of up to the
   engine's tokens per step (`max_num_tokens`; the step model's prefill chunk): the prompt GEMMs run at
   M = the packed tokens, not at M = one prompt's length;
 - **one step** = the decode of the full batch plus that step's share of packed prefill passes.
 
-Output tokens per second = batch / step. This is the regime the closed loop's per-user prefill
+Output tokens per second = batch / step: the steady state of an endless queue. A finite run (MLPerf's sample
+count) also starts full and ends draining: `engine.offline_run`. This is the regime the closed loop's per-user prefill
 under-prices at large M (issue 28, item 5): a prompt of ~300 tokens prefilled alone runs its GEMMs at
 M = 300, about half the efficiency of a packed 8,192-token pass on the measured tables.
 """
@@ -35,7 +38,7 @@ class OfflinePoint:
     isl: int
     osl: int
     batch: int  # running sequences
-    limited_by: str  # "kv", "max_batch" or "iteration_tokens"
+    limited_by: str  # "kv", "max_batch", "concurrency" or "iteration_tokens"
     prefill_tokens_per_pass: int  # prompt tokens packed into one prefill pass
     decode_s: float  # decode of the full batch, per engine step
     prefill_s: float  # packed prefill work per engine step
@@ -47,9 +50,10 @@ class OfflinePoint:
         return asdict(self)
 
 
-def saturated_batch(step: StepModel, isl: int, osl: int) -> tuple[int, str]:
-    """(running sequences, what limits them) when every request is queued."""
-    per_seq = step.kv_bytes(isl + osl // 2)
+def saturated_batch(step: StepModel, isl: int, osl: int, context: float | None = None) -> tuple[int, str]:
+    """(running sequences, what limits them) when every request is queued; `context`: the mean resident context
+    (default isl + osl / 2, that of equal lengths)."""
+    per_seq = step.kv_bytes(int(round(context)) if context is not None else isl + osl // 2)
     by_kv = int(step.kv_capacity_bytes() // per_seq) if per_seq > 0 else step.max_batch()
     cap = max(1, step.max_batch())
     if by_kv < 1:
@@ -68,8 +72,12 @@ def prefill_s_per_token(step: StepModel, isl: int, tokens_per_pass: int) -> tupl
 
 
 def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None,
-                       iteration_tokens: int | None = None) -> OfflinePoint:
+                       iteration_tokens: int | None = None, context: float | None = None,
+                       concurrency: int | None = None) -> OfflinePoint:
     """Saturated output throughput of `step` for prompts of `isl` and outputs of `osl` tokens (means).
+
+    `context`: the running sequences' mean resident context (`LengthMix.resident_context`; default isl + osl / 2).
+    `concurrency`: the most requests the client keeps in flight (a harness cap), None for none.
 
     `iteration_tokens`: the tokens one scheduled batch may carry, generation and context together
     (TensorRT-LLM's `max_num_tokens`: TRT-ITER). Each attention-DP rank schedules its own batch, and a
@@ -83,7 +91,12 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
             raise UserError(name, f"expected a positive integer, got {v!r}")
     if tokens_per_pass is None:
         tokens_per_pass = int(getattr(step, "prefill_chunk", DEFAULT_PREFILL_CHUNK))
-    batch, limit = saturated_batch(step, isl, osl)
+    batch, limit = saturated_batch(step, isl, osl, context)
+    if concurrency is not None:
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise UserError("concurrency", f"expected a positive integer, got {concurrency!r}")
+        if concurrency < batch:
+            batch, limit = concurrency, "concurrency"
     if iteration_tokens is not None:
         if iteration_tokens <= 1:
             raise UserError("iteration_tokens", f"expected at least 2 tokens an iteration, got {iteration_tokens!r}")
@@ -93,7 +106,8 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
             batch, limit = by_tokens, "iteration_tokens"
         room = max(1, int(iteration_tokens - batch / (ranks * stages)))  # per scheduled batch
         tokens_per_pass = min(tokens_per_pass, room * ranks)  # a replica's pass spans its attention-DP ranks
-    period, _ = decode_period(step, batch, isl + osl // 2)
+    resident = int(round(context)) if context is not None else isl + osl // 2
+    period, _ = decode_period(step, batch, resident)
     per_tok, packed = prefill_s_per_token(step, isl, tokens_per_pass)
     prefill_s = batch * isl / osl * per_tok
     step_s = period + prefill_s

@@ -1,0 +1,114 @@
+"""A finite saturated run (MLPerf Offline as LoadGen runs it) and the dataset lengths it draws from."""
+
+import numpy as np
+import pytest
+
+from lpxsim.core.errors import UserError
+from lpxsim.engine.lengths import LengthMix, dataset, uniform
+
+
+@pytest.fixture(scope="module")
+def b200():
+    from lpxsim.gpu.step import GpuStepModel
+
+    return GpuStepModel("llama-3.1-8b", "b200-hgx", tp=1, weights="fp4", kv="fp8", framework="trtllm",
+                        max_batch=256)
+
+
+def test_resident_context_weights_each_sample_by_its_time_in_the_batch():
+    assert uniform(800, 200).resident_context() == pytest.approx(900)
+    mix = LengthMix("two", np.array([100, 1000]), np.array([10, 990]))
+    # sample 1: 10 steps at contexts 101..110; sample 2: 990 steps at 1001..1990
+    want = (10 * 100 + 10 * 10 / 2 + 990 * 1000 + 990 * 990 / 2) / 1000
+    assert mix.resident_context() == pytest.approx(want)
+    assert mix.resident_context() > mix.mean_isl + mix.mean_osl / 2  # long outputs stay longer
+
+
+def test_shaping_keeps_the_shape_and_meets_the_mean_under_the_cap():
+    mix = LengthMix("spread", np.full(5, 10), np.array([10, 20, 40, 80, 1000]))
+    s = mix.shaped(150, max_osl=400)
+    assert s.osl.max() == 400 and s.mean_osl == pytest.approx(150, abs=1)
+    assert list(np.argsort(s.osl[:4])) == [0, 1, 2, 3]  # order of the uncapped kept
+    assert (mix.shaped(400, max_osl=400).osl == 400).all()
+    with pytest.raises(UserError) as e:
+        mix.shaped(500, max_osl=400)
+    assert e.value.field == "max_osl"
+    with pytest.raises(UserError) as e:
+        mix.shaped(0)
+    assert e.value.field == "osl"
+
+
+def test_packaged_datasets_match_their_published_figures():
+    """The copies are checked against figures their sources publish: the DeepSeek-R1 reference run's mean output
+    (4,043.4 tokens, MLPERF-DS-DSR1) and each dataset's sample count (LoadGen's performance_sample_count)."""
+    dsr1 = dataset("deepseek-r1")
+    assert dsr1.samples == 4388 and dsr1.mean_osl == pytest.approx(4043.4, abs=0.1)
+    assert dataset("llama-3.1-405b").samples == 8313
+    assert dataset("llama-3.1-8b").samples == 13368
+    with pytest.raises(UserError) as e:
+        dataset("no-such-set")
+    assert e.value.field == "dataset"
+
+
+def test_equal_lengths_in_whole_waves_run_at_the_steady_state(b200):
+    """Every wave admitted together and finishing together: each wave is osl decode periods of the full batch plus
+    its prompts' packed prefill, which is the steady state's step x osl."""
+    from lpxsim.engine.offline_run import offline_run
+
+    mix = uniform(500, 200)
+    run = offline_run(b200, mix, 3 * 256, iteration_tokens=8192)
+    assert run.slots == 256
+    assert run.output_tok_s == pytest.approx(run.steady.output_tok_s, rel=1e-6)
+
+
+def test_a_few_waves_of_spread_outputs_drain_below_the_steady_state(b200):
+    from lpxsim.engine.offline_run import offline_run
+
+    rng = np.random.default_rng(3)
+    mix = LengthMix("spread", np.full(2000, 500), rng.integers(20, 4000, 2000))
+    few = offline_run(b200, mix, 2 * 256)
+    many = offline_run(b200, mix, 40 * 256)
+    assert few.run_factor < many.run_factor < 1.0
+    assert many.run_factor > 0.95
+    # nothing ends before its longest sample has decoded at the fastest (one-sequence) step
+    from lpxsim.engine.steady_state import decode_period
+
+    assert few.makespan_s > int(mix.osl.max()) * decode_period(b200, 1, 500)[0]
+
+
+def test_bad_sample_counts_and_caps_name_their_field(b200):
+    from lpxsim.engine.offline import offline_throughput
+    from lpxsim.engine.offline_run import offline_run
+
+    with pytest.raises(UserError) as e:
+        offline_run(b200, uniform(100, 100), 0)
+    assert e.value.field == "samples"
+    with pytest.raises(UserError) as e:
+        offline_throughput(b200, 100, 100, concurrency=0)
+    assert e.value.field == "concurrency"
+    assert offline_throughput(b200, 100, 100, concurrency=7).limited_by == "concurrency"
+
+
+def test_loadgen_issues_whole_permutations():
+    from lpxsim.engine.offline_run import draw_order
+    from lpxsim.engine.validation import generated_samples
+
+    assert generated_samples(396_000, 4388) == 399_308  # the GB300 DeepSeek-R1 run's log (MLC-51-LOG)
+    assert generated_samples(210_624, 4388) == 210_624
+    order = draw_order(uniform(1, 1), 5)
+    assert list(order) == [0] * 5
+    mix = LengthMix("x", np.arange(1, 11), np.arange(1, 11))
+    order = draw_order(mix, 20)
+    assert sorted(order[:10]) == list(range(10)) and sorted(order[10:]) == list(range(10))
+
+
+def test_mlperf_points_name_a_dataset_whose_prompts_they_state():
+    from lpxsim.engine.validation import mlperf_points, point_lengths
+
+    for p in mlperf_points():
+        mix = point_lengths(p)
+        if mix is None:
+            continue
+        assert int(p["isl"]) == round(mix.mean_isl), p["id"]
+        assert mix.mean_osl == pytest.approx(float(p["osl"]), abs=1), p["id"]
+        assert p["samples_per_query"] and p["run_source"], p["id"]
