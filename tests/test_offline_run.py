@@ -112,3 +112,16 @@ def test_mlperf_points_name_a_dataset_whose_prompts_they_state():
         assert int(p["isl"]) == round(mix.mean_isl), p["id"]
         assert mix.mean_osl == pytest.approx(float(p["osl"]), abs=1), p["id"]
         assert p["samples_per_query"] and p["run_source"], p["id"]
+
+
+def test_a_point_without_a_dataset_takes_its_benchmarks():
+    """MLPerf fixes each benchmark's dataset and output cap: a row that names neither (a user's own point) is
+    priced on its model's, prompts included; a model with no packaged set keeps the row's lengths."""
+    from lpxsim.engine.validation import _point_isl, point_lengths
+
+    row = {"model": "deepseek-r1", "isl": "300", "osl": "3498"}
+    mix = point_lengths(row)
+    assert mix.name == "deepseek-r1" and mix.osl.max() == 20000 and mix.mean_osl == pytest.approx(3498, abs=1)
+    assert _point_isl(row, mix) == 804
+    other = {"model": "qwen3-32b", "isl": "300", "osl": "200"}
+    assert point_lengths(other) is None and _point_isl(other, None) == 300

@@ -152,8 +152,8 @@ def _offline_best(p: dict) -> tuple[int, float, float]:
     from lpxsim.engine.offline import closed_loop_ceiling, offline_throughput
     from lpxsim.gpu.step import GpuStepModel
 
-    isl, osl, gpus = int(p["isl"]), int(p["osl"]), int(p["gpus"])
     mix = point_lengths(p)
+    isl, osl, gpus = _point_isl(p, mix), int(p["osl"]), int(p["gpus"])
     context = mix.resident_context() if mix is not None else None
     best = (0, -1.0, math.nan)
     for tp in OFFLINE_TP:
@@ -206,7 +206,7 @@ def _offline_stated(p: dict) -> tuple[str, float, float]:
         run = offline_run(m, mix, per_replica, iteration_tokens=budget, concurrency=concurrency)
         return m.layout.label(), run.output_tok_s_per_chip, run.steady.output_tok_s_per_chip
     context = mix.resident_context() if mix is not None else None
-    sat = offline_throughput(m, int(p["isl"]), int(p["osl"]), iteration_tokens=budget, context=context,
+    sat = offline_throughput(m, _point_isl(p, mix), int(p["osl"]), iteration_tokens=budget, context=context,
                              concurrency=concurrency).output_tok_s_per_chip
     return m.layout.label(), sat, sat
 
@@ -216,16 +216,32 @@ def _optional_int(p: dict, key: str) -> int | None:
     return int(v) if v else None
 
 
+# MLPerf Inference fixes each benchmark's dataset and output limit: the packaged per-sample lengths
+# (data/measured/mlperf_datasets, MLPERF-DS-*) and the most output tokens a sample may have (MLC-51-CFG;
+# MLPERF-DS-DSR1 for DeepSeek-R1's 20K). A point that names neither gets its model's.
+MLPERF_DATASETS = {"llama-2-70b": ("llama-2-70b", 1024), "llama-3.1-405b": ("llama-3.1-405b", 2000),
+                   "deepseek-r1": ("deepseek-r1", 20000), "llama-3.1-8b": ("llama-3.1-8b", 128)}
+
+
 def point_lengths(p: dict):
-    """The `engine.lengths.LengthMix` of an MLPerf point that names its dataset: the dataset's prompts, its
-    outputs' shape at the point's mean output length (the accuracy target's tokens per sample) under the
-    benchmark's output cap; None where no dataset is named."""
+    """The `engine.lengths.LengthMix` of an MLPerf point: its dataset's prompts, the outputs' shape at the point's
+    mean output length (the accuracy target's tokens per sample) under the benchmark's output cap. The dataset
+    and cap are the point's own where stated, else its benchmark's (`MLPERF_DATASETS`); None for a model
+    MLPerf has no packaged dataset of."""
     from lpxsim.engine.lengths import dataset
 
     name = (p.get("dataset") or "").strip()
+    default_name, default_cap = MLPERF_DATASETS.get(p.get("model", ""), (None, None))
+    name = name or default_name
     if not name:
         return None
-    return dataset(name).shaped(float(p["osl"]), _optional_int(p, "max_osl"))
+    cap = _optional_int(p, "max_osl") or (default_cap if name == default_name else None)
+    return dataset(name).shaped(float(p["osl"]), cap)
+
+
+def _point_isl(p: dict, mix) -> int:
+    """The mean prompt a point is priced at: its dataset's where it has one, else the point's `isl`."""
+    return max(1, round(mix.mean_isl)) if mix is not None else int(p["isl"])
 
 
 def generated_samples(requested: int, dataset_size: int) -> int:
@@ -250,7 +266,8 @@ def mlperf_offline(points: list[dict]) -> dict:
         label, sat, steady = _offline_stated(p) if _stated(p) else (f"TP{tp} (best)", best, best)
         pub = float(p["tok_s_per_gpu"])
         rows.append({"id": p["id"], "system": p["system"], "model": p["model"], "gpus": int(p["gpus"]), "tp": tp,
-                     "layout": label, "isl": int(p["isl"]), "osl": int(p["osl"]), "published_tok_s_per_gpu": pub,
+                     "layout": label, "isl": _point_isl(p, point_lengths(p)), "osl": int(p["osl"]),
+                     "published_tok_s_per_gpu": pub,
                      "predicted_tok_s_per_gpu": round(sat, 1), "err_pct": round(_pct(sat, pub), 1),
                      "steady_tok_s_per_gpu": round(steady, 1), "steady_err_pct": round(_pct(steady, pub), 1),
                      "best_layout_tok_s_per_gpu": round(best, 1), "best_layout_err_pct": round(_pct(best, pub), 1),
