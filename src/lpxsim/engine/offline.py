@@ -14,9 +14,9 @@ waiting for it. When everything queues, the engine does what its scheduler does 
   M = the packed tokens, not at M = one prompt's length;
 - **one step** = the decode of the full batch plus that step's share of packed prefill passes.
 
-Output tokens per second = batch / step: the steady state of an endless queue. A finite run (MLPerf's sample
-count) also starts full and ends draining: `engine.offline_run`. This is the regime the closed loop's per-user prefill
-under-prices at large M (issue 28, item 5): a prompt of ~300 tokens prefilled alone runs its GEMMs at
+Output tokens per second = batch / step: the steady state of an endless queue (a finite run, MLPerf's sample
+count, also starts full and ends draining: `engine.offline_run`). This is the regime the closed loop's per-user
+prefill under-prices at large M (issue 28, item 5): a prompt of ~300 tokens prefilled alone runs its GEMMs at
 M = 300, about half the efficiency of a packed 8,192-token pass on the measured tables.
 """
 
