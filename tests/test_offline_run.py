@@ -125,3 +125,28 @@ def test_a_point_without_a_dataset_takes_its_benchmarks():
     assert _point_isl(row, mix) == 804
     other = {"model": "qwen3-32b", "isl": "300", "osl": "200"}
     assert point_lengths(other) is None and _point_isl(other, None) == 300
+
+
+def test_prompts_that_ride_a_decode_iteration_pay_what_they_add(b200):
+    """TensorRT-LLM's iteration carries the decodes and the new prompts through the same GEMMs (TRT-ITER): a prompt
+    costs the difference it makes to the pass, never more than a pass of its own, and the fixed costs cancel."""
+    from lpxsim.engine.offline import marginal_prefill_s_per_token, offline_throughput, prefill_s_per_token
+    from lpxsim.step.protocol import PrefillChunk
+
+    def passes(n):
+        return b200.prefill(PrefillChunk(tokens=200, context=0, sequences=n)).interval_s
+
+    per_tok, tokens = marginal_prefill_s_per_token(b200, 200, decode_tokens=1000, prompt_tokens=600, room_tokens=2000)
+    assert tokens == 600 and per_tok == pytest.approx((passes(8) - passes(5)) / 600)
+    alone, _ = prefill_s_per_token(b200, 200, 600)
+    assert 0 < per_tok < alone
+    # a fractional decode share is interpolated between whole prompts
+    half, _ = marginal_prefill_s_per_token(b200, 200, decode_tokens=1100, prompt_tokens=200, room_tokens=2000)
+    want = (passes(6) + 0.5 * (passes(7) - passes(6)) - passes(5) - 0.5 * (passes(6) - passes(5))) / 200
+    assert half == pytest.approx(want)
+    # under one prompt's worth of decodes, prompts are passes of their own
+    assert marginal_prefill_s_per_token(b200, 200, 100, 200, 2000) == prefill_s_per_token(b200, 200, 2000)
+    # the saturated point under a token budget prices its prompts this way
+    p = offline_throughput(b200, 200, 100, iteration_tokens=1024)  # 256 decodes, 512 prompt tokens a step
+    per_tok, tokens = marginal_prefill_s_per_token(b200, 200, 256, 512, 1024 - 256)
+    assert p.prefill_tokens_per_pass == tokens == 600 and p.prefill_s == pytest.approx(256 * 2 * per_tok)

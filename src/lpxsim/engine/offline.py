@@ -9,9 +9,10 @@ waiting for it. When everything queues, the engine does what its scheduler does 
   The resident context is isl + osl / 2 for equal lengths; for a dataset's spread of lengths, the longer
   outputs stay resident longer (`engine.lengths.LengthMix.resident_context`);
 - **prefill packing**: the sequences that finish each step are replaced at once, so every step carries
-  batch x isl / osl prompt tokens on average, packed from many queued prompts into passes of up to the
-  engine's tokens per step (`max_num_tokens`; the step model's prefill chunk): the prompt GEMMs run at
-  M = the packed tokens, not at M = one prompt's length;
+  batch x isl / osl prompt tokens on average. Without a token budget they are packed from many queued prompts
+  into passes of their own of up to the step model's prefill chunk: the prompt GEMMs run at M = the packed
+  tokens, not at M = one prompt's length. Under an engine's iteration budget (TensorRT-LLM's `max_num_tokens`)
+  they ride the decode iteration and pay what they add to it (`marginal_prefill_s_per_token`);
 - **one step** = the decode of the full batch plus that step's share of packed prefill passes.
 
 Output tokens per second = batch / step: the steady state of an endless queue (a finite run, MLPerf's sample
@@ -22,6 +23,7 @@ M = 300, about half the efficiency of a packed 8,192-token pass on the measured 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from lpxsim.core.errors import UserError
@@ -71,6 +73,34 @@ def prefill_s_per_token(step: StepModel, isl: int, tokens_per_pass: int) -> tupl
     return c.interval_s / (seqs * isl), seqs * isl
 
 
+def marginal_prefill_s_per_token(step: StepModel, isl: int, decode_tokens: float, prompt_tokens: float,
+                                 room_tokens: float) -> tuple[float, int]:
+    """(seconds per prompt token, prompt tokens per pass) when the prompts that replace finished sequences join
+    an iteration that already carries `decode_tokens` generation tokens (replica-wide, per pipeline pass):
+    `prompt_tokens` of them a pass on average (whole prompts of `isl`, at least one, at most `room_tokens`).
+
+    TensorRT-LLM runs an iteration's generation and context tokens through the same GEMMs (TRT-ITER): the weights
+    are read once for both, and a prompt costs what it adds to a pass already holding the decodes, not a pass of
+    its own. Priced as the difference of two passes of `isl`-token prompts, the decode share plus the prompts
+    and the decode share alone (linear between whole prompts): the fixed costs (weight streaming at small M,
+    launches, the engine's step) cancel; the GEMM work at the larger M and the prompts' attention remain. Below
+    one prompt's worth of decode tokens, the prompts are priced as passes of their own (`prefill_s_per_token`)."""
+    base = decode_tokens / isl
+    if base < 1.0:
+        return prefill_s_per_token(step, isl, max(isl, int(room_tokens)))
+    added = max(1, round(min(max(prompt_tokens, isl), max(room_tokens, isl)) / isl))
+
+    def passes(n: float) -> float:  # a pass of n prompts, linear between whole ones
+        lo = int(math.floor(n))
+        t_lo = step.prefill(PrefillChunk(tokens=isl, context=0, sequences=lo)).interval_s
+        if n == lo:
+            return t_lo
+        t_hi = step.prefill(PrefillChunk(tokens=isl, context=0, sequences=lo + 1)).interval_s
+        return t_lo + (n - lo) * (t_hi - t_lo)
+
+    return max(passes(base + added) - passes(base), 0.0) / (added * isl), added * isl
+
+
 def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None,
                        iteration_tokens: int | None = None, context: float | None = None,
                        concurrency: int | None = None) -> OfflinePoint:
@@ -108,7 +138,12 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
         tokens_per_pass = min(tokens_per_pass, room * ranks)  # a replica's pass spans its attention-DP ranks
     resident = int(round(context)) if context is not None else isl + osl // 2
     period, _ = decode_period(step, batch, resident)
-    per_tok, packed = prefill_s_per_token(step, isl, tokens_per_pass)
+    if iteration_tokens is not None and isl <= room:
+        ranks, stages = _schedulers(step)
+        per_tok, packed = marginal_prefill_s_per_token(step, isl, batch / stages, batch * isl / osl / stages,
+                                                       room * ranks)
+    else:
+        per_tok, packed = prefill_s_per_token(step, isl, tokens_per_pass)
     prefill_s = batch * isl / osl * per_tok
     step_s = period + prefill_s
     out = batch / step_s
