@@ -63,11 +63,11 @@ class LengthMix:
         (MLPerf's tokens per sample) and limit, so the shape is kept and the scale and cap are theirs."""
         if mean_osl <= 0:
             raise UserError("osl", f"expected a positive mean output length, got {mean_osl!r}")
+        if max_osl is not None and max_osl < 1:
+            raise UserError("max_osl", f"expected a positive output cap, got {max_osl!r}")
         cap = float(max_osl) if max_osl else float("inf")
         if cap < mean_osl:
             raise UserError("max_osl", f"an output cap of {max_osl} is below the mean of {mean_osl:g}")
-        if max_osl is not None and max_osl < 1:
-            raise UserError("max_osl", f"expected a positive output cap, got {max_osl!r}")
         base = self.osl.astype(float)
         if np.isfinite(cap) and mean_osl >= cap:  # every output at the cap
             return LengthMix(self.name, self.isl, np.full(self.samples, int(cap), dtype=np.int64))

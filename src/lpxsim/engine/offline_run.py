@@ -69,21 +69,21 @@ def offline_run(step: StepModel, mix: LengthMix, samples: int, *, tokens_per_pas
     steady = offline_throughput(step, isl, osl, tokens_per_pass=tokens_per_pass, iteration_tokens=iteration_tokens,
                                 context=resident, concurrency=concurrency)
     slots = steady.batch
-    base_s, slope_s, grid = _period_table(step, slots, resident)
-    per_tok = steady.prefill_s * osl / (steady.batch * isl)  # packed prefill seconds a prompt token
+    base_s, slope_s_per_tok, grid = _period_table(step, slots, resident)
+    prefill_s_per_tok = steady.prefill_s * osl / (steady.batch * isl)  # the steady state's, a prompt token
 
     order = draw_order(mix, samples, seed)
     lens, prompts = mix.osl[order], mix.isl[order]
     running: list[tuple[int, int, int]] = []  # (finishing step, prompt, starting step)
-    clock, now, nxt = 0.0, 0, 0
+    clock_s, now, nxt = 0.0, 0, 0
     sum_prompt = sum_start = 0
 
     def admit() -> None:
-        nonlocal nxt, clock, sum_prompt, sum_start
+        nonlocal nxt, clock_s, sum_prompt, sum_start
         while nxt < samples and len(running) < slots:
             p = int(prompts[nxt])
             heapq.heappush(running, (now + int(lens[nxt]), p, now))
-            clock += p * per_tok  # its prompt, packed beside the running decodes
+            clock_s += p * prefill_s_per_tok  # its prompt, beside the running decodes
             sum_prompt += p
             sum_start += now
             nxt += 1
@@ -93,13 +93,9 @@ def offline_run(step: StepModel, mix: LengthMix, samples: int, *, tokens_per_pas
         b = len(running)
         steps = running[0][0] - now
         ctx = sum_prompt / b + now - sum_start / b + steps / 2.0  # the batch's mean context, mid-interval
-        i = min(int(np.searchsorted(grid, b)), len(grid) - 1)
-        if grid[i] != b and i > 0:  # linear between the priced batch sizes
-            w = (b - grid[i - 1]) / (grid[i] - grid[i - 1])
-            per_step = ((1 - w) * (base_s[i - 1] + slope_s[i - 1] * ctx) + w * (base_s[i] + slope_s[i] * ctx))
-        else:
-            per_step = base_s[i] + slope_s[i] * ctx
-        clock += steps * max(per_step, 0.0)
+        # linear between the priced batch sizes
+        step_s = float(np.interp(b, grid, base_s)) + float(np.interp(b, grid, slope_s_per_tok)) * ctx
+        clock_s += steps * max(step_s, 0.0)
         now += steps
         while running and running[0][0] == now:
             _, p, s = heapq.heappop(running)
@@ -107,8 +103,8 @@ def offline_run(step: StepModel, mix: LengthMix, samples: int, *, tokens_per_pas
             sum_start -= s
         admit()
     tokens = int(lens.sum())
-    out = tokens / clock
-    return OfflineRun(steady=steady, samples=samples, slots=slots, makespan_s=clock, output_tokens=tokens,
+    out = tokens / clock_s
+    return OfflineRun(steady=steady, samples=samples, slots=slots, makespan_s=clock_s, output_tokens=tokens,
                       output_tok_s=out, output_tok_s_per_chip=out / max(1, step.chips))
 
 

@@ -146,13 +146,13 @@ def mlperf_points(path: str | None = None) -> list[dict]:
 OFFLINE_TP = (1, 2, 4, 8)  # tensor-parallel sizes tried per replica (a submitter tunes the layout)
 
 
-def _offline_best(p: dict) -> tuple[int, float, float]:
-    """(tp, saturated tok/s per GPU, closed-loop tok/s per GPU) of the best layout that fits for one point."""
+def _offline_best(p: dict, mix) -> tuple[int, float, float]:
+    """(tp, saturated tok/s per GPU, closed-loop tok/s per GPU) of the best layout that fits for one point whose
+    lengths are `mix` (`point_lengths`)."""
     from lpxsim.core.errors import UserError
     from lpxsim.engine.offline import closed_loop_ceiling, offline_throughput
     from lpxsim.gpu.step import GpuStepModel
 
-    mix = point_lengths(p)
     isl, osl, gpus = _point_isl(p, mix), int(p["osl"]), int(p["gpus"])
     context = mix.resident_context() if mix is not None else None
     best = (0, -1.0, math.nan)
@@ -178,7 +178,7 @@ def _stated(p: dict) -> bool:
                                                    "kv_mem_fraction"))
 
 
-def _offline_stated(p: dict) -> tuple[str, float, float]:
+def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     """(layout label, predicted tok/s per GPU, steady-state tok/s per GPU) at the layout and caps the submission
     states: tensor, pipeline and expert parallelism, attention data-parallelism, the engine's batch cap and the
     share of free memory given to the KV cache. TensorRT-LLM's `max_batch_size` is per attention-DP rank (each
@@ -198,7 +198,6 @@ def _offline_stated(p: dict) -> tuple[str, float, float]:
                      max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp)
     budget = _optional_int(p, "max_num_tokens")
     concurrency = _optional_int(p, "max_concurrency")
-    mix = point_lengths(p)
     samples = _optional_int(p, "samples_per_query")
     if mix is not None and samples is not None:
         replicas = max(1, int(p["gpus"]) // (tp * pp))
@@ -262,11 +261,12 @@ def mlperf_offline(points: list[dict]) -> dict:
     `closed_loop` the closed loop's ceiling."""
     rows, sat_err, steady_err, best_err, closed_err = [], [], [], [], []
     for p in points:
-        tp, best, closed = _offline_best(p)
-        label, sat, steady = _offline_stated(p) if _stated(p) else (f"TP{tp} (best)", best, best)
+        mix = point_lengths(p)
+        tp, best, closed = _offline_best(p, mix)
+        label, sat, steady = _offline_stated(p, mix) if _stated(p) else (f"TP{tp} (best)", best, best)
         pub = float(p["tok_s_per_gpu"])
         rows.append({"id": p["id"], "system": p["system"], "model": p["model"], "gpus": int(p["gpus"]), "tp": tp,
-                     "layout": label, "isl": _point_isl(p, point_lengths(p)), "osl": int(p["osl"]),
+                     "layout": label, "isl": _point_isl(p, mix), "osl": int(p["osl"]),
                      "published_tok_s_per_gpu": pub,
                      "predicted_tok_s_per_gpu": round(sat, 1), "err_pct": round(_pct(sat, pub), 1),
                      "steady_tok_s_per_gpu": round(steady, 1), "steady_err_pct": round(_pct(steady, pub), 1),
