@@ -1,4 +1,4 @@
-"""AMD's own measured GEMM times (aiter's tuning tables) in place of a projected NVIDIA sibling's."""
+"""AMD's own measured GEMM times (aiter's and hipBLASLt's tuning tables) in place of a projected NVIDIA sibling's."""
 
 import csv
 from importlib import resources
@@ -6,7 +6,14 @@ from importlib import resources
 import pytest
 
 from lpxsim.catalog import get_system
-from lpxsim.gpu.amd_kernels import GEMM_FILE, fp8_block_gemm_s, fp8_block_moe_s, has_tables
+from lpxsim.gpu.amd_kernels import (
+    GEMM_FILE,
+    TENSOR_GEMM_FILE,
+    fp8_block_gemm_s,
+    fp8_block_moe_s,
+    fp8_tensor_gemm_s,
+    has_tables,
+)
 from lpxsim.gpu.measured import measured_ops
 from lpxsim.gpu.step import GpuStepModel
 from lpxsim.step.protocol import DecodeBatch
@@ -72,3 +79,42 @@ def test_fused_moe_rows_include_the_shared_expert_and_replace_its_gemms():
     mi300 = GpuStepModel("deepseek-r1", "mi300x", tp=8, weights="fp8")
     mi300.decode_step(DecodeBatch.uniform(8, 2000))
     assert "projected (grade E)" in mi300.cost_sources["moe"]
+
+
+def _tensor_rows() -> list[dict]:
+    with resources.files("lpxsim").joinpath("data", "measured", TENSOR_GEMM_FILE).open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_hipblaslt_rows_agree_with_their_own_gflops():
+    # the transcription check: each row's time and size give the GFLOP/s the tuning file printed beside them
+    rows = _tensor_rows()
+    assert len(rows) > 400
+    for r in rows:
+        m, n, k, us = int(r["m"]), int(r["n"]), int(r["k"]), float(r["us"])
+        assert 2.0 * m * n * k / us / 1e3 == pytest.approx(float(r["gflops"]), rel=2e-3), r
+    assert {(int(r["n"]), int(r["k"])) for r in rows} == {(10240, 8192), (8192, 8192), (57344, 8192), (8192, 28672)}
+
+
+def test_a_measured_tensor_gemm_is_its_row_and_others_are_left_to_the_projection():
+    mi = get_system("mi300x")
+    row = next(r for r in _tensor_rows() if (r["m"], r["n"], r["k"]) == ("1536", "10240", "8192"))
+    assert fp8_tensor_gemm_s(mi, 1536, 10240, 8192) == pytest.approx(float(row["us"]) * 1e-6)
+    # between measured sizes linear, beyond the largest it keeps growing
+    lo, hi = fp8_tensor_gemm_s(mi, 1536, 10240, 8192), fp8_tensor_gemm_s(mi, 1552, 10240, 8192)
+    assert lo <= fp8_tensor_gemm_s(mi, 1544, 10240, 8192) <= hi
+    assert fp8_tensor_gemm_s(mi, 8192, 10240, 8192) > 2.5 * fp8_tensor_gemm_s(mi, 2592, 10240, 8192)
+    # a tensor-parallel slice was not measured: no row, no neighbour's time
+    assert fp8_tensor_gemm_s(mi, 64, 5120, 8192) is None
+    assert fp8_tensor_gemm_s(get_system("h200-hgx"), 64, 10240, 8192) is None
+    assert fp8_tensor_gemm_s(get_system("mi355x"), 64, 10240, 8192) is None  # other silicon (256 CUs)
+
+
+def test_a_dense_fp8_step_on_mi300x_names_the_hipblaslt_table():
+    m = GpuStepModel("llama-2-70b", "mi300x", tp=1, weights="fp8", kv="fp8", framework="vllm")
+    m.decode_step(DecodeBatch.uniform(512, 400))
+    assert m.cost_sources["gemm"].startswith("measured: AMD hipBLASLt tuning table")
+    # at a tensor-parallel size the table did not measure, the GEMMs stay projected
+    m8 = GpuStepModel("llama-2-70b", "mi300x", tp=8, weights="fp8", kv="fp8", framework="vllm")
+    m8.decode_step(DecodeBatch.uniform(512, 400))
+    assert m8.cost_sources["gemm"].startswith("projected")

@@ -22,6 +22,14 @@ DeepSeek's routed experts at a tensor-parallel split (local intermediate 256 = T
 tables hold 257 experts with top-9: the engine runs the shared expert as a 257th expert every token
 picks (shared-experts fusion), so that time covers the shared expert too and the caller drops its
 separate GEMMs. Only MI355X (256 CUs) has such rows in the tables read; MI300X/MI325X keep the projection.
+
+Per-tensor FP8 GEMMs (`fp8_tensor_gemm_s`): AMD's MLPerf Inference v5.1 Llama-2-70B submission ships the
+hipBLASLt tuning file its vLLM loads (`HIPBLASLT_TUNING_OVERRIDE_FILE`), written by hipblaslt-bench on gfx942:
+for each of the four dense GEMM shapes at a tensor-parallel size of 1 (QKV 10,240 x 8,192, output 8,192 x
+8,192, gate-up 57,344 x 8,192, down 8,192 x 28,672) and token counts up to the submission's batches, the chosen
+kernel and its measured time (HIPBLASLT-MLPERF; HIPBLASLT-TUNE for the format). Runs of token counts share one
+measurement, taken at the run's largest count; those are the rows kept. Llama-3 and -3.1 70B have the same
+shapes. Lookup as for aiter's GEMMs, measured shapes only (`hipblaslt-own-table`).
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from lpxsim.specs.hardware import SystemSpec
 
 GEMM_FILE = "aiter_fp8_blockscale_gemm.csv"
 MOE_FILE = "aiter_fp8_blockscale_fmoe.csv"
+TENSOR_GEMM_FILE = "hipblaslt_fp8_gemm.csv"
+TABLES = (GEMM_FILE, MOE_FILE, TENSOR_GEMM_FILE)
 
 
 def _path(name: str):  # noqa: ANN202 - an importlib Traversable
@@ -45,9 +55,9 @@ def _path(name: str):  # noqa: ANN202 - an importlib Traversable
 
 @cache
 def tables_digest() -> str:
-    """A short digest of the packaged aiter tables (part of the priced-step cache key)."""
+    """A short digest of the packaged AMD tables (part of the priced-step cache key)."""
     h = hashlib.sha256()
-    for name in (GEMM_FILE, MOE_FILE):
+    for name in TABLES:
         h.update(_path(name).read_bytes())
     return h.hexdigest()[:12]
 
@@ -70,9 +80,9 @@ def _curves(name: str, shape: tuple[str, ...], size: str) -> dict[tuple[int, ...
     return {key: (tuple(x for x, _ in sorted(v)), tuple(y for _, y in sorted(v))) for key, v in grouped.items()}
 
 
-def _gemm_curves() -> dict[tuple[int, ...], Curve]:
-    """(cu_num, n, k) -> curve over M."""
-    return _curves(GEMM_FILE, ("cu_num", "n", "k"), "m")
+def _gemm_curves(name: str = GEMM_FILE) -> dict[tuple[int, ...], Curve]:
+    """(cu_num, n, k) -> curve over M of one GEMM table."""
+    return _curves(name, ("cu_num", "n", "k"), "m")
 
 
 def _moe_curves() -> dict[tuple[int, ...], Curve]:
@@ -83,7 +93,7 @@ def _moe_curves() -> dict[tuple[int, ...], Curve]:
 @cache
 def _silicon() -> frozenset[int]:
     """The CU counts the tables hold rows for."""
-    return frozenset(key[0] for key in (*_gemm_curves(), *_moe_curves()))
+    return frozenset(key[0] for key in (*_gemm_curves(), *_gemm_curves(TENSOR_GEMM_FILE), *_moe_curves()))
 
 
 def _between(xs: tuple[int, ...], ys: tuple[float, ...], x: int) -> float:
@@ -102,7 +112,7 @@ def compute_units(system: SystemSpec) -> int | None:
 
 
 def has_tables(system: SystemSpec) -> bool:
-    """Whether aiter's tables hold rows measured on this GPU's silicon (its CU count)."""
+    """Whether AMD's tables (aiter's or hipBLASLt's) hold rows measured on this GPU's silicon (its CU count)."""
     return compute_units(system) in _silicon()
 
 
@@ -124,13 +134,28 @@ def _roofline_s(system: SystemSpec, m: int, n: int, k: int) -> float:
 def fp8_block_gemm_s(system: SystemSpec, m: int, n: int, k: int) -> float | None:
     """Seconds of an FP8 block-scale GEMM (M x K activations, N x K weights) on `system` from aiter's
     tables, or None when they hold no row of this K for its silicon."""
+    return _table_gemm_s(GEMM_FILE, system, m, n, k)
+
+
+def fp8_tensor_gemm_s(system: SystemSpec, m: int, n: int, k: int) -> float | None:
+    """Seconds of a per-tensor-scaled FP8 GEMM (M x K activations, N x K weights, FP16 out) on `system` from the
+    hipBLASLt tuning table AMD's MLPerf Llama-2-70B submission ran with, or None when it holds no row of this
+    (N, K) for its silicon. Only measured shapes: the table's smallest times are bandwidth-bound (a 10,240 x 8,192
+    weight streams at ~3.9 TB/s at M <= 16), not a kernel floor another shape would share, so a tensor-parallel
+    slice of these layers is left to the projection (assumption `hipblaslt-own-table`)."""
+    return _table_gemm_s(TENSOR_GEMM_FILE, system, m, n, k, exact_only=True)
+
+
+def _table_gemm_s(name: str, system: SystemSpec, m: int, n: int, k: int, exact_only: bool = False) -> float | None:
     cu = compute_units(system)
     if cu is None:
         return None
-    curves = _gemm_curves()
+    curves = _gemm_curves(name)
     exact = curves.get((cu, n, k))
-    if exact is not None and m <= exact[0][-1]:
+    if exact is not None and (m <= exact[0][-1] or exact_only):
         return _at(system, n, k, *exact, m)
+    if exact_only:
+        return None
     same_k = [nn for (c, nn, kk) in curves if c == cu and kk == k]
     if not same_k:
         return None
@@ -144,21 +169,6 @@ def fp8_block_gemm_s(system: SystemSpec, m: int, n: int, k: int) -> float | None
     base = _at(system, near, k, *curves[(cu, near, k)], m)
     floor = min(_at(system, nn, k, *curves[(cu, nn, k)], m) for nn in covering)
     return max(floor, base + _roofline_s(system, m, n, k) - _roofline_s(system, m, near, k))
-
-
-@cache
-def _moe_curves() -> dict[tuple[int, int, int, int, int], tuple[tuple[int, ...], tuple[float, ...]]]:
-    """(cu_num, hidden, local intermediate, experts, top-k) -> (tokens ascending, seconds), fastest per tokens."""
-    best: dict[tuple[int, int, int, int, int, int], float] = {}
-    with _path(MOE_FILE).open(newline="") as fh:
-        for r in csv.DictReader(fh):
-            key = (int(r["cu_num"]), int(r["model_dim"]), int(r["inter_dim"]), int(r["expert"]), int(r["topk"]),
-                   int(r["token"]))
-            best[key] = min(float(r["us"]) * 1e-6, best.get(key, math.inf))
-    curves: dict[tuple[int, int, int, int, int], list[tuple[int, float]]] = {}
-    for (*shape, tokens), sec in best.items():
-        curves.setdefault(tuple(shape), []).append((tokens, sec))
-    return {key: (tuple(t for t, _ in sorted(v)), tuple(x for _, x in sorted(v))) for key, v in curves.items()}
 
 
 def fp8_block_moe_s(system: SystemSpec, tokens: int, hidden: int, inter: int, topk: int,

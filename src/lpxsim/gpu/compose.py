@@ -6,7 +6,7 @@ the busiest GPU; every other op (norms, RoPE, activations, KV writes, router,
 sampling) keeps the roofline cost model of cost.py. The framework's per-step
 engine overhead is added once. On an unmeasured GPU the sibling's times are
 scaled op by op (projection.py), except the GEMMs and fused MoE layers AMD's own
-tuning tables time on that GPU's silicon (amd_kernels.py). The step also records
+tuning tables (aiter's, hipBLASLt's) time on that GPU's silicon (amd_kernels.py). The step also records
 which source priced each op family (`GpuStepModel.cost_sources`).
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, fp8_block_moe_s, has_tables
+from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, fp8_block_moe_s, fp8_tensor_gemm_s, has_tables
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
 from lpxsim.gpu.projection import collective_ratio, projected_op_s
@@ -32,6 +32,8 @@ DUAL_STREAM_MAX_TOKENS = 1024
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
 AITER_LABEL = ("measured: AMD aiter tuning tables on this GPU's silicon (FP8 block-scale GEMMs and fused MoE "
                "where they have rows; other shapes projected)")
+HIPBLASLT_LABEL = ("measured: AMD hipBLASLt tuning table on this GPU's silicon (per-tensor FP8 GEMMs of the shapes "
+                   "AMD's MLPerf Llama-2-70B ran; other shapes projected)")
 FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
 
@@ -82,14 +84,14 @@ def price_measured(
                 rows.setdefault(key, []).append(i)
         groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
     own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where aiter's tables have them
-    own_families: set[str] = set()
+    own_families: dict[str, str] = {}
     shared_fused = False
     for key, idx in groups:
         v_own = _own_time(sm, key) if own else None
         if v_own is not None:
             t[idx] = v_own[0]
             measured[idx] = True
-            own_families.add(FAMILY[key[0]])
+            own_families[FAMILY[key[0]]] = v_own[2]
             shared_fused = shared_fused or v_own[1]
             continue
         v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences)
@@ -104,8 +106,8 @@ def price_measured(
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
-    for fam in own_families:
-        sm.cost_sources[fam] = AITER_LABEL
+    for fam, own_label in own_families.items():
+        sm.cost_sources[fam] = own_label
     if (~measured).any():
         sm.cost_sources.setdefault("other_ops", ROOFLINE)
     if shared_fused and f.moe_stream is not None:  # the fused MoE kernel ran the shared expert
@@ -131,16 +133,19 @@ def price_measured(
     return b, {label: float(t[measured].sum()), ROOFLINE: float(t[rest].sum())}
 
 
-def _own_time(sm: GpuStepModel, key: tuple) -> tuple[float, bool] | None:
-    """(seconds, shared expert included) of an op AMD's aiter tables time on this GPU's silicon, or None."""
-    if key[0] == "gemm" and key[4] == "fp8_block":
-        v = fp8_block_gemm_s(sm.system, key[1], key[2], key[3])
-        return None if v is None else (v, False)
+def _own_time(sm: GpuStepModel, key: tuple) -> tuple[float, bool, str] | None:
+    """(seconds, shared expert included, source label) of an op AMD's own tables (aiter's or hipBLASLt's) time on
+    this GPU's silicon, or None."""
+    if key[0] == "gemm" and key[4] in ("fp8_block", "fp8"):
+        block = key[4] == "fp8_block"
+        v = (fp8_block_gemm_s if block else fp8_tensor_gemm_s)(sm.system, key[1], key[2], key[3])
+        return None if v is None else (v, False, AITER_LABEL if block else HIPBLASLT_LABEL)
     if key[0] == "moe" and key[-1] in ("fp8", "fp8_block"):
         tokens, hidden, inter, topk, experts, moe_tp, moe_ep = key[1:8]
         if moe_ep != 1 or inter % moe_tp:
             return None
-        return fp8_block_moe_s(sm.system, tokens, hidden, inter // moe_tp, topk, experts)
+        got = fp8_block_moe_s(sm.system, tokens, hidden, inter // moe_tp, topk, experts)
+        return None if got is None else (*got, AITER_LABEL)
     return None
 
 

@@ -184,8 +184,8 @@ def _op_source(system: SystemSpec, framework: str, project_from: str | None):
     from lpxsim.gpu.amd_kernels import has_tables, tables_digest
 
     ops = measured_ops(AIC_SYSTEM[sib.name], framework)
-    own = (f"; FP8 block-scale GEMMs and fused MoE from AMD's aiter tables ({tables_digest()})"
-           if has_tables(system) else "")
+    own = (f"; where AMD's own tuning tables have rows (aiter: FP8 block-scale GEMMs, fused MoE; hipBLASLt: "
+           f"per-tensor FP8 GEMMs) they time the op ({tables_digest()})" if has_tables(system) else "")
     return ops, sib, (f"projected (grade E) from {sib.name} measured by aiconfigurator-core {aic_version()} "
                       f"({AIC_SYSTEM[sib.name]}/{framework}) by achieved rates{own}")
 
