@@ -66,6 +66,7 @@ def test_mlperf_points_are_sourced_and_per_gpu_consistent():
 
     pts = mlperf_points()
     assert {p["model"] for p in pts} == {"llama-2-70b", "llama-3.1-405b", "llama-3.1-8b", "deepseek-r1"}
+    assert {p["system"] for p in pts} >= {"b200-hgx", "mi300x", "mi325x"}  # both vendors judge the offline path
     sources = (Path(__file__).resolve().parents[1] / "docs" / "sources.md").read_text()
     for p in pts:
         assert float(p["tok_s_per_gpu"]) == pytest.approx(float(p["tokens_per_s"]) / int(p["gpus"]), rel=1e-3)
@@ -111,6 +112,30 @@ def test_a_stated_layout_is_priced_at_its_caps():
     assert row["steady_tok_s_per_gpu"] == pytest.approx(run.steady.output_tok_s_per_chip, abs=0.1)
     unstated = [{k: v for k, v in pt[0].items() if k not in ("tp", "pp")}]
     assert mlperf_offline(unstated)["points"][0]["layout"].endswith("(best)")
+
+
+def test_a_vllm_point_packs_its_prefill_passes_as_stated(monkeypatch):
+    """vLLM with chunked prefill off runs prompts as passes of their own of up to max_num_batched_tokens: the
+    point's `prefill_pass_tokens`, not an iteration budget shared with the decodes."""
+    from lpxsim.engine import offline
+    from lpxsim.engine.validation import _offline_stated, mlperf_points, point_lengths
+    from lpxsim.gpu.step import GpuStepModel
+
+    seen: dict = {}
+    real = offline.offline_throughput
+
+    def spy(*args, **kw):
+        seen.update(kw)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(offline, "offline_throughput", spy)
+    p = next(p for p in mlperf_points() if p["id"] == "MLP51-MI325X-L2-70B")
+    label, pred, steady = _offline_stated(p, point_lengths(p))
+    assert label == "TP1" and pred == steady > 0  # no sample count stated: the steady state
+    assert seen["tokens_per_pass"] == 65536 and seen["iteration_tokens"] is None
+    m = GpuStepModel(p["model"], p["system"], tp=1, weights=p["weights"], kv=p["kv"], framework=p["framework"],
+                     mem_fraction=float(p["kv_mem_fraction"]), max_batch=int(p["max_batch_per_rank"]))
+    assert real(m, 222, 265, tokens_per_pass=65536).prefill_tokens_per_pass == (65536 // 222) * 222
 
 
 def test_pipeline_stages_overlap_micro_batches():

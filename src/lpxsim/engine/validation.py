@@ -183,8 +183,10 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     states: tensor, pipeline and expert parallelism, attention data-parallelism, the engine's batch cap and the
     share of free memory given to the KV cache. TensorRT-LLM's `max_batch_size` is per attention-DP rank (each
     rank runs its own scheduler) and its capacity scheduler admits `max_batch_size` x pp (one micro-batch a
-    stage): TRT-BATCH. Where the point names its dataset and LoadGen's sample count, the prediction is the finite
-    run (`engine.offline_run`) of each replica's share of the samples; else the steady state."""
+    stage): TRT-BATCH. `max_num_tokens` is an iteration budget prompts and decodes share (TensorRT-LLM);
+    `prefill_pass_tokens` the prompt tokens one prefill pass of its own packs (vLLM with chunked prefill off:
+    its `max_num_batched_tokens`). Where the point names its dataset and LoadGen's sample count, the prediction
+    is the finite run (`engine.offline_run`) of each replica's share of the samples; else the steady state."""
     from lpxsim.engine.offline import offline_throughput
     from lpxsim.engine.offline_run import offline_run
     from lpxsim.gpu.layout import Layout
@@ -197,16 +199,18 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
                      kv=p["kv"], framework=p["framework"], mem_fraction=float(p["kv_mem_fraction"]),
                      max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp)
     budget = _optional_int(p, "max_num_tokens")
+    per_pass = _optional_int(p, "prefill_pass_tokens")
     concurrency = _optional_int(p, "max_concurrency")
     samples = _optional_int(p, "samples_per_query")
     if mix is not None and samples is not None:
         replicas = max(1, int(p["gpus"]) // (tp * pp))
         per_replica = math.ceil(generated_samples(samples, mix.samples) / replicas)
-        run = offline_run(m, mix, per_replica, iteration_tokens=budget, concurrency=concurrency)
+        run = offline_run(m, mix, per_replica, tokens_per_pass=per_pass, iteration_tokens=budget,
+                          concurrency=concurrency)
         return m.layout.label(), run.output_tok_s_per_chip, run.steady.output_tok_s_per_chip
     context = mix.resident_context() if mix is not None else None
-    sat = offline_throughput(m, _point_isl(p, mix), int(p["osl"]), iteration_tokens=budget, context=context,
-                             concurrency=concurrency).output_tok_s_per_chip
+    sat = offline_throughput(m, _point_isl(p, mix), int(p["osl"]), tokens_per_pass=per_pass, iteration_tokens=budget,
+                             context=context, concurrency=concurrency).output_tok_s_per_chip
     return m.layout.label(), sat, sat
 
 
