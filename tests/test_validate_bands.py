@@ -127,6 +127,7 @@ def test_a_cross_vendor_projection_says_its_band_was_not_validated_on_that_vendo
             assert s.vendor in ("NVIDIA", "AMD"), name  # every GPU names its maker
     for amd in ("mi300x", "mi325x", "mi355x", "helios"):
         assert "no AMD serving measurement" in band_caveat(amd, path_for(amd, "fp8"))
+        assert "AMD's own MLPerf Offline runs are among its judges" in band_caveat(amd, path_for(amd, "fp8"))
     assert band_caveat("vr-nvl72", "projected-gpu") == ""  # an NVIDIA part projected from NVIDIA tables
     assert band_caveat("h200-hgx", "measured-gpu") == ""
     b = band_for("projected-gpu")

@@ -201,8 +201,19 @@ def band_caveat(system: str, path: str) -> str:
     known = validated_vendors()
     if not vendor or vendor in known:
         return ""
+    offline = (f"; {vendor}'s own MLPerf Offline runs are among its judges"
+               if vendor in offline_judged_vendors() else "")
     return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "
-            f"no {vendor} serving measurement is in the validation set")
+            f"no {vendor} serving measurement is in the validation set{offline}")
+
+
+@cache
+def offline_judged_vendors() -> frozenset[str]:
+    """The chip makers whose GPUs have published MLPerf Offline runs among `lpxsim validate`'s judges."""
+    from lpxsim.catalog import get_system
+    from lpxsim.engine.validation import mlperf_points
+
+    return frozenset(get_system(p["system"]).vendor for p in mlperf_points()) - {""}
 
 
 def band_text(system: str, path: str, band: ErrorBand) -> str:
