@@ -102,8 +102,9 @@ def test_mlperf_table_reports_both_regimes():
 
 def test_a_stated_layout_is_priced_at_its_caps():
     """A point that states its submission's layout is priced there: pipeline stages, attention-DP ranks, the
-    batch cap per rank x pp (TensorRT-LLM's capacity scheduler) and the KV share of free memory; with its dataset
-    and LoadGen's sample count, as each replica's finite run of its share of the samples."""
+    batch cap per rank x pp (TensorRT-LLM's capacity scheduler), the KV share of free memory and whether the
+    engine runs CUDA graphs; with its dataset and LoadGen's sample count, as each replica's finite run of its share
+    of the samples."""
     import math
 
     from lpxsim.engine.offline import offline_throughput
@@ -114,8 +115,9 @@ def test_a_stated_layout_is_priced_at_its_caps():
     pt = [p for p in mlperf_points() if p["id"] == "MLP51-B200-L3-405B"]
     row = mlperf_offline(pt)["points"][0]
     assert row["layout"] == "TP2/PP2"
+    assert pt[0]["cuda_graphs"] == "false"  # NVIDIA's harness: use_graphs False for this engine
     m = GpuStepModel("llama-3.1-405b", "b200-hgx", tp=2, pp=2, weights="fp4", kv="fp8", framework="trtllm",
-                     mem_fraction=0.95, max_batch=128 * 2)
+                     mem_fraction=0.95, max_batch=128 * 2, cuda_graphs=False)
     want = offline_throughput(m, 9400, 616, iteration_tokens=1536)
     assert want.limited_by == "iteration_tokens"  # 1,536 tokens an iteration x 2 stages / (1 + 9400 / 616)
     assert want.batch == int(1536 * 2 / (1 + 9400 / 616))

@@ -185,8 +185,10 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     rank runs its own scheduler) and its capacity scheduler admits `max_batch_size` x pp (one micro-batch a
     stage): TRT-BATCH. `max_num_tokens` is an iteration budget prompts and decodes share (TensorRT-LLM);
     `prefill_pass_tokens` the prompt tokens one prefill pass of its own packs (vLLM with chunked prefill off:
-    its `max_num_batched_tokens`). Where the point names its dataset and LoadGen's sample count, the prediction
-    is the finite run (`engine.offline_run`) of each replica's share of the samples; else the steady state."""
+    its `max_num_batched_tokens`); `cuda_graphs` false where the run states it ran its decode steps without CUDA
+    graphs (NVIDIA's harness `use_graphs: False`, vLLM's `enforce_eager`). Where the point names its dataset and
+    LoadGen's sample count, the prediction is the finite run (`engine.offline_run`) of each replica's share of
+    the samples; else the steady state."""
     from lpxsim.engine.offline import offline_throughput
     from lpxsim.engine.offline_run import offline_run
     from lpxsim.gpu.layout import Layout
@@ -195,9 +197,10 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     tp, pp, ep = int(p["tp"]), int(p["pp"]), int(p["ep"])
     dp = p["dp_attention"].strip().lower() in ("true", "1")
     lay = Layout(tp=tp, ep=ep, pp=pp, dp_attention=dp)
+    graphs = (p.get("cuda_graphs") or "true").strip().lower() not in ("false", "0")
     m = GpuStepModel(p["model"], p["system"], tp=tp, pp=pp, ep=ep, dp_attention=dp, weights=p["weights"],
                      kv=p["kv"], framework=p["framework"], mem_fraction=float(p["kv_mem_fraction"]),
-                     max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp)
+                     max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp, cuda_graphs=graphs)
     budget = _optional_int(p, "max_num_tokens")
     per_pass = _optional_int(p, "prefill_pass_tokens")
     concurrency = _optional_int(p, "max_concurrency")
