@@ -83,7 +83,7 @@ def price_measured(
             if key is not None:
                 rows.setdefault(key, []).append(i)
         groups = tuple((key, np.asarray(idx, dtype=np.intp)) for key, idx in rows.items())
-    own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where aiter's tables have them
+    own = sib is not None and has_tables(sm.system)  # AMD's own measured kernels where its tables have rows
     own_families: dict[str, str] = {}
     shared_fused = False
     for key, idx in groups:
