@@ -59,8 +59,9 @@ class LengthMix:
 
     def shaped(self, mean_osl: float, max_osl: int | None = None) -> LengthMix:
         """The same prompts, outputs of this shape scaled to `mean_osl` and capped at `max_osl` (a benchmark's
-        output limit). The dataset's outputs come from a reference run; a benchmark states its own mean
-        (MLPerf's tokens per sample) and limit, so the shape is kept and the scale and cap are theirs."""
+        output limit). The dataset's outputs come from a reference run; a submission's run states its own mean
+        (its accuracy log's tokens per sample) and the benchmark its limit, so the shape is kept and the scale
+        and cap are theirs."""
         if mean_osl <= 0:
             raise UserError("osl", f"expected a positive mean output length, got {mean_osl!r}")
         if max_osl is not None and max_osl < 1:

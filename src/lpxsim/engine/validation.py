@@ -195,9 +195,9 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     from lpxsim.gpu.step import GpuStepModel
 
     tp, pp, ep = int(p["tp"]), int(p["pp"]), int(p["ep"])
-    dp = p["dp_attention"].strip().lower() in ("true", "1")
+    dp = _flag(p, "dp_attention", default=False)
     lay = Layout(tp=tp, ep=ep, pp=pp, dp_attention=dp)
-    graphs = (p.get("cuda_graphs") or "true").strip().lower() not in ("false", "0")
+    graphs = _flag(p, "cuda_graphs", default=True)
     m = GpuStepModel(p["model"], p["system"], tp=tp, pp=pp, ep=ep, dp_attention=dp, weights=p["weights"],
                      kv=p["kv"], framework=p["framework"], mem_fraction=float(p["kv_mem_fraction"]),
                      max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp, cuda_graphs=graphs)
@@ -222,6 +222,12 @@ def _optional_int(p: dict, key: str) -> int | None:
     return int(v) if v else None
 
 
+def _flag(p: dict, key: str, default: bool) -> bool:
+    """A point's true/false column ("true" or "1" is true), `default` where it is blank."""
+    v = (p.get(key) or "").strip().lower()
+    return v in ("true", "1") if v else default
+
+
 # MLPerf Inference fixes each benchmark's dataset and output limit: the packaged per-sample lengths
 # (data/measured/mlperf_datasets, MLPERF-DS-*) and the most output tokens a sample may have (MLC-51-CFG;
 # MLPERF-DS-DSR1 for DeepSeek-R1's 20K). A point that names neither gets its model's.
@@ -231,7 +237,7 @@ MLPERF_DATASETS = {"llama-2-70b": ("llama-2-70b", 1024), "llama-3.1-405b": ("lla
 
 def point_lengths(p: dict):
     """The `engine.lengths.LengthMix` of an MLPerf point: its dataset's prompts, the outputs' shape at the point's
-    mean output length (the accuracy target's tokens per sample) under the benchmark's output cap. The dataset
+    mean output length (what its run wrote: `osl`) under the benchmark's output cap. The dataset
     and cap are the point's own where stated, else its benchmark's (`MLPERF_DATASETS`); None for a model
     MLPerf has no packaged dataset of."""
     from lpxsim.engine.lengths import dataset
