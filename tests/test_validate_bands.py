@@ -35,7 +35,9 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     r = CliRunner().invoke(app, ["validate", "--json"])
     assert r.exit_code == 0, r.output
     res = json.loads(r.stdout)
-    _close(band_file(res)["bands"], json.loads(shipped_path().read_text())["bands"])
+    shipped = json.loads(shipped_path().read_text())
+    _close(band_file(res)["bands"], shipped["bands"])
+    _close(band_file(res)["layouts"], shipped["layouts"])
     assert set(res["bands"]) == set(PATHS)
     for table in ("measured_gpu", "projected_gpu"):
         for group, metrics in res[table]["groups"].items():
@@ -134,3 +136,36 @@ def test_a_cross_vendor_projection_says_its_band_was_not_validated_on_that_vendo
     assert band_text("mi300x", "projected-gpu", b).startswith(f"±{100 * b.band_fraction:.0f}% (projected-gpu, ")
     assert "cross-vendor" in band_text("mi300x", "projected-gpu", b)
     assert "cross-vendor" not in band_text("b300-hgx", "measured-gpu", band_for("measured-gpu"))
+
+
+def test_an_attention_dp_answer_carries_the_band_and_the_bias_of_its_own_rows():
+    from lpxsim.engine.bands import band_text, layout_feature, layout_record
+
+    assert layout_feature("TP8/EP8/DPattn fp4/fp8") == "attention-dp"
+    assert layout_feature("TP8/EP8 x2") == layout_feature("") == ""
+    rec = layout_record("attention-dp")
+    rows = rec["paths"]["measured-gpu"]["metrics"]["tok_s_user"]
+    path = band_for("measured-gpu")
+    b = band_for("measured-gpu", "tok_s_user", "TP4/EP4/DPattn")
+    assert b.layout == "attention-dp" and b.n_points == rows["n"] < path.n_points
+    assert b.median_signed_pct == rows["median_signed_pct"]
+    assert b.band_fraction == round(max(rows["band_pct"], 100 * path.band_fraction) / 100, 4)
+    assert band_for("measured-gpu", "tok_s_user", "TP4/EP4") == path  # no feature: the path's band
+    text = band_text("b200-hgx", "measured-gpu", b)
+    off = rec["offline"]
+    assert f"on its {rows['n']} calibration rows" in text and f"on its {off['n']} MLPerf Offline runs" in text
+    assert off["points"] == sorted(off["points"]) and all("DSR1" in p for p in off["points"])
+    assert "attention-DP" not in band_text("b200-hgx", "measured-gpu", path)
+
+
+def test_an_estimate_on_an_attention_dp_layout_names_that_band():
+    from lpxsim.cli.main import app
+
+    args = ["estimate", "deepseek-r1", "--system", "b200-hgx", "--gpus", "8", "--tp", "8", "--ep", "8",
+            "--framework", "trtllm", "--weights", "fp4", "--kv", "fp8", "--concurrency", "64", "--session", "none",
+            "--json"]
+    dp = json.loads(CliRunner().invoke(app, [*args, "--dp-attention"]).stdout)
+    tp = json.loads(CliRunner().invoke(app, args).stdout)
+    assert "DPattn" in dp["layout"] and "attention-DP" in dp["band"] and "attention-DP" not in tp["band"]
+    assert dp["tok_s_user_band_pct"] == round(100 * band_for("measured-gpu", "tok_s_user", dp["layout"]).band_fraction, 1)
+    assert tp["tok_s_user_band_pct"] == round(100 * band_for("measured-gpu").band_fraction, 1)

@@ -42,16 +42,17 @@ def _check_backend(backend: str) -> None:
     check_backend(backend)
 
 
-def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, ttft_s: float | None) -> dict:
-    """The error band of a plan's answer on `system` (`engine.bands.answer_band`), in the keys an engine
-    Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it puts around
-    the figure; a metric the path has no validation of has no keys."""
+def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, ttft_s: float | None,
+                 layout: str = "") -> dict:
+    """The error band of a plan's answer on `system` laid out as `layout` (`engine.bands.answer_band`), in the
+    keys an engine Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it
+    puts around the figure; a metric the path has no validation of has no keys."""
     from lpxsim.engine.bands import answer_band, band_text, path_for
 
     out: dict = {"cost_path": path_for(system, weights, framework)}
     for metric, value in (("tok_s_user", tok_s_user), ("ttft", ttft_s)):
         try:
-            b = answer_band(system, weights, framework, metric)
+            b = answer_band(system, weights, framework, metric, layout)
         except UserError:  # no validation of this metric on this path: no band, said so by its absence
             continue
         out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
@@ -288,7 +289,7 @@ def point_cmd(
                          objective=objective)
     d = {**op.as_dict(), **point_economics(op, costs)}
     if op.feasible:
-        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s)
+        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s, op.layout)
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point
 
@@ -341,7 +342,7 @@ def fleet_cmd(
     plan = size_fleet(spec, systems=names, backend=backend, costs=costs)
     d = plan.as_dict()
     for a in d["assignments"]:  # each assignment's per-user speed carries its system's error band
-        a |= answer_bands(a["system"], spec.weights, "sglang", a["tok_s_user"], None)
+        a |= answer_bands(a["system"], spec.weights, "sglang", a["tok_s_user"], None, a.get("layout", ""))
     if target is not None and plan.feasible:
         from lpxsim.plan.fleet_emit import emit_fleet_plan
 

@@ -115,12 +115,25 @@ def markdown(res: dict) -> str:
         for metric, s in b["metrics"].items():
             lines.append(f"| {path} | {metric} | {s['n']} | {s['median_abs_pct']:.1f} % | {s['mape_pct']:.1f} % | "
                          f"{s['median_signed_pct']:+.1f} % | {s['band_pct']:.1f} % |")
+    for feature, rec in res.get("layout_bands", {}).items():
+        lines += ["", f"| layout: {feature} | metric | points | MdAPE | MAPE | signed | band shown (+-: never "
+                  "narrower than the path's) |", "|---|---|---|---|---|---|---|"]
+        for path, entry in rec["paths"].items():
+            floor = res["bands"][path]["metrics"]
+            for metric, s in entry["metrics"].items():
+                shown = max(s["band_pct"], floor[metric]["band_pct"])
+                lines.append(f"| {path} | {metric} | {s['n']} | {_stats_cells(s)} | {shown:.1f} % |")
+        if rec.get("offline"):
+            o = rec["offline"]
+            lines.append(f"| MLPerf Offline ({', '.join(o['points'])}) | saturated tok/s/GPU | {o['n']} | "
+                         f"{_stats_cells(o)} | {o['min_signed_pct']:+.1f} .. {o['max_signed_pct']:+.1f} % |")
     return "\n".join(lines)
 
 
 def band_file(res: dict) -> dict:
-    """The shipped band file's content for a `validation.run()` result."""
-    return {"generated_by": "lpxsim validate --write", "bands": res["bands"]}
+    """The shipped band file's content for a `validation.run()` result: the paths' bands and the layout features'
+    own records (`validation.layout_bands`)."""
+    return {"generated_by": "lpxsim validate --write", "bands": res["bands"], "layouts": res["layout_bands"]}
 
 
 def rows_markdown(path: str, res: dict) -> str:

@@ -61,6 +61,7 @@ class ErrorBand:
     band_fraction: float  # +- this fraction of the answer is shown
     n_points: int
     data: str  # what the errors were measured on
+    layout: str = ""  # "attention-dp": the band of the path's rows with the answer's layout feature (`band_for`)
 
     def interval(self, value: float) -> tuple[float, float]:
         """(low, high) of `value` under this band: value / (1 + b) to value * (1 + b). An error is a ratio
@@ -105,8 +106,27 @@ def _shipped() -> dict:
     return json.loads(p.read_text()) if p.is_file() else {}
 
 
-def band_for(path: str, metric: str = "tok_s_user") -> ErrorBand:
+ATTENTION_DP = "attention-dp"  # the layout feature with a record of its own (`layout_feature`)
+
+
+def layout_feature(layout: str) -> str:
+    """The layout feature of a GPU deployment label that has an error record of its own ("attention-dp" for a
+    layout running attention data-parallel: 'TP8/EP8/DPattn', `gpu.layout.Layout.label`), else ''."""
+    return ATTENTION_DP if "DPattn" in (layout or "") else ""
+
+
+def layout_record(feature: str) -> dict:
+    """The shipped error record of a layout feature (`engine.validation.layout_bands`), {} without one."""
+    return _shipped().get("layouts", {}).get(feature, {}) if feature else {}
+
+
+def band_for(path: str, metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
     """The error band of `path` (one of PATHS) for `metric` (tok_s_user, ttft, tok_s_per_chip).
+
+    `layout`: the answer's deployment layout label. Where it runs attention data-parallel and the calibration
+    rows that do have a record on this path, the band is theirs (their error statistics), never narrower than
+    the path's: those rows have run one way (docs/validation.md "Attention data-parallel"), which the path's
+    band over all rows hides.
 
     Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
     """
@@ -117,6 +137,13 @@ def band_for(path: str, metric: str = "tok_s_user") -> ErrorBand:
     if m is None:
         have = ", ".join(entry.get("metrics", {})) or "none"
         raise UserError("metric", f"no validation of {metric!r} on the {path} path (validated: {have})")
+    feature = layout_feature(layout)
+    own = layout_record(feature).get("paths", {}).get(path, {}).get("metrics", {}).get(metric)
+    if own is not None and own["n"] >= MIN_POINTS_FOR_QUANTILE:
+        return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
+                         median_signed_pct=own["median_signed_pct"],
+                         band_fraction=round(max(own["band_pct"], m["band_pct"]) / 100.0, 4), n_points=own["n"],
+                         data=layout_record(feature)["data"], layout=feature)
     return ErrorBand(path=path, metric=metric, median_abs_pct=m["median_abs_pct"], mape_pct=m["mape_pct"],
                      median_signed_pct=m["median_signed_pct"], band_fraction=round(m["band_pct"] / 100.0, 4),
                      n_points=m["n"], data=entry["data"])
@@ -216,13 +243,41 @@ def offline_judged_vendors() -> frozenset[str]:
     return frozenset(get_system(p["system"]).vendor for p in mlperf_points()) - {""}
 
 
+def _signed_words(lo: float, hi: float) -> str:
+    """'11% high', '26-42% high', '3% low' or '-5 to +4%' for a range of signed percent errors."""
+    if lo > 0 or hi < 0:
+        a, b = sorted((abs(lo), abs(hi)))
+        return f"{a:.0f}% {'high' if lo > 0 else 'low'}" if round(a) == round(b) else \
+            f"{a:.0f}-{b:.0f}% {'high' if lo > 0 else 'low'}"
+    return f"{lo:+.0f} to {hi:+.0f}%"
+
+
+def layout_caveat(band: ErrorBand) -> str:
+    """What a layout-feature band says beside its width: how far lpxsim has been off on the calibration rows with
+    that feature (the median signed error of the band's metric) and, for attention-DP, on the saturated MLPerf
+    Offline runs that use it ('' for a band of the whole path)."""
+    if not band.layout:
+        return ""
+    what = {"tok_s_user": "tok/s/user", "ttft": "TTFT", "tok_s_per_chip": "tok/s/chip"}.get(band.metric, band.metric)
+    name = "attention-DP" if band.layout == ATTENTION_DP else band.layout
+    s = band.median_signed_pct
+    text = f"{name}: lpxsim's {what} {_signed_words(s, s)} on its {band.n_points} calibration rows (median)"
+    off = layout_record(band.layout).get("offline")
+    if off:
+        text += (f", its saturated throughput {_signed_words(off['min_signed_pct'], off['max_signed_pct'])} on its "
+                 f"{off['n']} MLPerf Offline runs")
+    return text
+
+
 def band_text(system: str, path: str, band: ErrorBand) -> str:
-    """How an answer names its band: '±11% (projected-gpu, 492 points)', with `band_caveat` where one applies."""
-    caveat = band_caveat(system, path)
-    return f"±{100 * band.band_fraction:.0f}% ({path}, {band.n_points} points{'; ' + caveat if caveat else ''})"
+    """How an answer names its band: '±11% (projected-gpu, 492 points)', with `band_caveat` and `layout_caveat`
+    where they apply."""
+    caveats = "".join(f"; {c}" for c in (layout_caveat(band), band_caveat(system, path)) if c)
+    return f"±{100 * band.band_fraction:.0f}% ({path}, {band.n_points} points{caveats})"
 
 
 def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
-                metric: str = "tok_s_user") -> ErrorBand:
-    """The band of an answer for (system, weights, framework): `band_for(path_for(...), metric)`."""
-    return band_for(path_for(system, weights, framework), metric)
+                metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
+    """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`:
+    `band_for(path_for(...), metric, layout)`."""
+    return band_for(path_for(system, weights, framework), metric, layout)

@@ -359,13 +359,17 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
             "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}
 
 
+ATTENTION_DP_GROUP = "attention=DP"  # the replay group of the rows that run attention data-parallel
+
+
 def _groups(r: dict) -> list[str]:
     c = int(r["conc"])
     spec = r.get("spec_method") or "none"
     by_spec = [f"spec={spec} k={r['spec_draft_tokens']}"] if spec != "none" else []  # user rows only
+    attention = ATTENTION_DP_GROUP if _flag(r, "dp_attention", default=False) else "attention=TP"
     return ["all", *by_spec, f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
-            f"gpu+precision={r['hardware']} {r['precision']}", "conc=1" if c == 1 else "conc 2-64" if c <= 64
-            else "conc>=128" if c >= 128 else "conc 65-127"]
+            f"gpu+precision={r['hardware']} {r['precision']}", attention, "conc=1" if c == 1 else "conc 2-64"
+            if c <= 64 else "conc>=128" if c >= 128 else "conc 65-127"]
 
 
 TTFT_BUCKETS = ("1", "2-8", "16-64", ">=128")  # one user; low concurrency; loaded; saturated
@@ -517,6 +521,32 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
     return out
 
 
+def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict]) -> dict:
+    """The error record of GPU answers whose layout runs attention data-parallel, where it has one: the replay
+    group of the calibration rows that do (`ATTENTION_DP_GROUP`, per GPU path, the projected one no narrower
+    than the measured one) and the stated-layout MLPerf Offline points that do (saturated throughput).
+
+    Attention-DP is the one layout feature the calibration rows split on whose error differs from the path's:
+    each rank schedules its own batch and every step waits for the busiest rank (TRT-ADP-BLOG), which the
+    path's band, over all rows, does not show. {} when the rows hold none."""
+    measured = gpu["groups"].get(ATTENTION_DP_GROUP)
+    if not measured:
+        return {}
+    proj = projected["groups"].get(ATTENTION_DP_GROUP, measured)
+    metrics = [k for k in ("tok_s_user", "ttft", "tok_s_per_chip") if k in measured]
+    ids = {p["id"] for p in points if _stated(p) and _flag(p, "dp_attention", default=False)}
+    errs = [r["err_pct"] for r in offline["points"] if r["id"] in ids]
+    entry = {"data": "the calibration rows that run attention data-parallel (TensorRT-LLM, B200 and H200), "
+                     "replayed like the path's; the MLPerf v5.1 Offline points whose stated layout does",
+             "paths": {"measured-gpu": {"metrics": {k: measured[k] for k in metrics}},
+                       "projected-gpu": {"metrics": {k: _no_narrower(proj[k], measured[k]) for k in metrics}}}}
+    if errs:
+        entry["offline"] = {"points": sorted(ids & {r["id"] for r in offline["points"]}),
+                            **error_stats(errs).as_row(), "min_signed_pct": round(min(errs), 1),
+                            "max_signed_pct": round(max(errs), 1)}
+    return {"attention-dp": entry}
+
+
 def run(limit: int | None = None) -> dict:
     """Every validation table and the bands (one JSON-able dict)."""
     rows = calibration_rows()
@@ -524,7 +554,9 @@ def run(limit: int | None = None) -> dict:
     gpu = gpu_replay(rows)
     projected = gpu_replay(rows, project=True)
     sram = sram_points(published_points())
+    points = mlperf_points()
+    offline = mlperf_offline(points)
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
-            "sram_points": sram, "mlperf_offline": mlperf_offline(mlperf_points()),
-            "bands": bands(gpu, projected, sram)}
+            "sram_points": sram, "mlperf_offline": offline, "bands": bands(gpu, projected, sram),
+            "layout_bands": layout_bands(gpu, projected, offline, points)}
