@@ -7,7 +7,7 @@ Four cost paths (`lpxsim.engine.bands.PATHS`), each replayed through the code us
   at the benchmark's mean drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
 - projected GPU: the same rows with each GPU priced from a measured sibling's tables by achieved rates instead of
   its own (H200 from H100, B200 from B300), and the step-level projection pairs;
-- saturated offline throughput: MLPerf Inference v5.1 Offline results (``data/measured/mlperf_v51_offline.csv``,
+- saturated offline throughput: MLPerf Inference v5.1 Offline results and one v5.0 run (``data/measured/mlperf_v51_offline.csv``,
   judges only) against `engine.offline.offline_throughput` at the layout and engine caps each submission states
   (where it states them), at the best tensor-parallel layout that fits, and the closed loop's number at its
   largest fitting concurrency (what the saturated regime replaced; item 5);
@@ -138,7 +138,7 @@ def published_points(path: str | None = None) -> list[dict]:
 
 
 def mlperf_points(path: str | None = None) -> list[dict]:
-    """The packaged MLPerf Inference v5.1 Offline results (published points with their sources)."""
+    """The packaged MLPerf Inference Offline results, v5.1 and one v5.0 run (published points with their sources)."""
     with open(path or _data("mlperf_v51_offline.csv"), newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -537,7 +537,7 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict]) 
     ids = {p["id"] for p in points if _stated(p) and _flag(p, "dp_attention", default=False)}
     errs = [r["err_pct"] for r in offline["points"] if r["id"] in ids]
     entry = {"data": "the calibration rows that run attention data-parallel (TensorRT-LLM, B200 and H200), "
-                     "replayed like the path's; the MLPerf v5.1 Offline points whose stated layout does",
+                     "replayed like the path's; the MLPerf Offline points whose stated layout does",
              "paths": {"measured-gpu": {"metrics": {k: measured[k] for k in metrics}},
                        "projected-gpu": {"metrics": {k: _no_narrower(proj[k], measured[k]) for k in metrics}}}}
     if errs:
