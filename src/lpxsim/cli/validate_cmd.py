@@ -1,9 +1,10 @@
 """`lpxsim validate`: reproduce docs/validation.md's accuracy tables from the data shipped in the package.
 
 Replays the GPU calibration rows (measured and projected paths; and, where the arrival pattern decides, each
-queueing solver: `engine.solver_check`), the projection pairs, the MLPerf
-Offline results (v5.1, one v5.0 run) (saturated throughput) and the published points of the SRAM machines, prints each table with its median absolute error and MAPE, and the error band
-of every cost path. `--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
+queueing solver: `engine.solver_check`), the projection pairs, the MLPerf Offline results (saturated
+throughput; v5.1 and one v5.0 run) and the published points of the SRAM machines, prints each table with its
+median absolute error and MAPE, the error band of every cost path and the attention-DP layout's own record.
+`--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def markdown(res: dict) -> str:
                      f"{p['implied_host_us']:,.0f} | {p['batch1_err_pct']:+.1f} % | "
                      f"{'yes' if p['inside_range'] else 'no'} | {band} |")
     off = res["mlperf_offline"]
-    lines += ["", "### Saturated offline throughput: MLPerf Inference Offline, v5.1 and one v5.0 run (output tok/s per GPU)", "",
+    lines += ["", "### Saturated offline throughput: MLPerf Inference Offline, v5.1 and one v5.0 run "
+              "(output tok/s per GPU)", "",
               "| id | GPUs | model | layout priced | ISL / OSL | published | predicted (LoadGen run) | error | "
               "steady state | error | best TP layout | error | closed loop | error |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

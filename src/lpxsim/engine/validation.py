@@ -521,14 +521,15 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
     return out
 
 
-def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict]) -> dict:
+def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], rows: list[dict]) -> dict:
     """The error record of GPU answers whose layout runs attention data-parallel, where it has one: the replay
     group of the calibration rows that do (`ATTENTION_DP_GROUP`, per GPU path, the projected one no narrower
     than the measured one) and the stated-layout MLPerf Offline points that do (saturated throughput).
 
     Attention-DP is the one layout feature the calibration rows split on whose error differs from the path's:
     each rank schedules its own batch and every step waits for the busiest rank (TRT-ADP-BLOG), which the
-    path's band, over all rows, does not show. {} when the rows hold none."""
+    path's band, over all rows, does not show. `rows`: the replayed rows (to name the record's data).
+    {} when the rows hold none."""
     measured = gpu["groups"].get(ATTENTION_DP_GROUP)
     if not measured:
         return {}
@@ -536,8 +537,11 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict]) 
     metrics = [k for k in ("tok_s_user", "ttft", "tok_s_per_chip") if k in measured]
     ids = {p["id"] for p in points if _stated(p) and _flag(p, "dp_attention", default=False)}
     errs = [r["err_pct"] for r in offline["points"] if r["id"] in ids]
-    entry = {"data": "the calibration rows that run attention data-parallel (TensorRT-LLM, B200 and H200), "
-                     "replayed like the path's; the MLPerf Offline points whose stated layout does",
+    dp_rows = [r for r in rows if _flag(r, "dp_attention", default=False)]
+    engines = "/".join(sorted({r["framework"] for r in dp_rows}))
+    gpus = "/".join(sorted({r["hardware"] for r in dp_rows}))
+    entry = {"data": f"the calibration rows that run attention data-parallel ({engines} on {gpus}), replayed like "
+                     "the path's; the MLPerf Offline points whose stated layout does",
              "paths": {"measured-gpu": {"metrics": {k: measured[k] for k in metrics}},
                        "projected-gpu": {"metrics": {k: _no_narrower(proj[k], measured[k]) for k in metrics}}}}
     if errs:
@@ -559,4 +563,4 @@ def run(limit: int | None = None) -> dict:
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": offline, "bands": bands(gpu, projected, sram),
-            "layout_bands": layout_bands(gpu, projected, offline, points)}
+            "layout_bands": layout_bands(gpu, projected, offline, points, rows)}
