@@ -2,7 +2,7 @@
 
 Replays the GPU calibration rows (measured and projected paths; and, where the arrival pattern decides, each
 queueing solver: `engine.solver_check`), the projection pairs, the MLPerf Offline results (saturated
-throughput; v5.1 and one v5.0 run) and the published points of the SRAM machines, prints each table with its
+throughput; v5.0 to v6.1) and the published points of the SRAM machines, prints each table with its
 median absolute error and MAPE, the error band of every cost path and the attention-DP layout's own record.
 `--write` regenerates the shipped band file (catalog/fitted/error_bands.json).
 """
@@ -91,7 +91,7 @@ def markdown(res: dict) -> str:
                      f"{p['implied_host_us']:,.0f} | {p['batch1_err_pct']:+.1f} % | "
                      f"{'yes' if p['inside_range'] else 'no'} | {band} |")
     off = res["mlperf_offline"]
-    lines += ["", "### Saturated offline throughput: MLPerf Inference Offline, v5.1 and one v5.0 run "
+    lines += ["", "### Saturated offline throughput: MLPerf Inference Offline, v5.0 to v6.1 "
               "(output tok/s per GPU)", "",
               "| id | GPUs | model | layout priced | ISL / OSL | published | predicted (LoadGen run) | error | "
               "steady state | error | best TP layout | error | closed loop | error |",

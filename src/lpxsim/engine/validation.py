@@ -7,7 +7,7 @@ Four cost paths (`lpxsim.engine.bands.PATHS`), each replayed through the code us
   at the benchmark's mean drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
 - projected GPU: the same rows with each GPU priced from a measured sibling's tables by achieved rates instead of
   its own (H200 from H100, B200 from B300), and the step-level projection pairs;
-- saturated offline throughput: MLPerf Inference v5.1 Offline results and one v5.0 run (``data/measured/mlperf_v51_offline.csv``,
+- saturated offline throughput: MLPerf Inference Offline results, v5.0 to v6.1 (``data/measured/mlperf_v51_offline.csv``,
   judges only) against `engine.offline.offline_throughput` at the layout and engine caps each submission states
   (where it states them), at the best tensor-parallel layout that fits, and the closed loop's number at its
   largest fitting concurrency (what the saturated regime replaced; item 5);
@@ -138,7 +138,7 @@ def published_points(path: str | None = None) -> list[dict]:
 
 
 def mlperf_points(path: str | None = None) -> list[dict]:
-    """The packaged MLPerf Inference Offline results, v5.1 and one v5.0 run (published points with their sources)."""
+    """The packaged MLPerf Inference Offline results, v5.0 to v6.1 (published points with their sources)."""
     with open(path or _data("mlperf_v51_offline.csv"), newline="") as fh:
         return list(csv.DictReader(fh))
 
