@@ -21,14 +21,14 @@ from lpxsim.engine.lengths import dataset
 from lpxsim.engine.offline_run import offline_run
 from lpxsim.gpu.step import GpuStepModel
 
-REQUESTS, MEAN_OUTPUT = 16_000, 3_653  # the post's dataset: 16,000 requests, 3,653 output tokens on average
+REQUESTS, MEAN_OUTPUT_TOKENS = 16_000, 3_653  # the post's dataset: 16,000 requests, 3,653 output tokens on average
 # published (tok/s of the 8 GPUs): round-robin baseline, balance with timeout 50 + batching wait 10, and the
 # post's throughput at a perfectly balanced step for each (SOL TPS)
-PUBLISHED = {"baseline (round-robin)": (25_664, 39_552), "balance (timeout 50, batching wait 10)": (34_140, 37_912)}
+PUBLISHED_TOK_S = {"baseline (round-robin)": (25_664, 39_552), "balance (timeout 50, batching wait 10)": (34_140, 37_912)}
 
 
 def main() -> None:
-    mix = dataset("deepseek-r1").shaped(float(MEAN_OUTPUT), 20_000)
+    mix = dataset("deepseek-r1").shaped(float(MEAN_OUTPUT_TOKENS), 20_000)
     print("| weights | predicted tok/s (8 GPUs) | steady state | CPU s |")
     print("|---|---|---|---|")
     predicted = {}
@@ -43,7 +43,7 @@ def main() -> None:
     print()
     print("| published run | tok/s | balanced-step tok/s (SOL) | NVFP4 prediction vs run | vs SOL |")
     print("|---|---|---|---|---|")
-    for label, (tps, sol) in PUBLISHED.items():
+    for label, (tps, sol) in PUBLISHED_TOK_S.items():
         p = predicted["fp4"]
         print(f"| {label} | {tps:,} | {sol:,} | {(p / tps - 1) * 100:+.1f} % | {(p / sol - 1) * 100:+.1f} % |")
 

@@ -138,12 +138,13 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "") -> ErrorBa
         have = ", ".join(entry.get("metrics", {})) or "none"
         raise UserError("metric", f"no validation of {metric!r} on the {path} path (validated: {have})")
     feature = layout_feature(layout)
-    own = layout_record(feature).get("paths", {}).get(path, {}).get("metrics", {}).get(metric)
+    record = layout_record(feature)
+    own = record.get("paths", {}).get(path, {}).get("metrics", {}).get(metric)
     if own is not None and own["n"] >= MIN_POINTS_FOR_QUANTILE:
         return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
                          median_signed_pct=own["median_signed_pct"],
                          band_fraction=round(max(own["band_pct"], m["band_pct"]) / 100.0, 4), n_points=own["n"],
-                         data=layout_record(feature)["data"], layout=feature)
+                         data=record["data"], layout=feature)
     return ErrorBand(path=path, metric=metric, median_abs_pct=m["median_abs_pct"], mape_pct=m["mape_pct"],
                      median_signed_pct=m["median_signed_pct"], band_fraction=round(m["band_pct"] / 100.0, 4),
                      n_points=m["n"], data=entry["data"])
