@@ -153,7 +153,7 @@ def test_an_attention_dp_answer_carries_the_band_and_the_bias_of_its_own_rows():
     assert band_for("measured-gpu", "tok_s_user", "TP4/EP4") == path  # no feature: the path's band
     text = band_text("b200-hgx", "measured-gpu", b)
     off = rec["offline"]
-    assert f"on its {rows['n']} calibration rows" in text and f"on its {off['n']} MLPerf Offline runs" in text
+    assert f"on its {rows['n']} calibration rows" in text and f"on its {off['n']} saturated runs" in text
     assert off["points"] == sorted(off["points"]) and all("DSR1" in p for p in off["points"])
     assert "attention-DP" not in band_text("b200-hgx", "measured-gpu", path)
 

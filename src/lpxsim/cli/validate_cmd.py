@@ -66,6 +66,45 @@ def queueing_table(q: dict) -> list[str]:
     return lines + [""]
 
 
+def offline_table(title: str, off: dict, headline: str) -> list[str]:
+    """A saturated-throughput table (`validation.mlperf_offline`'s result) and its summary; `headline` says how the
+    headline column priced each point."""
+    lines = ["", f"### {title}", "",
+             "| id | GPUs | model | layout priced | ISL / OSL | published | predicted (finite run) | error | "
+             "steady state | error | best TP layout | error | closed loop | error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in off["points"]:
+        lines.append(f"| {p['id']} | {p['gpus']} | {p['model']} | {p['layout']} | {p['isl']:,} / {p['osl']:,} | "
+                     f"{p['published_tok_s_per_gpu']:,.0f} | {p['predicted_tok_s_per_gpu']:,.0f} | {p['err_pct']:+.1f} % | "
+                     f"{p['steady_tok_s_per_gpu']:,.0f} | {p['steady_err_pct']:+.1f} % | "
+                     f"{p['best_layout_tok_s_per_gpu']:,.0f} (TP{p['tp']}) | {p['best_layout_err_pct']:+.1f} % | "
+                     f"{p['closed_loop_tok_s_per_gpu']:,.0f} | {p['closed_loop_err_pct']:+.1f} % |")
+    return lines + ["", "| regime | points | MdAPE | MAPE | signed |", "|---|---|---|---|---|",
+                    f"| saturated, at {headline} (engine.offline_run) | {off['saturated']['n']} | "
+                    f"{_stats_cells(off['saturated'])} |",
+                    f"| saturated, at the stated layout, endless queue (engine.offline) | {off['steady']['n']} | "
+                    f"{_stats_cells(off['steady'])} |",
+                    f"| saturated, at the best tensor-parallel layout | {off['best_layout']['n']} | "
+                    f"{_stats_cells(off['best_layout'])} |",
+                    f"| closed loop at its largest fitting concurrency | {off['closed_loop']['n']} | "
+                    f"{_stats_cells(off['closed_loop'])} |"]
+
+
+def min_latency_table(res: dict) -> list[str]:
+    """The one-user MTP runs (`trtllm_bench.min_latency`): the engine's OSL / E2E against trtllm-bench's."""
+    lines = ["", "### Speculative decoding at one user: NVIDIA's trtllm-bench min-latency runs (OSL / E2E, tok/s; "
+             "TRT-BESTPERF)", "",
+             "| id | GPUs | layout | MTP k | ISL / OSL | published | predicted | error | tokens a round (default "
+             "profile) | without MTP | speed-up credited |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in res["points"]:
+        lines.append(f"| {p['id']} | {p['gpus']} {p['system']} | {p['layout']} | {p['mtp']} | "
+                     f"{p['isl']:,} / {p['osl']:,} | {p['published_tok_s_user']:,.1f} | "
+                     f"{p['predicted_tok_s_user']:,.1f} | {p['err_pct']:+.1f} % | {p['tokens_per_round']:.2f} | "
+                     f"{p['no_mtp_tok_s_user']:,.1f} | {p['speedup_credited']:.2f}x |")
+    s = res["stats"]
+    return lines + ["", "| runs | MdAPE | MAPE | signed |", "|---|---|---|---|", f"| {s['n']} | {_stats_cells(s)} |"]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
@@ -90,27 +129,11 @@ def markdown(res: dict) -> str:
                      f"({p['loaded_users']}) | {p['low_tok_s_user']:,.0f} .. {p['high_tok_s_user']:,.0f} | "
                      f"{p['implied_host_us']:,.0f} | {p['batch1_err_pct']:+.1f} % | "
                      f"{'yes' if p['inside_range'] else 'no'} | {band} |")
-    off = res["mlperf_offline"]
-    lines += ["", "### Saturated offline throughput: MLPerf Inference Offline, v5.0 to v6.1 "
-              "(output tok/s per GPU)", "",
-              "| id | GPUs | model | layout priced | ISL / OSL | published | predicted (LoadGen run) | error | "
-              "steady state | error | best TP layout | error | closed loop | error |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for p in off["points"]:
-        lines.append(f"| {p['id']} | {p['gpus']} | {p['model']} | {p['layout']} | {p['isl']:,} / {p['osl']:,} | "
-                     f"{p['published_tok_s_per_gpu']:,.0f} | {p['predicted_tok_s_per_gpu']:,.0f} | {p['err_pct']:+.1f} % | "
-                     f"{p['steady_tok_s_per_gpu']:,.0f} | {p['steady_err_pct']:+.1f} % | "
-                     f"{p['best_layout_tok_s_per_gpu']:,.0f} (TP{p['tp']}) | {p['best_layout_err_pct']:+.1f} % | "
-                     f"{p['closed_loop_tok_s_per_gpu']:,.0f} | {p['closed_loop_err_pct']:+.1f} % |")
-    lines += ["", "| regime | points | MdAPE | MAPE | signed |", "|---|---|---|---|---|",
-              f"| saturated, at the submission's stated layout, LoadGen's finite run (engine.offline_run) | "
-              f"{off['saturated']['n']} | {_stats_cells(off['saturated'])} |",
-              f"| saturated, at the stated layout, endless queue (engine.offline) | {off['steady']['n']} | "
-              f"{_stats_cells(off['steady'])} |",
-              f"| saturated, at the best tensor-parallel layout | {off['best_layout']['n']} | "
-              f"{_stats_cells(off['best_layout'])} |",
-              f"| closed loop at its largest fitting concurrency | {off['closed_loop']['n']} | "
-              f"{_stats_cells(off['closed_loop'])} |"]
+    lines += offline_table("Saturated offline throughput: MLPerf Inference Offline, v5.0 to v6.1 (output tok/s per GPU)",
+                           res["mlperf_offline"], "the submission's stated layout, LoadGen's finite run")
+    lines += offline_table("Saturated throughput: NVIDIA's trtllm-bench DeepSeek-R1 runs (output tok/s per GPU; "
+                           "TRT-BESTPERF)", res["trtllm_bench_saturated"], "the run's stated layout and request count")
+    lines += min_latency_table(res["trtllm_bench_min_latency"])
     lines += ["", "### Error bands per cost path", "",
               "| path | metric | points | MdAPE | MAPE | signed | band shown (+-) |", "|---|---|---|---|---|---|---|"]
     for path, b in res["bands"].items():
@@ -127,7 +150,7 @@ def markdown(res: dict) -> str:
                 lines.append(f"| {path} | {metric} | {s['n']} | {_stats_cells(s)} | {shown:.1f} % |")
         if rec.get("offline"):
             o = rec["offline"]
-            lines.append(f"| MLPerf Offline ({', '.join(o['points'])}) | saturated tok/s/GPU | {o['n']} | "
+            lines.append(f"| saturated runs ({', '.join(o['points'])}) | saturated tok/s/GPU | {o['n']} | "
                          f"{_stats_cells(o)} | {o['min_signed_pct']:+.1f} .. {o['max_signed_pct']:+.1f} % |")
     return "\n".join(lines)
 

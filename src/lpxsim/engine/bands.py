@@ -255,8 +255,8 @@ def _signed_words(lo: float, hi: float) -> str:
 
 def layout_caveat(band: ErrorBand) -> str:
     """What a layout-feature band says beside its width: how far lpxsim has been off on the calibration rows with
-    that feature (the median signed error of the band's metric) and, for attention-DP, on the saturated MLPerf
-    Offline runs that use it ('' for a band of the whole path)."""
+    that feature (the median signed error of the band's metric) and, for attention-DP, on the saturated runs
+    that use it (MLPerf Offline, trtllm-bench; '' for a band of the whole path)."""
     if not band.layout:
         return ""
     what = {"tok_s_user": "tok/s/user", "ttft": "TTFT", "tok_s_per_chip": "tok/s/chip"}.get(band.metric, band.metric)
@@ -266,7 +266,7 @@ def layout_caveat(band: ErrorBand) -> str:
     off = layout_record(band.layout).get("offline")
     if off:
         text += (f", its saturated throughput {_signed_words(off['min_signed_pct'], off['max_signed_pct'])} on its "
-                 f"{off['n']} MLPerf Offline runs")
+                 f"{off['n']} saturated runs (MLPerf Offline, trtllm-bench)")
     return text
 
 

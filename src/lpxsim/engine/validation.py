@@ -235,14 +235,20 @@ MLPERF_DATASETS = {"llama-2-70b": ("llama-2-70b", 1024), "llama-3.1-405b": ("lla
                    "deepseek-r1": ("deepseek-r1", 20000), "llama-3.1-8b": ("llama-3.1-8b", 128)}
 
 
+UNIFORM = "uniform"  # a point's dataset of one prompt and one output length
+
+
 def point_lengths(p: dict):
     """The `engine.lengths.LengthMix` of an MLPerf point: its dataset's prompts, the outputs' shape at the point's
     mean output length (what its run wrote: `osl`) under the benchmark's output cap. The dataset
     and cap are the point's own where stated, else its benchmark's (`MLPERF_DATASETS`); None for a model
-    MLPerf has no packaged dataset of."""
-    from lpxsim.engine.lengths import dataset
+    MLPerf has no packaged dataset of. A point whose dataset is "uniform" (a synthetic run of one prompt and one
+    output length, e.g. trtllm-bench's `token-norm-dist` at zero spread) is priced at its `isl` and `osl`."""
+    from lpxsim.engine.lengths import dataset, uniform
 
     name = (p.get("dataset") or "").strip()
+    if name == UNIFORM:
+        return uniform(int(p["isl"]), int(p["osl"]))
     default_name, default_cap = MLPERF_DATASETS.get(p.get("model", ""), (None, None))
     name = name or default_name
     if not name:
@@ -524,7 +530,8 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
 def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], rows: list[dict]) -> dict:
     """The error record of GPU answers whose layout runs attention data-parallel, where it has one: the replay
     group of the calibration rows that do (`ATTENTION_DP_GROUP`, per GPU path, the projected one no narrower
-    than the measured one) and the stated-layout MLPerf Offline points that do (saturated throughput).
+    than the measured one) and the saturated runs with a stated layout that do (MLPerf Offline points and NVIDIA's
+    trtllm-bench runs: `offline` holds both results' rows, `points` both point lists).
 
     Attention-DP is the one layout feature the calibration rows split on whose error differs from the path's:
     each rank schedules its own batch and every step waits for the busiest rank (TRT-ADP-BLOG), which the
@@ -541,7 +548,7 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], 
     engines = "/".join(sorted({r["framework"] for r in dp_rows}))
     gpus = "/".join(sorted({r["hardware"] for r in dp_rows}))
     entry = {"data": f"the calibration rows that run attention data-parallel ({engines} on {gpus}), replayed like "
-                     "the path's; the MLPerf Offline points whose stated layout does",
+                     "the path's; the saturated runs (MLPerf Offline, trtllm-bench) whose stated layout does",
              "paths": {"measured-gpu": {"metrics": {k: measured[k] for k in metrics}},
                        "projected-gpu": {"metrics": {k: _no_narrower(proj[k], measured[k]) for k in metrics}}}}
     if errs:
@@ -553,6 +560,8 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], 
 
 def run(limit: int | None = None) -> dict:
     """Every validation table and the bands (one JSON-able dict)."""
+    from lpxsim.engine import trtllm_bench
+
     rows = calibration_rows()
     rows = rows[:limit] if limit else rows
     gpu = gpu_replay(rows)
@@ -560,7 +569,11 @@ def run(limit: int | None = None) -> dict:
     sram = sram_points(published_points())
     points = mlperf_points()
     offline = mlperf_offline(points)
+    bench_points = trtllm_bench.saturated_points()
+    bench = trtllm_bench.saturated(bench_points)
+    saturated_all = {"points": offline["points"] + bench["points"]}
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
-            "sram_points": sram, "mlperf_offline": offline, "bands": bands(gpu, projected, sram),
-            "layout_bands": layout_bands(gpu, projected, offline, points, rows)}
+            "sram_points": sram, "mlperf_offline": offline, "trtllm_bench_saturated": bench,
+            "trtllm_bench_min_latency": trtllm_bench.min_latency(), "bands": bands(gpu, projected, sram),
+            "layout_bands": layout_bands(gpu, projected, saturated_all, points + bench_points, rows)}

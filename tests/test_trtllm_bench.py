@@ -1,0 +1,65 @@
+"""NVIDIA's trtllm-bench DeepSeek-R1 runs as judges (issue 28, items 4 and 5): saturated and one-user MTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lpxsim.engine import trtllm_bench
+from lpxsim.engine.validation import _offline_stated, point_lengths
+
+SOURCES = (Path(__file__).resolve().parents[1] / "docs" / "sources.md").read_text()
+
+
+def test_the_runs_are_sourced_and_their_figures_consistent():
+    sat, one = trtllm_bench.saturated_points(), trtllm_bench.min_latency_points()
+    assert {p["id"] for p in sat} == {"TRTB-B200-DSR1-FP8KV", "TRTB-B200-DSR1-BF16KV", "TRTB-H200-DSR1"}
+    assert {p["id"] for p in one} == {"TRTB-B200-DSR1-MTP3", "TRTB-H200-DSR1-MTP3"}
+    for p in sat + one:
+        assert f"| {p['source']} |" in SOURCES
+    for p in sat:
+        assert float(p["tok_s_per_gpu"]) == pytest.approx(float(p["tokens_per_s"]) / int(p["gpus"]), rel=1e-3)
+        # a saturated run queues every request through its concurrency: the engine's caps fill it exactly
+        assert int(p["max_concurrency"]) == int(p["max_batch_per_rank"]) * int(p["gpus"])
+
+
+def test_a_uniform_run_is_priced_at_its_stated_lengths():
+    p = next(p for p in trtllm_bench.saturated_points() if p["id"] == "TRTB-B200-DSR1-FP8KV")
+    mix = point_lengths(p)
+    assert mix.samples == 1 and mix.mean_isl == 1042 and mix.mean_osl == 2048
+    assert mix.resident_context() == pytest.approx(1042 + 2048 / 2)
+
+
+def test_a_saturated_run_is_priced_at_its_stated_layout_and_caps():
+    """The stated caps hold every request the run keeps in flight (its KV fits), so the finite run is the steady
+    state: equal outputs, one wave after another, no drain."""
+    for p in trtllm_bench.saturated_points():
+        label, run, steady = _offline_stated(p, point_lengths(p))
+        assert label == "TP8/EP8/DPattn"
+        assert run == pytest.approx(steady, rel=0.005), p["id"]
+
+
+def test_fp8_kv_and_its_larger_batch_are_worth_what_the_runs_measured():
+    """A mechanism check, not a fit: the two B200 runs differ in KV format and batch cap (896 against 384 a rank);
+    their published ratio is 1.19. The KV format alone at the BF16 run's caps moves little: the batch is what the
+    FP8 KV buys."""
+    res = {r["id"]: r for r in trtllm_bench.saturated()["points"]}
+    fp8, bf16 = res["TRTB-B200-DSR1-FP8KV"], res["TRTB-B200-DSR1-BF16KV"]
+    published = fp8["published_tok_s_per_gpu"] / bf16["published_tok_s_per_gpu"]
+    predicted = fp8["predicted_tok_s_per_gpu"] / bf16["predicted_tok_s_per_gpu"]
+    assert predicted > 1.1 and published > 1.1
+    assert predicted == pytest.approx(published, rel=0.05)
+
+
+def test_one_user_mtp_is_priced_by_the_engine_with_the_default_profile():
+    from lpxsim.catalog import get_model
+    from lpxsim.specs.mtp import default_accept, tokens_per_round
+
+    res = trtllm_bench.min_latency()
+    k3 = tokens_per_round(default_accept(get_model("deepseek-r1"))[:3])
+    for r in res["points"]:
+        assert r["tokens_per_round"] == pytest.approx(k3, abs=0.01)
+        # drafting three tokens a round is credited well below the 2.85 tokens it yields: verify and draft cost
+        assert 1.5 < r["speedup_credited"] < k3
+    assert res["stats"]["n"] == 2
