@@ -47,3 +47,18 @@ def test_a_kernel_floor_does_not_shrink_with_bandwidth():
     assert projected_op_s(vr, gb300, 1e-6, flops=1.0, nbytes=nbytes, compute="fp8") == pytest.approx(1e-6 * bw_ratio)
     # measured faster than the sibling's achieved roofline (cache-resident): scales whole, never negative
     assert 0 < projected_op_s(vr, gb300, 0.5e-6, flops=1.0, nbytes=nbytes, compute="fp8") < 0.5e-6
+
+
+def test_a_projected_collective_is_never_cheaper_for_a_larger_message():
+    """A projected GPU's all-reduce is the sibling's measured time, its smallest message's share scaled by the
+    latencies and the rest by the bus bandwidths (projected_collective_s): continuous, so a step is never cheaper for
+    more tokens. (A switch between the two ratios at 256 KiB made Rubin's decode step faster at 25 sequences than at
+    17, and a 100-token prefill faster than a 15-token one.)"""
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch, PrefillChunk
+
+    rubin = GpuStepModel("gemma-4-31b", "vr-nvl72", tp=8, framework="sglang")
+    decode = [rubin.decode_step(DecodeBatch.uniform(b, 8000)).interval_s for b in range(1, 161, 4)]
+    assert all(a <= b + 1e-12 for a, b in zip(decode, decode[1:], strict=False))
+    prefill = [rubin.prefill(PrefillChunk(tokens=t, context=0, sequences=1)).interval_s for t in (15, 100, 1000, 8000)]
+    assert all(a <= b for a, b in zip(prefill, prefill[1:], strict=False))

@@ -15,7 +15,11 @@ SGLang runs a prefill batch as its own forward; TTFT about 5 ms lower on Rubin, 
 regenerated when the GPU engine parameters were refitted (round 3, seventh session: TensorRT-LLM's attention-DP MoE
 gather and scatter from the measured NCCL sweep, and its prefill iterations carrying the running decodes; the
 refit moved SGLang's first-token host time 63.0 -> 62.7 ms and the shared eager dispatch 48.9 -> 49.1 us: makespans
-within 2 %). The same runs must give the same numbers now: integers and
+within 2 %). The GPU runs were regenerated again in round 3's eleventh session, for two step-cost fixes meant to
+change results: a CUDA graph's padding rows read no KV (the padded batch's mean context counts them at 0), and a
+projected GPU's collectives scale their smallest message's time by the latencies and the rest by the bus bandwidths
+(Rubin's eager prefill all-reduces keep their launch latency; its step no longer drops at a 256 KiB message).
+The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
 """

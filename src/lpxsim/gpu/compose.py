@@ -19,7 +19,7 @@ import numpy as np
 from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, fp8_block_moe_s, fp8_tensor_gemm_s, has_tables
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
-from lpxsim.gpu.projection import collective_ratio, projected_op_s
+from lpxsim.gpu.projection import projected_collective_s, projected_op_s
 from lpxsim.specs.precision import get_precision
 
 if TYPE_CHECKING:
@@ -185,9 +185,11 @@ def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> fl
     rs = ops.nccl("reduce_scatter", scattered, lay.tp, 2)
     if ag is None or rs is None:
         return None
-    if sib is not None:
-        ag *= collective_ratio(sm.system, sib, gathered)
-        rs *= collective_ratio(sm.system, sib, scattered)
+    if sib is not None:  # the smallest message's time is each collective's latency (projected_collective_s)
+        ag_floor = ops.nccl("all_gather", lay.tp * m.hidden_size * (0.5625 if fp4 else 2.0), lay.tp, 1 if fp4 else 2)
+        rs_floor = ops.nccl("reduce_scatter", lay.tp * m.hidden_size * 2.0, lay.tp, 2)
+        ag = projected_collective_s(sm.system, sib, ag, ag if ag_floor is None else ag_floor)
+        rs = projected_collective_s(sm.system, sib, rs, rs if rs_floor is None else rs_floor)
     return ag + rs
 
 
@@ -215,8 +217,9 @@ def _collectives(sm: GpuStepModel, f: StepFeatures, kind: str, new_tokens: int, 
     meas = ops.all_reduce(int(tokens * m.hidden_size), lay.tp, sm.cuda_graphs and kind != "prefill")
     if meas is None:
         return base, base_attn
-    if sib is not None:
-        meas *= collective_ratio(sm.system, sib, nbytes)
+    if sib is not None:  # one token's all-reduce is the latency the sibling shows (projected_collective_s)
+        floor = ops.all_reduce(int(m.hidden_size), lay.tp, sm.cuda_graphs and kind != "prefill")
+        meas = projected_collective_s(sm.system, sib, meas, meas if floor is None else floor)
     fab = sm.fabric.all_reduce_s(nbytes, lay.tp) + sm.params.collective_overhead_s
     L = m.num_layers
     n_ar = 2 * L + 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import OrderedDict
+from dataclasses import replace
 
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
@@ -218,6 +219,7 @@ class GpuStepModel:
         project_from: str | None = None,
         measured: bool = True,
         moe_backend: str | None = None,
+        graph_batches: tuple[int, ...] | None = None,
     ) -> None:
         from lpxsim.catalog import get_model, get_system
 
@@ -244,6 +246,10 @@ class GpuStepModel:
         self.params = params or fitted_params()
         self.framework = framework_name(framework)
         self.engine = engine_params(self.framework)
+        if graph_batches is not None:  # the decode CUDA-graph capture sizes a launch states (else the engine's own)
+            if not graph_batches or any(not isinstance(b, int) or b < 1 for b in graph_batches):
+                raise UserError("graph_batches", f"expected positive whole batch sizes, got {graph_batches!r}")
+            self.engine = replace(self.engine, graph_batches=tuple(sorted(set(graph_batches))))
         # the MoE kernels the engine runs (measured.MOE_BACKEND_OF); by default what InferenceX launches
         if moe_backend is not None and moe_backend not in MOE_BACKENDS:
             raise UserError("moe_backend", f"expected one of {', '.join(sorted(MOE_BACKENDS))}, got {moe_backend!r}")
@@ -478,7 +484,10 @@ class GpuStepModel:
         n = len(contexts)
         if graphs and kind != "prefill":
             n = self.engine.graph_batch(n)  # the captured CUDA graph the engine replays
-        ctx = _ctx_bucket(sum(contexts) / len(contexts))
+        # the padding rows of a captured graph are dummy requests of about one token (SGLang fills their sequence
+        # lengths with its backend's fill value, TensorRT-LLM points them all at one dummy request: CUDA-PAD):
+        # their GEMMs run, their attention reads almost no KV, so the padded batch's mean context counts them at 0
+        ctx = _ctx_bucket(sum(contexts) / n)
         key = (kind, new_tokens, n, ctx, graphs)
         hit = self._priced.get(key)
         if hit is None:
