@@ -66,3 +66,44 @@ def test_one_user_mtp_is_priced_by_the_engine_with_the_default_profile():
         # drafting three tokens a round is credited well below the 2.85 tokens it yields: verify and draft cost
         assert 1.5 < r["speedup_credited"] < k3
     assert res["stats"]["n"] == 2
+
+
+def test_trtllm_bench_sets_its_caps_by_its_own_rounding_rules():
+    """TRT-BENCH-TUNE's finetune_setting: the batch estimate rounded up (at least 64), capped at 4,096; the token
+    budget its prompts and decodes need, at least 2,048, capped at 32,768."""
+    assert trtllm_bench.bench_engine_settings(10.0, 1024, 1024) == (64, 2048)
+    assert trtllm_bench.bench_engine_settings(100.0, 1024, 1024) == (128, 2048)
+    assert trtllm_bench.bench_engine_settings(300.0, 1024, 1024) == (384, 2048)
+    assert trtllm_bench.bench_engine_settings(2500.0, 1024, 1024) == (2560, 5120)
+    assert trtllm_bench.bench_engine_settings(9000.0, 1024, 1024) == (4096, 8192)
+    assert trtllm_bench.bench_engine_settings(9000.0, 32768, 1024) == (4096, 32768)
+    assert trtllm_bench.bench_engine_settings(2500.0, 1024, 1024, pp=2) == (1280, 2560)
+
+
+def test_a_request_that_reserves_its_whole_output_shrinks_a_kv_bound_batch():
+    """GUARANTEED_NO_EVICT (TRT-CAPACITY) counts a request at prompt + output when it is admitted; taking KV as it
+    grows counts the resident mean, prompt + output / 2. Where the KV binds, the batch shrinks by their ratio."""
+    from lpxsim.core.errors import UserError
+    from lpxsim.engine.offline import offline_throughput
+    from lpxsim.gpu.step import GpuStepModel
+
+    step = GpuStepModel("llama-3.1-70b", "b200-hgx", tp=1, weights="fp4", kv="fp8", framework="trtllm")
+    grown = offline_throughput(step, 1024, 8192)
+    reserved = offline_throughput(step, 1024, 8192, reserve_tokens=1024 + 8192)
+    assert grown.limited_by == reserved.limited_by == "kv"
+    assert reserved.batch / grown.batch == pytest.approx((1024 + 4096) / (1024 + 8192), rel=0.02)
+    assert reserved.output_tok_s < grown.output_tok_s
+    with pytest.raises(UserError) as e:
+        offline_throughput(step, 1024, 8192, reserve_tokens=0)
+    assert e.value.field == "reserve_tokens"
+
+
+def test_the_performance_overview_is_sourced_and_priced_at_trtllm_bench_settings():
+    pts = trtllm_bench.overview_points()
+    assert len(pts) == len({p["id"] for p in pts}) >= 70
+    assert {p["system"] for p in pts} == {"h100-hgx", "h200-hgx", "b200-hgx", "gb200-nvl72"}
+    assert all(f"| {p['source']} |" in SOURCES for p in pts)
+    some = [p for p in pts if p["id"] in ("TRTPO-B200-L33-70B-TP1-1024-8192", "TRTPO-H200-DSR1-DEP8-1024-32768")]
+    for r in trtllm_bench.overview(some)["points"]:
+        # the requests' full reservation, not the caps, bounds the batch at long outputs
+        assert r["limited_by"] == "kv" and r["batch"] <= r["max_batch_size"] * (8 if "DSR1" in r["id"] else 1)

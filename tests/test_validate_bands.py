@@ -154,7 +154,7 @@ def test_an_attention_dp_answer_carries_the_band_and_the_bias_of_its_own_rows():
     text = band_text("b200-hgx", "measured-gpu", b)
     off = rec["offline"]
     assert f"on its {rows['n']} calibration rows" in text and f"on its {off['n']} saturated runs" in text
-    assert off["points"] == sorted(off["points"]) and all("DSR1" in p for p in off["points"])
+    assert off["points"] == sorted(off["points"]) and all("DSR1" in p or "-DEP" in p for p in off["points"])
     assert "attention-DP" not in band_text("b200-hgx", "measured-gpu", path)
 
 

@@ -90,6 +90,21 @@ def offline_table(title: str, off: dict, headline: str) -> list[str]:
                     f"{_stats_cells(off['closed_loop'])} |"]
 
 
+def overview_table(res: dict) -> list[str]:
+    """TensorRT-LLM's performance overview (`trtllm_bench.overview`): each run at trtllm-bench's own settings."""
+    lines = ["", "### Saturated throughput: TensorRT-LLM's performance overview at trtllm-bench's own settings (output "
+             "tok/s per GPU; TRT-PERF-OVERVIEW)", "",
+             "| id | model | layout | ISL / OSL | trtllm-bench caps (batch / tokens) | batch run (limit) | published | "
+             "predicted | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in res["points"]:
+        lines.append(f"| {p['id']} | {p['model']} | {p['system']} {p['layout']} | {p['isl']:,} / {p['osl']:,} | "
+                     f"{p['max_batch_size']:,} / {p['max_num_tokens']:,} | {p['batch']:,} ({p['limited_by']}) | "
+                     f"{p['published_tok_s_per_gpu']:,.0f} | {p['predicted_tok_s_per_gpu']:,.0f} | {p['err_pct']:+.1f} % |")
+    lines += ["", "| model | runs | MdAPE | MAPE | signed |", "|---|---|---|---|---|"]
+    lines += [f"| {m} | {s['n']} | {_stats_cells(s)} |" for m, s in res["by_model"].items()]
+    return lines + [f"| all | {res['stats']['n']} | {_stats_cells(res['stats'])} |"]
+
+
 def min_latency_table(res: dict) -> list[str]:
     """The one-user MTP runs (`trtllm_bench.min_latency`): the engine's OSL / E2E against trtllm-bench's."""
     lines = ["", "### Speculative decoding at one user: NVIDIA's trtllm-bench min-latency runs (OSL / E2E, tok/s; "
@@ -133,6 +148,7 @@ def markdown(res: dict) -> str:
                            res["mlperf_offline"], "the submission's stated layout, LoadGen's finite run")
     lines += offline_table("Saturated throughput: NVIDIA's trtllm-bench DeepSeek-R1 runs (output tok/s per GPU; "
                            "TRT-BESTPERF)", res["trtllm_bench_saturated"], "the run's stated layout and request count")
+    lines += overview_table(res["trtllm_perf_overview"])
     lines += min_latency_table(res["trtllm_bench_min_latency"])
     lines += ["", "### Error bands per cost path", "",
               "| path | metric | points | MdAPE | MAPE | signed | band shown (+-) |", "|---|---|---|---|---|---|---|"]
@@ -150,9 +166,18 @@ def markdown(res: dict) -> str:
                 lines.append(f"| {path} | {metric} | {s['n']} | {_stats_cells(s)} | {shown:.1f} % |")
         if rec.get("offline"):
             o = rec["offline"]
-            lines.append(f"| saturated runs ({', '.join(o['points'])}) | saturated tok/s/GPU | {o['n']} | "
+            lines.append(f"| saturated runs ({_run_sources(o['points'])}) | saturated tok/s/GPU | {o['n']} | "
                          f"{_stats_cells(o)} | {o['min_signed_pct']:+.1f} .. {o['max_signed_pct']:+.1f} % |")
     return "\n".join(lines)
+
+
+RUN_SOURCES = (("MLP", "MLPerf Offline"), ("TRTB-", "trtllm-bench"), ("TRTPO-", "TensorRT-LLM performance overview"))
+
+
+def _run_sources(ids: list[str]) -> str:
+    """'5 MLPerf Offline, 3 trtllm-bench, 39 TensorRT-LLM performance overview': saturated runs counted by source."""
+    counts = [(sum(i.startswith(prefix) for i in ids), name) for prefix, name in RUN_SOURCES]
+    return ", ".join(f"{n} {name}" for n, name in counts if n)
 
 
 def band_file(res: dict) -> dict:

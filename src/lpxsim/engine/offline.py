@@ -52,10 +52,21 @@ class OfflinePoint:
         return asdict(self)
 
 
-def saturated_batch(step: StepModel, isl: int, osl: int, context: float | None = None) -> tuple[int, str]:
+def saturated_batch(step: StepModel, isl: int, osl: int, context: float | None = None,
+                    reserve_tokens: int | None = None) -> tuple[int, str]:
     """(running sequences, what limits them) when every request is queued; `context`: the mean resident context
-    (default isl + osl / 2, that of equal lengths)."""
-    per_seq = step.kv_bytes(int(round(context)) if context is not None else isl + osl // 2)
+    (default isl + osl / 2, that of equal lengths).
+
+    `reserve_tokens`: the KV each admitted request reserves up front, in tokens. TensorRT-LLM's default capacity
+    policy, GUARANTEED_NO_EVICT, admits a request only when the blocks for its prompt and its whole output are
+    free, so that no running request is ever paused (TRT-CAPACITY); trtllm-bench and trtllm-serve run it. None:
+    KV is taken as the sequences grow (MAX_UTILIZATION, as NVIDIA's MLPerf harness sets it; vLLM; SGLang), and
+    the batch is counted at the resident context."""
+    if reserve_tokens is not None and (not isinstance(reserve_tokens, int) or reserve_tokens < 1):
+        raise UserError("reserve_tokens", f"expected a positive whole number of tokens, got {reserve_tokens!r}")
+    tokens = reserve_tokens if reserve_tokens is not None else (
+        int(round(context)) if context is not None else isl + osl // 2)
+    per_seq = step.kv_bytes(tokens)
     by_kv = int(step.kv_capacity_bytes() // per_seq) if per_seq > 0 else step.max_batch()
     cap = max(1, step.max_batch())
     if by_kv < 1:
@@ -103,11 +114,12 @@ def marginal_prefill_s_per_token(step: StepModel, isl: int, decode_tokens: float
 
 def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int | None = None,
                        iteration_tokens: int | None = None, context: float | None = None,
-                       concurrency: int | None = None) -> OfflinePoint:
+                       concurrency: int | None = None, reserve_tokens: int | None = None) -> OfflinePoint:
     """Saturated output throughput of `step` for prompts of `isl` and outputs of `osl` tokens (means).
 
     `context`: the running sequences' mean resident context (`LengthMix.resident_context`; default isl + osl / 2).
     `concurrency`: the most requests the client keeps in flight (a harness cap), None for none.
+    `reserve_tokens`: the KV each request reserves when admitted (`saturated_batch`), None to count it as used.
 
     `iteration_tokens`: the tokens one scheduled batch may carry, generation and context together
     (TensorRT-LLM's `max_num_tokens`: TRT-ITER). Each attention-DP rank schedules its own batch, and a
@@ -121,7 +133,7 @@ def offline_throughput(step: StepModel, isl: int, osl: int, tokens_per_pass: int
             raise UserError(name, f"expected a positive integer, got {v!r}")
     if tokens_per_pass is None:
         tokens_per_pass = int(getattr(step, "prefill_chunk", DEFAULT_PREFILL_CHUNK))
-    batch, limit = saturated_batch(step, isl, osl, context)
+    batch, limit = saturated_batch(step, isl, osl, context, reserve_tokens)
     if concurrency is not None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise UserError("concurrency", f"expected a positive integer, got {concurrency!r}")

@@ -60,14 +60,15 @@ def draw_order(mix: LengthMix, samples: int, seed: int = 0) -> np.ndarray:
 
 def offline_run(step: StepModel, mix: LengthMix, samples: int, *, tokens_per_pass: int | None = None,
                 iteration_tokens: int | None = None, concurrency: int | None = None,
-                seed: int = 0) -> OfflineRun:
-    """One replica running `samples` samples of `mix`, all queued at the start (see the module docstring)."""
+                reserve_tokens: int | None = None, seed: int = 0) -> OfflineRun:
+    """One replica running `samples` samples of `mix`, all queued at the start (see the module docstring);
+    `reserve_tokens`: the KV a request reserves when admitted (`offline.saturated_batch`)."""
     if not isinstance(samples, int) or samples < 1:
         raise UserError("samples", f"expected a positive integer, got {samples!r}")
     isl, osl = max(1, round(mix.mean_isl)), max(1, round(mix.mean_osl))
     resident = mix.resident_context()
     steady = offline_throughput(step, isl, osl, tokens_per_pass=tokens_per_pass, iteration_tokens=iteration_tokens,
-                                context=resident, concurrency=concurrency)
+                                context=resident, concurrency=concurrency, reserve_tokens=reserve_tokens)
     slots = steady.batch
     base_s, slope_s_per_tok, grid = _period_table(step, slots, resident)
     prefill_s_per_tok = steady.prefill_s * osl / (steady.batch * isl)  # the steady state's, a prompt token

@@ -1,4 +1,4 @@
-"""NVIDIA's published `trtllm-bench` runs of DeepSeek-R1 as judges (TRT-BESTPERF in docs/sources.md).
+"""NVIDIA's published `trtllm-bench` runs as judges (TRT-BESTPERF, TRT-PERF-OVERVIEW in docs/sources.md).
 
 TensorRT-LLM's "best performance practice" page for DeepSeek-R1 states five runs with the exact command, engine
 options and printed results: three saturated runs (every request queued through a fixed concurrency, like an
@@ -11,13 +11,24 @@ MLPerf Offline query) and two at one user with MTP speculative decoding. They ar
   `estimate` runs (`engine.answer.answer` at the stated deployment, concurrency 1, MTP k drafts at the model's
   default acceptance profile) against trtllm-bench's per-user output throughput, which is each request's
   output tokens over its whole latency (first token included): OSL / E2E.
+
+TensorRT-LLM's performance overview (TRT-PERF-OVERVIEW; ``data/measured/trtllm_perf_overview.csv``) adds saturated
+runs of five models on H100, H200, B200 and GB200 at up to six prompt and output lengths, each at trtllm-bench's own
+settings (`overview`): the engine's batch and token caps are what trtllm-bench derives from the KV capacity
+(`bench_engine_settings`, TRT-BENCH-TUNE), and every request reserves KV for its prompt and output when admitted
+(trtllm-bench's GUARANTEED_NO_EVICT, TRT-CAPACITY).
 """
 
 from __future__ import annotations
 
 import csv
+import math
 
 from lpxsim.engine.bands import error_stats
+
+BENCH_BATCH_LIMIT = 4096  # trtllm-bench caps its batch estimate here (TRT-BENCH-TUNE: decoder buffers)
+BENCH_TOKEN_LIMIT = 32768  # and its token budget here (activation buffers)
+BENCH_MIN_TOKENS = 2048  # the least token budget it sets (context / generation overlap)
 
 
 def saturated_points(path: str | None = None) -> list[dict]:
@@ -81,3 +92,75 @@ def min_latency(points: list[dict] | None = None) -> dict:
                      "speedup_credited": round(with_mtp / without, 2), "software": p["software"],
                      "source": p["source"]})
     return {"points": rows, "stats": error_stats(errs).as_row()}
+
+
+def overview_points(path: str | None = None) -> list[dict]:
+    """The packaged rows of TensorRT-LLM's performance overview, or those of `path`."""
+    from lpxsim.engine.validation import _data
+
+    with open(path or _data("trtllm_perf_overview.csv"), newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def bench_engine_settings(kv_requests: float, isl: int, osl: int, pp: int = 1) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench sets for a run whose KV holds `kv_requests` requests of
+    isl + osl tokens (TRT-BENCH-TUNE, `finetune_setting` with its optimistic rounding): the batch estimate capped at
+    4,096 and split over the pipeline's stages, rounded up (to 32 below 256, at least 64; to 128 below 1,024; to
+    256 above); the token budget that batch's prompts and decodes need, capped at 32,768, rounded up (to 256 below
+    4,096, at least 2,048; to 512 below 8,192; to 1,024 above)."""
+    raw_bs = min(kv_requests, BENCH_BATCH_LIMIT) / pp
+    raw_tokens = min(raw_bs * (1 + isl / osl), BENCH_TOKEN_LIMIT)
+    if raw_bs < 256:
+        batch = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        batch = 128 * math.ceil(raw_bs / 128)
+    else:
+        batch = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(BENCH_MIN_TOKENS, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return batch, tokens
+
+
+def overview_point(p: dict) -> dict:
+    """One overview run priced at trtllm-bench's settings: the KV at the run's memory fraction holds
+    kv_requests requests of isl + osl tokens; trtllm-bench's caps follow from it (`bench_engine_settings`; the
+    batch cap is per attention-DP rank, TRT-BATCH); every request reserves its prompt and output when admitted;
+    decode steps replay the CUDA graphs of the capture sizes the page states (`graph_batches`, padded up to the
+    next); the run's requests, all queued, run to their end (`engine.offline_run`)."""
+    from lpxsim.engine.lengths import uniform
+    from lpxsim.engine.offline_run import offline_run
+    from lpxsim.engine.validation import _flag
+    from lpxsim.gpu.step import GpuStepModel
+
+    isl, osl, tp, ep = (int(p[k]) for k in ("isl", "osl", "tp", "ep"))
+    dp = _flag(p, "dp_attention", default=False)
+    ranks = tp if dp else 1
+    graphs = tuple(int(b) for b in p["graph_batches"].split()) if (p.get("graph_batches") or "").strip() else None
+    common = dict(tp=tp, ep=ep, dp_attention=dp, weights=p["weights"], kv=p["kv"], framework="trtllm",
+                  mem_fraction=float(p["kv_mem_fraction"]), graph_batches=graphs)
+    # the KV's request count comes before the caps; the engine sets aside activations for the largest batch
+    # trtllm-bench may set, so the count is taken with that cap in place
+    probe = GpuStepModel(p["model"], p["system"], max_batch=BENCH_BATCH_LIMIT, **common)
+    kv_requests = probe.kv_capacity_bytes() / probe.kv_bytes(isl + osl)
+    batch_cap, tokens = bench_engine_settings(kv_requests, isl, osl)
+    step = GpuStepModel(p["model"], p["system"], max_batch=batch_cap * ranks, **common)
+    run = offline_run(step, uniform(isl, osl), int(p["requests"]), iteration_tokens=tokens, reserve_tokens=isl + osl)
+    pub = float(p["tok_s_per_gpu"])
+    pred = run.output_tok_s_per_chip
+    return {"id": p["id"], "system": p["system"], "model": p["model"], "layout": step.layout.label(),
+            "attention_dp": dp, "isl": isl, "osl": osl, "max_batch_size": batch_cap, "max_num_tokens": tokens,
+            "batch": run.slots, "limited_by": run.steady.limited_by, "published_tok_s_per_gpu": pub,
+            "predicted_tok_s_per_gpu": round(pred, 1), "err_pct": round(100.0 * (pred / pub - 1.0), 1),
+            "source": p["source"]}
+
+
+def overview(points: list[dict] | None = None) -> dict:
+    """Every overview run against `overview_point`, with the statistics over all runs and per model."""
+    rows = [overview_point(p) for p in (overview_points() if points is None else points)]
+    per_model = {m: error_stats([r["err_pct"] for r in rows if r["model"] == m]).as_row()
+                 for m in sorted({r["model"] for r in rows})}
+    return {"points": rows, "stats": error_stats([r["err_pct"] for r in rows]).as_row(), "by_model": per_model}

@@ -184,6 +184,8 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     share of free memory given to the KV cache. TensorRT-LLM's `max_batch_size` is per attention-DP rank (each
     rank runs its own scheduler) and its capacity scheduler admits `max_batch_size` x pp (one micro-batch a
     stage): TRT-BATCH. `max_num_tokens` is an iteration budget prompts and decodes share (TensorRT-LLM);
+    `reserve_tokens` the KV a request reserves when admitted (TensorRT-LLM's GUARANTEED_NO_EVICT, as trtllm-bench
+    runs it: prompt + output; blank where the run takes KV as it grows, MAX_UTILIZATION: `offline.saturated_batch`);
     `prefill_pass_tokens` the prompt tokens one prefill pass of its own packs (vLLM with chunked prefill off:
     its `max_num_batched_tokens`); `cuda_graphs` false where the run states it ran its decode steps without CUDA
     graphs (NVIDIA's harness `use_graphs: False`, vLLM's `enforce_eager`). Where the point names its dataset and
@@ -205,15 +207,17 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     per_pass = _optional_int(p, "prefill_pass_tokens")
     concurrency = _optional_int(p, "max_concurrency")
     samples = _optional_int(p, "samples_per_query")
+    reserve = _optional_int(p, "reserve_tokens")
     if mix is not None and samples is not None:
         replicas = max(1, int(p["gpus"]) // (tp * pp))
         per_replica = math.ceil(generated_samples(samples, mix.samples) / replicas)
         run = offline_run(m, mix, per_replica, tokens_per_pass=per_pass, iteration_tokens=budget,
-                          concurrency=concurrency)
+                          concurrency=concurrency, reserve_tokens=reserve)
         return m.layout.label(), run.output_tok_s_per_chip, run.steady.output_tok_s_per_chip
     context = mix.resident_context() if mix is not None else None
     sat = offline_throughput(m, _point_isl(p, mix), int(p["osl"]), tokens_per_pass=per_pass, iteration_tokens=budget,
-                             context=context, concurrency=concurrency).output_tok_s_per_chip
+                             context=context, concurrency=concurrency,
+                             reserve_tokens=reserve).output_tok_s_per_chip
     return m.layout.label(), sat, sat
 
 
@@ -527,11 +531,16 @@ def bands(gpu: dict, projected: dict, sram: list[dict]) -> dict:
     return out
 
 
-def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], rows: list[dict]) -> dict:
+def stated_attention_dp_ids(points: list[dict]) -> set[str]:
+    """The ids of the saturated points (MLPerf's columns) whose stated layout runs attention data-parallel."""
+    return {p["id"] for p in points if _stated(p) and _flag(p, "dp_attention", default=False)}
+
+
+def layout_bands(gpu: dict, projected: dict, saturated: dict[str, float], rows: list[dict]) -> dict:
     """The error record of GPU answers whose layout runs attention data-parallel, where it has one: the replay
     group of the calibration rows that do (`ATTENTION_DP_GROUP`, per GPU path, the projected one no narrower
-    than the measured one) and the saturated runs with a stated layout that do (MLPerf Offline points and NVIDIA's
-    trtllm-bench runs: `offline` holds both results' rows, `points` both point lists).
+    than the measured one) and the saturated runs whose stated layout does (`saturated`: id -> signed error in
+    percent; MLPerf Offline points and NVIDIA's trtllm-bench runs).
 
     Attention-DP is the one layout feature the calibration rows split on whose error differs from the path's:
     each rank schedules its own batch and every step waits for the busiest rank (TRT-ADP-BLOG), which the
@@ -542,8 +551,7 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], 
         return {}
     proj = projected["groups"].get(ATTENTION_DP_GROUP, measured)
     metrics = [k for k in ("tok_s_user", "ttft", "tok_s_per_chip") if k in measured]
-    ids = {p["id"] for p in points if _stated(p) and _flag(p, "dp_attention", default=False)}
-    errs = [r["err_pct"] for r in offline["points"] if r["id"] in ids]
+    errs = list(saturated.values())
     dp_rows = [r for r in rows if _flag(r, "dp_attention", default=False)]
     engines = "/".join(sorted({r["framework"] for r in dp_rows}))
     gpus = "/".join(sorted({r["hardware"] for r in dp_rows}))
@@ -552,9 +560,8 @@ def layout_bands(gpu: dict, projected: dict, offline: dict, points: list[dict], 
              "paths": {"measured-gpu": {"metrics": {k: measured[k] for k in metrics}},
                        "projected-gpu": {"metrics": {k: _no_narrower(proj[k], measured[k]) for k in metrics}}}}
     if errs:
-        entry["offline"] = {"points": sorted(ids & {r["id"] for r in offline["points"]}),
-                            **error_stats(errs).as_row(), "min_signed_pct": round(min(errs), 1),
-                            "max_signed_pct": round(max(errs), 1)}
+        entry["offline"] = {"points": sorted(saturated), **error_stats(errs).as_row(),
+                            "min_signed_pct": round(min(errs), 1), "max_signed_pct": round(max(errs), 1)}
     return {"attention-dp": entry}
 
 
@@ -571,9 +578,12 @@ def run(limit: int | None = None) -> dict:
     offline = mlperf_offline(points)
     bench_points = trtllm_bench.saturated_points()
     bench = trtllm_bench.saturated(bench_points)
-    saturated_all = {"points": offline["points"] + bench["points"]}
+    overview = trtllm_bench.overview()
+    stated = stated_attention_dp_ids(points + bench_points)
+    adp = {r["id"]: r["err_pct"] for r in offline["points"] + bench["points"] if r["id"] in stated}
+    adp |= {r["id"]: r["err_pct"] for r in overview["points"] if r["attention_dp"]}
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": offline, "trtllm_bench_saturated": bench,
-            "trtllm_bench_min_latency": trtllm_bench.min_latency(), "bands": bands(gpu, projected, sram),
-            "layout_bands": layout_bands(gpu, projected, saturated_all, points + bench_points, rows)}
+            "trtllm_perf_overview": overview, "trtllm_bench_min_latency": trtllm_bench.min_latency(),
+            "bands": bands(gpu, projected, sram), "layout_bands": layout_bands(gpu, projected, adp, rows)}
