@@ -21,7 +21,6 @@ settings (`overview`): the engine's batch and token caps are what trtllm-bench d
 
 from __future__ import annotations
 
-import csv
 import math
 
 from lpxsim.engine.bands import error_stats
@@ -33,18 +32,16 @@ BENCH_MIN_TOKENS = 2048  # the least token budget it sets (context / generation 
 
 def saturated_points(path: str | None = None) -> list[dict]:
     """The packaged saturated trtllm-bench runs (the MLPerf points' columns), or those of `path`."""
-    from lpxsim.engine.validation import _data
+    from lpxsim.engine.validation import packaged_rows
 
-    with open(path or _data("trtllm_bench_saturated.csv"), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return packaged_rows("trtllm_bench_saturated.csv", path)
 
 
 def min_latency_points(path: str | None = None) -> list[dict]:
     """The packaged one-user MTP trtllm-bench runs, or those of `path`."""
-    from lpxsim.engine.validation import _data
+    from lpxsim.engine.validation import packaged_rows
 
-    with open(path or _data("trtllm_bench_min_latency.csv"), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return packaged_rows("trtllm_bench_min_latency.csv", path)
 
 
 def saturated(points: list[dict] | None = None) -> dict:
@@ -96,10 +93,9 @@ def min_latency(points: list[dict] | None = None) -> dict:
 
 def overview_points(path: str | None = None) -> list[dict]:
     """The packaged rows of TensorRT-LLM's performance overview, or those of `path`."""
-    from lpxsim.engine.validation import _data
+    from lpxsim.engine.validation import packaged_rows
 
-    with open(path or _data("trtllm_perf_overview.csv"), newline="") as fh:
-        return list(csv.DictReader(fh))
+    return packaged_rows("trtllm_perf_overview.csv", path)
 
 
 def bench_engine_settings(kv_requests: float, isl: int, osl: int, pp: int = 1) -> tuple[int, int]:

@@ -43,6 +43,12 @@ def _data(name: str) -> str:
     return str(resources.files("lpxsim").joinpath("data", "measured", name))
 
 
+def packaged_rows(name: str, path: str | None = None) -> list[dict]:
+    """The rows of the packaged CSV `name` (data/measured), or of `path` where given."""
+    with open(path or _data(name), newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def calibration_rows(path: str | None = None) -> list[dict]:
     """The packaged InferenceX calibration rows (or those of `path`)."""
     with open(path or _data("inferencex_dsr1_calibration.csv"), newline="") as fh:
