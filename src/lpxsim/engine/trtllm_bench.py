@@ -129,7 +129,7 @@ def overview_point(p: dict) -> dict:
     next); the run's requests, all queued, run to their end (`engine.offline_run`)."""
     from lpxsim.engine.lengths import uniform
     from lpxsim.engine.offline_run import offline_run
-    from lpxsim.engine.validation import _flag
+    from lpxsim.engine.validation import _flag, _pct
     from lpxsim.gpu.step import GpuStepModel
 
     isl, osl, tp, ep = (int(p[k]) for k in ("isl", "osl", "tp", "ep"))
@@ -150,7 +150,7 @@ def overview_point(p: dict) -> dict:
     return {"id": p["id"], "system": p["system"], "model": p["model"], "layout": step.layout.label(),
             "attention_dp": dp, "isl": isl, "osl": osl, "max_batch_size": batch_cap, "max_num_tokens": tokens,
             "batch": run.slots, "limited_by": run.steady.limited_by, "published_tok_s_per_gpu": pub,
-            "predicted_tok_s_per_gpu": round(pred, 1), "err_pct": round(100.0 * (pred / pub - 1.0), 1),
+            "predicted_tok_s_per_gpu": round(pred, 1), "err_pct": round(_pct(pred, pub), 1),
             "source": p["source"]}
 
 
