@@ -54,7 +54,8 @@ def _ctx_key(contexts: tuple[int, ...]) -> str:
 
 
 # Descriptive backend attributes kept in the table's meta, so a warm process need not build the backend.
-_REMEMBERED = ("cost_sources", "framework", "admission_hold", "admission_poll", "prefill_pass_tokens", "prefill_alone")
+_REMEMBERED = ("cost_sources", "framework", "admission_hold", "admission_poll", "prefill_pass_tokens", "prefill_alone",
+               "decode_batch_breaks")
 
 
 class MemoStepModel:

@@ -111,8 +111,14 @@ def offline_run(step: StepModel, mix: LengthMix, samples: int, *, tokens_per_pas
 
 def _period_table(step: StepModel, slots: int, context: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(period at zero context, period per context token, batch sizes): the decode period of each priced batch
-    size, linear in the mean context (attention reads and computes over every cached token)."""
-    grid = np.unique(np.rint(np.geomspace(1, max(1, slots), BATCH_GRID)).astype(int))
+    size, linear in the mean context (attention reads and computes over every cached token).
+
+    A step padded to its captured CUDA graph costs the same GEMMs from one captured size to the next and jumps
+    past each (`decode_batch_breaks`): both sides of every jump are priced, so the linear reading between two
+    priced sizes never spans one."""
+    grid = np.rint(np.geomspace(1, max(1, slots), BATCH_GRID)).astype(int)
+    breaks = [b + d for b in (getattr(step, "decode_batch_breaks", None) or ()) for d in (0, 1) if b + d <= slots]
+    grid = np.unique(np.concatenate([grid, np.asarray(breaks, dtype=int)]))
     c0, c1 = max(1, int(round(context))), max(2, int(round(2 * context)))
     p0 = np.array([decode_period(step, int(b), c0)[0] for b in grid])
     p1 = np.array([decode_period(step, int(b), c1)[0] for b in grid])

@@ -289,6 +289,15 @@ class GpuStepModel:
         return b
 
     @property
+    def decode_batch_breaks(self) -> tuple[int, ...]:
+        """The replica's batch sizes after which a decode step costs a jump more: the largest batch each captured
+        CUDA graph runs (one sequence more replays the next captured graph, padded: `_breakdown`), counted over
+        the replica's attention ranks. Empty where steps are not padded (no graphs, or the roofline model)."""
+        if not self.cuda_graphs or self.source is None:
+            return ()
+        return tuple(g * self.layout.replicas for g in self.engine.graph_batches)
+
+    @property
     def admission_hold(self) -> tuple[int, int, int] | None:
         """(attention-DP ranks per replica, timeout in engine steps, replicas) when the engine holds a new
         prefill until every attention-DP rank has one (TensorRT-LLM's attention-DP balance), else None.
