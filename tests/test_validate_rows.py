@@ -31,10 +31,11 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_rows_of_other_gpus_are_replayed_and_the_rest_counted(tmp_path: Path) -> None:
     h = _h200_rows()
-    rows = [*h, dict(h[0], hardware="MI300X"), dict(h[0], spec_method="mtp"), dict(h[1], disagg="true")]
+    rows = [*h, dict(h[0], hardware="MI300X"), dict(h[0], spec_method="mtp", framework="vllm"),
+            dict(h[1], disagg="true")]
     res = replay_user_rows(str(_write(tmp_path / "rows.csv", rows)))
     assert res["groups"]["all"]["tpot"]["n"] == 3
-    assert res["left_out"] == {"speculative decoding without spec_draft_tokens": 1, "disaggregated": 1}
+    assert res["left_out"] == {"speculative decoding without a known draft length": 1, "disaggregated": 1}
     assert res["cost_path"] == {"H200 fp8": "measured-gpu", "MI300X fp8": "projected-gpu"}
     # the same replay as the shipped set's: a row's error is its prediction against its measurement
     p = replay_row(h[0])
@@ -76,7 +77,44 @@ def test_speculative_rows_replay_with_their_draft_length(tmp_path: Path) -> None
     plain = replay_row(dict(h[0], spec_method="none"))
     mtp = replay_row(dict(h[0], spec_method="mtp", spec_draft_tokens="2"))
     assert mtp["tpot_s"] < plain["tpot_s"] / 1.3  # the MTP head's accepted drafts are credited
-    rows = [dict(h[0], spec_method="mtp", spec_draft_tokens="2"), dict(h[0], spec_method="mtp")]
+    rows = [dict(h[0], spec_method="mtp", spec_draft_tokens="3"), dict(h[0], spec_method="mtp"),
+            dict(h[0], spec_method="mtp", framework="vllm")]
     res = replay_user_rows(str(_write(tmp_path / "mtp.csv", rows)))
-    assert res["groups"]["spec=mtp k=2"]["tpot"]["n"] == 1
-    assert res["left_out"] == {"speculative decoding without spec_draft_tokens": 1}
+    # the row's own draft length; else the one InferenceX's SGLang script launches on a B200 (two); vLLM's unread
+    assert res["groups"]["spec=mtp k=3"]["tpot"]["n"] == 1 and res["groups"]["spec=mtp k=2"]["tpot"]["n"] == 1
+    assert res["drafts_from_launch_script"] == 1
+    assert res["left_out"] == {"speculative decoding without a known draft length": 1}
+
+
+def test_inferencex_launch_scripts_set_the_draft_length_per_engine() -> None:
+    from lpxsim.engine.inferencex_launch import launch_draft_tokens
+
+    assert launch_draft_tokens("B300", "sglang", False) == 2 and launch_draft_tokens("MI355X", "sglang", False) == 3
+    assert launch_draft_tokens("H200", "trt", False) == 3 and launch_draft_tokens("B200", "trtllm", True) == 1
+    assert launch_draft_tokens("B200", "vllm", False) is None
+
+
+def test_inferencex_rows_take_the_acceptance_measured_under_their_prompts() -> None:
+    """InferenceX's maintainers measured DeepSeek-R1 at about 2.50 tokens a round with three drafts on its
+    chat-templated random prompts (IX-649); the default profile (DeepSeek-V3's module) gives 2.85. The replay
+    prices InferenceX rows at the former, so an MTP row is slower than under the default."""
+    from lpxsim.catalog import get_model
+    from lpxsim.engine.steady_state import steady_state
+    from lpxsim.specs.mtp import condition_accept, default_accept, tokens_per_round
+
+    r1 = get_model("deepseek-r1")
+    accept, source = condition_accept(r1, "inferencex")
+    assert source == "IX-649" and abs(tokens_per_round(accept[:3]) - 2.50) < 1e-6
+    assert abs(tokens_per_round(default_accept(r1)[:3]) - 2.853) < 1e-3
+    assert condition_accept(r1, "another benchmark")[0] == default_accept(r1)
+    # the per-position decay is the default's (the module reused for later positions); only the level moves
+    d = default_accept(r1)
+    assert abs(accept[1] / accept[0] - d[1] / d[0]) < 1e-9
+    row = dict(next(r for r in calibration_rows() if r["hardware"] == "B200" and r["framework"] == "trt"
+                    and r["conc"] == "4" and r["dp_attention"] == "false"), spec_method="mtp", spec_draft_tokens="3")
+    from lpxsim.engine.validation import LENGTH_RATIO, step_model
+
+    isl, osl = round(LENGTH_RATIO * int(row["isl"])), round(LENGTH_RATIO * int(row["osl"]))
+    at_default = steady_state(step_model(row, False, {}), isl=isl, osl=osl, concurrency=4, spec_k=3,
+                              spec_accept=default_accept(r1))
+    assert replay_row(row)["tpot_s"] > at_default.tpot_s * 1.08

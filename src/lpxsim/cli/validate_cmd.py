@@ -195,7 +195,11 @@ def rows_markdown(path: str, res: dict) -> str:
               "|---|---|---|---|---|---|"]
     lines += [f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |" for c in res["ttft_by_config"]]
     left = ", ".join(f"{n} {why}" for why, n in sorted(res["left_out"].items())) or "none"
-    return "\n".join(lines + ["", f"rows left out (not replayed): {left}"])
+    tail = ["", f"rows left out (not replayed): {left}"]
+    if res.get("drafts_from_launch_script"):
+        tail.append(f"speculative rows without spec_draft_tokens, priced at the drafts a round InferenceX's launch "
+                    f"script sets for their engine: {res['drafts_from_launch_script']}")
+    return "\n".join(lines + tail)
 
 
 def validate_cmd(

@@ -65,10 +65,13 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     """Rows of an InferenceX-format CSV (the calibration set's columns, any catalog GPU) that the replay
     prices, and how many of the others were left out, by reason: disaggregated serving is not replayed (its
     configuration is not in the row), nor another model than DeepSeek-R1, nor a speculative-decoding row
-    without its draft length (a `spec_draft_tokens` column: the drafts per round the engine was launched
-    with; the acceptance is the model's published profile, `specs.mtp.default_accept`).
-    A file that cannot be read, a missing column or a bad value is a UserError naming it."""
+    whose draft length is unknown. A speculative row's drafts per round are its `spec_draft_tokens` column,
+    else what InferenceX's launch script for its engine sets (`inferencex_launch.launch_draft_tokens`; the row
+    is marked `spec_draft_source` "launch script"); its acceptance is DeepSeek-R1's under InferenceX's
+    chat-templated prompts (`replay_row`). A file that cannot be read, a missing column or a bad value is a
+    UserError naming it."""
     from lpxsim.core.errors import UserError
+    from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
 
     try:
@@ -88,14 +91,17 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             left["disaggregated"] += 1
             continue
         spec = (r.get("spec_method") or "none").strip().lower()
-        k = 0
+        k, k_source = 0, ""
         if spec not in ("", "none"):
             try:
-                k = int(r.get("spec_draft_tokens") or 0)
+                k, k_source = int(r.get("spec_draft_tokens") or 0), "row"
             except ValueError:
                 k = 0
+            if k < 1:
+                dp = (r.get("dp_attention") or "false").strip().lower() in ("true", "1")
+                k, k_source = launch_draft_tokens(r["hardware"], r["framework"], dp) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
-                left["speculative decoding without spec_draft_tokens"] += 1
+                left["speculative decoding without a known draft length"] += 1
                 continue
         if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
             left["another model"] += 1
@@ -117,10 +123,10 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         except UserError as e:
             raise UserError("rows", f"line {i}: precision: {e.message}") from None
         keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false",
-                         spec_method=spec if k else "none", spec_draft_tokens=str(k)))
+                         spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source))
     if not keep:
         raise UserError("rows", f"{path} has no row to replay (aggregated DeepSeek-R1 serving; a speculative-decoding "
-                                "row needs its spec_draft_tokens)")
+                                "row of an engine other than SGLang or TensorRT-LLM needs its spec_draft_tokens)")
     return keep, dict(left)
 
 
@@ -132,6 +138,7 @@ def replay_user_rows(path: str) -> dict:
     rows, left = user_rows(path)
     res = gpu_replay(rows)
     res["left_out"] = left
+    res["drafts_from_launch_script"] = sum(r.get("spec_draft_source") == "launch script" for r in rows)
     pairs = sorted({(r["hardware"], r["precision"]) for r in rows})
     res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in pairs}
     return res
@@ -361,11 +368,12 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
     isl, osl = round(LENGTH_RATIO * int(r["isl"])), round(LENGTH_RATIO * int(r["osl"]))
     k = int(r.get("spec_draft_tokens") or 0) if (r.get("spec_method") or "none") != "none" else 0
     accept: tuple[float, ...] | float = 0.0
-    if k:
+    if k:  # the rows are InferenceX runs: random prompts in the chat template (IX-649, specs.mtp.CONDITION_ACCEPT)
         from lpxsim.catalog import get_model
-        from lpxsim.specs.mtp import default_accept
+        from lpxsim.engine.inferencex_launch import CONDITIONS
+        from lpxsim.specs.mtp import condition_accept
 
-        accept = default_accept(get_model("deepseek-r1"))
+        accept = condition_accept(get_model("deepseek-r1"), CONDITIONS)[0]
     try:
         e = steady_state(step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]),
                          spec_k=k, spec_accept=accept)

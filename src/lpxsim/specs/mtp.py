@@ -18,7 +18,7 @@ A scalar acceptance given by the user is a flat profile (the same rate at every 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lpxsim.core.errors import UserError
 from lpxsim.specs.model import ModelSpec
@@ -34,6 +34,17 @@ DSV3_LENGTH_AT_7 = (7, 3.20)
 DEFAULT_ACCEPT: dict[str, tuple[float, tuple[int, float], str]] = {
     "deepseek-v3": (DSV3_FIRST_ACCEPT, DSV3_LENGTH_AT_7, "DSV3-MTP; NEBIUS-MTP"),
     "deepseek-r1": (DSV3_FIRST_ACCEPT, DSV3_LENGTH_AT_7, "DSV3-MTP; NEBIUS-MTP"),  # same MTP module design
+}
+
+# Acceptance measured under a named benchmark's conditions, where it differs from the model's default:
+# (model family, conditions) -> ((drafts, mean tokens per round), source). The profile keeps the default's
+# per-position decay (the MTP module's reuse for later positions, NEBIUS-MTP) and lowers its first position
+# until it gives the measured mean (`first_for_length`; assumption "mtp-condition-shape").
+# "inferencex": random-token prompts wrapped in the model's chat template, as every InferenceX DeepSeek-R1 MTP
+# run sends them; InferenceX's maintainers measured about 2.50 tokens a round there, as on MT-Bench (IX-649,
+# at least three drafts: three, as the MI355X SGLang scripts the measurement came from draft).
+CONDITION_ACCEPT: dict[tuple[str, str], tuple[tuple[int, float], str]] = {
+    ("deepseek-r1", "inferencex"): ((3, 2.50), "IX-649"),
 }
 
 Acceptance = float | Sequence[float]
@@ -88,10 +99,15 @@ def decay_for_length(first: float, drafts: int, mean_tokens: float) -> float:
     `mean_tokens` per round (bisection; tokens per round rises with d)."""
     if not 1.0 <= mean_tokens <= tokens_per_round((first,) * drafts):
         raise UserError("accept", f"{mean_tokens} tokens per round is not reachable with first acceptance {first}")
+    return _unit_root(lambda d: tokens_per_round(_geometric(first, d, drafts)), mean_tokens)
+
+
+def _unit_root(rising: Callable[[float], float], target: float) -> float:
+    """The x in [0, 1] where the non-decreasing `rising(x)` reaches `target` (bisection)."""
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        if tokens_per_round(_geometric(first, mid, drafts)) > mean_tokens:
+        if rising(mid) > target:
             hi = mid
         else:
             lo = mid
@@ -111,3 +127,24 @@ def default_accept(model: ModelSpec) -> tuple[float, ...]:
             return _geometric(first, decay_for_length(first, drafts, length), MAX_DRAFT_POSITIONS)
     why = "has no MTP head" if not has_mtp(model) else "has no published MTP acceptance"
     raise UserError("accept", f"{model.name} {why}; give --accept for its draft acceptance rate")
+
+
+def first_for_length(decay: float, drafts: int, mean_tokens: float) -> float:
+    """The first-position acceptance a_1 for which a_i = a_1 x decay^(i-1) over `drafts` positions gives
+    `mean_tokens` per round (bisection; tokens per round rises with a_1)."""
+    if not 1.0 <= mean_tokens < tokens_per_round(_geometric(1.0 - 1e-9, decay, drafts)):
+        raise UserError("accept", f"{mean_tokens} tokens per round is not reachable with decay {decay}")
+    return _unit_root(lambda a: tokens_per_round(_geometric(a, decay, drafts)), mean_tokens)
+
+
+def condition_accept(model: ModelSpec, conditions: str) -> tuple[tuple[float, ...], str]:
+    """(per-position acceptance, source) of `model` under a benchmark's `conditions` (`CONDITION_ACCEPT`): the
+    default profile's decay, its first position set by the measured mean tokens a round; the default profile
+    (`default_accept`) where nothing was measured under those conditions."""
+    name = model.name.lower()
+    for (prefix, cond), ((drafts, length), src) in CONDITION_ACCEPT.items():
+        if cond == conditions and name.startswith(prefix):
+            first, (d_drafts, d_length), _ = next(v for k, v in DEFAULT_ACCEPT.items() if name.startswith(k))
+            decay = decay_for_length(first, d_drafts, d_length)
+            return _geometric(first_for_length(decay, drafts, length), decay, MAX_DRAFT_POSITIONS), src
+    return default_accept(model), next((v[2] for k, v in DEFAULT_ACCEPT.items() if name.startswith(k)), "")

@@ -1,0 +1,30 @@
+"""What InferenceX's DeepSeek-R1 launch scripts set that its result rows do not carry.
+
+A row of InferenceX's results names its GPU, engine, precision and layout, and whether it ran speculative
+decoding, but not how many tokens a round drafted. The fixed-length MTP scripts fix that count per engine
+(IX-MTP-SCRIPTS, `benchmarks/single_node/fixed_seq_len/dsr1_*_mtp.sh`):
+
+- SGLang on NVIDIA GPUs (B200, B300, H200; FP4 and FP8): EAGLE with `--speculative-num-steps 2` and top-k 1,
+  two drafts a round;
+- SGLang on AMD GPUs (MI355X): `--speculative-num-steps 3`, three drafts;
+- TensorRT-LLM: `num_nextn_predict_layers` 3 without attention data-parallelism, 1 with it.
+
+Every one of those scripts sends random-token prompts wrapped in the chat template (`--use-chat-template`),
+the conditions of `specs.mtp.CONDITION_ACCEPT["deepseek-r1", "inferencex"]`.
+"""
+
+from __future__ import annotations
+
+AMD_GPUS = frozenset({"MI300X", "MI325X", "MI355X"})
+CONDITIONS = "inferencex"  # the acceptance conditions of every InferenceX MTP row (specs.mtp.CONDITION_ACCEPT)
+
+
+def launch_draft_tokens(hardware: str, framework: str, dp_attention: bool) -> int | None:
+    """Drafts a round InferenceX's launch script gives DeepSeek-R1 MTP on `hardware` under `framework`
+    ("sglang" or "trt"/"trtllm"); None for an engine whose script was not read (vLLM, ATOM)."""
+    fw = framework.lower()
+    if fw == "sglang":
+        return 3 if hardware in AMD_GPUS else 2
+    if fw in ("trt", "trtllm"):
+        return 1 if dp_attention else 3
+    return None
