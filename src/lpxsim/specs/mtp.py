@@ -42,7 +42,7 @@ DEFAULT_ACCEPT: dict[str, tuple[float, tuple[int, float], str]] = {
 # until it gives the measured mean (`first_for_length`; assumption "mtp-condition-shape").
 # "inferencex": random-token prompts wrapped in the model's chat template, as every InferenceX DeepSeek-R1 MTP
 # run sends them; InferenceX's maintainers measured about 2.50 tokens a round there, as on MT-Bench (IX-649,
-# at least three drafts: three, as the MI355X SGLang scripts the measurement came from draft).
+# "at least three" drafts: taken as three, what InferenceX's single-node MI355X SGLang scripts draft).
 CONDITION_ACCEPT: dict[tuple[str, str], tuple[tuple[int, float], str]] = {
     ("deepseek-r1", "inferencex"): ((3, 2.50), "IX-649"),
 }
