@@ -107,3 +107,43 @@ def test_the_performance_overview_is_sourced_and_priced_at_trtllm_bench_settings
     for r in trtllm_bench.overview(some)["points"]:
         # the requests' full reservation, not the caps, bounds the batch at long outputs
         assert r["limited_by"] == "kv" and r["batch"] <= r["max_batch_size"] * (8 if "DSR1" in r["id"] else 1)
+
+
+def test_tensorrt_llm_captures_only_the_graphs_its_caps_can_run():
+    """TensorRT-LLM keeps the given capture sizes up to min(max batch size, token budget // (1 + drafts)) and, with
+    padding on, adds that bound where a given size exceeds it (TRT-GRAPH-FILTER): a 143-sequence batch under a
+    160 cap pads to 160, not to the stated list's 256."""
+    from lpxsim.gpu.engine import trtllm_capture_sizes
+
+    stated = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+    assert trtllm_capture_sizes(stated, 160, 2048) == (1, 2, 4, 8, 16, 32, 64, 128, 160)
+    assert trtllm_capture_sizes(stated, 4096, 8192) == stated[:-1]  # 4,096 is itself a given size
+    assert trtllm_capture_sizes(stated, 4096, 2048, draft_tokens=3) == (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512)
+    assert trtllm_capture_sizes(stated, 160, 2048, padding=False) == (1, 2, 4, 8, 16, 32, 64, 128)
+    assert trtllm_capture_sizes((1, 2, 4), 64, 2048) == (1, 2, 4)  # nothing given above the bound: nothing added
+
+
+def test_an_overview_run_pads_to_the_largest_graph_its_caps_allow():
+    """H200 Llama-3.3-70B at 1,024 / 8,192: trtllm-bench caps the batch at 160 and the KV holds 143; the decode
+    step replays the 160 graph (the stated list's 256 is not captured under that cap)."""
+    from lpxsim.engine.trtllm_bench import overview_point, overview_points
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch
+
+    p = next(p for p in overview_points() if p["id"] == "TRTPO-H200-L33-70B-TP2-1024-8192")
+    r = overview_point(p)
+    assert (r["max_batch_size"], r["batch"]) == (160, 143)
+    common = dict(tp=2, weights="fp8", kv="fp8", framework="trtllm", mem_fraction=0.95, max_batch=160)
+    at_160 = GpuStepModel(p["model"], p["system"], graph_batches=(128, 160), **common)
+    at_256 = GpuStepModel(p["model"], p["system"], graph_batches=(128, 256), **common)
+    batch = DecodeBatch.uniform(143, 5000)
+    assert at_160.decode_step(batch).latency_s < at_256.decode_step(batch).latency_s
+    # the run as priced: the stated list unfiltered would replay 256 and come out slower
+    from lpxsim.engine.lengths import uniform
+    from lpxsim.engine.offline_run import offline_run
+
+    stated = tuple(int(b) for b in p["graph_batches"].split())
+    unfiltered = GpuStepModel(p["model"], p["system"], graph_batches=stated, **common)
+    run = offline_run(unfiltered, uniform(1024, 8192), int(p["requests"]), iteration_tokens=2048,
+                      reserve_tokens=1024 + 8192)
+    assert r["predicted_tok_s_per_gpu"] > run.output_tok_s_per_chip * 1.05

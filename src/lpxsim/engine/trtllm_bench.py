@@ -126,24 +126,27 @@ def overview_point(p: dict) -> dict:
     kv_requests requests of isl + osl tokens; trtllm-bench's caps follow from it (`bench_engine_settings`; the
     batch cap is per attention-DP rank, TRT-BATCH); every request reserves its prompt and output when admitted;
     decode steps replay the CUDA graphs of the capture sizes the page states (`graph_batches`, padded up to the
-    next); the run's requests, all queued, run to their end (`engine.offline_run`)."""
+    next) that the engine keeps under those caps (`gpu.engine.trtllm_capture_sizes`); the run's requests, all queued, run to their end (`engine.offline_run`)."""
     from lpxsim.engine.lengths import uniform
     from lpxsim.engine.offline_run import offline_run
     from lpxsim.engine.validation import _flag, _pct
+    from lpxsim.gpu.engine import trtllm_capture_sizes
     from lpxsim.gpu.step import GpuStepModel
 
     isl, osl, tp, ep = (int(p[k]) for k in ("isl", "osl", "tp", "ep"))
     dp = _flag(p, "dp_attention", default=False)
     ranks = tp if dp else 1
-    graphs = tuple(int(b) for b in p["graph_batches"].split()) if (p.get("graph_batches") or "").strip() else None
+    stated = tuple(int(b) for b in p["graph_batches"].split()) if (p.get("graph_batches") or "").strip() else None
     common = dict(tp=tp, ep=ep, dp_attention=dp, weights=p["weights"], kv=p["kv"], framework="trtllm",
-                  mem_fraction=float(p["kv_mem_fraction"]), graph_batches=graphs)
+                  mem_fraction=float(p["kv_mem_fraction"]))
     # the KV's request count comes before the caps; the engine sets aside activations for the largest batch
     # trtllm-bench may set, so the count is taken with that cap in place
     probe = GpuStepModel(p["model"], p["system"], max_batch=BENCH_BATCH_LIMIT, **common)
     kv_requests = probe.kv_capacity_bytes() / probe.kv_bytes(isl + osl)
     batch_cap, tokens = bench_engine_settings(kv_requests, isl, osl)
-    step = GpuStepModel(p["model"], p["system"], max_batch=batch_cap * ranks, **common)
+    # the engine captures the given sizes it can run, and pads a larger batch to its largest (TRT-GRAPH-FILTER)
+    graphs = trtllm_capture_sizes(stated or probe.engine.graph_batches, batch_cap, tokens)
+    step = GpuStepModel(p["model"], p["system"], max_batch=batch_cap * ranks, graph_batches=graphs, **common)
     run = offline_run(step, uniform(isl, osl), int(p["requests"]), iteration_tokens=tokens, reserve_tokens=isl + osl)
     pub = float(p["tok_s_per_gpu"])
     pred = run.output_tok_s_per_chip

@@ -32,6 +32,19 @@ def _trtllm_graph_batches() -> tuple[int, ...]:
     return (1, 2, 4, *range(8, 129, 8), *range(256, 1025, 128))
 
 
+def trtllm_capture_sizes(sizes: tuple[int, ...], max_batch_size: int, max_num_tokens: int, draft_tokens: int = 0,
+                         padding: bool = True) -> tuple[int, ...]:
+    """The decode CUDA graphs TensorRT-LLM captures from the batch sizes a launch gives (TRT-GRAPH-FILTER,
+    `_filter_cuda_graph_batch_sizes`): those up to the largest pure-decode batch the launch can run, min(max batch
+    size, token budget // (1 + draft tokens)); with padding on, that largest batch too where a given size exceeds
+    it (a batch padded to a size it cannot run is padded to the largest it can)."""
+    top = min(max_batch_size, max_num_tokens // (1 + draft_tokens))
+    kept = [b for b in sorted(set(sizes)) if b <= top]
+    if padding and top >= 1 and any(b > top for b in sizes) and (not kept or kept[-1] != top):
+        kept.append(top)
+    return tuple(kept)
+
+
 def _vllm_graph_batches() -> tuple[int, ...]:
     # vLLM compilation config: 1, 2, 4, then multiples of 8 up to 512
     return (1, 2, 4, *range(8, 513, 8))
