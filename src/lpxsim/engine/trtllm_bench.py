@@ -126,7 +126,8 @@ def overview_point(p: dict) -> dict:
     kv_requests requests of isl + osl tokens; trtllm-bench's caps follow from it (`bench_engine_settings`; the
     batch cap is per attention-DP rank, TRT-BATCH); every request reserves its prompt and output when admitted;
     decode steps replay the CUDA graphs of the capture sizes the page states (`graph_batches`, padded up to the
-    next) that the engine keeps under those caps (`gpu.engine.trtllm_capture_sizes`); the run's requests, all queued, run to their end (`engine.offline_run`)."""
+    next) that the engine keeps under those caps (`gpu.engine.trtllm_capture_sizes`); the run's requests, all
+    queued, run to their end (`engine.offline_run`)."""
     from lpxsim.engine.lengths import uniform
     from lpxsim.engine.offline_run import offline_run
     from lpxsim.engine.validation import _flag, _pct
