@@ -65,11 +65,11 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     """Rows of an InferenceX-format CSV (the calibration set's columns, any catalog GPU) that the replay
     prices, and how many of the others were left out, by reason: disaggregated serving is not replayed (the
     row names its prefill and decode pools, but the replay prices one aggregated deployment), nor another model
-    than DeepSeek-R1, nor a speculative-decoding row whose draft length is unknown. A speculative row's drafts per round are its `spec_draft_tokens` column,
-    else what InferenceX's launch script for its engine sets (`inferencex_launch.launch_draft_tokens`; the row
-    is marked `spec_draft_source` "launch script"); its acceptance is DeepSeek-R1's under InferenceX's
-    chat-templated prompts (`replay_row`). A file that cannot be read, a missing column or a bad value is a
-    UserError naming it."""
+    than DeepSeek-R1, nor a speculative-decoding row whose draft length is unknown. A speculative row's drafts
+    per round are its `spec_draft_tokens` column, else what InferenceX's launch script for its engine sets
+    (`inferencex_launch.launch_draft_tokens`; the row is marked `spec_draft_source` "launch script"); its
+    acceptance is DeepSeek-R1's under InferenceX's chat-templated prompts (`replay_row`). A file that cannot be
+    read, a missing column or a bad value is a UserError naming it."""
     from lpxsim.core.errors import UserError
     from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
