@@ -156,8 +156,8 @@ def test_prompts_that_ride_a_decode_iteration_pay_what_they_add(b200):
 def test_a_wave_below_the_slots_runs_at_its_own_captured_graph():
     """One wave of fewer samples than slots decodes at the wave's batch, padded to the next captured CUDA graph;
     the period table must not read it off a line spanning the jump to the next graph (a 1,500-sequence wave was
-    priced 21 % slow between priced sizes 1,249 and 4,099 padded to 1,024 and 4,096 per rank); within a graph the bucketed mean context
-    leaves about 1 %."""
+    priced 21 % slow between priced sizes 1,249 and 4,099 padded to 1,024 and 4,096 per rank); within a graph the
+    bucketed mean context leaves about 1 %."""
     from lpxsim.engine.offline_run import _period_table, offline_run
     from lpxsim.engine.steady_state import decode_period
     from lpxsim.gpu.step import GpuStepModel
