@@ -98,7 +98,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             except ValueError:
                 k = 0
             if k < 1:
-                dp = (r.get("dp_attention") or "false").strip().lower() in ("true", "1")
+                dp = _flag(r, "dp_attention", default=False)
                 k, k_source = launch_draft_tokens(r["hardware"], r["framework"], dp) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1

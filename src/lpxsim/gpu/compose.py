@@ -179,15 +179,16 @@ def _dp_gather_scatter(sm: GpuStepModel, f: StepFeatures, new_tokens: int) -> fl
     ops, sib, _ = sm.source
     tokens = f.sequences * new_tokens * lay.tp  # every attention rank's tokens
     fp4 = sm.weights in ("fp4", "mxfp4")
-    gathered = tokens * m.hidden_size * (0.5625 if fp4 else 2.0)
-    scattered = tokens * m.hidden_size * 2.0
-    ag = ops.nccl("all_gather", gathered, lay.tp, 1 if fp4 else 2)
-    rs = ops.nccl("reduce_scatter", scattered, lay.tp, 2)
+    gather_bytes_per_token = m.hidden_size * (0.5625 if fp4 else 2.0)
+    scatter_bytes_per_token = m.hidden_size * 2.0
+    gather_elem_bytes = 1 if fp4 else 2
+    ag = ops.nccl("all_gather", tokens * gather_bytes_per_token, lay.tp, gather_elem_bytes)
+    rs = ops.nccl("reduce_scatter", tokens * scatter_bytes_per_token, lay.tp, 2)
     if ag is None or rs is None:
         return None
-    if sib is not None:  # the smallest message's time is each collective's latency (projected_collective_s)
-        ag_floor = ops.nccl("all_gather", lay.tp * m.hidden_size * (0.5625 if fp4 else 2.0), lay.tp, 1 if fp4 else 2)
-        rs_floor = ops.nccl("reduce_scatter", lay.tp * m.hidden_size * 2.0, lay.tp, 2)
+    if sib is not None:  # one token a rank: each collective's latency (projected_collective_s)
+        ag_floor = ops.nccl("all_gather", lay.tp * gather_bytes_per_token, lay.tp, gather_elem_bytes)
+        rs_floor = ops.nccl("reduce_scatter", lay.tp * scatter_bytes_per_token, lay.tp, 2)
         ag = projected_collective_s(sm.system, sib, ag, ag if ag_floor is None else ag_floor)
         rs = projected_collective_s(sm.system, sib, rs, rs if rs_floor is None else rs_floor)
     return ag + rs
