@@ -44,6 +44,26 @@ def test_rows_of_other_gpus_are_replayed_and_the_rest_counted(tmp_path: Path) ->
     assert abs(one["groups"]["all"]["tpot"]["median_signed_pct"] - err) < 0.01  # the table keeps two decimals
 
 
+def test_rows_lpxsim_cannot_price_are_named_not_fatal(tmp_path: Path) -> None:
+    """A held-out file mixes engines and GPUs: an engine without parameters (AMD's ATOM) or a GPU outside the
+    catalog is left out and named, a layout the GPU cannot hold is skipped with its reason, and names are
+    matched whatever their case."""
+    from lpxsim.engine.validation import KV_SKIP, UNKNOWN_ENGINE, UNKNOWN_GPU, WEIGHTS_SKIP
+
+    h = _h200_rows()
+    rows = [*h, dict(h[0], hardware="h200", framework="SGLang"), dict(h[0], framework="atom"),
+            dict(h[0], framework="atom", spec_method="mtp"), dict(h[1], hardware="TPU-v9"),
+            dict(h[0], hardware="H100", tp="4"),  # 671 GB of FP8 weights on four 80 GB GPUs
+            dict(h[1], conc="100000")]  # its KV does not fit
+    res = replay_user_rows(str(_write(tmp_path / "mixed.csv", rows)))
+    assert res["groups"]["all"]["tpot"]["n"] == 3 and res["groups"]["gpu=H200"]["tpot"]["n"] == 3
+    assert res["left_out"] == {f"{UNKNOWN_ENGINE} 'atom'": 2, f"{UNKNOWN_GPU} 'TPU-v9'": 1}
+    assert res["skipped"] == {WEIGHTS_SKIP: 1, KV_SKIP: 1} and res["skipped_kv_does_not_fit"] == 1
+    p = _run("validate", "--rows", str(_write(tmp_path / "mixed.csv", rows)))
+    assert p.returncode == 0, p.stderr
+    assert f"rows skipped ({WEIGHTS_SKIP}): 1" in p.stdout and "'atom'" in p.stdout
+
+
 def test_cli_prints_the_table_and_json(tmp_path: Path) -> None:
     path = _write(tmp_path / "rows.csv", [*_h200_rows(), dict(_h200_rows()[0], hardware="MI325X")])
     p = _run("validate", "--rows", str(path))
@@ -65,6 +85,7 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
         p = _run("validate", "--rows", str(_write(tmp_path / name, rows)))
         assert p.returncode == 2 and p.stdout == "", name
         assert p.stderr.startswith("error: rows:") and p.stderr.count("\n") == 1, (name, p.stderr)
+    assert "'TPU-v9'" in _run("validate", "--rows", str(tmp_path / "gpu.csv")).stderr  # nothing left: named
     p = _run("validate", "--rows", str(tmp_path / "absent.csv"))
     assert p.returncode == 2 and p.stderr.startswith("error: rows:")
     p = _run("validate", "--rows", str(tmp_path / "gpu.csv"), "--write")

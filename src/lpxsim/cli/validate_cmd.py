@@ -31,7 +31,11 @@ def _gpu_table(title: str, res: dict) -> list[str]:
     for g, d in res["groups"].items():
         lines.append(f"| {g} | {d['tpot']['n']} | {_stats_cells(d.get('tpot'))} | "
                      f"{_stats_cells(d.get('tok_s_per_chip'))} | {_stats_cells(d.get('ttft'))} |")
-    lines += ["", f"rows skipped (their KV does not fit at that layout): {res['skipped_kv_does_not_fit']}", ""]
+    lines += ["", f"rows skipped (their KV does not fit at that layout): {res['skipped_kv_does_not_fit']}"]
+    from lpxsim.engine.validation import KV_SKIP
+
+    other = {why: n for why, n in res.get("skipped", {}).items() if why != KV_SKIP}
+    lines += [f"rows skipped ({why}): {n}" for why, n in sorted(other.items())] + [""]
     return lines
 
 

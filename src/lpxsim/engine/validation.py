@@ -58,6 +58,8 @@ def calibration_rows(path: str | None = None) -> list[dict]:
 ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
                "tpot_median_s", "ttft_median_s")
 FRAMEWORKS = ("sglang", "trt", "trtllm", "vllm")
+UNKNOWN_GPU = "a GPU not in the catalog:"  # `user_rows`' left-out reasons, each followed by the row's name
+UNKNOWN_ENGINE = "an engine lpxsim has no parameters for:"
 SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
 
 
@@ -65,11 +67,12 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     """Rows of an InferenceX-format CSV (the calibration set's columns, any catalog GPU) that the replay
     prices, and how many of the others were left out, by reason: disaggregated serving is not replayed (the
     row names its prefill and decode pools, but the replay prices one aggregated deployment), nor another model
-    than DeepSeek-R1, nor a speculative-decoding row whose draft length is unknown. A speculative row's drafts
+    than DeepSeek-R1, nor a GPU outside the catalog or an engine without parameters (each named: AMD's ATOM,
+    say), nor a speculative-decoding row whose draft length is unknown. A speculative row's drafts
     per round are its `spec_draft_tokens` column, else what InferenceX's launch script for its engine sets
     (`inferencex_launch.launch_draft_tokens`; the row is marked `spec_draft_source` "launch script"); its
     acceptance is DeepSeek-R1's under InferenceX's chat-templated prompts (`replay_row`). A file that cannot be
-    read, a missing column or a bad value is a UserError naming it."""
+    read, a missing column, a bad value or no row left to replay is a UserError naming it."""
     from lpxsim.core.errors import UserError
     from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
@@ -90,6 +93,16 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         if (r.get("disagg") or "false").strip().lower() in ("true", "1"):
             left["disaggregated"] += 1
             continue
+        if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
+            left["another model"] += 1
+            continue
+        hardware, framework = r["hardware"].strip().upper(), r["framework"].strip().lower()
+        if hardware not in SYSTEMS:  # a GPU the catalog lacks: left out and named, not the whole file refused
+            left[f"{UNKNOWN_GPU} {r['hardware'].strip()!r}"] += 1
+            continue
+        if framework not in FRAMEWORKS:  # e.g. AMD's ATOM: no engine parameters to price it with
+            left[f"{UNKNOWN_ENGINE} {r['framework'].strip()!r}"] += 1
+            continue
         spec = (r.get("spec_method") or "none").strip().lower()
         k, k_source = 0, ""
         if spec not in ("", "none"):
@@ -99,17 +112,10 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
                 k = 0
             if k < 1:
                 dp = _flag(r, "dp_attention", default=False)
-                k, k_source = launch_draft_tokens(r["hardware"], r["framework"], dp) or 0, "launch script"
+                k, k_source = launch_draft_tokens(hardware, framework, dp) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1
                 continue
-        if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
-            left["another model"] += 1
-            continue
-        if r["hardware"] not in SYSTEMS:
-            raise UserError("rows", f"line {i}: hardware {r['hardware']!r} is not one of {', '.join(SYSTEMS)}")
-        if r["framework"].lower() not in FRAMEWORKS:
-            raise UserError("rows", f"line {i}: framework {r['framework']!r} is not one of {', '.join(FRAMEWORKS)}")
         try:
             ok = all(int(r[c]) >= 1 for c in ("tp", "ep", "isl", "osl", "conc")) and all(
                 float(r[c]) > 0 for c in ("tpot_median_s", "ttft_median_s"))
@@ -122,11 +128,12 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             get_precision(r["precision"], "weights")
         except UserError as e:
             raise UserError("rows", f"line {i}: precision: {e.message}") from None
-        keep.append(dict(r, framework=r["framework"].lower(), dp_attention=r["dp_attention"] or "false",
+        keep.append(dict(r, hardware=hardware, framework=framework, dp_attention=r["dp_attention"] or "false",
                          spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source))
     if not keep:
-        raise UserError("rows", f"{path} has no row to replay (aggregated DeepSeek-R1 serving; a speculative-decoding "
-                                "row of an engine other than SGLang or TensorRT-LLM needs its spec_draft_tokens)")
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) or "the file has no data row"
+        raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices aggregated DeepSeek-R1 "
+                                f"serving on {', '.join(SYSTEMS)} under {', '.join(FRAMEWORKS)}")
     return keep, dict(left)
 
 
@@ -359,9 +366,20 @@ def step_model(r: dict, project: bool, cache: dict):
     return cache[key]
 
 
+KV_SKIP = "their KV does not fit at that layout"  # the replay's skip reasons (`gpu_replay`)
+WEIGHTS_SKIP = "the weights do not fit at that layout"
+
+
 def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dict | None:
-    """Predicted TPOT, TTFT and output tok/s per GPU of one calibration row (None: its KV does not fit)."""
-    from lpxsim.core.errors import UserError
+    """Predicted TPOT, TTFT and output tok/s per GPU of one calibration row (None: it cannot be priced at its
+    layout, e.g. its KV does not fit; `priced_row` says why)."""
+    return priced_row(r, project, cache)[0]
+
+
+def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tuple[dict | None, str | None]:
+    """`replay_row`'s prediction, or None and the reason the row's layout cannot price it (KV_SKIP,
+    WEIGHTS_SKIP, else the engine's own one-line error)."""
+    from lpxsim.core.errors import DoesNotFit, UserError
     from lpxsim.engine.steady_state import steady_state
 
     cache = {} if cache is None else cache
@@ -377,10 +395,12 @@ def replay_row(r: dict, project: bool = False, cache: dict | None = None) -> dic
     try:
         e = steady_state(step_model(r, project, cache), isl=isl, osl=osl, concurrency=int(r["conc"]),
                          spec_k=k, spec_accept=accept)
-    except UserError:
-        return None
+    except DoesNotFit:
+        return None, WEIGHTS_SKIP
+    except UserError as err:
+        return None, KV_SKIP if err.field == "concurrency" else f"{err.field}: {err.message}"
     return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s,
-            "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}
+            "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}, None
 
 
 ATTENTION_DP_GROUP = "attention=DP"  # the replay group of the rows that run attention data-parallel
@@ -410,13 +430,13 @@ def gpu_replay(rows: list[dict], project: bool = False) -> dict:
     cache: dict = {}
     errs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     ttft: dict[tuple[str, str], list[float]] = defaultdict(list)
-    skipped = 0
+    skipped: dict[str, int] = defaultdict(int)
     for r in rows:
         if project and SYSTEMS[r["hardware"]] not in PROJECT_FROM:
             continue
-        p = replay_row(r, project, cache)
+        p, why = priced_row(r, project, cache)
         if p is None:
-            skipped += 1
+            skipped[why or KV_SKIP] += 1
             continue
         flagged = r.get("flag_intvty_vs_n_gpus_gt15pct", "0") in ("1", "1.0")
         tpot = float(r["tpot_median_s"])
@@ -433,7 +453,8 @@ def gpu_replay(rows: list[dict], project: bool = False) -> dict:
     table = {g: {k: error_stats(v).as_row() for k, v in d.items()} for g, d in sorted(errs.items())}
     by_conc = [{"config": c, "conc": b, **error_stats(v).as_row()}
                for (c, b), v in sorted(ttft.items(), key=lambda kv: (kv[0][0], TTFT_BUCKETS.index(kv[0][1])))]
-    return {"groups": table, "ttft_by_config": by_conc, "skipped_kv_does_not_fit": skipped}
+    return {"groups": table, "ttft_by_config": by_conc, "skipped_kv_does_not_fit": skipped.get(KV_SKIP, 0),
+            "skipped": dict(skipped)}
 
 
 def ttft_date_spread(rows: list[dict], max_conc: int = 8) -> list[dict]:
