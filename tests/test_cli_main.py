@@ -67,6 +67,26 @@ def test_wrong_layout_flags_for_the_system_are_user_errors() -> None:
     assert res.returncode == 2 and "racks" in res.stderr
 
 
+def test_an_unknown_gpu_engine_is_named_before_any_layout_is_tried() -> None:
+    """`--framework atom` (AMD's engine, which lpxsim has no parameters for) used to reach the layout search and
+    fail every layout, reporting the last one's reason ("256 experts do not split evenly over ep=1024")."""
+    from lpxsim.core.errors import UserError
+    from lpxsim.engine.answer import answer
+    from lpxsim.engine.query import Load, Workload
+
+    for cmd in (["estimate", "deepseek-r1", "--system", "mi300x"], ["bench", "aa", "deepseek-r1", "--system", "mi300x"],
+                ["sweep", "deepseek-r1", "--systems", "b200-hgx"], ["plan", "point", "deepseek-r1", "--system", "h200-hgx"]):
+        res = _lpxsim(*cmd, "--framework", "atom")
+        lines = [x for x in res.stderr.strip().splitlines() if not x.startswith("lpxsim: ")]
+        assert res.returncode == 2 and lines == ["error: framework: unknown framework 'atom'; choose one of sglang, "
+                                                 "trtllm, vllm"], (cmd, res.stderr)
+    with pytest.raises(UserError) as e:
+        answer("deepseek-r1", None, Workload(1000, 1000), Load(concurrency=4), system="mi300x", framework="atom")
+    assert e.value.field == "framework"
+    res = _lpxsim("estimate", "deepseek-r1", "--system", "b200-hgx", "--tp", "8", "--framework", "TRT", "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["framework"] == "trtllm"  # the alias resolves
+
+
 def test_unknown_option_is_one_line_exit_2() -> None:
     res = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "capacity", "gemma-4-31b", "--bogus"],
                          capture_output=True, text=True)

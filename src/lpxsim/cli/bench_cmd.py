@@ -9,7 +9,14 @@ import typer
 from rich.table import Table
 
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
-from lpxsim.cli.validate import count_option, path_option, real_option, seed_option, tokens_option
+from lpxsim.cli.validate import (
+    count_option,
+    framework_option,
+    path_option,
+    real_option,
+    seed_option,
+    tokens_option,
+)
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 
@@ -72,7 +79,7 @@ def register(app: typer.Typer) -> None:
                                                  help="a prompt text: its o200k length is the context"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
-        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+        framework: str = framework_option(),
         per_request: Path | None = path_option(None, "--per-request", help="write per-request rows (parquet)"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:

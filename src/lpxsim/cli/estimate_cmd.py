@@ -8,7 +8,7 @@ import typer
 
 from lpxsim.cli.common import PRICES_HELP, WEIGHTS_HELP, economics_line, emit_json, out, systems_help
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
-from lpxsim.cli.validate import count_option, real_option, tokens_option
+from lpxsim.cli.validate import count_option, framework_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 from lpxsim.engine.query import DEFAULT_OSL
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
         accept: float | None = real_option(None, "--accept", help="per-token draft acceptance rate "
                                            "(default with --mtp: the model's published MTP acceptance)", lo=0, hi=1,
                                            hi_open=True),
-        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+        framework: str = framework_option(),
         usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help="energy price (cost model override)",
                                                 lo=0, hi=2),
         pue: float | None = real_option(None, "--pue", help="facility PUE (cost model override)", lo=1, hi=3),

@@ -18,7 +18,7 @@ from lpxsim.cli.common import (
     systems_help,
 )
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
-from lpxsim.cli.validate import count_option, real_option, tokens_option
+from lpxsim.cli.validate import count_option, framework_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 from lpxsim.engine.query import DEFAULT_OSL
@@ -262,7 +262,7 @@ def point_cmd(
     pue: float | None = real_option(None, "--pue", help=PUE_HELP, lo=1, hi=3),
     costs_file: str | None = typer.Option(None, "--costs", help=COSTS_HELP),
     prices_file: str | None = typer.Option(None, "--prices", help=PRICES_HELP),
-    framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+    framework: str = framework_option(),
     objective: str = typer.Option(
         "efficiency", "--objective", help="what ranks the layouts: efficiency (most tok/s/MW with every user at "
         "the target), latency (shortest request at one user, TTFT + (OSL - 1) x TPOT), throughput (most tok/s per "

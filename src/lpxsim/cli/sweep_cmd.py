@@ -10,7 +10,7 @@ from rich.table import Table
 from lpxsim.cli.bench_cmd import parse_int_list
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, keep_identifiers, out
 from lpxsim.cli.session_opts import session_option
-from lpxsim.cli.validate import count_option, path_option, tokens_option
+from lpxsim.cli.validate import count_option, framework_option, path_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.engine.query import DEFAULT_OSL
 
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         osl: int = tokens_option(DEFAULT_OSL, "--osl", help="output tokens per request"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
-        framework: str = typer.Option("sglang", "--framework", help="GPU serving engine: sglang, trtllm or vllm"),
+        framework: str = framework_option(),
         ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
         deployments: str = typer.Option(
             "picks", "--deployments", help="picks: GPUs' latency and throughput layouts; LPX's rack layout and each "

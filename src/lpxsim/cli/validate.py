@@ -76,3 +76,16 @@ def path_option(default: Any, *decls: str, help: str, metavar: str = "PATH") -> 
     field = decls[0].lstrip("-") if decls else "path"
     return typer.Option(default, *decls, metavar=metavar, help=help,
                         parser=_parser(lambda v: inputs.check_path(v, field)))
+
+
+def framework_option(default: str = "sglang") -> Any:
+    """`--framework`: the GPU serving engine, checked (and its alias resolved: trt -> trtllm) before any work, so
+    an engine lpxsim has no parameters for is named as such rather than failing every layout the search tries."""
+
+    def parse(value: Any) -> str:
+        from lpxsim.gpu.engine import framework_name  # here: the CLI's import stays light
+
+        return framework_name(str(value))
+
+    return typer.Option(default, "--framework", help="GPU serving engine: sglang, trtllm (trt) or vllm",
+                        parser=_parser(parse))
