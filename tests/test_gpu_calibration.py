@@ -64,7 +64,9 @@ def test_vera_rubin_runs_without_data_and_beats_h200():
 
 
 def test_fit_file_is_physical_and_names_its_data():
-    from lpxsim.gpu.engine import FITTED, FRAMEWORKS, engine_params
+    from lpxsim.gpu.engine import FITTED, FRAMEWORKS, PRIORS, engine_params
+
+    assert tuple(PRIORS) == FRAMEWORKS  # every engine the CLI accepts (lpxsim.core.frameworks) has parameters
 
     doc = json.loads(fit_path().read_text())
     assert set(doc["fitted"]) == {"kernel_overhead_s", "eager_dispatch_s"} | {f"engines.<framework>.{k}"

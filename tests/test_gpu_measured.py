@@ -210,7 +210,10 @@ def test_estimate_json_reports_framework_and_cost_sources():
     assert d["framework"] == "trtllm"
     assert d["cost_sources"]["gemm"].startswith("measured: aiconfigurator-core 0.12.0 h200_sxm/trtllm")
     bad = CliRunner().invoke(app, ["estimate", MODEL, "--system", "h200-hgx", "--tp", "8", "--framework", "x"])
-    assert isinstance(bad.exception, UserError) and bad.exception.field == "framework"
+    assert bad.exit_code == 2 and "unknown framework 'x'" in bad.output  # refused at the option, before any work
+    with pytest.raises(UserError) as e:
+        GpuStepModel(MODEL, "h200-hgx", tp=8, framework="x")
+    assert e.value.field == "framework"
 
 
 def test_prefill_wait_is_the_closed_loop_queue():

@@ -14,6 +14,7 @@ import typer
 
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
+from lpxsim.core.frameworks import framework_name
 
 
 def _parser(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -82,10 +83,5 @@ def framework_option(default: str = "sglang") -> Any:
     """`--framework`: the GPU serving engine, checked (and its alias resolved: trt -> trtllm) before any work, so
     an engine lpxsim has no parameters for is named as such rather than failing every layout the search tries."""
 
-    def parse(value: Any) -> str:
-        from lpxsim.gpu.engine import framework_name  # here: the CLI's import stays light
-
-        return framework_name(str(value))
-
     return typer.Option(default, "--framework", help="GPU serving engine: sglang, trtllm (trt) or vllm",
-                        parser=_parser(parse))
+                        parser=_parser(lambda v: framework_name(str(v))))

@@ -123,7 +123,7 @@ def place(model: str | ModelSpec, system: str, workload: Workload, deployment: D
     if deployment is not None and deployment.system != s.name:
         deployment = replace(deployment, system=s.name)
     if not (s.is_lpu or s.is_wafer):  # an unknown engine is named here, not as every layout failing to place
-        from lpxsim.gpu.engine import framework_name
+        from lpxsim.core.frameworks import framework_name
 
         framework = framework_name(framework)
     return _place(m, s.name, workload.isl, workload.osl, deployment, precision, framework, goal)

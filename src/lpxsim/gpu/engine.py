@@ -19,7 +19,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, replace
 
-from lpxsim.core.errors import UserError
+from lpxsim.core.frameworks import ALIASES as ALIASES
+from lpxsim.core.frameworks import FRAMEWORKS as FRAMEWORKS
+from lpxsim.core.frameworks import framework_name as framework_name
 
 
 def _sglang_graph_batches() -> tuple[int, ...]:
@@ -107,17 +109,7 @@ PRIORS = {
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),
     "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches(), eager_prefill=False),
 }
-FRAMEWORKS = tuple(PRIORS)
-ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl": "sglang"}
 FITTED = ("step_overhead_s", "first_token_overhead_s")
-
-
-def framework_name(name: str) -> str:
-    """Canonical framework name; UserError naming `framework` if unknown."""
-    key = ALIASES.get(name.lower(), name.lower())
-    if key not in PRIORS:
-        raise UserError("framework", f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
-    return key
 
 
 def engine_params(name: str) -> EngineParams:

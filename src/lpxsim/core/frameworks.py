@@ -1,0 +1,20 @@
+"""The GPU serving engines lpxsim has parameters for, and their accepted aliases.
+
+A light module (no numpy, no backend) so that the CLI and the engine can check a `--framework` before any work;
+`lpxsim.gpu.engine` holds each engine's parameters under these names.
+"""
+
+from __future__ import annotations
+
+from lpxsim.core.errors import UserError
+
+FRAMEWORKS = ("sglang", "trtllm", "vllm")
+ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl": "sglang"}
+
+
+def framework_name(name: str) -> str:
+    """Canonical framework name; UserError naming `framework` if unknown."""
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in FRAMEWORKS:
+        raise UserError("framework", f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
+    return key
