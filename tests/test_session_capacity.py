@@ -119,3 +119,15 @@ def test_engine_ceilings_run_on_the_engines_deployment(monkeypatch):
     at = answer_on(placed, Workload(10_000, 256, shape), Load(concurrency=max(1, c.streams_decoding)))
     assert c.turn_s == pytest.approx(at.e2e_s)
     assert c.streams_decoding_mean == pytest.approx(c.sessions_held * c.turn_s / (c.turn_s + shape.think_s))
+
+
+def test_a_session_stopped_short_of_its_cap_says_so():
+    """`capacity --context 1M --session --turns 1` asks about one short turn, not a 1M-token session: the
+    answer says its last turn ends far below the cap (the default shape, which reaches the cap, does not)."""
+    from lpxsim.plan.session_capacity import agent_shape
+
+    short = session_ceilings("gemma-4-31b", "lpx", agent_shape(1_000_000, 256, turns=1), osl=256, turn_s=1.0)
+    assert short.session_context_max < 10_000
+    assert any("never reaches the 1,000,000-token cap" in n and "1 turn from" in n for n in short.notes)
+    full = session_ceilings("gemma-4-31b", "lpx", agent_shape(100_000, 256), osl=256, turn_s=1.0)
+    assert not any("never reaches" in n for n in full.notes)

@@ -166,7 +166,8 @@ def register(app: typer.Typer) -> None:
             help="agent sessions instead of streams: the two ceilings (sessions held, KV resident through think "
                  "time; streams decoding) of a session whose context grows to CONTEXT (the cap)"),
         first_isl: int | None = tokens_option(None, "--first-isl", help="--session: the first turn's input "
-                                              "tokens (default: a fifth of --context)"),
+                                              "tokens (default: the engine's default session, whose whole turns "
+                                              "of --new-tokens reach --context)"),
         new_tokens: int = tokens_option(AGENT_NEW_TOKENS, "--new-tokens",
                                         help="--session: input tokens each later turn adds"),
         turns: int | None = count_option(None, "--turns", help="--session: turns per session (default: until "

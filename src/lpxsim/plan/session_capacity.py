@@ -116,6 +116,12 @@ def session_ceilings(model: str, system: str, shape, osl: int, weights: str = "f
     held = int(budget // mean_bytes) if mean_bytes > 0 else 0
     held_last = int(budget // max_bytes) if max_bytes > 0 else 0
     notes = list(rep.notes)
+    cap = shape.context_cap
+    if cap is not None and ctx_max + shape.new_tokens + osl <= cap:  # a turn more would still fit under the cap
+        turns = f"{shape.turns:,} turn{'s' if shape.turns != 1 else ''}"
+        notes.append(f"this session never reaches the {cap:,}-token cap: its {turns} from a {shape.first_isl:,}-token "
+                     f"first turn end at {ctx_max:,} tokens (raise --first-isl or --turns, or leave --turns out, "
+                     "to ask about the cap)")
     if turn_s is None:
         duty = None
         mean = float(held)
