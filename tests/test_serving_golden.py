@@ -19,6 +19,10 @@ within 2 %). The GPU runs were regenerated again in round 3's eleventh session, 
 change results: a CUDA graph's padding rows read no KV (the padded batch's mean context counts them at 0), and a
 projected GPU's collectives scale their smallest message's time by the latencies and the rest by the bus bandwidths
 (Rubin's eager prefill all-reduces keep their launch latency; its step no longer drops at a 256 KiB message).
+The four GPU runs were regenerated in round 3's thirteenth session for a refit meant to change results (SGLang's
+prefill on Hopper priced in the MHA form it runs: first-token host time 62.7 -> 65.3 ms, eager dispatch 49.1 ->
+48.0 us); per-request times moved under 2 %, but the session runs' makespans are set by a few requests that
+wait tens of seconds, so they moved more (pd-sessions 250 -> 206 s, mixed-fleet-sessions 59.7 -> 52.6 s).
 The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.

@@ -61,6 +61,13 @@ MOE_BACKEND_OF = {
 }
 # Backends whose kernels are one library under several engines: a table of one engine prices it for another.
 SHARED_MOE_BACKENDS = frozenset({"trtllm"})
+# Context-MLA kernel sources whose table timed the weight-absorbed form (query and key 576 dims, value 512, one
+# latent KV head), where a fresh prompt runs the MHA form (192 / 128 dims per head): aiconfigurator's SGLang
+# collector on Hopper ("flash_attention", SGLang's FA3 backend) sets the absorbed dims for prefill too, where on
+# Blackwell it sets the MHA form (docs/sources.md "AIC-MLA-COLLECT"); SGLang prefills a prompt without a cached
+# prefix in the MHA form (SGL-MLA-MHA). Such a table is priced from the same GPU's table of `MHA_CONTEXT_FROM`.
+ABSORBED_CONTEXT_SOURCES = frozenset({"flash_attention"})
+MHA_CONTEXT_FROM = {"sglang": "trtllm"}
 
 
 def _by_backend(times: dict[str, float]) -> dict[str, float]:
@@ -524,12 +531,25 @@ class MeasuredOps:
     @cache  # noqa: B019
     def mla(self, phase: str, batch: int, context: int, heads: int, kv: str) -> float | None:
         """MLA attention core on one GPU: `heads` local heads; decode: batch x one token over `context`
-        cached tokens; prefill: batch x `context` new tokens from empty."""
+        cached tokens; prefill: batch x `context` new tokens from empty.
+
+        A prefill is priced in the form the engines run a fresh prompt in: attention over the heads projected
+        to 192 / 128 dims (the MHA form). A context table whose kernel source timed the weight-absorbed form
+        instead (`ABSORBED_CONTEXT_SOURCES`: 576 / 512 dims over the latent, ~3.4x the FLOPs) is not read;
+        the same GPU's table that timed the MHA form is (`MHA_CONTEXT_FROM`)."""
         fname = "generation_mla_perf.parquet" if phase == "decode" else "context_mla_perf.parquet"
         axis = "step" if phase == "decode" else "isl"
         cols = ("kv_cache_dtype", "num_heads", "batch_size", axis, "latency")
+        if phase != "decode" and self.framework in MHA_CONTEXT_FROM and self._mla_context_absorbed():
+            return measured_ops(self.system, MHA_CONTEXT_FROM[self.framework]).mla(phase, batch, context, heads, kv)
         return self._grid2("mla", fname, cols, axis, batch, context,
                            kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"), num_heads=heads)
+
+    def _mla_context_absorbed(self) -> bool:
+        """Whether this GPU's context-MLA table timed the weight-absorbed form (its kernel source says)."""
+        srcs = self._values("mla-context-sources", "mla", "context_mla_perf.parquet", ("kernel_source",),
+                            ("kernel_source",))
+        return bool(srcs) and all(s[0] in ABSORBED_CONTEXT_SOURCES for s in srcs)
 
     @cache  # noqa: B019
     def attention(self, phase: str, batch: int, context: int, heads: int, kv_heads: int, head_dim: int,
