@@ -591,3 +591,24 @@ def test_prompts_read_at_one_poll_after_a_request_share_its_prefill_pass(monkeyp
     # about 1.5 prompts share the pass at 128 users (a 30-step window, ~0.1 arrivals per step)
     assert 1.0 * occ < with_pass.ttft_s - alone.ttft_s < 2.5 * occ
     assert with_pass.e2e_s == pytest.approx(alone.e2e_s, rel=0.02)  # the cycle's work is unchanged
+
+
+def test_sglang_prefill_on_hopper_is_priced_in_the_mha_form_it_runs():
+    """aiconfigurator's SGLang collector times Hopper's context MLA in the weight-absorbed form (576 / 512 dims,
+    AIC-MLA-COLLECT), which SGLang uses only for decode (SGL-MLA-MHA): the same GPU's TensorRT-LLM table, timed
+    in the MHA form, prices the prefill. Blackwell's SGLang table (trtllm_mla, MHA form) and every decode keep
+    their own."""
+    from lpxsim.gpu.measured import _select
+
+    h200, h200_trt = measured_ops("h200_sxm", "sglang"), measured_ops("h200_sxm", "trtllm")
+    assert h200._mla_context_absorbed() and not measured_ops("b200_sxm", "sglang")._mla_context_absorbed()
+    assert h200.mla("prefill", 1, 8192, 16, "bf16") == h200_trt.mla("prefill", 1, 8192, 16, "bf16")
+    own = _select("h200_sxm", "mla", "sglang", "context_mla_perf.parquet",
+                  ("kv_cache_dtype", "num_heads", "batch_size", "isl", "latency"), ("isl", "latency"),
+                  kv_cache_dtype="bfloat16", num_heads=16, batch_size=1)
+    at_8k = float(own["latency"][list(own["isl"]).index(8192)]) * 1e-3
+    assert at_8k > 2.5 * h200.mla("prefill", 1, 8192, 16, "bf16")  # the absorbed form: ~3.4x the multiply-adds
+    b200 = measured_ops("b200_sxm", "sglang")
+    assert b200.mla("prefill", 1, 8192, 16, "bf16") != measured_ops("b200_sxm", "trtllm").mla("prefill", 1, 8192, 16,
+                                                                                              "bf16")
+    assert h200.mla("decode", 8, 1024, 16, "bf16") != h200_trt.mla("decode", 8, 1024, 16, "bf16")
