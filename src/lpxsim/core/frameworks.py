@@ -12,9 +12,15 @@ FRAMEWORKS = ("sglang", "trtllm", "vllm")
 ALIASES = {"trt": "trtllm", "trt-llm": "trtllm", "tensorrt-llm": "trtllm", "sgl": "sglang"}
 
 
+def canonical(name: str) -> str | None:
+    """The engine `name` means (an alias resolved, any case), or None when lpxsim has no parameters for it."""
+    key = ALIASES.get(name.lower(), name.lower())
+    return key if key in FRAMEWORKS else None
+
+
 def framework_name(name: str) -> str:
     """Canonical framework name; UserError naming `framework` if unknown."""
-    key = ALIASES.get(name.lower(), name.lower())
-    if key not in FRAMEWORKS:
+    key = canonical(name)
+    if key is None:
         raise UserError("framework", f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
     return key

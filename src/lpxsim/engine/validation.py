@@ -57,7 +57,6 @@ def calibration_rows(path: str | None = None) -> list[dict]:
 
 ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
                "tpot_median_s", "ttft_median_s")
-FRAMEWORKS = ("sglang", "trt", "trtllm", "vllm")
 UNKNOWN_GPU = "a GPU not in the catalog:"  # `user_rows`' left-out reasons, each followed by the row's name
 UNKNOWN_ENGINE = "an engine lpxsim has no parameters for:"
 SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
@@ -74,6 +73,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     acceptance is DeepSeek-R1's under InferenceX's chat-templated prompts (`replay_row`). A file that cannot be
     read, a missing column, a bad value or no row left to replay is a UserError naming it."""
     from lpxsim.core.errors import UserError
+    from lpxsim.core.frameworks import FRAMEWORKS, canonical
     from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
 
@@ -100,9 +100,11 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         if hardware not in SYSTEMS:  # a GPU the catalog lacks: left out and named, not the whole file refused
             left[f"{UNKNOWN_GPU} {r['hardware'].strip()!r}"] += 1
             continue
-        if framework not in FRAMEWORKS:  # e.g. AMD's ATOM: no engine parameters to price it with
+        engine = canonical(framework)
+        if engine is None:  # e.g. AMD's ATOM: no engine parameters to price it with
             left[f"{UNKNOWN_ENGINE} {r['framework'].strip()!r}"] += 1
             continue
+        framework = "trt" if framework == "trt" else engine  # InferenceX's own name for TensorRT-LLM is kept
         spec = (r.get("spec_method") or "none").strip().lower()
         k, k_source = 0, ""
         if spec not in ("", "none"):
@@ -112,7 +114,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
                 k = 0
             if k < 1:
                 dp = _flag(r, "dp_attention", default=False)
-                k, k_source = launch_draft_tokens(hardware, framework, dp) or 0, "launch script"
+                k, k_source = launch_draft_tokens(hardware, engine, dp) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1
                 continue
@@ -133,7 +135,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     if not keep:
         why = "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) or "the file has no data row"
         raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices aggregated DeepSeek-R1 "
-                                f"serving on {', '.join(SYSTEMS)} under {', '.join(FRAMEWORKS)}")
+                                f"serving on {', '.join(SYSTEMS)} under {', '.join(FRAMEWORKS)} (trt for trtllm)")
     return keep, dict(left)
 
 
