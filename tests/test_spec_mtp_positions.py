@@ -57,15 +57,26 @@ def test_simulator_draws_match_the_expectation():
     assert mean == pytest.approx(tokens_per_round(rates), rel=0.01)
 
 
-def test_verify_is_priced_as_a_decode_of_batch_times_k_plus_1():
+def test_verify_streams_each_sequences_kv_once():
+    """A verify step's GEMMs and MoE see batch x (k + 1) rows, but its MLA attention folds a sequence's k + 1
+    query positions into the head dimension (FLASHMLA-SQ): the KV cache is streamed once per sequence, not
+    k + 1 times as a decode of batch x (k + 1) sequences would."""
     from lpxsim.gpu.step import GpuStepModel
     from lpxsim.step.protocol import DecodeBatch
 
-    m = GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8", framework="trtllm")
-    for b in (2, 16):
-        v = m.verify(DecodeBatch.uniform(b, 2048), 3).latency_s
-        assert v == pytest.approx(m.decode_step(DecodeBatch.uniform(4 * b, 2048)).latency_s, rel=1e-9)
-        assert v > m.decode_step(DecodeBatch.uniform(b, 2048)).latency_s
+    m = GpuStepModel(MODEL, "h200", tp=8, weights="fp8", kv="bf16", framework="sglang")
+    ops = m.source[0]
+    for b in (4, 16):
+        folded = ops.mla_verify(b, 8000, 16, 4, "bf16")  # 16 local heads x 4 positions: the 64-head row
+        assert folded == pytest.approx(ops.mla("decode", b, 8000, 64, "bf16"), rel=1e-9)
+        assert folded < 0.7 * ops.mla("decode", 4 * b, 8000, 16, "bf16")
+        between = ops.mla_verify(b, 8000, 16, 3, "bf16")  # 48 rows: between the 32- and 64-head rows
+        assert ops.mla("decode", b, 8000, 32, "bf16") <= between <= folded
+        v = m.verify(DecodeBatch.uniform(b, 8000), 3).latency_s
+        assert m.decode_step(DecodeBatch.uniform(b, 8000)).latency_s < v
+        assert v < m.decode_step(DecodeBatch.uniform(4 * b, 8000)).latency_s
+    # beyond the table's largest head count (128) the rows take extra passes, each streaming the KV again
+    assert ops.mla_verify(4, 8000, 128, 3, "bf16") == pytest.approx(ops.mla("decode", 12, 8000, 128, "bf16"))
 
 
 def test_mtp_round_adds_drafts_and_sglang_extra_passes():

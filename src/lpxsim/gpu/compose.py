@@ -61,7 +61,9 @@ def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float
         frac = 1.0
     kv = sm.kv
     div = ctx_div if kind == "prefill" else 1  # prefill keeps head-parallel attention (features._share)
-    if tag == "mla":
+    if tag == "mla" and kind == "verify" and new_tokens > 1:  # one KV pass per sequence (mla_verify)
+        t = ops.mla_verify(seqs, c, max(1, key[1]), new_tokens, kv)
+    elif tag == "mla":
         t = ops.mla(*args, max(1, key[1] // div), kv)
     else:
         t = ops.attention(*args, max(1, key[1] // div), max(1, key[2] // min(div, key[2])), key[3], kv)

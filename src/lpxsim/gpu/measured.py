@@ -545,6 +545,33 @@ class MeasuredOps:
         return self._grid2("mla", fname, cols, axis, batch, context,
                            kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"), num_heads=heads)
 
+    def mla_verify(self, batch: int, context: int, heads: int, q_len: int, kv: str) -> float | None:
+        """MLA attention of a verify step on one GPU: `batch` sequences, each `q_len` query positions over
+        `context` cached tokens. The decode kernels fold a sequence's query positions into the head
+        dimension (FLASHMLA-SQ: `seq_len_q * num_heads_q` query rows per KV head; FlashInfer's and
+        TensorRT-LLM's MLA kernels tile the same rows), so the KV cache is streamed once per sequence: the
+        decode table at `heads x q_len` heads, interpolated (log-log) between the head counts it measured.
+        Beyond its largest head count the rows are split over extra passes, each streaming the KV again."""
+        have = self._values("mla-heads", "mla", "generation_mla_perf.parquet",
+                            ("kv_cache_dtype", "num_heads", "batch_size", "step", "latency"), ("num_heads",),
+                            kv_cache_dtype=KV_DTYPE.get(kv, "bfloat16"))
+        if not have:
+            return None
+        measured = sorted({int(h[0]) for h in have})
+        want = heads * q_len
+        passes = max(1, math.ceil(want / measured[-1]))
+        rows = want / passes
+        lo = max((h for h in measured if h <= rows), default=measured[0])
+        hi = min((h for h in measured if h >= rows), default=measured[-1])
+        t_lo = self.mla("decode", batch * passes, context, lo, kv)
+        t_hi = t_lo if hi == lo else self.mla("decode", batch * passes, context, hi, kv)
+        if t_lo is None or t_hi is None:
+            return None
+        if hi == lo:
+            return t_lo
+        w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        return float(math.exp((1 - w) * math.log(t_lo) + w * math.log(t_hi)))
+
     def _mla_context_absorbed(self) -> bool:
         """Whether this GPU's context-MLA table timed the weight-absorbed form (its kernel source says)."""
         srcs = self._values("mla-context-sources", "mla", "context_mla_perf.parquet", ("kernel_source",),
