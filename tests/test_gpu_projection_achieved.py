@@ -62,3 +62,23 @@ def test_a_projected_collective_is_never_cheaper_for_a_larger_message():
     assert all(a <= b + 1e-12 for a, b in zip(decode, decode[1:], strict=False))
     prefill = [rubin.prefill(PrefillChunk(tokens=t, context=0, sequences=1)).interval_s for t in (15, 100, 1000, 8000)]
     assert all(a <= b for a, b in zip(prefill, prefill[1:], strict=False))
+
+
+def test_projected_narrow_kv_attention_is_never_slower_than_the_wider_format():
+    """H200 SGLang's FP8-KV MLA decode table runs several times slower than its BF16 one, which streams twice
+    the bytes (an upcasting path, not a KV-bound kernel). A GPU projected from it runs its own library's FP8-KV
+    kernel (MI325X: aiter's persistent MLA), so its FP8-KV decode is bounded by the wider format's table
+    (assumption "projected-narrow-kv"); a measured GPU keeps its engine's own table."""
+    from lpxsim.gpu.measured import measured_ops
+    from lpxsim.gpu.step import GpuStepModel
+    from lpxsim.step.protocol import DecodeBatch
+
+    ops = measured_ops("h200_sxm", "sglang")
+    assert ops.mla("decode", 64, 8000, 16, "fp8") > 3 * ops.mla("decode", 64, 8000, 16, "bf16")
+    batch = DecodeBatch.uniform(64, 8000)
+    steps = {kv: GpuStepModel("deepseek-r1", "mi325x", tp=8, weights="fp8", kv=kv, framework="sglang").decode_step(
+        batch).latency_s for kv in ("fp8", "bf16")}
+    assert steps["fp8"] <= steps["bf16"]
+    measured = {kv: GpuStepModel("deepseek-r1", "h200-hgx", tp=8, weights="fp8", kv=kv, framework="sglang").decode_step(
+        batch).latency_s for kv in ("fp8", "bf16")}
+    assert measured["fp8"] > measured["bf16"]  # the measured GPU's own engine table stands

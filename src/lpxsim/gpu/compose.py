@@ -19,6 +19,7 @@ import numpy as np
 from lpxsim.gpu.amd_kernels import fp8_block_gemm_s, fp8_block_moe_s, fp8_tensor_gemm_s, has_tables
 from lpxsim.gpu.cost import StepBreakdown, op_times
 from lpxsim.gpu.features import StepFeatures
+from lpxsim.gpu.measured import MeasuredOps
 from lpxsim.gpu.projection import projected_collective_s, projected_op_s
 from lpxsim.specs.precision import get_precision
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 # (DeepseekV3MoE, maybe_execute_in_parallel on an aux stream) run a MoE layer's shared experts on a
 # second CUDA stream beside the router and routed experts (docs/sources.md "SGL-DUAL", "TRT-AUX").
 DUAL_STREAM_MAX_TOKENS = 1024
+NARROW_KV = {"fp8": "bf16"}  # a KV format -> the wider one whose decode-attention table bounds it (projected GPUs)
 ROOFLINE = "roofline (no measured table covers it): catalog specs and fitted efficiencies"
 AITER_LABEL = ("measured: AMD aiter tuning tables on this GPU's silicon (FP8 block-scale GEMMs and fused MoE "
                "where they have rows; other shapes projected)")
@@ -37,7 +39,10 @@ HIPBLASLT_LABEL = ("measured: AMD hipBLASLt tuning table on this GPU's silicon (
 FAMILY = {"fused": "gemm", "gemm": "gemm", "bmm": "mla_bmm", "moe": "moe", "mla": "mla_attention", "attn": "attention"}
 
 
-def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float, seqs: int) -> float | None:
+def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float, seqs: int,
+            kv: str | None = None) -> float | None:
+    """The sibling's (or the GPU's own) measured seconds of op `key`; attention in KV format `kv` (else the step
+    model's)."""
     ops = sm.source[0]
     tag = key[0]
     if tag == "fused":
@@ -59,15 +64,19 @@ def _lookup(sm: GpuStepModel, key: tuple, kind: str, new_tokens: int, ctx: float
     else:
         args = ("decode", seqs * new_tokens, c)  # verify: k+1 query rows per sequence
         frac = 1.0
-    kv = sm.kv
-    div = ctx_div if kind == "prefill" else 1  # prefill keeps head-parallel attention (features._share)
-    if tag == "mla" and kind == "verify" and new_tokens > 1:  # one KV pass per sequence (mla_verify)
-        t = ops.mla_verify(seqs, c, max(1, key[1]), new_tokens, kv)
-    elif tag == "mla":
-        t = ops.mla(*args, max(1, key[1] // div), kv)
-    else:
-        t = ops.attention(*args, max(1, key[1] // div), max(1, key[2] // min(div, key[2])), key[3], kv)
+    t = _attention_s(ops, key, args, seqs, c, new_tokens, ctx_div if kind == "prefill" else 1, kv or sm.kv)
     return None if t is None else t * frac
+
+
+def _attention_s(ops: MeasuredOps, key: tuple, args: tuple, seqs: int, c: int, new_tokens: int, div: int,
+                 kv: str) -> float | None:
+    """One attention core's time from `ops`' tables (`div`: prefill keeps head-parallel attention,
+    features._share). A verify's MLA streams each sequence's KV once (`MeasuredOps.mla_verify`)."""
+    if key[0] == "mla" and args[0] == "decode" and new_tokens > 1:
+        return ops.mla_verify(seqs, c, max(1, key[1]), new_tokens, kv)
+    if key[0] == "mla":
+        return ops.mla(*args, max(1, key[1] // div), kv)
+    return ops.attention(*args, max(1, key[1] // div), max(1, key[2] // min(div, key[2])), key[3], kv)
 
 
 def price_measured(
@@ -105,6 +114,8 @@ def price_measured(
             nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i]
             v = projected_op_s(sm.system, sib, v, float(f.flops[i]), float(nbytes),
                                get_precision(fmt.removesuffix("_block")).compute)
+            wide = _wider_kv_bound(sm, f, i, key, kind, new_tokens, ctx)
+            v = v if wide is None else min(v, wide)
         t[idx] = v
         measured[idx] = True
         sm.cost_sources[FAMILY[key[0]]] = label
@@ -133,6 +144,23 @@ def price_measured(
         ffn_s=total - attn,
     )
     return b, {label: float(t[measured].sum()), ROOFLINE: float(t[rest].sum())}
+
+
+def _wider_kv_bound(sm: GpuStepModel, f: StepFeatures, i: int, key: tuple, kind: str, new_tokens: int,
+                    ctx: float) -> float | None:
+    """On a projected GPU, the time of a decode or verify attention op in a narrow KV format (FP8) is bounded by the
+    sibling engine's kernel for the wider format (BF16), projected with that format's KV bytes: the target runs
+    its own library's narrow-format kernel, never slower than a kernel that streams twice the bytes (assumption
+    "projected-narrow-kv"). None where no bound applies."""
+    if key[0] not in ("mla", "attn") or kind == "prefill" or sm.kv not in NARROW_KV:
+        return None
+    wide = NARROW_KV[sm.kv]
+    v = _lookup(sm, key, kind, new_tokens, ctx, f.sequences, kv=wide)
+    if v is None or v <= 0.0:
+        return None
+    scale = get_precision(wide).bytes_per_element / get_precision(sm.kv).bytes_per_element
+    nbytes = f.dense_bytes[i] + f.expert_bytes[i] + f.kv_bytes[i] * scale
+    return projected_op_s(sm.system, sm.source[1], v, float(f.flops[i]), float(nbytes), get_precision(wide).compute)
 
 
 def _own_time(sm: GpuStepModel, key: tuple) -> tuple[float, bool, str] | None:
