@@ -124,6 +124,27 @@ def min_latency_table(res: dict) -> list[str]:
     return lines + ["", "| runs | MdAPE | MAPE | signed |", "|---|---|---|---|", f"| {s['n']} | {_stats_cells(s)} |"]
 
 
+def pr_baselines_table(res: dict) -> list[str]:
+    """InferenceX's pull-request baselines (`validation.pr_baselines`): configurations the calibration set lacks,
+    each point beside its prediction, then the replay's groups."""
+    lines = ["### Judges outside the calibration set: baselines quoted in InferenceX's own pull requests (mean "
+             "latencies; not fitted)", "",
+             "| id | GPU | precision | spec | layout | ISL / OSL | conc | date | TPOT ms (predicted) | error | "
+             "TTFT ms (predicted) | error |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in res["points"]:
+        if p["pred_tpot_s"] is None:
+            lines.append(f"| {p['id']} | {p['hardware']} | {p['precision']} | {p['spec']} | TP{p['tp']} EP{p['ep']} | "
+                         f"{p['isl']:,} / {p['osl']:,} | {p['conc']} | {p['date']} | not priced: {p['skipped']} "
+                         "| - | - | - |")
+            continue
+        lines.append(f"| {p['id']} | {p['hardware']} | {p['precision']} | {p['spec']} | TP{p['tp']} EP{p['ep']} | "
+                     f"{p['isl']:,} / {p['osl']:,} | {p['conc']} | {p['date']} | {p['tpot_s'] * 1e3:.2f} "
+                     f"({p['pred_tpot_s'] * 1e3:.2f}) | {100 * (p['pred_tpot_s'] / p['tpot_s'] - 1):+.1f} % | "
+                     f"{p['ttft_s'] * 1e3:.0f} ({p['pred_ttft_s'] * 1e3:.0f}) | "
+                     f"{100 * (p['pred_ttft_s'] / p['ttft_s'] - 1):+.1f} % |")
+    return lines + [""] + _gpu_table("Judges outside the calibration set, by group", res["replay"])
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
@@ -136,7 +157,8 @@ def markdown(res: dict) -> str:
     for p in res["projection_pairs"]:
         lines.append(f"| {p['from']} -> {p['to']} | {p['n']} | {p['median_abs_pct']:.1f} % | {p['mape_pct']:.1f} % "
                      f"| {p['median_signed_pct']:+.1f} % |")
-    lines += ["", "### SRAM machines: published points (tok/s per user)", "",
+    lines += [""] + pr_baselines_table(res["pr_baselines"])
+    lines += ["### SRAM machines: published points (tok/s per user)", "",
               "| id | system | model | role | conditions | published | batch-1 (device) | loaded ceiling (users) | "
               "predicted range (loaded + host .. batch-1 [+ spec]) | implied host us/token | batch-1 error | "
               "inside range | band error |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

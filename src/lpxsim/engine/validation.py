@@ -153,6 +153,37 @@ def replay_user_rows(path: str) -> dict:
     return res
 
 
+PR_BASELINES = "inferencex_pr_baselines.csv"
+
+
+def pr_baseline_rows(path: str | None = None) -> list[dict]:
+    """InferenceX rows of configurations outside the calibration set (B300, MI325X, MI355X, MTP) that InferenceX's
+    own pull requests quote as their baselines (mean latencies), ready for `gpu_replay`: judges, never fitted."""
+    rows = []
+    for r in packaged_rows(PR_BASELINES, path):
+        spec = r["spec_method"] or "none"
+        rows.append(dict(r, latency_statistic="mean", spec_method=spec,
+                         spec_draft_tokens=r["spec_draft_tokens"] if spec != "none" else "0",
+                         spec_draft_source="launch script" if spec != "none" else ""))
+    return rows
+
+
+def pr_baselines(rows: list[dict]) -> dict:
+    """Each pull-request baseline priced as the calibration replay prices a row (`priced_row`), and the replay's
+    group statistics over them."""
+    cache: dict = {}
+    points = []
+    for r in rows:
+        p, why = priced_row(r, cache=cache)
+        points.append({"id": r["point_id"], "hardware": r["hardware"], "precision": r["precision"],
+                       "spec": r["spec_method"], "tp": int(r["tp"]), "ep": int(r["ep"]), "isl": int(r["isl"]),
+                       "osl": int(r["osl"]), "conc": int(r["conc"]), "date": r["date"],
+                       "tpot_s": float(r["tpot_mean_s"]), "ttft_s": float(r["ttft_mean_s"]),
+                       "pred_tpot_s": None if p is None else p["tpot_s"],
+                       "pred_ttft_s": None if p is None else p["ttft_s"], "skipped": why})
+    return {"points": points, "replay": gpu_replay(rows)}
+
+
 def published_points(path: str | None = None) -> list[dict]:
     """The packaged published points of the SRAM machines, with their conditions and sources."""
     with open(path or _data("published_points.csv"), newline="") as fh:
@@ -441,9 +472,10 @@ def gpu_replay(rows: list[dict], project: bool = False) -> dict:
             skipped[why or KV_SKIP] += 1
             continue
         flagged = r.get("flag_intvty_vs_n_gpus_gt15pct", "0") in ("1", "1.0")
-        tpot = float(r["tpot_median_s"])
+        stat = r.get("latency_statistic", "median")  # InferenceX's pull-request tables quote means
+        tpot = float(r[f"tpot_{stat}_s"])
         found = {"tpot": _pct(p["tpot_s"], tpot), "tok_s_user": _pct(1.0 / p["tpot_s"], 1.0 / tpot),
-                 "ttft": _pct(p["ttft_s"], r["ttft_median_s"]),
+                 "ttft": _pct(p["ttft_s"], r[f"ttft_{stat}_s"]),
                  # a benchmark artefact in the throughput of flagged rows only (data README)
                  "tok_s_per_chip": None if flagged else _pct(p["output_tok_s_per_gpu"], r["output_tput_per_gpu"])}
         for g in _groups(r):
@@ -623,4 +655,5 @@ def run(limit: int | None = None) -> dict:
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": offline, "trtllm_bench_saturated": bench,
             "trtllm_perf_overview": overview, "trtllm_bench_min_latency": trtllm_bench.min_latency(),
-            "bands": bands(gpu, projected, sram), "layout_bands": layout_bands(gpu, projected, adp, rows)}
+            "bands": bands(gpu, projected, sram), "layout_bands": layout_bands(gpu, projected, adp, rows),
+            "pr_baselines": pr_baselines(pr_baseline_rows())}
