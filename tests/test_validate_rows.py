@@ -139,3 +139,19 @@ def test_inferencex_rows_take_the_acceptance_measured_under_their_prompts() -> N
     at_default = steady_state(step_model(row, False, {}), isl=isl, osl=osl, concurrency=4, spec_k=3,
                               spec_accept=default_accept(r1))
     assert replay_row(row)["tpot_s"] > at_default.tpot_s * 1.08
+
+
+def test_rows_with_mean_latencies_are_compared_with_their_means(tmp_path: Path) -> None:
+    """InferenceX's pull-request tables quote means: a file with tpot_mean_s / ttft_mean_s (and no medians) is
+    replayed against them, and says so; medians win where a file has both."""
+    h = _h200_rows(2)
+    means = [{**{k: v for k, v in r.items() if k not in ("tpot_median_s", "ttft_median_s")},
+              "tpot_mean_s": r["tpot_median_s"], "ttft_mean_s": r["ttft_median_s"]} for r in h]
+    by_mean = replay_user_rows(str(_write(tmp_path / "means.csv", means)))
+    by_median = replay_user_rows(str(_write(tmp_path / "medians.csv", h)))
+    assert by_mean["latency_statistic"] == "mean" and by_median["latency_statistic"] == "median"
+    assert by_mean["groups"]["all"]["tpot"] == by_median["groups"]["all"]["tpot"]
+    both = [dict(r, tpot_mean_s="1.0", ttft_mean_s="1.0") for r in h]
+    assert replay_user_rows(str(_write(tmp_path / "both.csv", both)))["latency_statistic"] == "median"
+    p = _run("validate", "--rows", str(tmp_path / "means.csv"))
+    assert p.returncode == 0 and "latencies compared: the file's means" in p.stdout

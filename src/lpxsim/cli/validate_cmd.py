@@ -221,7 +221,8 @@ def rows_markdown(path: str, res: dict) -> str:
               "|---|---|---|---|---|---|"]
     lines += [f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |" for c in res["ttft_by_config"]]
     left = ", ".join(f"{n} {why}" for why, n in sorted(res["left_out"].items())) or "none"
-    tail = ["", f"rows left out (not replayed): {left}"]
+    tail = ["", f"latencies compared: the file's {res.get('latency_statistic', 'median')}s",
+            f"rows left out (not replayed): {left}"]
     if res.get("drafts_from_launch_script"):
         tail.append(f"speculative rows without spec_draft_tokens, priced at the drafts a round InferenceX's launch "
                     f"script sets for their engine: {res['drafts_from_launch_script']}")

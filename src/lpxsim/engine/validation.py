@@ -55,8 +55,9 @@ def calibration_rows(path: str | None = None) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
-               "tpot_median_s", "ttft_median_s")
+ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc")
+# the latencies a row file states, first found wins: InferenceX's results give medians, its pull requests' tables means
+LATENCY_STATISTICS = ("median", "mean")
 UNKNOWN_GPU = "a GPU not in the catalog:"  # `user_rows`' left-out reasons, each followed by the row's name
 UNKNOWN_ENGINE = "an engine lpxsim has no parameters for:"
 SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
@@ -70,7 +71,9 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     say), nor a speculative-decoding row whose draft length is unknown. A speculative row's drafts
     per round are its `spec_draft_tokens` column, else what InferenceX's launch script for its engine sets
     (`inferencex_launch.launch_draft_tokens`; the row is marked `spec_draft_source` "launch script"); its
-    acceptance is DeepSeek-R1's under InferenceX's chat-templated prompts (`replay_row`). A file that cannot be
+    acceptance is DeepSeek-R1's under InferenceX's chat-templated prompts (`replay_row`). Latencies are compared
+    with the file's medians (`tpot_median_s`, `ttft_median_s`), else its means (`*_mean_s`: the statistic InferenceX's
+    pull-request tables quote; `latency_statistic` says which). A file that cannot be
     read, a missing column, a bad value or no row left to replay is a UserError naming it."""
     from lpxsim.core.errors import UserError
     from lpxsim.core.frameworks import FRAMEWORKS, canonical
@@ -80,10 +83,12 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     try:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
-            missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or ())]
+            names = reader.fieldnames or ()
+            stat = next((s for s in LATENCY_STATISTICS if f"tpot_{s}_s" in names and f"ttft_{s}_s" in names), None)
+            missing = [c for c in ROW_COLUMNS if c not in names] + ([] if stat else ["tpot_median_s", "ttft_median_s"])
             if missing:
                 raise UserError("rows", f"{path} lacks the column(s) {', '.join(missing)} (InferenceX format: "
-                                        "see data/measured/README.md)")
+                                        "see data/measured/README.md; tpot_mean_s and ttft_mean_s also do)")
             raw = list(reader)
     except (OSError, UnicodeDecodeError) as e:
         raise UserError("rows", f"cannot read {path}: {e}") from None
@@ -120,18 +125,19 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
                 continue
         try:
             ok = all(int(r[c]) >= 1 for c in ("tp", "ep", "isl", "osl", "conc")) and all(
-                float(r[c]) > 0 for c in ("tpot_median_s", "ttft_median_s"))
+                float(r[c]) > 0 for c in (f"tpot_{stat}_s", f"ttft_{stat}_s"))
         except ValueError:
             ok = False
         if not ok:
             raise UserError("rows", f"line {i}: tp, ep, isl, osl, conc must be whole numbers >= 1 and "
-                                    "tpot_median_s, ttft_median_s positive seconds")
+                                    f"tpot_{stat}_s, ttft_{stat}_s positive seconds")
         try:
             get_precision(r["precision"], "weights")
         except UserError as e:
             raise UserError("rows", f"line {i}: precision: {e.message}") from None
         keep.append(dict(r, hardware=hardware, framework=framework, dp_attention=r["dp_attention"] or "false",
-                         spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source))
+                         spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source,
+                         latency_statistic=stat))
     if not keep:
         why = "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) or "the file has no data row"
         raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices aggregated DeepSeek-R1 "
@@ -147,6 +153,7 @@ def replay_user_rows(path: str) -> dict:
     rows, left = user_rows(path)
     res = gpu_replay(rows)
     res["left_out"] = left
+    res["latency_statistic"] = rows[0]["latency_statistic"]
     res["drafts_from_launch_script"] = sum(r.get("spec_draft_source") == "launch script" for r in rows)
     pairs = sorted({(r["hardware"], r["precision"]) for r in rows})
     res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in pairs}
@@ -158,14 +165,9 @@ PR_BASELINES = "inferencex_pr_baselines.csv"
 
 def pr_baseline_rows(path: str | None = None) -> list[dict]:
     """InferenceX rows of configurations outside the calibration set (B300, MI325X, MI355X, MTP) that InferenceX's
-    own pull requests quote as their baselines (mean latencies), ready for `gpu_replay`: judges, never fitted."""
-    rows = []
-    for r in packaged_rows(PR_BASELINES, path):
-        spec = r["spec_method"] or "none"
-        rows.append(dict(r, latency_statistic="mean", spec_method=spec,
-                         spec_draft_tokens=r["spec_draft_tokens"] if spec != "none" else "0",
-                         spec_draft_source="launch script" if spec != "none" else ""))
-    return rows
+    own pull requests quote as their baselines (mean latencies), read as `user_rows` reads a user's file: judges,
+    never fitted."""
+    return user_rows(path or _data(PR_BASELINES))[0]
 
 
 def pr_baselines(rows: list[dict]) -> dict:
