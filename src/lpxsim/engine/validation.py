@@ -180,7 +180,8 @@ def pr_baselines(rows: list[dict]) -> dict:
         points.append({"id": r["point_id"], "hardware": r["hardware"], "precision": r["precision"],
                        "spec": r["spec_method"], "tp": int(r["tp"]), "ep": int(r["ep"]), "isl": int(r["isl"]),
                        "osl": int(r["osl"]), "conc": int(r["conc"]), "date": r["date"],
-                       "tpot_s": float(r["tpot_mean_s"]), "ttft_s": float(r["ttft_mean_s"]),
+                       "tpot_s": float(r[f"tpot_{r['latency_statistic']}_s"]),
+                       "ttft_s": float(r[f"ttft_{r['latency_statistic']}_s"]),
                        "pred_tpot_s": None if p is None else p["tpot_s"],
                        "pred_ttft_s": None if p is None else p["ttft_s"], "skipped": why})
     return {"points": points, "replay": gpu_replay(rows)}
