@@ -180,10 +180,6 @@ def run() -> None:
     if "--no-cache" in argv[1:]:  # also accepted after the command name
         argv = ["--no-cache", *(a for a in argv if a != "--no-cache")]
     name = _invoked(argv) or ""
-    if name != "serve":  # serve answers SIGINT itself, on its event loop's wakeup fd
-        from lpxsim.cli import interrupt
-
-        interrupt.arm()
     mod = COMMAND_NAMES.get(name)
     _register([mod] if mod else COMMAND_MODULES)
     from lpxsim.core import progress
