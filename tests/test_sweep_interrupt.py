@@ -84,14 +84,20 @@ def _sweep_cmd(out: Path) -> list[str]:
             "--contexts", "1000,50000,100000", "--concurrency", "1,8", "--workers", "2", "--out", str(out)]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_a_sweep_at_once_and_keeps_the_finished_points(tmp_path):
     """SIGINT to the sweep's process group (what a terminal's Ctrl-C does) while workers compute: the
     command exits 130 well within the bound, its workers are gone, and every point finished before it
     stays on disk, where a resumed run finds it."""
     out = tmp_path / "sweep"
     env = {**os.environ, "LPXSIM_CACHE": str(tmp_path / "cache")}  # a cold cache: LPX points compile
+    # Ctrl-C's default disposition in the child: a shell starts a background job with SIGINT ignored, and a
+    # Python started that way keeps ignoring it (so does every process it starts)
     proc = subprocess.Popen(_sweep_cmd(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 180
         while not list((out / "points").glob("*.json")) and time.monotonic() < deadline and proc.poll() is None:

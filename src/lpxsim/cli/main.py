@@ -8,12 +8,10 @@ unknown name, or `app` imported by a test registers every module.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import errno
 import functools
 import gc
 import importlib
-import os
 import sys
 from contextlib import nullcontext
 
@@ -159,17 +157,6 @@ def _quick_gc() -> None:
 _gc_tuned = False
 
 
-def _exit_now(code: int) -> None:
-    """Exit at once after Ctrl-C: flush stdio, skip the interpreter's exit handlers. Those join process-pool
-    manager threads and child processes, and a pool interrupted mid-task can leave one that never returns
-    (a sweep once hung past 60 s there on a loaded CI machine); everything lpxsim keeps is already on disk
-    (sweep points and cache entries are written whole, by rename), and pool workers die with this process."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
 def run() -> None:
     """Console-script entry: user mistakes are one line on stderr and exit code 2."""
     _quick_gc()
@@ -196,9 +183,9 @@ def run() -> None:
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:  # Ctrl-C
+    except typer.Abort:
         sys.stderr.write("aborted\n")
-        _exit_now(130)
+        sys.exit(130)
     except OSError as e:
         if e.errno != errno.ENAMETOOLONG:
             raise
