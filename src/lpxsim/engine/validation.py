@@ -174,9 +174,9 @@ def pr_baselines(rows: list[dict]) -> dict:
     """Each pull-request baseline priced as the calibration replay prices a row (`priced_row`), and the replay's
     group statistics over them."""
     cache: dict = {}
+    priced = [priced_row(r, cache=cache) for r in rows]
     points = []
-    for r in rows:
-        p, why = priced_row(r, cache=cache)
+    for r, (p, why) in zip(rows, priced, strict=True):
         points.append({"id": r["point_id"], "hardware": r["hardware"], "precision": r["precision"],
                        "spec": r["spec_method"], "tp": int(r["tp"]), "ep": int(r["ep"]), "isl": int(r["isl"]),
                        "osl": int(r["osl"]), "conc": int(r["conc"]), "date": r["date"],
@@ -184,7 +184,7 @@ def pr_baselines(rows: list[dict]) -> dict:
                        "ttft_s": float(r[f"ttft_{r['latency_statistic']}_s"]),
                        "pred_tpot_s": None if p is None else p["tpot_s"],
                        "pred_ttft_s": None if p is None else p["ttft_s"], "skipped": why})
-    return {"points": points, "replay": gpu_replay(rows)}
+    return {"points": points, "replay": gpu_replay(rows, priced=priced)}
 
 
 def published_points(path: str | None = None) -> list[dict]:
@@ -460,17 +460,18 @@ def ttft_bucket(conc: int) -> str:
     return "1" if conc <= 1 else "2-8" if conc <= 8 else "16-64" if conc < 128 else ">=128"
 
 
-def gpu_replay(rows: list[dict], project: bool = False) -> dict:
+def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | None = None) -> dict:
     """Per-group error statistics of TPOT, tok/s per user, TTFT and output tok/s per GPU over the rows, and
-    TTFT's per configuration (GPU, framework, precision) and concurrency bucket (`ttft_bucket`)."""
+    TTFT's per configuration (GPU, framework, precision) and concurrency bucket (`ttft_bucket`). `priced`: each
+    row's `priced_row` result where the caller already has them (not priced again)."""
     cache: dict = {}
     errs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     ttft: dict[tuple[str, str], list[float]] = defaultdict(list)
     skipped: dict[str, int] = defaultdict(int)
-    for r in rows:
+    for i, r in enumerate(rows):
         if project and SYSTEMS[r["hardware"]] not in PROJECT_FROM:
             continue
-        p, why = priced_row(r, project, cache)
+        p, why = priced[i] if priced is not None else priced_row(r, project, cache)
         if p is None:
             skipped[why or KV_SKIP] += 1
             continue
