@@ -79,18 +79,25 @@ def test_verify_streams_each_sequences_kv_once():
     assert ops.mla_verify(4, 8000, 128, 3, "bf16") == pytest.approx(ops.mla("decode", 12, 8000, 128, "bf16"))
 
 
-def test_mtp_round_adds_drafts_and_sglang_extra_passes():
+def test_mtp_round_adds_drafts_and_sglang_extra_passes_unless_overlapped():
+    from dataclasses import replace
+
     from lpxsim.gpu.step import GpuStepModel
     from lpxsim.step.protocol import DecodeBatch
     from lpxsim.step.speculative import MTP_DRAFT_FRACTION, mtp_round_s
 
     batch = DecodeBatch.uniform(8, 2048)
-    for fw, passes in (("sglang", 2), ("trtllm", 0)):
+    # SGLang's spec v2 (its default) overlaps the draft passes' host work; spec v1 pays a step's host time for
+    # each of its two extra passes; TensorRT-LLM runs verify and drafts in one graph
+    for fw, overlap, passes in (("sglang", True, 0), ("sglang", False, 2), ("trtllm", False, 0)):
         m = GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8", framework=fw)
+        assert m.engine.spec_overlap == (fw == "sglang")
+        m.engine = replace(m.engine, spec_overlap=overlap)
         v, d = m.verify(batch, 3).latency_s, m.decode_step(batch).latency_s
         want = v + MTP_DRAFT_FRACTION * (v + 2 * d) + passes * m.engine.step_overhead_s
         assert mtp_round_s(m, batch, 3) == pytest.approx(want, rel=1e-12)
         assert m.spec_round_overhead_s == pytest.approx(passes * m.engine.step_overhead_s)
+    assert GpuStepModel(MODEL, "b200", tp=8, weights="fp8", kv="fp8").engine.spec_extra_passes == 2
 
 
 def test_steady_state_uses_the_profile_and_shared_round():

@@ -74,6 +74,11 @@ class EngineParams:
     # TensorRT-LLM captures verify and draft in one graph (TRT-BLOG2). Each extra pass is priced at the
     # engine's fitted per-step host time (assumption "mtp-round-overhead").
     spec_extra_passes: int = 0
+    # Whether the engine schedules an MTP round's host work while the GPU runs the previous round, so that the
+    # extra passes' host time is hidden and a round costs one step's host time, as a decode step does under the
+    # overlap scheduler: SGLang's spec v2 (SGLANG_ENABLE_SPEC_V2; SGL-11398, SGL-9588), its default since
+    # SGL-21062 (2026-03-21) and exported by InferenceX's H200, B200 FP4 and MI355X MTP launches (IX-MTP-SCRIPTS).
+    spec_overlap: bool = False
     # Prompt tokens one prefill pass packs on the GPUs of `recv_interval`, per (weights, tensor-parallel size):
     # SGLang's --chunked-prefill-size as InferenceX launches it on HGX B200/B300 (16,384 for the FP4
     # checkpoint; FP8 32,768 at TP8 and 8,192 at TP4: IX-SGL, IX-SGL-B300). A launch setting, not fitted.
@@ -102,7 +107,8 @@ class EngineParams:
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
-                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, prefill_alone=True,
+                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, spec_overlap=True,
+                           prefill_alone=True,
                            prefill_pass=(("fp4", 4, 16384), ("fp4", 8, 16384), ("fp8", 4, 8192), ("fp8", 8, 32768))),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)

@@ -338,8 +338,9 @@ class GpuStepModel:
     @property
     def spec_round_overhead_s(self) -> float:
         """Host seconds an MTP round spends beyond its verify step (`step.speculative.mtp_round_s`): the
-        engine's per-step time for each extra pass it launches (`EngineParams.spec_extra_passes`)."""
-        if self.source is None:
+        engine's per-step time for each extra pass it launches (`EngineParams.spec_extra_passes`), 0 where the
+        engine overlaps that host work with the GPU (`EngineParams.spec_overlap`: SGLang's spec v2)."""
+        if self.source is None or self.engine.spec_overlap:
             return 0.0
         return self.engine.spec_extra_passes * self.engine.step_overhead_s
 
