@@ -69,6 +69,9 @@ def test_cli_prints_the_table_and_json(tmp_path: Path) -> None:
     p = _run("validate", "--rows", str(path))
     assert p.returncode == 0, p.stderr
     assert "| gpu=MI325X | 1 |" in p.stdout and "MI325X fp8 | projected-gpu" in p.stdout
+    # the H200 rows carry a median inter-token latency and a known stream interval: their decode step alone;
+    # the MI325X row (AMD's launch not read) is not in it
+    assert "| H200 sglang fp8 | 2 |" in p.stdout and "| MI325X sglang fp8 | 1 |" not in p.stdout
     p = _run("validate", "--rows", str(path), "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["groups"]["all"]["tpot"]["n"] == 3
 

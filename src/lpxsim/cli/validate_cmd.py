@@ -44,6 +44,11 @@ def _ttft_tables(res: dict) -> list[str]:
              "| GPU framework precision | concurrency | rows | TTFT MdAPE | MAPE | signed |", "|---|---|---|---|---|---|"]
     for c in res["measured_gpu"]["ttft_by_config"]:
         lines.append(f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |")
+    lines += ["", "### The decode step alone: each row's median inter-token latency over the tokens its launch streams "
+              "at a time (measured GPU kernels)", "",
+              "| GPU framework precision | rows | step MdAPE | MAPE | signed | TPOT MdAPE | MAPE | signed | "
+              "TPOT over step, measured (median) | predicted |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += _step_rows(res["measured_gpu"]["decode_step_by_config"])
     lines += ["", "### Measured TTFT across software dates (concurrency <= 8; not fitted)", "",
               "| configuration | ISL / OSL | conc | runs | min ms (date) | median ms | max ms (date) | max / min |",
               "|---|---|---|---|---|---|---|---|"]
@@ -54,6 +59,12 @@ def _ttft_tables(res: dict) -> list[str]:
                      f"({d['min_date']}) | {d['median_s'] * 1e3:.0f} | {d['max_s'] * 1e3:.0f} ({d['max_date']}) | "
                      f"+{d['spread_pct']:.0f} % |")
     return lines + [""]
+
+
+def _step_rows(by_config: list[dict]) -> list[str]:
+    """The decode-step table's rows (`validation.gpu_replay`'s decode_step_by_config)."""
+    return [f"| {c['config']} | {c['step']['n']} | {_stats_cells(c['step'])} | {_stats_cells(c['tpot'])} | "
+            f"{c['interruptions_measured_pct']:+.1f} % | {c['interruptions_predicted_pct']:+.1f} % |" for c in by_config]
 
 
 def queueing_table(q: dict) -> list[str]:
@@ -220,6 +231,10 @@ def rows_markdown(path: str, res: dict) -> str:
     lines += ["", "| GPU framework precision | concurrency | rows | TTFT MdAPE | MAPE | signed |",
               "|---|---|---|---|---|---|"]
     lines += [f"| {c['config']} | {c['conc']} | {c['n']} | {_stats_cells(c)} |" for c in res["ttft_by_config"]]
+    if res.get("decode_step_by_config"):
+        lines += ["", "| GPU framework precision | rows | step MdAPE | MAPE | signed | TPOT MdAPE | MAPE | signed | "
+                      "TPOT over step, measured (median) | predicted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += _step_rows(res["decode_step_by_config"])
     left = ", ".join(f"{n} {why}" for why, n in sorted(res["left_out"].items())) or "none"
     tail = ["", f"latencies compared: the file's {res.get('latency_statistic', 'median')}s",
             f"rows left out (not replayed): {left}"]

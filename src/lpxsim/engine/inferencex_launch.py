@@ -11,6 +11,10 @@ decoding, but not how many tokens a round drafted. The fixed-length MTP scripts 
 
 Every one of those scripts sends random-token prompts wrapped in the chat template (`--use-chat-template`),
 the conditions of `specs.mtp.CONDITION_ACCEPT["deepseek-r1", "inferencex"]`.
+
+The fixed-length scripts also set how many tokens the server sends at a time (IX-STREAM), so a row's median
+inter-token latency spans that many decode steps: SGLang's `--stream-interval` is 10 on H200 and for the FP4
+checkpoint on B200 / B300, 30 for FP8 on B200 / B300; TensorRT-LLM's `stream_interval` is 10.
 """
 
 from __future__ import annotations
@@ -28,3 +32,16 @@ def launch_draft_tokens(hardware: str, framework: str, dp_attention: bool) -> in
     if fw in ("trt", "trtllm"):
         return 1 if dp_attention else 3
     return None
+
+
+def launch_stream_interval(hardware: str, framework: str, precision: str) -> int | None:
+    """Tokens a streamed chunk carries under InferenceX's DeepSeek-R1 launch of `framework` on `hardware` with
+    `precision` weights (IX-STREAM); None for a launch whose script was not read (AMD, vLLM)."""
+    fw = framework.lower()
+    if fw in ("trt", "trtllm"):
+        return 10
+    if fw != "sglang" or hardware in AMD_GPUS:
+        return None
+    if hardware in ("B200", "B300"):
+        return 30 if precision == "fp8" else 10
+    return 10 if hardware == "H200" else None

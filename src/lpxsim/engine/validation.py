@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 from collections import defaultdict
 from importlib import resources
 
@@ -435,7 +436,7 @@ def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tup
         return None, WEIGHTS_SKIP
     except UserError as err:
         return None, KV_SKIP if err.field == "concurrency" else f"{err.field}: {err.message}"
-    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s,
+    return {"tpot_s": e.tpot_s, "ttft_s": e.ttft_s, "decode_step_s": e.decode_period_s,
             "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}, None
 
 
@@ -462,11 +463,13 @@ def ttft_bucket(conc: int) -> str:
 
 def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | None = None) -> dict:
     """Per-group error statistics of TPOT, tok/s per user, TTFT and output tok/s per GPU over the rows, and
-    TTFT's per configuration (GPU, framework, precision) and concurrency bucket (`ttft_bucket`). `priced`: each
+    TTFT's per configuration (GPU, framework, precision) and concurrency bucket (`ttft_bucket`), and per configuration
+    the decode step alone against the rows' inter-token latency (`measured_decode_step_s`). `priced`: each
     row's `priced_row` result where the caller already has them (not priced again)."""
     cache: dict = {}
     errs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     ttft: dict[tuple[str, str], list[float]] = defaultdict(list)
+    steps: dict[str, list[tuple]] = defaultdict(list)  # decode step alone (`measured_decode_step_s`)
     skipped: dict[str, int] = defaultdict(int)
     for i, r in enumerate(rows):
         if project and SYSTEMS[r["hardware"]] not in PROJECT_FROM:
@@ -488,11 +491,42 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
                     errs[g][k].append(v)
         if found["ttft"] is not None:
             ttft[(f"{r['hardware']} {r['framework']} {r['precision']}", ttft_bucket(int(r["conc"])))].append(found["ttft"])
+        step = measured_decode_step_s(r)
+        if step is not None and "decode_step_s" in p:
+            steps[f"{r['hardware']} {r['framework']} {r['precision']}"].append(
+                (_pct(p["decode_step_s"], step), found["tpot"], 100.0 * (tpot / step - 1.0),
+                 100.0 * (p["tpot_s"] / p["decode_step_s"] - 1.0)))
     table = {g: {k: error_stats(v).as_row() for k, v in d.items()} for g, d in sorted(errs.items())}
     by_conc = [{"config": c, "conc": b, **error_stats(v).as_row()}
                for (c, b), v in sorted(ttft.items(), key=lambda kv: (kv[0][0], TTFT_BUCKETS.index(kv[0][1])))]
-    return {"groups": table, "ttft_by_config": by_conc, "skipped_kv_does_not_fit": skipped.get(KV_SKIP, 0),
-            "skipped": dict(skipped)}
+    return {"groups": table, "ttft_by_config": by_conc, "decode_step_by_config": _step_table(steps),
+            "skipped_kv_does_not_fit": skipped.get(KV_SKIP, 0), "skipped": dict(skipped)}
+
+
+def measured_decode_step_s(r: dict) -> float | None:
+    """One decode step of row `r` without the prefills that interrupt it: its median inter-token latency over
+    the tokens a streamed chunk carries under its launch (`inferencex_launch.launch_stream_interval`); None for
+    a speculative row (a step there yields several tokens), a row without a median inter-token latency or a
+    launch whose stream interval was not read."""
+    from lpxsim.engine.inferencex_launch import launch_stream_interval
+
+    if (r.get("spec_method") or "none") != "none" or not (r.get("itl_median_s") or "").strip():
+        return None
+    tokens = launch_stream_interval(r["hardware"], r["framework"], r["precision"])
+    itl = float(r["itl_median_s"])
+    return itl / tokens if tokens and itl > 0 else None
+
+
+def _step_table(steps: dict[str, list[tuple]]) -> list[dict]:
+    """Per configuration: the decode step's error against the measured one, the same rows' TPOT error, and the
+    median share TPOT adds to the step (the other users' prefills), measured and predicted."""
+    out = []
+    for cfg, v in sorted(steps.items()):
+        out.append({"config": cfg, "step": error_stats([x[0] for x in v]).as_row(),
+                    "tpot": error_stats([x[1] for x in v]).as_row(),
+                    "interruptions_measured_pct": round(statistics.median(x[2] for x in v), 1),
+                    "interruptions_predicted_pct": round(statistics.median(x[3] for x in v), 1)})
+    return out
 
 
 def ttft_date_spread(rows: list[dict], max_conc: int = 8) -> list[dict]:
