@@ -34,6 +34,11 @@ def test_measured_step_is_the_median_itl_over_the_stream_interval():
     assert V.measured_decode_step_s(dict(r, spec_method="mtp")) is None
     assert V.measured_decode_step_s(dict(r, itl_median_s="")) is None
     assert V.measured_decode_step_s(dict(r, hardware="MI325X")) is None
+    # a chunk of 30 steps while 63 other users start ~1 request per 921 steps each: ~2 prefills in the median
+    # chunk, which is then no step alone; at 1K / 8K the same users start requests 8x less often
+    b200 = dict(r, hardware="B200", conc="64", osl="1024")
+    assert V.measured_decode_step_s(b200) is None
+    assert V.measured_decode_step_s(dict(b200, osl="8192")) == pytest.approx(float(r["itl_median_s"]) / 30)
 
 
 def test_replay_compares_the_engines_decode_step_with_it():

@@ -506,15 +506,21 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
 def measured_decode_step_s(r: dict) -> float | None:
     """One decode step of row `r` without the prefills that interrupt it: its median inter-token latency over
     the tokens a streamed chunk carries under its launch (`inferencex_launch.launch_stream_interval`); None for
-    a speculative row (a step there yields several tokens), a row without a median inter-token latency or a
-    launch whose stream interval was not read."""
+    a speculative row (a step there yields several tokens), a row without a median inter-token latency, a
+    launch whose stream interval was not read, or a row whose median chunk is likely to hold another user's
+    prefill: the other users start (conc - 1) requests in one request's decode of ~osl steps, so a chunk of S
+    steps holds (conc - 1) S / osl prefills on average, and only while that mean is at most ln 2 is a chunk
+    more likely than not to hold none (prefills falling at random over the decode)."""
     from lpxsim.engine.inferencex_launch import launch_stream_interval
 
     if (r.get("spec_method") or "none") != "none" or not (r.get("itl_median_s") or "").strip():
         return None
     tokens = launch_stream_interval(r["hardware"], r["framework"], r["precision"])
     itl = float(r["itl_median_s"])
-    return itl / tokens if tokens and itl > 0 else None
+    if not tokens or itl <= 0:
+        return None
+    prefills_per_chunk = (int(r["conc"]) - 1) * tokens / (LENGTH_RATIO * int(r["osl"]))
+    return itl / tokens if prefills_per_chunk <= math.log(2) else None
 
 
 def _step_table(steps: dict[str, list[tuple]]) -> list[dict]:
