@@ -491,7 +491,7 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
                     errs[g][k].append(v)
         if found["ttft"] is not None:
             ttft[(f"{r['hardware']} {r['framework']} {r['precision']}", ttft_bucket(int(r["conc"])))].append(found["ttft"])
-        step = measured_decode_step_s(r)
+        step = measured_decode_step_s(r) if stat == "median" else None  # a median ITL beside a median TPOT
         if step is not None and "decode_step_s" in p:
             steps[f"{r['hardware']} {r['framework']} {r['precision']}"].append(
                 (_pct(p["decode_step_s"], step), found["tpot"], 100.0 * (tpot / step - 1.0),
