@@ -469,7 +469,8 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
     cache: dict = {}
     errs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     ttft: dict[tuple[str, str], list[float]] = defaultdict(list)
-    steps: dict[str, list[tuple]] = defaultdict(list)  # decode step alone (`measured_decode_step_s`)
+    # decode step alone (`measured_decode_step_s`): per configuration, each row's % errors and TPOT-over-step shares
+    steps: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     skipped: dict[str, int] = defaultdict(int)
     for i, r in enumerate(rows):
         if project and SYSTEMS[r["hardware"]] not in PROJECT_FROM:
@@ -493,9 +494,11 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
             ttft[(f"{r['hardware']} {r['framework']} {r['precision']}", ttft_bucket(int(r["conc"])))].append(found["ttft"])
         step = measured_decode_step_s(r) if stat == "median" else None  # a median ITL beside a median TPOT
         if step is not None and "decode_step_s" in p:
-            steps[f"{r['hardware']} {r['framework']} {r['precision']}"].append(
-                (_pct(p["decode_step_s"], step), found["tpot"], 100.0 * (tpot / step - 1.0),
-                 100.0 * (p["tpot_s"] / p["decode_step_s"] - 1.0)))
+            cfg = steps[f"{r['hardware']} {r['framework']} {r['precision']}"]
+            cfg["step"].append(_pct(p["decode_step_s"], step))
+            cfg["tpot"].append(found["tpot"])
+            cfg["measured"].append(100.0 * (tpot / step - 1.0))
+            cfg["predicted"].append(100.0 * (p["tpot_s"] / p["decode_step_s"] - 1.0))
     table = {g: {k: error_stats(v).as_row() for k, v in d.items()} for g, d in sorted(errs.items())}
     by_conc = [{"config": c, "conc": b, **error_stats(v).as_row()}
                for (c, b), v in sorted(ttft.items(), key=lambda kv: (kv[0][0], TTFT_BUCKETS.index(kv[0][1])))]
@@ -523,16 +526,13 @@ def measured_decode_step_s(r: dict) -> float | None:
     return itl / tokens if prefills_per_chunk <= math.log(2) else None
 
 
-def _step_table(steps: dict[str, list[tuple]]) -> list[dict]:
+def _step_table(steps: dict[str, dict[str, list[float]]]) -> list[dict]:
     """Per configuration: the decode step's error against the measured one, the same rows' TPOT error, and the
     median share TPOT adds to the step (the other users' prefills), measured and predicted."""
-    out = []
-    for cfg, v in sorted(steps.items()):
-        out.append({"config": cfg, "step": error_stats([x[0] for x in v]).as_row(),
-                    "tpot": error_stats([x[1] for x in v]).as_row(),
-                    "interruptions_measured_pct": round(statistics.median(x[2] for x in v), 1),
-                    "interruptions_predicted_pct": round(statistics.median(x[3] for x in v), 1)})
-    return out
+    return [{"config": cfg, "step": error_stats(v["step"]).as_row(), "tpot": error_stats(v["tpot"]).as_row(),
+             "interruptions_measured_pct": round(statistics.median(v["measured"]), 1),
+             "interruptions_predicted_pct": round(statistics.median(v["predicted"]), 1)}
+            for cfg, v in sorted(steps.items())]
 
 
 def ttft_date_spread(rows: list[dict], max_conc: int = 8) -> list[dict]:

@@ -564,11 +564,11 @@ class MeasuredOps:
         lo = max((h for h in measured if h <= rows), default=measured[0])
         hi = min((h for h in measured if h >= rows), default=measured[-1])
         t_lo = self.mla("decode", batch * passes, context, lo, kv)
-        t_hi = t_lo if hi == lo else self.mla("decode", batch * passes, context, hi, kv)
-        if t_lo is None or t_hi is None:
-            return None
-        if hi == lo:
+        if t_lo is None or hi == lo:
             return t_lo
+        t_hi = self.mla("decode", batch * passes, context, hi, kv)
+        if t_hi is None:
+            return None
         w = (math.log(rows) - math.log(lo)) / (math.log(hi) - math.log(lo))
         return float(math.exp((1 - w) * math.log(t_lo) + w * math.log(t_hi)))
 
