@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from lpxsim.catalog import get_model
 from lpxsim.core.errors import UserError
 from lpxsim.gpu.engine import engine_params, framework_name
 from lpxsim.gpu.measured import _columns, _curve, measured_ops
@@ -78,19 +79,54 @@ def test_moe_and_all_reduce_take_the_fastest_measured_kernel():
     assert small < 6e-6 and 6e-6 < large < 20e-6
 
 
-def test_fp4_moe_checkpoint_keeps_attention_wider_and_its_ffn_4_bit():
-    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4")
+def _formats(m: GpuStepModel) -> dict[str, str]:
+    """{op name: the format its measured-table lookup asks for} of one decode step (GEMMs and absorb BMMs)."""
     f = m._get("decode@0", 1, (0,) * 4)
     fmt = {}
     for op, key in zip(lower_ops(m), f.lookups, strict=True):
-        if key is not None and key[0] == "gemm":
+        if key is not None and key[0] in ("gemm", "bmm"):
             fmt.setdefault(op, key[-1])
-    assert fmt["shared_gate_up"] == fmt["gate_up"] == fmt["down"] == "fp4"
-    assert fmt["q_a_proj"] == fmt["o_proj"] == "fp8_block" and fmt["logits"] == "bf16"
+    return fmt
+
+
+def test_nvfp4_deepseek_checkpoint_keeps_mla_projections_bf16_and_quantises_wo():
+    """NVIDIA's NVFP4 DeepSeek-R1 v2 (NV-DSR1-FP4): experts, shared experts, dense MLPs and wo in NVFP4; q_a, kv_a,
+    q_b and kv_b (the absorbed BMMs) in BF16; the head BF16. Its HBM counts each class at its own width."""
+    m = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4")
+    fmt = _formats(m)
+    assert fmt["shared_gate_up"] == fmt["gate_up"] == fmt["down"] == fmt["o_proj"] == "fp4"
+    assert fmt["q_a_proj"] == fmt["q_b_proj"] == fmt["q_absorb"] == fmt["v_absorb"] == "bf16"
+    assert fmt["logits"] == "bf16"
     explicit = GpuStepModel(MODEL, "b200-hgx", tp=8, ep=8, weights="fp4", dense_weights="fp8")
-    g = explicit._get("decode@0", 1, (0,) * 4)
-    assert {k[-1] for op, k in zip(lower_ops(explicit), g.lookups, strict=True)
-            if k is not None and k[0] == "gemm" and op == "shared_gate_up"} == {"fp8_block"}
+    assert _formats(explicit)["shared_gate_up"] == _formats(explicit)["o_proj"] == "fp8_block"
+    # wo in NVFP4 (0.5625 B a weight with its block scales) instead of BF16 (2 B): 61 layers x 128 heads x 128 x
+    # 7168 / 8 GPUs, 1.4375 B each
+    from lpxsim.gpu.memory import weight_bytes_per_gpu
+
+    spec, lay = m.model, m.layout
+    wo = 61 * 128 * 128 * 7168 / 8
+    assert (weight_bytes_per_gpu(spec, lay, "fp4", "bf16")
+            - weight_bytes_per_gpu(spec, lay, "fp4", "bf16", frozenset({"o_proj"}))) == pytest.approx(wo * 1.4375)
+
+
+def test_other_4_bit_moe_checkpoints_keep_the_fp8_attention_assumption():
+    from lpxsim.gpu.checkpoint import checkpoint_formats
+
+    qwen = checkpoint_formats(get_model("qwen3-235b-a22b"), "fp4")
+    assert qwen.dense == "fp8" and qwen.format_of("shared_down") == "fp4" and qwen.format_of("o_proj") == "fp8"
+    assert checkpoint_formats(get_model(MODEL), "mxfp4").dense == "fp8"
+    assert checkpoint_formats(get_model("llama-3.1-70b"), "fp4").dense == "fp4"
+
+
+def test_sglang_runs_mla_absorb_bmms_of_block_fp8_checkpoints_in_bf16_on_cuda_only():
+    """SGLang dequantises a 128x128 block-FP8 kv_b_proj to BF16 at load on CUDA (torch.bmm); on ROCm it requantises
+    it to per-tensor FP8 (bmm_fp8); TensorRT-LLM keeps the FP8 BMM (SGL-MLA-BMM)."""
+    sgl = _formats(GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="sglang"))
+    trt = _formats(GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trtllm"))
+    amd = _formats(GpuStepModel(MODEL, "mi355x", tp=8, weights="fp8", framework="sglang"))
+    assert sgl["q_absorb"] == sgl["v_absorb"] == "bf16" and sgl["q_a_proj"] == "fp8_block"
+    assert trt["q_absorb"] == trt["v_absorb"] == "fp8_block"
+    assert amd["q_absorb"] == "fp8_block"
 
 
 def test_shared_experts_overlap_the_routed_experts_on_a_second_stream():

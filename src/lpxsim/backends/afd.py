@@ -93,8 +93,10 @@ def _gpu_attention_class():
 
         def _budget(self, mem_fraction: float):
             full = gmem.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                               mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights)
-            w = gmem.attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights)
+                               mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights,
+                               self.formats.native)
+            w = gmem.attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights,
+                                                    self.formats.native)
             free = full.hbm_bytes - w - full.activation_bytes
             kv = free * mem_fraction if free > 0 else free
             b = replace(full, weight_bytes=w, kv_bytes=kv,

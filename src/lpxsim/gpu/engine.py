@@ -93,6 +93,11 @@ class EngineParams:
     # token is out when the prefill ends; False where an iteration carries context and generation requests
     # together (TensorRT-LLM, TRT-SCHED; vLLM's chunked prefill) and the token comes with the iteration.
     prefill_alone: bool = False
+    # The GPU vendors on which MLA's absorbed BMMs of a 128x128 block-FP8 checkpoint run in BF16: SGLang on CUDA
+    # dequantises kv_b_proj to BF16 at load and runs W_UK / W_UV with torch.bmm, unless SGL_USE_DEEPGEMM_BMM (off
+    # by default, never with Blackwell's DeepGEMM) selects DeepGEMM's FP8 BMM; on ROCm it requantises them to
+    # per-tensor FP8 for bmm_fp8 (SGL-MLA-BMM). A code path, not fitted.
+    bf16_absorb_vendors: tuple[str, ...] = ()
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
@@ -108,7 +113,7 @@ class EngineParams:
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
                            recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, spec_overlap=True,
-                           prefill_alone=True,
+                           prefill_alone=True, bf16_absorb_vendors=("NVIDIA",),
                            prefill_pass=(("fp4", 4, 16384), ("fp4", 8, 16384), ("fp8", 4, 8192), ("fp8", 8, 32768))),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)

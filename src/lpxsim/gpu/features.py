@@ -41,8 +41,6 @@ KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
 # "qkv_a_proj_with_mqa"): they launch no kernel of their own.
 KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
 FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
-# The FFN half's dense matmuls (dense MLP layers, shared experts): 4-bit in a 4-bit MoE checkpoint.
-FFN_MATMULS = frozenset({"gate_up", "down", "shared_gate_up", "shared_down"})
 # A MoE layer's shared experts and its router + routed experts (they overlap on two CUDA streams).
 SHARED_EXPERT_OPS = frozenset({"shared_gate_up", "shared_act", "shared_down"})
 ROUTED_EXPERT_OPS = frozenset({"router", "experts"})
@@ -143,14 +141,14 @@ ROW_PARALLEL = frozenset({"o_proj", "down", "shared_down"})  # tensor parallelis
 
 
 def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_fmt: str,
-               ffn_fmt: str | None = None) -> tuple | None:
+               native: frozenset[str] = frozenset(), absorb_fmt: str | None = None) -> tuple | None:
     """What to ask the measured tables for `op` on the busiest GPU (gpu/measured.py), or None.
 
     GEMMs: (m rows on the GPU, local n, local k, format); column-parallel ops split N over tp,
     row-parallel ones K; replicated ones (MLA down-projections, attention under DP-attention) keep
     both. MoE: tokens entering the layer and the (moe_tp, moe_ep) split. Attention: local heads
-    (batch and context are added at pricing time). `ffn_fmt`, when given, is the format of the FFN
-    half's dense matmuls (shared experts, dense MLP layers) where it differs from attention's.
+    (batch and context are added at pricing time). `native`: the non-expert matmuls stored in the experts'
+    format (gpu/checkpoint.py); `absorb_fmt`: the format MLA's absorbed BMMs run in (else `dense_fmt`).
     """
     suf, tp = _suffix(op), layout.tp
     in_attn = suf in ATTENTION_OPS
@@ -178,9 +176,9 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     if op.attrs.get("per_head"):
         heads = int(op.attrs.get("heads", 1))
         split = 1 if layout.dp_attention else tp
-        return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), dense_fmt)
+        return ("bmm", "pre" if suf == "q_absorb" else "post", m, max(1, heads // split), absorb_fmt or dense_fmt)
     _, k, n = (int(x) for x in op.shape)
-    fmt = "bf16" if suf == "logits" else (ffn_fmt if (ffn_fmt and suf in FFN_MATMULS) else dense_fmt)
+    fmt = "bf16" if suf == "logits" else (expert_fmt if suf in native else dense_fmt)
     replicated = suf in REPLICATED_UNDER_TP or (in_attn and layout.dp_attention)
     if not replicated and tp > 1:
         if suf in ROW_PARALLEL:
@@ -307,14 +305,16 @@ def build(
     expert_skew: float = 0.0,
     dense_scale: float = 1.0,
     dense_fmt: str | None = None,
-    ffn_fmt: str | None = None,
+    native: frozenset[str] = frozenset(),
+    absorb_fmt: str | None = None,
 ) -> StepFeatures:
     """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
 
     `rates` maps the graph's weight format, "dense" (non-expert matmuls, if stored in another
     format) and "attention" to achieved FLOP/s; `dense_scale` converts non-expert weight bytes
-    from the graph's format to the dense format's. `ffn_fmt` (a 4-bit MoE checkpoint whose shared
-    experts and dense MLPs are 4-bit too): those matmuls keep the graph's own bytes and format.
+    from the graph's format to the dense format's. `native` (gpu/checkpoint.py: in a 4-bit MoE checkpoint
+    the shared experts, dense MLPs and maybe attention's output projection): those matmuls keep the graph's
+    own bytes and format. `absorb_fmt`: the format MLA's absorbed BMMs run in (else the dense format).
     """
     seqs = graph.phase.sequences
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
@@ -330,8 +330,8 @@ def build(
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
         look = (None if (expert_skew and op.kind == "experts")
-                else lookup_key(op, layout, att_frac, dense_fmt, graph.weights, ffn_fmt))
-        in_ffn = ffn_fmt is not None and suf in FFN_MATMULS
+                else lookup_key(op, layout, att_frac, dense_fmt, graph.weights, native, absorb_fmt))
+        in_native = suf in native
         kernels = 0.0 if suf in FUSED_INTO_PREVIOUS else KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
         half = suf in ATTENTION_OPS
@@ -340,11 +340,11 @@ def build(
             return look, half, kernels, fl, rates[graph.weights], rows, act, eb, 0.0, False
         rate, rows, core = 0.0, 0.0, False
         if op.kind in ("matmul", "router"):
-            rate = rates[graph.weights] if in_ffn else rates.get("dense", rates[graph.weights])
+            rate = rates[graph.weights] if in_native else rates.get("dense", rates[graph.weights])
             rows = op.tokens * (work * div if div > 1 else work)
         elif op.kind == "attention":
             rate, rows, core = rates["attention"], max(1.0, op.tokens * work), True
-        dense = op.weight_bytes * (1.0 if in_ffn else dense_scale) / div + act
+        dense = op.weight_bytes * (1.0 if in_native else dense_scale) / div + act
         return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
 
     # each distinct op is worked out once, then spread over the ops of its class

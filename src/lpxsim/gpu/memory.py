@@ -67,34 +67,51 @@ def attention_params_per_gpu(layer, layer_params, layout: Layout, hidden_size: i
     return layer_params.attention / layout.tp
 
 
+def _o_proj_params_per_gpu(layer, layout: Layout, hidden_size: int) -> float:  # noqa: ANN001 - a LayerSpec
+    a = layer.attention
+    return a.num_heads * a.v_head_dim * hidden_size / (1 if layout.dp_attention else layout.tp)
+
+
 def attention_weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str,
-                                   dense_weights: str | None = None) -> float:
+                                   dense_weights: str | None = None, native: frozenset[str] = frozenset()) -> float:
     """Weights on the busiest GPU of an AFD attention replica: each layer's attention projections and norms,
-    plus embedding and LM head; no FFN or expert weights (they live on the FFN side)."""
+    plus embedding and LM head; no FFN or expert weights (they live on the FFN side). `native`: as
+    `weight_bytes_per_gpu`."""
+    eb = get_precision(weights, "weights").bytes_per_element
     wb = get_precision(dense_weights or weights, "weights").bytes_per_element
     counts = _param_counts(model)
     per_stage = -(-model.num_layers // layout.pp)
-    layer_bytes = sorted(((attention_params_per_gpu(layer, lp, layout, model.hidden_size) + lp.norms) * wb
-                          for layer, lp in zip(model.layers, counts.layers, strict=True)), reverse=True)
+    h = model.hidden_size
+    layer_bytes = []
+    for layer, lp in zip(model.layers, counts.layers, strict=True):
+        o = _o_proj_params_per_gpu(layer, layout, h) if "o_proj" in native else 0.0
+        layer_bytes.append((attention_params_per_gpu(layer, lp, layout, h) - o + lp.norms) * wb + o * eb)
+    layer_bytes.sort(reverse=True)
     return sum(layer_bytes[:per_stage]) + (counts.embedding + counts.lm_head) / layout.tp * wb
 
 
-def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_weights: str | None = None) -> float:
+def weight_bytes_per_gpu(model: ModelSpec, layout: Layout, weights: str, dense_weights: str | None = None,
+                         native: frozenset[str] = frozenset()) -> float:
     """Weights on the busiest GPU: layers of one pipeline stage, split per the layout, plus embeddings.
 
-    Routed experts are stored in `weights`; everything else in `dense_weights` (default: the same).
+    Routed experts are stored in `weights`; everything else in `dense_weights` (default: the same), except
+    the matmuls named in `native` (gpu/checkpoint.py: "o_proj", the FFN half's "gate_up" / "shared_gate_up"),
+    which are in `weights` too.
     """
     eb = get_precision(weights, "weights").bytes_per_element
     wb = get_precision(dense_weights or weights, "weights").bytes_per_element
+    ffn_b = eb if native & {"gate_up", "shared_gate_up"} else wb
     counts = _param_counts(model)
     tp, h = layout.tp, model.hidden_size
     per_stage = -(-model.num_layers // layout.pp)
     layer_bytes = []
     for layer, lp in zip(model.layers, counts.layers, strict=True):
         attn = attention_params_per_gpu(layer, lp, layout, h)
+        o = _o_proj_params_per_gpu(layer, layout, h) if "o_proj" in native else 0.0
         f = layer.ffn
         experts = f.num_experts * (3 if f.gated else 2) * h * f.expert_intermediate if f.is_moe else 0
-        layer_bytes.append((attn + (lp.ffn_total - experts) / tp + lp.norms) * wb + experts / tp * eb)
+        layer_bytes.append((attn - o + lp.norms) * wb + o * eb + (lp.ffn_total - experts) / tp * ffn_b
+                           + experts / tp * eb)
     layer_bytes.sort(reverse=True)
     emb = (counts.embedding + counts.lm_head) / tp * wb
     return sum(layer_bytes[:per_stage]) + emb
@@ -115,9 +132,10 @@ def budget(
     chunk_tokens: int,
     max_batch: int,
     dense_weights: str | None = None,
+    native: frozenset[str] = frozenset(),
 ) -> MemoryBudget:
-    """The HBM budget of the busiest GPU of one replica."""
-    w = weight_bytes_per_gpu(model, layout, weights, dense_weights)
+    """The HBM budget of the busiest GPU of one replica (`native`: as `weight_bytes_per_gpu`)."""
+    w = weight_bytes_per_gpu(model, layout, weights, dense_weights, native)
     a = activation_bytes_per_gpu(model, chunk_tokens, max_batch)
     free = hbm_bytes - w - a
     kv = free * mem_fraction if free > 0 else free

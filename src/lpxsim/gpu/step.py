@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import memory
+from lpxsim.gpu.checkpoint import checkpoint_formats
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
 from lpxsim.gpu.engine import engine_params, framework_name
@@ -51,23 +52,6 @@ def _token_buckets(tokens: int) -> tuple[int, int]:
         return tokens, tokens
     i = bisect.bisect_right(_BUCKETS, tokens)
     return _BUCKETS[i - 1], _BUCKETS[i]
-
-
-# Published 4-bit MoE checkpoints keep attention in a wider format: NVIDIA's NVFP4 DeepSeek-R1 keeps
-# its attention projections out of NVFP4 (FP8 assumed) while its routed experts, shared experts and
-# dense MLP layers are NVFP4 (SGLang's FP4 GEMM benchmark lists exactly those GEMM shapes for
-# nvidia/DeepSeek-R1-0528-FP4); gpt-oss ships MXFP4 experts with BF16 attention. Assumption
-# "gpu-fp4-moe-checkpoints" in docs/assumptions.md.
-FP4_MOE_DENSE_FORMAT = "fp8"
-
-
-def _dense_format(model: ModelSpec, weights: str, dense_weights: str | None) -> str:
-    """Format of the non-expert weights: as given, else FP8 beside 4-bit experts, else `weights`."""
-    if dense_weights is not None:
-        return get_precision(dense_weights, "dense_weights").name
-    if model.is_moe and weights in ("fp4", "mxfp4"):
-        return FP4_MOE_DENSE_FORMAT
-    return weights
 
 
 def _achieved_rate(system: SystemSpec, fmt: str) -> float:
@@ -239,8 +223,8 @@ class GpuStepModel:
             raise UserError("gpus", f"{self.layout.gpus} GPUs exceed {self.system.name}'s {limit}")
         self.weights = get_precision(weights, "weights").name
         self.kv = get_precision(kv, "kv").name
-        self.dense_weights = _dense_format(self.model, self.weights, dense_weights)
-        self._fp4_ffn = dense_weights is None and self.model.is_moe and self.weights in ("fp4", "mxfp4")
+        self.formats = checkpoint_formats(self.model, self.weights, dense_weights)
+        self.dense_weights = self.formats.dense
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
         self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
         self.params = params or fitted_params()
@@ -278,7 +262,7 @@ class GpuStepModel:
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
         """The HBM budget of the busiest GPU; DoesNotFit if the weights leave no room for KV."""
         b = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                          mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights)
+                          mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights, self.formats.native)
         if not b.fits:
             raise DoesNotFit(
                 "gpus",
@@ -570,10 +554,11 @@ class GpuStepModel:
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
         mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
         table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
-        # the FFN half's dense matmuls of a 4-bit MoE checkpoint (no explicit dense format) are 4-bit too
-        ffn_fmt = self.weights if (self._fp4_ffn and self.dense_weights != self.weights) else None
+        # an engine that dequantises the block-FP8 kv_b weights at load runs MLA's absorbed BMMs in BF16
+        bf16_absorb = self.system.vendor in self.engine.bf16_absorb_vendors
+        absorb = "bf16" if (table_fmt == "fp8_block" and bf16_absorb) else None
         return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
-                     ffn_fmt)
+                     self.formats.native, absorb)
 
 
 def _is_priced_step(v: object) -> bool:
