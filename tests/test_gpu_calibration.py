@@ -8,7 +8,7 @@ import pytest
 
 from lpxsim.core.errors import DoesNotFit, UserError
 from lpxsim.gpu import GpuStepModel, fitted_params
-from lpxsim.gpu.calibration import LENGTH_RATIO, load_points, point_models, predict, summary
+from lpxsim.gpu.calibration import LENGTH_RATIO, data_path, load_points, point_models, predict, summary
 from lpxsim.gpu.params import BOUNDS, fit_path
 from lpxsim.gpu.search import best_layout, search_layouts
 from lpxsim.plan.estimate import steady_state
@@ -82,11 +82,23 @@ def test_fit_file_is_physical_and_names_its_data():
         assert (fw in doc["engines"]) == (fw != "vllm")
 
 
-def test_calibration_points_are_merged_and_lengths_scaled():
+def test_calibration_points_are_fitted_at_their_latest_date_and_lengths_scaled():
+    import pandas as pd
+
     pts = load_points()
-    assert len(pts) > 100 and pts["runs"].sum() == 492
+    assert len(pts) == 114 and (pts["runs"] >= 1).all()
     assert LENGTH_RATIO == 0.9
     assert set(pts["hardware"]) == {"H200", "B200"}
+    # B200 SGLang FP4 TP8 EP8 1k/1k at 4 users ran on nine dates from 2025-12-11 to 2026-05-20: the point is the last
+    rows = pd.read_csv(data_path())
+    one = rows[(rows["hardware"] == "B200") & (rows["framework"] == "sglang") & (rows["precision"] == "fp4")
+               & (rows["tp"] == 8) & (rows["isl"] == 1024) & (rows["osl"] == 1024) & (rows["conc"] == 4)]
+    assert one["date"].nunique() >= 9
+    latest = one[one["date"] == one["date"].max()]
+    p = pts[(pts["hardware"] == "B200") & (pts["framework"] == "sglang") & (pts["precision"] == "fp4")
+            & (pts["tp"] == 8) & (pts["isl"] == 1024) & (pts["osl"] == 1024) & (pts["conc"] == 4)]
+    assert len(p) == 1 and float(p["tpot_s"].iloc[0]) == pytest.approx(float(latest["tpot_median_s"].median()))
+    assert float(p["tpot_s"].iloc[0]) < float(one["tpot_median_s"].median())  # the newer image is faster
 
 
 @pytest.mark.heavy  # builds and replays all 110 configurations (~30 s on 2 shared cores)
