@@ -23,6 +23,10 @@ The four GPU runs were regenerated in round 3's thirteenth session for a refit m
 prefill on Hopper priced in the MHA form it runs: first-token host time 62.7 -> 65.3 ms, eager dispatch 49.1 ->
 48.0 us); per-request times moved under 2 %, but the session runs' makespans are set by a few requests that
 wait tens of seconds, so they moved more (pd-sessions 250 -> 206 s, mixed-fleet-sessions 59.7 -> 52.6 s).
+The four GPU runs were regenerated in round 3's sixteenth session for corrections and a refit meant to change results
+(SGLang's absorbed BMMs in BF16, NVFP4 DeepSeek's BF16 projections, the fit at each configuration's latest date:
+SGLang's step host time 0.974 -> 1.461 ms; makespans rubin-vera-offload 105 -> 116 s, pd-sessions 206 -> 236 s,
+mixed-fleet-sessions 52.6 -> 57.9 s, routed-mix 101.8 -> 102.7 s).
 The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.
