@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lpxsim.gpu.moe_backend import FOUR_BIT
 from lpxsim.specs.model import ModelSpec
 from lpxsim.specs.precision import get_precision
 
-FOUR_BIT = ("fp4", "mxfp4")
 # The FFN half's dense matmuls (dense MLP layers, shared experts): 4-bit in a 4-bit MoE checkpoint.
 FFN_MATMULS = frozenset({"gate_up", "down", "shared_gate_up", "shared_down"})
 # A 4-bit MoE checkpoint whose NVFP4 recipe is not published keeps attention in FP8 (assumed).

@@ -11,7 +11,8 @@ batch lists are the engines' defaults (docs/sources.md, not fitted). With
 attention data-parallelism TensorRT-LLM holds new prefills until every DP rank
 has one, for at most `adp_balance_timeout_iters` engine steps (its
 attention_dp_config balance; InferenceX launches it with a timeout of 60
-steps): a launch setting, not fitted. Nothing here depends on the GPU.
+steps): a launch setting, not fitted. Nothing here is a GPU's hardware figure; where an engine behaves
+differently by GPU (its request polling on Blackwell, its absorbed-BMM format on CUDA), the field names the GPUs.
 """
 
 from __future__ import annotations
