@@ -109,9 +109,12 @@ def test_nvfp4_deepseek_checkpoint_keeps_mla_projections_bf16_and_quantises_wo()
             - weight_bytes_per_gpu(spec, lay, "fp4", "bf16", frozenset({"o_proj"}))) == pytest.approx(wo * 1.4375)
 
 
-def test_other_4_bit_moe_checkpoints_keep_the_fp8_attention_assumption():
+def test_gpt_oss_keeps_attention_bf16_and_other_4_bit_moe_checkpoints_the_fp8_assumption():
     from lpxsim.gpu.checkpoint import checkpoint_formats
 
+    oss = checkpoint_formats(get_model("gpt-oss-120b"), "mxfp4")  # GPT-OSS-QUANT: only the experts are MXFP4
+    assert oss.dense == "bf16" and oss.format_of("o_proj") == "bf16"
+    assert _formats(GpuStepModel("gpt-oss-20b", "b200-hgx", tp=1, weights="mxfp4"))["q_proj"] == "bf16"
     qwen = checkpoint_formats(get_model("qwen3-235b-a22b"), "fp4")
     assert qwen.dense == "fp8" and qwen.format_of("shared_down") == "fp4" and qwen.format_of("o_proj") == "fp8"
     assert checkpoint_formats(get_model(MODEL), "mxfp4").dense == "fp8"

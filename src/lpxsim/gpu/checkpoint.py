@@ -46,6 +46,8 @@ def checkpoint_formats(model: ModelSpec, weights: str, dense_weights: str | None
       in NVFP4; MLA's q_a, kv_a, q_b and kv_b projections in BF16 (the NVFP4 recipe leaves self-attention
       unquantised, v2 adds wo: "NV-DSR1-FP4"; SGLang's profile of that checkpoint on B200 runs its q_a + kv_a
       projection in the BF16 fused_a_gemm kernel: "SGL-FP4-PROFILE").
+    - OpenAI's MXFP4 gpt-oss: only the experts are MXFP4; attention, router, embeddings and head stay BF16 (its
+      config's `quantization_config.modules_to_not_convert`: "GPT-OSS-QUANT").
     - any other 4-bit MoE checkpoint: experts, shared experts and dense MLPs 4-bit, attention FP8 (assumed)."""
     weights = get_precision(weights, "weights").name
     if dense_weights is not None:
@@ -55,4 +57,6 @@ def checkpoint_formats(model: ModelSpec, weights: str, dense_weights: str | None
     mla = any(layer.attention.kind == "mla" for layer in model.layers)
     if mla and weights == "fp4":
         return CheckpointFormats(weights, "bf16", FFN_MATMULS | {"o_proj"})
+    if model.model_type == "gpt_oss" and weights == "mxfp4":
+        return CheckpointFormats(weights, "bf16", FFN_MATMULS)
     return CheckpointFormats(weights, UNSOURCED_ATTENTION_FORMAT, FFN_MATMULS)
