@@ -54,8 +54,7 @@ def checkpoint_formats(model: ModelSpec, weights: str, dense_weights: str | None
         return CheckpointFormats(weights, get_precision(dense_weights, "dense_weights").name)
     if not (model.is_moe and weights in FOUR_BIT):
         return CheckpointFormats(weights, weights)
-    mla = any(layer.attention.kind == "mla" for layer in model.layers)
-    if mla and weights == "fp4":
+    if model.is_mla and weights == "fp4":
         return CheckpointFormats(weights, "bf16", FFN_MATMULS | {"o_proj"})
     if model.model_type == "gpt_oss" and weights == "mxfp4":
         return CheckpointFormats(weights, "bf16", FFN_MATMULS)

@@ -552,8 +552,7 @@ class GpuStepModel:
         graph = _lowered_graph(self.model, kind.removesuffix("@0"), new_tokens, contexts, self.weights, self.kv,
                                self.kv_layout)
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
-        mla = any(layer.attention.kind == "mla" for layer in self.model.layers)
-        table_fmt = "fp8_block" if (mla and self.dense_weights == "fp8") else self.dense_weights
+        table_fmt = "fp8_block" if (self.model.is_mla and self.dense_weights == "fp8") else self.dense_weights
         # an engine that dequantises the block-FP8 kv_b weights at load runs MLA's absorbed BMMs in BF16
         bf16_absorb = self.system.vendor in self.engine.bf16_absorb_vendors
         absorb = "bf16" if (table_fmt == "fp8_block" and bf16_absorb) else None
