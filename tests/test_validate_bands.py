@@ -47,16 +47,17 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     assert all({"median_abs_pct", "mape_pct"} <= set(p) for p in res["projection_pairs"])
     # the queueing each answer uses: on the arrival-sensitive configurations the GPU answer's solver (the
     # random-arrival steady state) beats the stagger and the simulator of identical requests; against the
-    # simulator of drawn lengths it has the lower mean error and a median error within 4 points (within one from
-    # round 3's seventh session to its fifteenth; 14.9 against 11.4 % since the sixteenth's refit at the latest
-    # software date, 23.5 against 25.1 % mean)
+    # simulator of drawn lengths it has the lower mean error and a median error within 5 points (within one from
+    # round 3's seventh session to its fifteenth; 14.9 against 11.4 % after the sixteenth's refit at the latest
+    # software date; 14.9 against 10.2 % since the seventeenth gave that simulator the engine's own prefill pass
+    # budget, engine.benchmark_run; 23.5 against 24.8 % mean)
     q = res["queueing_solvers"]
     assert len(q["configurations"]) == 64
     ttft = {name: d["ttft"] for name, d in q["solvers"].items()}
     assert all({"median_abs_pct", "mape_pct"} <= set(d) for d in ttft.values())
     assert ttft["random"]["median_abs_pct"] < ttft["stagger"]["median_abs_pct"] < ttft["simulator"]["median_abs_pct"]
     drawn = ttft["simulator, drawn lengths"]
-    assert ttft["random"]["median_abs_pct"] < drawn["median_abs_pct"] + 4.0
+    assert ttft["random"]["median_abs_pct"] < drawn["median_abs_pct"] + 5.0
     assert ttft["random"]["mape_pct"] < drawn["mape_pct"]
     # the measured path replays every calibration row: all 492 fit once HBM is the driver's reading (NVSMI-MEM)
     assert res["measured_gpu"]["groups"]["all"]["tpot"]["n"] == 492

@@ -38,19 +38,12 @@ def _configurations(rows: list[dict]) -> dict[tuple, list[dict]]:
 
 def _drawn(r: dict, step, users: int) -> tuple[float, float]:
     """(median TTFT, median TPOT) of the simulator running the row's benchmark loop with drawn lengths."""
+    from lpxsim.engine.benchmark_run import benchmark_run
     from lpxsim.engine.validation import PROMPTS_PER_USER, SYSTEMS
-    from lpxsim.serving import simulate
-    from lpxsim.serving.backends import pinned_step_model
-    from lpxsim.serving.config import load_fleet
-    from lpxsim.serving.workload import benchmark_loop
 
-    pool = {"name": "replay", "system": SYSTEMS[r["hardware"]], "backend": "auto", "model": "deepseek-r1",
-            "role": "aggregated", "workers": 1, "gpus_per_worker": int(r["tp"])}
-    fleet = load_fleet({"name": "replay", "pools": [pool],
-                        "scheduler": {"token_budget": 8192, "max_batch": max(256, users)}})
-    with pinned_step_model(fleet.pools[0], step):
-        df = simulate(fleet, benchmark_loop(users, int(r["isl"]), int(r["osl"]), PROMPTS_PER_USER), seed=0).requests
-    return float(df["ttft_s"].median()), float(df["tpot_s"].median())
+    run = benchmark_run(step, SYSTEMS[r["hardware"]], "deepseek-r1", int(r["tp"]), int(r["isl"]), int(r["osl"]), users,
+                        PROMPTS_PER_USER)
+    return run.ttft_median_s, run.tpot_median_s
 
 
 def queueing_solvers(rows: list[dict]) -> dict:

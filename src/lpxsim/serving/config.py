@@ -55,7 +55,9 @@ class PoolConfig(_Strict):
     dp_attention: bool = False  # gpu backend: attention data-parallel over the TP group
     framework: Literal["sglang", "trtllm", "vllm"] = "sglang"  # gpu backend: the serving engine
     mtp: int | None = Field(None, ge=1, le=64)  # draft tokens per round from the model's own MTP head
-    mtp_accept: float | None = Field(None, ge=0, lt=1)  # per-token acceptance (default: the model's published one)
+    # conditional acceptance of each draft position: one rate for all, or one per position (the last repeats);
+    # default: the model's published profile (lpxsim.specs.mtp)
+    mtp_accept: float | list[float] | None = None
     weights: str = "fp8"
     kv: str = "bf16"
     kv_layout: Literal["separate", "k-once"] = "separate"
@@ -70,6 +72,16 @@ class PoolConfig(_Strict):
     # at that workload's own contexts (0, 1,024, target_context) instead of the generic context buckets
     target_osl: int | None = Field(None, ge=1, le=10_000_000)
     offload: OffloadTier | None = None  # where this pool's evicted session KV goes (None: evicted KV is dropped)
+
+    @field_validator("mtp_accept")
+    @classmethod
+    def _rates(cls, v: float | list[float] | None) -> float | list[float] | None:
+        rates = [v] if isinstance(v, (int, float)) else v or []
+        if isinstance(v, list) and not v:
+            raise ValueError("expected at least one acceptance rate")
+        if any(not 0.0 <= a < 1.0 for a in rates):
+            raise ValueError(f"expected acceptance rates in [0, 1), got {v!r}")
+        return v
 
     @field_validator("backend", mode="before")
     @classmethod
