@@ -79,14 +79,19 @@ def test_an_attention_dp_hold_lengthens_with_the_prefills_its_iterations_carry(m
 
 def test_sglang_passes_pack_prompts_up_to_its_launch_chunked_prefill_size():
     """InferenceX launches SGLang on B200/B300 with --chunked-prefill-size 16,384 (FP4) and 32,768 / 8,192
-    (FP8 at TP8 / TP4); Hopper (no poll) and TensorRT-LLM state none."""
+    (FP8 at TP8 / TP4), on H200 with 32,768 and on MI325X / MI355X with 131,072 / 196,608 (FP8 at TP8; they do
+    not poll, so only a benchmark's start-up burst packs by it); TensorRT-LLM's launches state none."""
     fp4 = GpuStepModel(MODEL, "b200-hgx", tp=4, ep=4, weights="fp4", kv="fp8", framework="sglang")
     assert fp4.prefill_pass_tokens == 16384
     assert GpuStepModel(MODEL, "b300-hgx", tp=8, weights="fp8", kv="fp8", framework="sglang").prefill_pass_tokens \
         == 32768
     assert GpuStepModel(MODEL, "b200-hgx", tp=4, weights="fp8", kv="fp8", framework="sglang").prefill_pass_tokens \
         == 8192
-    assert GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8", framework="sglang").prefill_pass_tokens is None
+    assert GpuStepModel(MODEL, "h200-hgx", tp=8, weights="fp8", framework="sglang").prefill_pass_tokens == 32768
+    assert GpuStepModel(MODEL, "mi325x", tp=8, weights="fp8", framework="sglang").prefill_pass_tokens == 131072
+    assert GpuStepModel(MODEL, "mi355x", tp=8, weights="fp8", framework="sglang").prefill_pass_tokens == 196608
+    assert GpuStepModel(MODEL, "mi355x", tp=4, weights="fp8", framework="sglang").prefill_pass_tokens is None
+    assert GpuStepModel(MODEL, "gb200-nvl72", tp=8, weights="fp8", framework="sglang").prefill_pass_tokens is None
     assert GpuStepModel(MODEL, "b200-hgx", tp=8, weights="fp8", framework="trtllm").prefill_pass_tokens is None
     # 8k prompts at 128 users: a 16K pass holds a second prompt read at the same poll, an 8K one does not
     packed = ss.steady_state(fp4, isl=7373, osl=922, concurrency=128)

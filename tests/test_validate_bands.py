@@ -49,7 +49,7 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     # random-arrival steady state) beats the stagger and the simulator of identical requests; against the
     # simulator of drawn lengths it has the lower mean error and a median error within 5 points (within one from
     # round 3's seventh session to its fifteenth; 14.9 against 11.4 % after the sixteenth's refit at the latest
-    # software date; 14.9 against 10.2 % since the seventeenth gave that simulator the engine's own prefill pass
+    # software date; 14.9 against 10.4 % since the seventeenth gave that simulator the engine's own prefill pass
     # budget, engine.benchmark_run; 23.5 against 24.8 % mean)
     q = res["queueing_solvers"]
     assert len(q["configurations"]) == 64

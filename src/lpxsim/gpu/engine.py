@@ -80,10 +80,11 @@ class EngineParams:
     # overlap scheduler: SGLang's spec v2 (SGLANG_ENABLE_SPEC_V2; SGL-11398, SGL-9588), its default since
     # SGL-21062 (2026-03-21) and exported by InferenceX's H200, B200 FP4 and MI355X MTP launches (IX-MTP-SCRIPTS).
     spec_overlap: bool = False
-    # Prompt tokens one prefill pass packs on the GPUs of `recv_interval`, per (weights, tensor-parallel size):
-    # SGLang's --chunked-prefill-size as InferenceX launches it on HGX B200/B300 (16,384 for the FP4
-    # checkpoint; FP8 32,768 at TP8 and 8,192 at TP4: IX-SGL, IX-SGL-B300). A launch setting, not fitted.
-    prefill_pass: tuple[tuple[str, int, int], ...] = ()
+    # Prompt tokens one prefill pass packs, per (GPU names, weights, tensor-parallel size): SGLang's
+    # --chunked-prefill-size as InferenceX launches DeepSeek-R1 (HGX B200/B300: 16,384 for the FP4 checkpoint,
+    # FP8 32,768 at TP8 and 8,192 at TP4, IX-SGL, IX-SGL-B300; H200 FP8 32,768, IX-SGL-H200; MI300X and MI325X
+    # 131,072 and MI355X 196,608 at FP8 TP8, IX-AMD-SGL). A launch setting, not fitted.
+    prefill_pass: tuple[tuple[tuple[str, ...], str, int, int], ...] = ()
     # Whether a prefill pass runs eagerly, op by op from Python (SGLang and TensorRT-LLM capture CUDA graphs
     # for decode batches only: SGL-GRAPH, TRT-GRAPH), so that its host dispatch bounds it from below
     # (`GpuStepModel.prefill_dispatch_s`). vLLM V1 compiles the model and replays piecewise CUDA graphs
@@ -109,13 +110,18 @@ class EngineParams:
         return replace(self, **kw)
 
 
+_BLACKWELL = ("B200", "B300")  # the HGX Blackwell GPUs InferenceX launches SGLang on with one recipe (IX-SGL-B300)
+
 # Priors (before the fit, and the fallback without a fit file): a 1 ms engine step and 50 ms to the
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
                            recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, spec_overlap=True,
                            prefill_alone=True, bf16_absorb_vendors=("NVIDIA",),
-                           prefill_pass=(("fp4", 4, 16384), ("fp4", 8, 16384), ("fp8", 4, 8192), ("fp8", 8, 32768))),
+                           prefill_pass=((_BLACKWELL, "fp4", 4, 16384), (_BLACKWELL, "fp4", 8, 16384),
+                                         (_BLACKWELL, "fp8", 4, 8192), (_BLACKWELL, "fp8", 8, 32768),
+                                         (("H200 SXM",), "fp8", 8, 32768), (("MI300X", "MI325X"), "fp8", 8, 131072),
+                                         (("MI355X",), "fp8", 8, 196608))),
     # attention_dp_config {enable_balance: true, timeout_iters: 60, batching_wait_iters: 0}: the
     # TRT-LLM launch scripts of InferenceX (dsr1_fp8_b200_trt.sh, dsr1_fp4_b200_trt.sh; docs/sources.md)
     "trtllm": EngineParams("trtllm", 1e-3, 0.05, _trtllm_graph_batches(), adp_balance_timeout_iters=60),

@@ -309,13 +309,13 @@ class GpuStepModel:
 
     @property
     def prefill_pass_tokens(self) -> int | None:
-        """Prompt tokens one prefill pass of a polling engine packs (`EngineParams.prefill_pass`: SGLang's
+        """Prompt tokens one prefill pass of the engine packs on this GPU (`EngineParams.prefill_pass`: SGLang's
         --chunked-prefill-size as InferenceX launches it), else None (the steady state's chunk).
-        `engine.steady_state.co_admitted_later` caps the prompts that share a pass by it."""
-        if self.admission_poll is None:
-            return None
-        for weights, tp, tokens in self.engine.prefill_pass:
-            if weights == self.weights and tp == self.layout.tp:
+        `engine.steady_state.co_admitted_later` caps the prompts that share a polled pass by it, and
+        `engine.benchmark_run` packs a benchmark's start-up burst into passes of it."""
+        chip = self.system.chip.name.upper()
+        for gpus, weights, tp, tokens in self.engine.prefill_pass:
+            if chip in gpus and weights == self.weights and tp == self.layout.tp:
                 return tokens
         return None
 
