@@ -49,7 +49,7 @@ def benchmark_run(step: StepModel, system: str, model: str, replica_gpus: int, i
     if spec_k > 0:
         pool["mtp"] = spec_k
         pool["mtp_accept"] = spec_accept if isinstance(spec_accept, (int, float)) else list(spec_accept)
-    budget = max(DEFAULT_PREFILL_CHUNK, getattr(step, "prefill_pass_tokens", None) or 0)
+    budget = getattr(step, "prefill_pass_tokens", None) or DEFAULT_PREFILL_CHUNK
     fleet = load_fleet({"name": "benchmark", "pools": [pool],
                         "scheduler": {"token_budget": budget, "max_batch": max(256, users)}})
     with pinned_step_model(fleet.pools[0], step):

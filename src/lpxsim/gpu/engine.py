@@ -116,7 +116,7 @@ _BLACKWELL = ("B200", "B300")  # the HGX Blackwell GPUs InferenceX launches SGLa
 # first token, the order reported for SGLang/vLLM schedulers (assumption "gpu-engine-priors").
 PRIORS = {
     "sglang": EngineParams("sglang", 1e-3, 0.05, _sglang_graph_batches(),
-                           recv_interval=(("B200", "B300"), 16, 10, 30), spec_extra_passes=2, spec_overlap=True,
+                           recv_interval=(_BLACKWELL, 16, 10, 30), spec_extra_passes=2, spec_overlap=True,
                            prefill_alone=True, bf16_absorb_vendors=("NVIDIA",),
                            prefill_pass=((_BLACKWELL, "fp4", 4, 16384), (_BLACKWELL, "fp4", 8, 16384),
                                          (_BLACKWELL, "fp8", 4, 8192), (_BLACKWELL, "fp8", 8, 32768),
