@@ -36,13 +36,11 @@ def _configurations(rows: list[dict]) -> dict[tuple, list[dict]]:
     return by
 
 
-def _drawn(r: dict, step, users: int) -> tuple[float, float]:
+def _drawn(r: dict, step) -> tuple[float, float]:
     """(median TTFT, median TPOT) of the simulator running the row's benchmark loop with drawn lengths."""
-    from lpxsim.engine.benchmark_run import benchmark_run
-    from lpxsim.engine.validation import PROMPTS_PER_USER, SYSTEMS
+    from lpxsim.engine.validation import row_run
 
-    run = benchmark_run(step, SYSTEMS[r["hardware"]], "deepseek-r1", int(r["tp"]), int(r["isl"]), int(r["osl"]), users,
-                        PROMPTS_PER_USER)
+    run = row_run(r, step)
     return run.ttft_median_s, run.tpot_median_s
 
 
@@ -75,7 +73,7 @@ def queueing_solvers(rows: list[dict]) -> dict:
         dep = Deployment(SYSTEMS[r["hardware"]], int(r["tp"]), given=True, framework=step.framework)
         sim = simulate_answer(Placed(dep, step, model, users), Workload(isl, osl), Load(concurrency=users))
         found = {"random": (ran.ttft_s, ran.tpot_s), "stagger": (stag.ttft_s, stag.tpot_s),
-                 "simulator": (sim.ttft_s, sim.tpot_s), "simulator, drawn lengths": _drawn(r, step, users)}
+                 "simulator": (sim.ttft_s, sim.tpot_s), "simulator, drawn lengths": _drawn(r, step)}
         ttft = statistics.median(float(x["ttft_median_s"]) for x in runs)
         tpot = statistics.median(float(x["tpot_median_s"]) for x in runs)
         for name, (t, p) in found.items():

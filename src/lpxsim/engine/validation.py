@@ -446,13 +446,18 @@ def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tup
             "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}, None
 
 
-def mean_run_ttft_s(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()) -> float:
-    """The mean TTFT over row `r`'s benchmark run as its client runs it (`engine.benchmark_run`: PROMPTS_PER_USER
-    requests a user, the first of every user arriving at once), on `step`."""
+def row_run(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()):
+    """Row `r`'s benchmark run as its client runs it (`engine.benchmark_run.benchmark_run`: PROMPTS_PER_USER requests
+    a user, the first of every user arriving at once), on `step`: its mean and median TTFT and TPOT."""
     from lpxsim.engine.benchmark_run import benchmark_run
 
     return benchmark_run(step, SYSTEMS[r["hardware"]], "deepseek-r1", int(r["tp"]), int(r["isl"]), int(r["osl"]),
-                         int(r["conc"]), PROMPTS_PER_USER, spec_k, spec_accept).ttft_mean_s
+                         int(r["conc"]), PROMPTS_PER_USER, spec_k, spec_accept)
+
+
+def mean_run_ttft_s(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()) -> float:
+    """The mean TTFT over row `r`'s benchmark run (`row_run`), on `step`."""
+    return row_run(r, step, spec_k, spec_accept).ttft_mean_s
 
 
 ATTENTION_DP_GROUP = "attention=DP"  # the replay group of the rows that run attention data-parallel
