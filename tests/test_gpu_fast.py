@@ -71,8 +71,9 @@ def test_score_bound_never_undercuts_the_estimate():
             est = steady_state(step, 3000, 300, 12)
         except UserError:
             continue
-        assert _score_bound(step, "latency", 3000, 300, 12) >= est.tok_s_user
-        assert _score_bound(step, "throughput", 3000, 300, 12) >= est.total_tok_s_per_chip
+        # an upper bound, equal to the score where it is tight: allow for the last bit of a different summation order
+        assert _score_bound(step, "latency", 3000, 300, 12) >= est.tok_s_user * (1 - 1e-12)
+        assert _score_bound(step, "throughput", 3000, 300, 12) >= est.total_tok_s_per_chip * (1 - 1e-12)
         checked += 1
     assert checked >= 5
 

@@ -488,7 +488,9 @@ class MeasuredOps:
         kernels; aiconfigurator-core 0.12 timed them for FP8 block-scaled experts under SGLang only), then
         (2) the same engine's table of the same-generation sibling, scaled by the HBM bandwidth ratio (decode
         MoE streams expert weights): aiconfigurator-core 0.12 timed only CUTLASS for NVFP4 on B300 under
-        TensorRT-LLM, both on B200."""
+        TensorRT-LLM, both on B200.
+
+        A finer expert split is never slower than a coarser one that divides it (`_coarser_ep_cap`)."""
         shape = (tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights)
         own = _by_backend(self._moe_by_source(*shape))
         if not own:
@@ -502,7 +504,24 @@ class MeasuredOps:
             scale = _hbm_Bps(sib) / _hbm_Bps(self.system)
             theirs = _by_backend(measured_ops(sib, self.framework)._moe_by_source(*shape))
             own |= {b: t * scale for b, t in theirs.items() if b not in own}
-        return own
+        return self._coarser_ep_cap(own, shape)
+
+    def _coarser_ep_cap(self, times: dict[str, float], shape: tuple) -> dict[str, float]:
+        """`times` of one MoE shape, each backend's capped by its time at every coarser expert split that divides
+        this one (same tokens, same expert TP; assumption "gpu-moe-ep-subset").
+
+        The tables time the busiest rank (AIC-MOE-DIST). Experts are split into contiguous groups, so a rank of
+        EP e holds the experts of ep / e ranks of EP ep, and the busiest of the finer ranks has a subset of the
+        coarser one's work on the same kernel: it cannot take longer. aiconfigurator-core 0.12 times NVFP4 at
+        EP8 and one or two tokens at 36-37 us on B200 and B300, against 20-25 us at EP4 and 19-21 us at TP8,
+        while its EP8 times from four tokens up sit below EP4's, as the split predicts."""
+        tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights = shape
+        out = dict(times)
+        for e in range(1, moe_ep):
+            if moe_ep % e == 0:
+                coarse = self.moe_backends(tokens, hidden, inter, topk, experts, moe_tp, e, weights)
+                out = {b: min(t, coarse.get(b, t)) for b, t in out.items()}
+        return out
 
     @cache  # noqa: B019
     def _moe_by_source(self, tokens: int, hidden: int, inter: int, topk: int, experts: int, moe_tp: int,
