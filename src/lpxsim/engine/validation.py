@@ -26,10 +26,15 @@ import math
 import statistics
 from collections import defaultdict
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from lpxsim.core.benchmark_client import LENGTH_RATIO
 from lpxsim.engine.bands import PATHS, error_stats
 from lpxsim.engine.solver_check import queueing_solvers
+
+if TYPE_CHECKING:
+    from lpxsim.engine.benchmark_run import RunLatencies
+    from lpxsim.step.protocol import StepModel
 
 SYSTEMS = {"H100": "h100-hgx", "H200": "h200-hgx", "B200": "b200-hgx", "B300": "b300-hgx",
            "GB200": "gb200-nvl72", "GB300": "gb300-nvl72", "MI300X": "mi300x", "MI325X": "mi325x",
@@ -446,7 +451,8 @@ def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tup
             "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}, None
 
 
-def row_run(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()):
+def row_run(r: dict, step: StepModel, spec_k: int = 0,
+            spec_accept: tuple[float, ...] | float = ()) -> RunLatencies:
     """Row `r`'s benchmark run as its client runs it (`engine.benchmark_run.benchmark_run`: PROMPTS_PER_USER requests
     a user, the first of every user arriving at once), on `step`: its mean and median TTFT and TPOT."""
     from lpxsim.engine.benchmark_run import benchmark_run
@@ -455,7 +461,7 @@ def row_run(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | flo
                          int(r["conc"]), PROMPTS_PER_USER, spec_k, spec_accept)
 
 
-def mean_run_ttft_s(r: dict, step, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()) -> float:
+def mean_run_ttft_s(r: dict, step: StepModel, spec_k: int = 0, spec_accept: tuple[float, ...] | float = ()) -> float:
     """The mean TTFT over row `r`'s benchmark run (`row_run`), on `step`."""
     return row_run(r, step, spec_k, spec_accept).ttft_mean_s
 

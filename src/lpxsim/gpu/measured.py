@@ -513,7 +513,7 @@ class MeasuredOps:
         The tables time the busiest rank (AIC-MOE-DIST). Experts are split into contiguous groups, so a rank of
         EP e holds the experts of ep / e ranks of EP ep, and the busiest of the finer ranks has a subset of the
         coarser one's work on the same kernel: it cannot take longer. aiconfigurator-core 0.12 times NVFP4 at
-        EP8 and one or two tokens at 36-37 us on B200 and B300, against 20-25 us at EP4 and 19-21 us at TP8,
+        EP8 and one or two tokens at 36-38 us on B200 and B300, against 20-25 us at EP4 and 19-21 us at TP8,
         while its EP8 times from four tokens up sit below EP4's, as the split predicts."""
         tokens, hidden, inter, topk, experts, moe_tp, moe_ep, weights = shape
         out = dict(times)
