@@ -39,6 +39,19 @@ class _Builder:
         self.kv_layout = kv_layout
         self.ops: list[Op] = []
         self.M = phase.tokens
+        self._attention_reads: dict[int | None, tuple[float, int]] = {}
+
+    def attention_reads(self, window: int | None) -> tuple[float, int]:
+        """(keys attended summed over the step's new positions, KV tokens read) over every sequence, for a
+        layer of this attention window: the same for every layer of that window, so summed once per graph
+        (a batch of thousands of sequences over a hundred layers made this sum most of a lowering)."""
+        hit = self._attention_reads.get(window)
+        if hit is None:
+            ph = self.phase
+            hit = (sum(_attended(c, ph.new_tokens, window) for c in ph.contexts),
+                   sum(_kv_read_tokens(c, ph.new_tokens, window) for c in ph.contexts))
+            self._attention_reads[window] = hit
+        return hit
 
     def add(self, **kw: object) -> str:
         op = Op(**kw)  # type: ignore[arg-type]
@@ -150,8 +163,7 @@ def _attention_block(b: _Builder, layer: LayerSpec, x: str) -> str:
     w = b.add(name=f"L{L}.kv_write", kind="kv_write", layer=L, inputs=(r, v), tokens=b.M, flops=0.0,
               kv_write_bytes=b.M * kv_elems * b.kvb, act_in_bytes=b.M * kv_elems * b.ab,
               shape=(b.M, kv_elems), attrs={"k_eq_v": a.k_eq_v, "layout": b.kv_layout, "window": a.window})
-    attended = sum(_attended(c, ph.new_tokens, a.window) for c in ph.contexts)
-    kv_tokens = sum(_kv_read_tokens(c, ph.new_tokens, a.window) for c in ph.contexts)
+    attended, kv_tokens = b.attention_reads(a.window)
     att = b.add(
         name=f"L{L}.attention", kind="attention", layer=L, inputs=(r, w), tokens=b.M,
         flops=2.0 * a.num_heads * (a.head_dim + a.v_head_dim) * attended,
@@ -185,8 +197,7 @@ def _mla_core(b: _Builder, layer: LayerSpec, n: str, x: str) -> str:
     w = b.add(name=f"L{L}.kv_write", kind="kv_write", layer=L, inputs=(r,), tokens=b.M, flops=0.0,
               kv_write_bytes=b.M * lat * b.kvb, act_in_bytes=b.M * lat * b.ab, shape=(b.M, lat),
               attrs={"mla": True})
-    attended = sum(_attended(c, ph.new_tokens, a.window) for c in ph.contexts)
-    kv_tokens = sum(_kv_read_tokens(c, ph.new_tokens, a.window) for c in ph.contexts)
+    attended, kv_tokens = b.attention_reads(a.window)
     att = b.add(
         name=f"L{L}.attention", kind="attention", layer=L, inputs=(r, w), tokens=b.M,
         flops=2.0 * H * (lat + a.kv_lora_rank) * attended, kv_read_bytes=kv_tokens * lat * b.kvb,
