@@ -38,6 +38,7 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     shipped = json.loads(shipped_path().read_text())
     _close(band_file(res)["bands"], shipped["bands"])
     _close(band_file(res)["layouts"], shipped["layouts"])
+    _close(band_file(res)["vendors"], shipped["vendors"])
     assert set(res["bands"]) == set(PATHS)
     for table in ("measured_gpu", "projected_gpu"):
         for group, metrics in res[table]["groups"].items():
@@ -130,8 +131,10 @@ def test_a_cross_vendor_projection_says_its_band_was_not_validated_on_that_vendo
         if s.chip.kind == "gpu":
             assert s.vendor in ("NVIDIA", "AMD"), name  # every GPU names its maker
     for amd in ("mi300x", "mi325x", "mi355x", "helios"):
-        assert "no AMD serving measurement" in band_caveat(amd, path_for(amd, "fp8"))
+        assert "public AMD serving points (judges, not fitted)" in band_caveat(amd, path_for(amd, "fp8"))
         assert "AMD's own MLPerf Offline runs are among its judges" in band_caveat(amd, path_for(amd, "fp8"))
+    assert "on MI300X's 4" in band_caveat("mi300x", "projected-gpu")  # a GPU with judge points of its own
+    assert "on Helios" not in band_caveat("helios", "projected-gpu")  # none: its maker's record only
     assert band_caveat("vr-nvl72", "projected-gpu") == ""  # an NVIDIA part projected from NVIDIA tables
     assert band_caveat("h200-hgx", "measured-gpu") == ""
     b = band_for("projected-gpu")
@@ -171,3 +174,36 @@ def test_an_estimate_on_an_attention_dp_layout_names_that_band():
     assert "DPattn" in dp["layout"] and "attention-DP" in dp["band"] and "attention-DP" not in tp["band"]
     assert dp["tok_s_user_band_pct"] == round(100 * band_for("measured-gpu", "tok_s_user", dp["layout"]).band_fraction, 1)
     assert tp["tok_s_user_band_pct"] == round(100 * band_for("measured-gpu").band_fraction, 1)
+
+
+def test_an_amd_answer_quotes_and_is_no_narrower_than_its_makers_judge_record():
+    """AMD GPUs are projected from NVIDIA's tables; the projection band is measured between NVIDIA GPUs only. The
+    public serving points of AMD's GPUs (InferenceX baselines, AMD's own published runs) are judges: their record
+    ships in the band file, and an AMD throughput answer's band is no narrower than it (TTFT keeps the path's)."""
+    from lpxsim.engine.bands import vendor_record
+
+    rec = vendor_record("AMD")
+    assert rec["n"] >= 10 and {"MI300X", "MI325X", "MI355X"} <= set(rec["gpus"])
+    assert rec["min_signed_pct"] <= rec["median_signed_pct"] <= rec["max_signed_pct"]
+    assert vendor_record("NVIDIA") == {}  # a measured maker has no cross-vendor record
+    path = band_for("projected-gpu")
+    amd = answer_band("mi300x", "fp8")
+    assert amd.band_fraction == round(max(path.band_fraction * 100, rec["band_pct"]) / 100, 4)
+    assert amd.band_fraction > path.band_fraction and "cross-vendor record" in amd.data
+    assert answer_band("mi300x", "fp8", metric="ttft").band_fraction == band_for("projected-gpu", "ttft").band_fraction
+    assert answer_band("vr-nvl72", "fp8").band_fraction == path.band_fraction  # NVIDIA projected from NVIDIA
+    assert band_for("projected-gpu", system="mi300x").band_fraction == amd.band_fraction
+
+
+def test_amd_public_serving_points_are_priced_and_recorded_per_gpu():
+    from lpxsim.engine.validation import vendor_judge_rows, vendor_judges, vendor_records
+
+    rows = vendor_judge_rows()
+    assert rows and all(r["hardware"] == "MI300X" and r["latency_statistic"] == "median" for r in rows)
+    points = vendor_judges(rows)
+    assert all(p["pred_tpot_s"] and p["skipped"] is None for p in points)
+    rec = vendor_records(points)
+    assert set(rec) == {"AMD"} and rec["AMD"]["n"] == len(points) == rec["AMD"]["gpus"]["MI300X"]["n"]
+    # the record's error is tok/s/user's: measured TPOT over predicted
+    errs = sorted(100 * (p["tpot_s"] / p["pred_tpot_s"] - 1) for p in points)
+    assert rec["AMD"]["min_signed_pct"] == round(errs[0], 1) and rec["AMD"]["max_signed_pct"] == round(errs[-1], 1)

@@ -159,6 +159,31 @@ def pr_baselines_table(res: dict) -> list[str]:
     return lines + [""] + _gpu_table("Judges outside the calibration set, by group", res["replay"])
 
 
+def vendor_tables(points: list[dict], records: dict) -> list[str]:
+    """A GPU maker's own public serving points beside their predictions (`validation.vendor_judges`), then each
+    projected maker's record over all its judge points (`validation.vendor_records`)."""
+    lines = ["### Judges outside InferenceX: a GPU maker's own public serving points (median TPOT; not fitted)", "",
+             "| id | GPU | precision | layout | ISL / OSL | conc | date | TPOT ms (predicted) | error | tok/s/user error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        head = (f"| {p['id']} | {p['hardware']} | {p['precision']} | TP{p['tp']} EP{p['ep']} | {p['isl']:,} / "
+                f"{p['osl']:,} | {p['conc']} | {p['date']} |")
+        if p["pred_tpot_s"] is None:
+            lines.append(f"{head} not priced: {p['skipped']} | - | - |")
+            continue
+        lines.append(f"{head} {p['tpot_s'] * 1e3:.2f} ({p['pred_tpot_s'] * 1e3:.2f}) | "
+                     f"{100 * (p['pred_tpot_s'] / p['tpot_s'] - 1):+.1f} % | "
+                     f"{100 * (p['tpot_s'] / p['pred_tpot_s'] - 1):+.1f} % |")
+    lines += ["", "### Cross-vendor record: every judge point of a projected maker's GPUs (tok/s/user; what its "
+                  "answers' bands quote)", "",
+              "| maker | GPU | points | MdAPE | MAPE | signed (median) | range |", "|---|---|---|---|---|---|---|"]
+    for vendor, rec in records.items():
+        for gpu, r in [("all", rec), *rec["gpus"].items()]:
+            lines.append(f"| {vendor} | {gpu} | {r['n']} | {r['median_abs_pct']:.1f} % | {r['mape_pct']:.1f} % | "
+                         f"{r['median_signed_pct']:+.1f} % | {r['min_signed_pct']:+.1f} .. {r['max_signed_pct']:+.1f} % |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
@@ -172,6 +197,7 @@ def markdown(res: dict) -> str:
         lines.append(f"| {p['from']} -> {p['to']} | {p['n']} | {p['median_abs_pct']:.1f} % | {p['mape_pct']:.1f} % "
                      f"| {p['median_signed_pct']:+.1f} % |")
     lines += [""] + pr_baselines_table(res["pr_baselines"])
+    lines += vendor_tables(res["vendor_judges"], res["vendor_records"])
     lines += ["### SRAM machines: published points (tok/s per user)", "",
               "| id | system | model | role | conditions | published | batch-1 (device) | loaded ceiling (users) | "
               "predicted range (loaded + host .. batch-1 [+ spec]) | implied host us/token | batch-1 error | "
@@ -222,8 +248,9 @@ def _run_sources(ids: list[str]) -> str:
 
 def band_file(res: dict) -> dict:
     """The shipped band file's content for a `validation.run()` result: the paths' bands and the layout features'
-    own records (`validation.layout_bands`)."""
-    return {"generated_by": "lpxsim validate --write", "bands": res["bands"], "layouts": res["layout_bands"]}
+    own records (`validation.layout_bands`) and the cross-vendor records (`validation.vendor_records`)."""
+    return {"generated_by": "lpxsim validate --write", "bands": res["bands"], "layouts": res["layout_bands"],
+            "vendors": res["vendor_records"]}
 
 
 def rows_markdown(path: str, res: dict) -> str:

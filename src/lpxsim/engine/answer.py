@@ -139,7 +139,7 @@ class Answer:
         out: dict = {"cost_path": self.cost_path}
         for metric, value in (("tok_s_user", self.tok_s_user), ("ttft", self.ttft_s)):
             try:
-                b = band_for(self.cost_path, metric, self.deployment.layout)
+                b = band_for(self.cost_path, metric, self.deployment.layout, self.deployment.system)
             except UserError:  # this path has no validation of this metric: no band, said so by its absence
                 continue
             low, high = b.interval(value)

@@ -120,13 +120,17 @@ def layout_record(feature: str) -> dict:
     return _shipped().get("layouts", {}).get(feature, {}) if feature else {}
 
 
-def band_for(path: str, metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
+def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: str = "") -> ErrorBand:
     """The error band of `path` (one of PATHS) for `metric` (tok_s_user, ttft, tok_s_per_chip).
 
     `layout`: the answer's deployment layout label. Where it runs attention data-parallel and the calibration
     rows that do have a record on this path, the band is theirs (their error statistics), never narrower than
     the path's: those rows have run one way (docs/validation.md "Attention data-parallel"), which the path's
     band over all rows hides.
+
+    `system`: the answer's catalog system. A GPU projected from another maker's tables (AMD from NVIDIA's) shows a
+    throughput band no narrower than its maker's cross-vendor record (`vendor_record`: lpxsim's error on the public
+    serving points of that maker's GPUs), which the NVIDIA-to-NVIDIA projection band does not measure.
 
     Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
     """
@@ -145,9 +149,28 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "") -> ErrorBa
                          median_signed_pct=own["median_signed_pct"],
                          band_fraction=round(max(own["band_pct"], m["band_pct"]) / 100.0, 4), n_points=own["n"],
                          data=record["data"], layout=feature)
+    band_pct, data = m["band_pct"], entry["data"]
+    judged = _cross_vendor_record(system) if path == "projected-gpu" and metric in THROUGHPUT_METRICS else {}
+    if judged and judged["band_pct"] > band_pct:
+        band_pct = judged["band_pct"]
+        data += f"; widened to its maker's cross-vendor record ({judged['n']} public serving points)"
     return ErrorBand(path=path, metric=metric, median_abs_pct=m["median_abs_pct"], mape_pct=m["mape_pct"],
-                     median_signed_pct=m["median_signed_pct"], band_fraction=round(m["band_pct"] / 100.0, 4),
-                     n_points=m["n"], data=entry["data"])
+                     median_signed_pct=m["median_signed_pct"], band_fraction=round(band_pct / 100.0, 4),
+                     n_points=m["n"], data=data)
+
+
+THROUGHPUT_METRICS = ("tok_s_user", "tok_s_per_chip")  # what a judge's TPOT error speaks for
+
+
+def _cross_vendor_record(system: str) -> dict:
+    """The cross-vendor record of `system`'s maker where its GPUs are projected from another maker's tables, else
+    {} (also for no system, or a maker the validation measures)."""
+    if not system:
+        return {}
+    from lpxsim.catalog import get_system
+
+    vendor = get_system(system).vendor
+    return {} if not vendor or vendor in validated_vendors() else vendor_record(vendor)
 
 
 def path_for(system: str, weights: str = "fp8", framework: str = "sglang") -> str:
@@ -209,6 +232,7 @@ def _gpu_tables_time(system: str, weights: str, framework: str) -> bool:
     return measured_ops(AIC_SYSTEM[system], framework_name(framework)).gemm(8, 7168, 2048, fmt) is not None
 
 
+@cache
 def validated_vendors() -> tuple[str, ...]:
     """The chip makers whose GPUs the GPU paths' validation replays (the calibration set's GPUs and the
     siblings the projected replay prices them from: `engine.validation.PROJECT_FROM`)."""
@@ -220,7 +244,8 @@ def validated_vendors() -> tuple[str, ...]:
 
 def band_caveat(system: str, path: str) -> str:
     """What a band does not cover for `system`: a GPU projected from another maker's tables carries a band
-    measured between one maker's GPUs only ('' where the validation speaks for it)."""
+    measured between one maker's GPUs only, and says how far its maker's public serving points (judges) have
+    been from lpxsim ('' where the validation speaks for it)."""
     from lpxsim.catalog import get_system
 
     if path != "projected-gpu":
@@ -232,7 +257,27 @@ def band_caveat(system: str, path: str) -> str:
     offline = (f"; {vendor}'s own MLPerf Offline runs are among its judges"
                if vendor in offline_judged_vendors() else "")
     return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "
-            f"no {vendor} serving measurement is in the validation set{offline}")
+            f"{_vendor_judged(vendor, get_system(system).chip.name)}{offline}")
+
+
+def vendor_record(vendor: str) -> dict:
+    """The shipped cross-vendor record of a GPU maker (`engine.validation.vendor_records`), {} without one."""
+    return _shipped().get("vendors", {}).get(vendor, {})
+
+
+def _vendor_judged(vendor: str, gpu: str) -> str:
+    """How far lpxsim's tok/s/user has been from the public serving points of `vendor`'s GPUs (judges, not fitted),
+    and from `gpu`'s own where it has some."""
+    rec = vendor_record(vendor)
+    if not rec:
+        return f"no {vendor} serving measurement is in the validation set"
+
+    def said(r: dict) -> str:
+        return f"{_signed_words(r['min_signed_pct'], r['max_signed_pct'])} (median {r['median_signed_pct']:+.0f}%)"
+
+    text = f"lpxsim's tok/s/user was {said(rec)} on {rec['n']} public {vendor} serving points (judges, not fitted)"
+    own = rec.get("gpus", {}).get(gpu)
+    return text + (f", {said(own)} on {gpu}'s {own['n']}" if own else "")
 
 
 @cache
@@ -281,4 +326,4 @@ def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
                 metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
     """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`:
     `band_for(path_for(...), metric, layout)`."""
-    return band_for(path_for(system, weights, framework), metric, layout)
+    return band_for(path_for(system, weights, framework), metric, layout, system)

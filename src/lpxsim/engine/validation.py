@@ -194,6 +194,59 @@ def pr_baselines(rows: list[dict]) -> dict:
     return {"points": points, "replay": gpu_replay(rows, priced=priced)}
 
 
+AMD_PUBLIC = "amd_public_serving.csv"
+
+
+def vendor_judge_rows(path: str | None = None) -> list[dict]:
+    """A GPU maker's own public serving points outside InferenceX (data/measured/amd_public_serving.csv): median
+    TPOT only, no first-token time; judges, never fitted."""
+    with open(path or _data(AMD_PUBLIC), newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return [{**r, "spec_method": "none", "latency_statistic": "median"} for r in rows]
+
+
+def vendor_judges(rows: list[dict]) -> list[dict]:
+    """Each of `vendor_judge_rows` priced as the replay prices a row (`priced_row`): its TPOT beside the prediction."""
+    cache: dict = {}
+    out = []
+    for r in rows:
+        p, why = priced_row(r, cache=cache)
+        out.append({"id": r["point_id"], "hardware": r["hardware"], "precision": r["precision"], "tp": int(r["tp"]),
+                    "ep": int(r["ep"]), "isl": int(r["isl"]), "osl": int(r["osl"]), "conc": int(r["conc"]),
+                    "date": r["date"], "source": r["source"], "tpot_s": float(r["tpot_median_s"]),
+                    "pred_tpot_s": None if p is None else p["tpot_s"], "skipped": why})
+    return out
+
+
+def vendor_records(points: list[dict]) -> dict:
+    """For each GPU maker whose GPUs no measured table covers (they are projected from another maker's: AMD), the
+    signed tok/s/user errors (TPOT measured / predicted - 1) of every judge point of its GPUs, over all of them and
+    per GPU: what a cross-vendor answer's band quotes (`engine.bands.band_caveat`). `points`: judge points with
+    `hardware`, `tpot_s`, `pred_tpot_s` (InferenceX's pull-request baselines, `vendor_judges`)."""
+    from lpxsim.catalog import get_system
+    from lpxsim.engine.bands import validated_vendors
+
+    known = set(validated_vendors())
+    errs: dict[str, dict[str, list[tuple[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    for p in points:
+        if p.get("pred_tpot_s") is None or p.get("spec", "none") != "none":
+            continue
+        vendor = get_system(SYSTEMS[p["hardware"]]).vendor
+        if vendor and vendor not in known:
+            errs[vendor][p["hardware"]].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
+
+    def record(pairs: list[tuple[str, float]]) -> dict:
+        e = [v for _, v in pairs]
+        return {**error_stats(e).as_row(), "min_signed_pct": round(min(e), 1), "max_signed_pct": round(max(e), 1),
+                "points": sorted(i for i, _ in pairs)}
+
+    return {v: {"data": "public serving points of its GPUs (InferenceX pull-request baselines; the maker's own "
+                        "published runs, data/measured/amd_public_serving.csv), priced as the calibration replay "
+                        "prices a row; tok/s/user signed error", **record([x for g in gpus.values() for x in g]),
+                "gpus": {g: record(pairs) for g, pairs in sorted(gpus.items())}}
+            for v, gpus in sorted(errs.items())}
+
+
 def published_points(path: str | None = None) -> list[dict]:
     """The packaged published points of the SRAM machines, with their conditions and sources."""
     with open(path or _data("published_points.csv"), newline="") as fh:
@@ -721,9 +774,12 @@ def run(limit: int | None = None) -> dict:
     stated = stated_attention_dp_ids(points + bench_points)
     adp = {r["id"]: r["err_pct"] for r in offline["points"] + bench["points"] if r["id"] in stated}
     adp |= {r["id"]: r["err_pct"] for r in overview["points"] if r["attention_dp"]}
+    baselines = pr_baselines(pr_baseline_rows())
+    public = vendor_judges(vendor_judge_rows())
     return {"measured_gpu": gpu, "projected_gpu": projected, "projection_pairs": projection_pairs(),
             "ttft_date_spread": ttft_date_spread(rows), "queueing_solvers": queueing_solvers(rows),
             "sram_points": sram, "mlperf_offline": offline, "trtllm_bench_saturated": bench,
             "trtllm_perf_overview": overview, "trtllm_bench_min_latency": trtllm_bench.min_latency(),
             "bands": bands(gpu, projected, sram), "layout_bands": layout_bands(gpu, projected, adp, rows),
-            "pr_baselines": pr_baselines(pr_baseline_rows())}
+            "pr_baselines": baselines, "vendor_judges": public,
+            "vendor_records": vendor_records(baselines["points"] + public)}
