@@ -193,6 +193,8 @@ def test_an_amd_answer_quotes_and_is_no_narrower_than_its_makers_judge_record():
     assert answer_band("mi300x", "fp8", metric="ttft").band_fraction == band_for("projected-gpu", "ttft").band_fraction
     assert answer_band("vr-nvl72", "fp8").band_fraction == path.band_fraction  # NVIDIA projected from NVIDIA
     assert band_for("projected-gpu", system="mi300x").band_fraction == amd.band_fraction
+    dp = band_for("projected-gpu", layout="TP8/EP8/DPattn", system="mi300x")  # a layout's own record: widened too
+    assert dp.layout == "attention-dp" and dp.band_fraction == amd.band_fraction
 
 
 def test_amd_public_serving_points_are_priced_and_recorded_per_gpu():

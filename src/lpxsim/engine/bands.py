@@ -144,19 +144,18 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     feature = layout_feature(layout)
     record = layout_record(feature)
     own = record.get("paths", {}).get(path, {}).get("metrics", {}).get(metric)
-    if own is not None and own["n"] >= MIN_POINTS_FOR_QUANTILE:
-        return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
-                         median_signed_pct=own["median_signed_pct"],
-                         band_fraction=round(max(own["band_pct"], m["band_pct"]) / 100.0, 4), n_points=own["n"],
-                         data=record["data"], layout=feature)
-    band_pct, data = m["band_pct"], entry["data"]
+    if own is None or own["n"] < MIN_POINTS_FOR_QUANTILE:
+        own, feature, data = m, "", entry["data"]
+    else:
+        data = record["data"]
+    band_pct = max(own["band_pct"], m["band_pct"])
     judged = _cross_vendor_record(system) if path == "projected-gpu" and metric in THROUGHPUT_METRICS else {}
     if judged and judged["band_pct"] > band_pct:
         band_pct = judged["band_pct"]
         data += f"; widened to its maker's cross-vendor record ({judged['n']} public serving points)"
-    return ErrorBand(path=path, metric=metric, median_abs_pct=m["median_abs_pct"], mape_pct=m["mape_pct"],
-                     median_signed_pct=m["median_signed_pct"], band_fraction=round(band_pct / 100.0, 4),
-                     n_points=m["n"], data=data)
+    return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
+                     median_signed_pct=own["median_signed_pct"], band_fraction=round(band_pct / 100.0, 4),
+                     n_points=own["n"], data=data, layout=feature)
 
 
 THROUGHPUT_METRICS = ("tok_s_user", "tok_s_per_chip")  # what a judge's TPOT error speaks for
