@@ -134,6 +134,7 @@ def test_a_cross_vendor_projection_says_its_band_was_not_validated_on_that_vendo
         assert "public AMD serving points (judges, not fitted)" in band_caveat(amd, path_for(amd, "fp8"))
         assert "AMD's own MLPerf Offline runs are among its judges" in band_caveat(amd, path_for(amd, "fp8"))
     assert "on MI300X's 4" in band_caveat("mi300x", "projected-gpu")  # a GPU with judge points of its own
+    assert "its TTFT" in band_caveat("mi300x", "projected-gpu")
     assert "on Helios" not in band_caveat("helios", "projected-gpu")  # none: its maker's record only
     assert band_caveat("vr-nvl72", "projected-gpu") == ""  # an NVIDIA part projected from NVIDIA tables
     assert band_caveat("h200-hgx", "measured-gpu") == ""
@@ -179,19 +180,23 @@ def test_an_estimate_on_an_attention_dp_layout_names_that_band():
 def test_an_amd_answer_quotes_and_is_no_narrower_than_its_makers_judge_record():
     """AMD GPUs are projected from NVIDIA's tables; the projection band is measured between NVIDIA GPUs only. The
     public serving points of AMD's GPUs (InferenceX baselines, AMD's own published runs) are judges: their record
-    ships in the band file, and an AMD throughput answer's band is no narrower than it (TTFT keeps the path's)."""
+    ships in the band file, and an AMD answer's band is no narrower than it, for throughput (from their TPOT) and
+    for TTFT (from the points that give one)."""
     from lpxsim.engine.bands import vendor_record
 
-    rec = vendor_record("AMD")
-    assert rec["n"] >= 10 and {"MI300X", "MI325X", "MI355X"} <= set(rec["gpus"])
-    assert rec["min_signed_pct"] <= rec["median_signed_pct"] <= rec["max_signed_pct"]
+    rec = vendor_record("AMD")["metrics"]
+    tok = rec["tok_s_user"]
+    assert tok["n"] >= 10 and {"MI300X", "MI325X", "MI355X"} <= set(tok["gpus"])
+    assert tok["min_signed_pct"] <= tok["median_signed_pct"] <= tok["max_signed_pct"]
+    assert rec["ttft"]["n"] < tok["n"] and "MI300X" not in rec["ttft"]["gpus"]  # AMD's own points give no TTFT
     assert vendor_record("NVIDIA") == {}  # a measured maker has no cross-vendor record
-    path = band_for("projected-gpu")
+    for metric, judged in (("tok_s_user", tok), ("tok_s_per_chip", tok), ("ttft", rec["ttft"])):
+        path = band_for("projected-gpu", metric)
+        amd = answer_band("mi300x", "fp8", metric=metric)
+        assert amd.band_fraction == round(max(path.band_fraction * 100, judged["band_pct"]) / 100, 4), metric
+        assert answer_band("vr-nvl72", "fp8", metric=metric).band_fraction == path.band_fraction  # NVIDIA from NVIDIA
     amd = answer_band("mi300x", "fp8")
-    assert amd.band_fraction == round(max(path.band_fraction * 100, rec["band_pct"]) / 100, 4)
-    assert amd.band_fraction > path.band_fraction and "cross-vendor record" in amd.data
-    assert answer_band("mi300x", "fp8", metric="ttft").band_fraction == band_for("projected-gpu", "ttft").band_fraction
-    assert answer_band("vr-nvl72", "fp8").band_fraction == path.band_fraction  # NVIDIA projected from NVIDIA
+    assert amd.band_fraction > band_for("projected-gpu").band_fraction and "cross-vendor record" in amd.data
     assert band_for("projected-gpu", system="mi300x").band_fraction == amd.band_fraction
     dp = band_for("projected-gpu", layout="TP8/EP8/DPattn", system="mi300x")  # a layout's own record: widened too
     assert dp.layout == "attention-dp" and dp.band_fraction == amd.band_fraction
@@ -204,8 +209,10 @@ def test_amd_public_serving_points_are_priced_and_recorded_per_gpu():
     assert rows and all(r["hardware"] == "MI300X" and r["latency_statistic"] == "median" for r in rows)
     points = vendor_judges(rows)
     assert all(p["pred_tpot_s"] and p["skipped"] is None for p in points)
-    rec = vendor_records(points)
-    assert set(rec) == {"AMD"} and rec["AMD"]["n"] == len(points) == rec["AMD"]["gpus"]["MI300X"]["n"]
+    rec = vendor_records(points)["AMD"]["metrics"]
+    assert set(rec) == {"tok_s_user"}  # median TPOT only: no TTFT record from these
+    tok = rec["tok_s_user"]
+    assert tok["n"] == len(points) == tok["gpus"]["MI300X"]["n"]
     # the record's error is tok/s/user's: measured TPOT over predicted
     errs = sorted(100 * (p["tpot_s"] / p["pred_tpot_s"] - 1) for p in points)
-    assert rec["AMD"]["min_signed_pct"] == round(errs[0], 1) and rec["AMD"]["max_signed_pct"] == round(errs[-1], 1)
+    assert tok["min_signed_pct"] == round(errs[0], 1) and tok["max_signed_pct"] == round(errs[-1], 1)

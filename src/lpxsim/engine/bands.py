@@ -149,7 +149,7 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     else:
         data = record["data"]
     band_pct = max(own["band_pct"], m["band_pct"])
-    judged = _cross_vendor_record(system) if path == "projected-gpu" and metric in THROUGHPUT_METRICS else {}
+    judged = _cross_vendor_record(system, metric) if path == "projected-gpu" else {}
     if judged and judged["band_pct"] > band_pct:
         band_pct = judged["band_pct"]
         data += f"; widened to its maker's cross-vendor record ({judged['n']} public serving points)"
@@ -158,18 +158,21 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
                      n_points=own["n"], data=data, layout=feature)
 
 
-THROUGHPUT_METRICS = ("tok_s_user", "tok_s_per_chip")  # what a judge's TPOT error speaks for
+JUDGED_AS = {"tok_s_user": "tok_s_user", "tok_s_per_chip": "tok_s_user", "ttft": "ttft"}  # a judge's TPOT error
+# speaks for tok/s/user and, at its stated concurrency, for tok/s/chip
 
 
-def _cross_vendor_record(system: str) -> dict:
-    """The cross-vendor record of `system`'s maker where its GPUs are projected from another maker's tables, else
-    {} (also for no system, or a maker the validation measures)."""
-    if not system:
+def _cross_vendor_record(system: str, metric: str = "tok_s_user") -> dict:
+    """The cross-vendor record of `metric` for `system`'s maker where its GPUs are projected from another maker's
+    tables, else {} (also for no system, a maker the validation measures, or a metric no judge gives)."""
+    if not system or metric not in JUDGED_AS:
         return {}
     from lpxsim.catalog import get_system
 
     vendor = get_system(system).vendor
-    return {} if not vendor or vendor in validated_vendors() else vendor_record(vendor)
+    if not vendor or vendor in validated_vendors():
+        return {}
+    return vendor_record(vendor).get("metrics", {}).get(JUDGED_AS[metric], {})
 
 
 def path_for(system: str, weights: str = "fp8", framework: str = "sglang") -> str:
@@ -267,7 +270,8 @@ def vendor_record(vendor: str) -> dict:
 def _vendor_judged(vendor: str, gpu: str) -> str:
     """How far lpxsim's tok/s/user has been from the public serving points of `vendor`'s GPUs (judges, not fitted),
     and from `gpu`'s own where it has some."""
-    rec = vendor_record(vendor)
+    metrics = vendor_record(vendor).get("metrics", {})
+    rec = metrics.get("tok_s_user")
     if not rec:
         return f"no {vendor} serving measurement is in the validation set"
 
@@ -276,7 +280,9 @@ def _vendor_judged(vendor: str, gpu: str) -> str:
 
     text = f"lpxsim's tok/s/user was {said(rec)} on {rec['n']} public {vendor} serving points (judges, not fitted)"
     own = rec.get("gpus", {}).get(gpu)
-    return text + (f", {said(own)} on {gpu}'s {own['n']}" if own else "")
+    text += f", {said(own)} on {gpu}'s {own['n']}" if own else ""
+    ttft = metrics.get("ttft")
+    return text + (f"; its TTFT {said(ttft)} on the {ttft['n']} that give one" if ttft else "")
 
 
 @cache

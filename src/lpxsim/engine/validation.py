@@ -220,20 +220,26 @@ def vendor_judges(rows: list[dict]) -> list[dict]:
 
 def vendor_records(points: list[dict]) -> dict:
     """For each GPU maker whose GPUs no measured table covers (they are projected from another maker's: AMD), the
-    signed tok/s/user errors (TPOT measured / predicted - 1) of every judge point of its GPUs, over all of them and
-    per GPU: what a cross-vendor answer's band quotes (`engine.bands.band_caveat`). `points`: judge points with
-    `hardware`, `tpot_s`, `pred_tpot_s` (InferenceX's pull-request baselines, `vendor_judges`)."""
+    signed errors of every judge point of its GPUs, over all of them and per GPU: tok/s/user (TPOT measured /
+    predicted - 1) and, where the point gives one, TTFT (predicted / measured - 1). What a cross-vendor answer's
+    band is widened to and quotes (`engine.bands.band_for`, `band_caveat`). `points`: judge points with `hardware`,
+    `tpot_s`, `pred_tpot_s` and maybe `ttft_s`, `pred_ttft_s` (InferenceX's pull-request baselines,
+    `vendor_judges`)."""
     from lpxsim.catalog import get_system
     from lpxsim.engine.bands import validated_vendors
 
     known = set(validated_vendors())
-    errs: dict[str, dict[str, list[tuple[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    errs: dict[str, dict[str, dict[str, list[tuple[str, float]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
     for p in points:
         if p.get("pred_tpot_s") is None or p.get("spec", "none") != "none":
             continue
         vendor = get_system(SYSTEMS[p["hardware"]]).vendor
-        if vendor and vendor not in known:
-            errs[vendor][p["hardware"]].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
+        if not vendor or vendor in known:
+            continue
+        errs[vendor]["tok_s_user"][p["hardware"]].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
+        if p.get("ttft_s") and p.get("pred_ttft_s"):
+            errs[vendor]["ttft"][p["hardware"]].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
 
     def record(pairs: list[tuple[str, float]]) -> dict:
         e = [v for _, v in pairs]
@@ -242,9 +248,11 @@ def vendor_records(points: list[dict]) -> dict:
 
     return {v: {"data": "public serving points of its GPUs (InferenceX pull-request baselines; the maker's own "
                         "published runs, data/measured/amd_public_serving.csv), priced as the calibration replay "
-                        "prices a row; tok/s/user signed error", **record([x for g in gpus.values() for x in g]),
-                "gpus": {g: record(pairs) for g, pairs in sorted(gpus.items())}}
-            for v, gpus in sorted(errs.items())}
+                        "prices a row; signed error of tok/s/user and, where given, TTFT",
+                "metrics": {m: {**record([x for g in gpus.values() for x in g]),
+                                "gpus": {g: record(pairs) for g, pairs in sorted(gpus.items())}}
+                            for m, gpus in sorted(by_metric.items())}}
+            for v, by_metric in sorted(errs.items())}
 
 
 def published_points(path: str | None = None) -> list[dict]:
