@@ -129,8 +129,9 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     band over all rows hides.
 
     `system`: the answer's catalog system. A GPU projected from another maker's tables (AMD from NVIDIA's) shows a
-    throughput band no narrower than its maker's cross-vendor record (`vendor_record`: lpxsim's error on the public
-    serving points of that maker's GPUs), which the NVIDIA-to-NVIDIA projection band does not measure.
+    band no narrower than its maker's cross-vendor record of that metric (`vendor_record`: lpxsim's error on the
+    public serving points of that maker's GPUs; throughput from their TPOT, TTFT where they give one), which the
+    NVIDIA-to-NVIDIA projection band does not measure.
 
     Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
     """
@@ -158,8 +159,9 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
                      n_points=own["n"], data=data, layout=feature)
 
 
-JUDGED_AS = {"tok_s_user": "tok_s_user", "tok_s_per_chip": "tok_s_user", "ttft": "ttft"}  # a judge's TPOT error
-# speaks for tok/s/user and, at its stated concurrency, for tok/s/chip
+# the vendor-record metric that speaks for each answer metric: a judge's TPOT error is tok/s/user's and, at its
+# stated concurrency, tok/s/chip's
+JUDGED_AS = {"tok_s_user": "tok_s_user", "tok_s_per_chip": "tok_s_user", "ttft": "ttft"}
 
 
 def _cross_vendor_record(system: str, metric: str = "tok_s_user") -> dict:
@@ -252,14 +254,15 @@ def band_caveat(system: str, path: str) -> str:
 
     if path != "projected-gpu":
         return ""
-    vendor = get_system(system).vendor
+    spec = get_system(system)
+    vendor = spec.vendor
     known = validated_vendors()
     if not vendor or vendor in known:
         return ""
     offline = (f"; {vendor}'s own MLPerf Offline runs are among its judges"
                if vendor in offline_judged_vendors() else "")
     return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "
-            f"{_vendor_judged(vendor, get_system(system).chip.name)}{offline}")
+            f"{_vendor_judged(vendor, spec.chip.name)}{offline}")
 
 
 def vendor_record(vendor: str) -> dict:
@@ -330,5 +333,5 @@ def band_text(system: str, path: str, band: ErrorBand) -> str:
 def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
                 metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
     """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`:
-    `band_for(path_for(...), metric, layout)`."""
+    `band_for(path_for(...), metric, layout, system)`."""
     return band_for(path_for(system, weights, framework), metric, layout, system)
