@@ -99,6 +99,65 @@ def test_lookup_groups_are_the_per_op_grouping(model, system, kw):
             assert any(k == ("fused",) for k, _ in f.groups)
 
 
+@pytest.mark.parametrize("model", ["deepseek-r1", "gemma-4-31b", "qwen3-235b-a22b"])
+def test_a_kept_plan_carries_what_pricing_reads_of_its_graph(model):
+    """A step model keeps each shape's plan, not its graph: the plan's attention ops are the graph's (KV
+    parallelism gathers and scatters per attention op), and the features built from the plan are the
+    features built from the whole graph."""
+    from lpxsim.catalog import get_model
+    from lpxsim.gpu.features import build, plan_graph
+    from lpxsim.graph import Phase, lower
+
+    m = get_model(model)
+    sm = GpuStepModel(m, "h200-hgx", tp=8, **({"kv_parallel": True} if model != "deepseek-r1" else {}))
+    for phase in (Phase.decode((0, 700, 5000)), Phase.prefill(512, 100), Phase.verify((0, 9), 3)):
+        graph = lower(m, phase, sm.weights, sm.kv, sm.kv_layout)
+        plan = plan_graph(graph)
+        def io(ops):  # what an attention op's collectives and pricing read (its name and layer aside)
+            return [(o.act_in_bytes, o.act_out_bytes, o.flops, o.kv_read_bytes, o.shape, dict(o.attrs)) for o in ops]
+
+        assert io(plan.attention_ops()) == io(op for op in graph.ops if op.kind == "attention")
+        whole = build(graph, sm.layout, sm.rates, sm.fabric)
+        kept = build(plan, sm.layout, sm.rates, sm.fabric)
+        for name in ("flops", "rate", "rows", "dense_bytes", "expert_bytes", "kv_bytes", "kernels"):
+            assert np.array_equal(getattr(whole, name), getattr(kept, name)), name
+        assert (whole.collective_s, whole.attn_collective_s, whole.lookups) == (
+            kept.collective_s, kept.attn_collective_s, kept.lookups)
+
+
+def test_each_shape_is_lowered_once_for_every_layout(monkeypatch):
+    """Plans are small, so a process keeps every shape it priced: a second layout, or the same shape asked
+    again after many others, lowers nothing."""
+    import lpxsim.gpu.step as step_module
+
+    lowered: list[tuple] = []
+    real = step_module.lower
+    monkeypatch.setattr(step_module, "lower", lambda m, ph, *a: lowered.append((ph.kind, ph.contexts)) or real(m, ph, *a))
+    monkeypatch.setattr(step_module, "_PLANS", type(step_module._PLANS)())
+    a = GpuStepModel("llama-3.1-8b", "h200-hgx", tp=1)
+    b = GpuStepModel(a.model, "h200-hgx", tp=2)
+    for n in range(1, 100):  # more shapes than the 64 graphs kept before
+        a._get("decode@0", 1, (0,) * n)
+    assert len(lowered) == 99
+    for n in range(1, 100):
+        b._get("decode@0", 1, (0,) * n)
+    assert len(lowered) == 99
+
+
+def test_attention_sums_group_equal_contexts_exactly():
+    """Summing once per distinct context gives the per-sequence sums exactly (whole numbers)."""
+    from lpxsim.graph.lower import _attended, _kv_read_tokens, attention_sums
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        contexts = tuple(int(c) for c in rng.choice([0, 1, 7, 4096, 131_072], size=rng.integers(1, 50)))
+        new = int(rng.choice([1, 2, 5, 64, 65, 4096]))
+        window = rng.choice([None, 128, 4096])
+        window = None if window is None else int(window)
+        assert attention_sums(contexts, new, window) == (
+            sum(_attended(c, new, window) for c in contexts), sum(_kv_read_tokens(c, new, window) for c in contexts))
+
+
 def test_curve_medians_and_distinct_rows_match_numpy():
     from lpxsim.gpu.measured import _curve, _distinct
 

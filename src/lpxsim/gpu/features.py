@@ -18,11 +18,12 @@ import numpy as np
 
 from lpxsim.gpu.collectives import Fabric
 from lpxsim.gpu.layout import Layout, busiest_share
-from lpxsim.graph import Op, OpGraph, expected_experts_touched
+from lpxsim.graph import Op, OpGraph, Phase, expected_experts_touched
 
 # The graph's own per-sequence attention counts, so re-pricing a batch at new contexts matches a fresh
 # lowering exactly (tests/test_gpu_model.py checks it).
-from lpxsim.graph.lower import _attended, _kv_read_tokens
+from lpxsim.graph.lower import _attended, _kv_read_tokens, attention_sums
+from lpxsim.specs.model import ModelSpec
 
 # Ops of the attention half of a layer (name suffix after "L<i>.").
 ATTENTION_OPS = frozenset({
@@ -190,15 +191,12 @@ def lookup_key(op: Op, layout: Layout, att_frac: float, dense_fmt: str, expert_f
     return ("gemm", m, n, k, fmt)
 
 
-def _fuse_projections(graph: OpGraph, lookups: list[tuple | None],
-                      candidates: tuple[tuple[int, str, int], ...] | None = None) -> None:
+def _fuse_projections(lookups: list[tuple | None], candidates: tuple[tuple[int, str, int], ...]) -> None:
     """Projections that read the same input run as one GEMM in the engines (fused QKV; MLA's q_a + kv_a):
     the first one's GEMM gets the summed N, the others are priced at zero ("fused").
 
     `candidates`: (index, name suffix, layer) of the ops this can concern (q/q_a projections and the
-    ones fused into them), in order; every other op is skipped anyway (default: worked out here)."""
-    if candidates is None:
-        candidates = _fuse_candidates(graph)
+    ones fused into them), in order (`GraphPlan.fuse_candidates`); every other op is skipped anyway."""
     last: dict[int, int] = {}
     for i, suf, layer in candidates:
         key = lookups[i]
@@ -215,21 +213,17 @@ def _fuse_projections(graph: OpGraph, lookups: list[tuple | None],
             last[layer] = i
 
 
-def _fuse_candidates(graph: OpGraph) -> tuple[tuple[int, str, int], ...]:
-    out = []
-    for i, op in enumerate(graph.ops):
-        suf = _suffix(op)
-        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
-            out.append((i, suf, op.layer))
-    return tuple(out)
-
-
 @dataclass(frozen=True)
-class _GraphPlan:
-    """What `build` needs of a graph that does not depend on the layout: the graph's distinct ops
-    (the layers of a model repeat: an op's row depends on its shape and attributes, not on its layer;
-    DeepSeek: ~20 distinct of ~1,300), which class each op is, and the per-op constants."""
+class GraphPlan:
+    """What pricing needs of a lowered graph, independent of the layout and a fraction of its memory: the
+    graph's distinct ops (the layers of a model repeat: an op's row depends on its shape and attributes,
+    not on its layer; DeepSeek: ~20 distinct of ~1,300), which class each op is, the per-op constants, and
+    the graph's own step, model and formats. A step model keeps plans, not graphs: a graph holds every op."""
 
+    model: ModelSpec
+    phase: Phase
+    weights: str
+    act_bytes_per_element: float
     reps: tuple[Op, ...]  # one op per class
     rep_suffixes: tuple[str, ...]
     op_class: np.ndarray  # class of each op (int index into reps)
@@ -239,8 +233,13 @@ class _GraphPlan:
     fuse_candidates: tuple[tuple[int, str, int], ...]
     class_rows: tuple[np.ndarray, ...]  # the ops of each class
 
+    def attention_ops(self) -> list[Op]:
+        """The graph's attention ops in order (each as its class's op: the same shape and bytes)."""
+        return [self.reps[self.op_class_list[i]] for i, _ in self.windows]
 
-def _plan_of(graph: OpGraph) -> _GraphPlan:
+
+def plan_graph(graph: OpGraph) -> GraphPlan:
+    """The layout-independent plan of `graph` (worked out each call; `graph_plan` keeps one per graph)."""
     reps: list[Op] = []
     sufs: list[str] = []
     memo: dict[tuple, int] = {}
@@ -277,28 +276,28 @@ def _plan_of(graph: OpGraph) -> _GraphPlan:
     order = np.argsort(op_class, kind="stable")
     bounds = np.searchsorted(op_class[order], np.arange(len(reps) + 1))
     class_rows = tuple(order[bounds[c]:bounds[c + 1]] for c in range(len(reps)))
-    return _GraphPlan(tuple(reps), tuple(sufs), op_class, tuple(cls), moe_stream, tuple(windows), tuple(fuse),
-                      class_rows)
+    return GraphPlan(graph.model, graph.phase, graph.weights, graph.act_bytes_per_element, tuple(reps),
+                     tuple(sufs), op_class, tuple(cls), moe_stream, tuple(windows), tuple(fuse), class_rows)
 
 
 # A layout search builds every layout's features from the same few graphs: plan each graph once.
-_PLANS: dict[int, tuple[OpGraph, _GraphPlan]] = {}
+_PLANS: dict[int, tuple[OpGraph, GraphPlan]] = {}
 _PLANS_SIZE = 64
 
 
-def graph_plan(graph: OpGraph) -> _GraphPlan:
+def graph_plan(graph: OpGraph) -> GraphPlan:
     """The layout-independent plan of `graph`, once per graph object."""
     hit = _PLANS.get(id(graph))
     if hit is None or hit[0] is not graph:  # the graph itself: an id is reused only after it dies
         if len(_PLANS) >= _PLANS_SIZE:
             _PLANS.pop(next(iter(_PLANS)))
-        hit = (graph, _plan_of(graph))
+        hit = (graph, plan_graph(graph))
         _PLANS[id(graph)] = hit
     return hit[1]
 
 
 def build(
-    graph: OpGraph,
+    graph: OpGraph | GraphPlan,
     layout: Layout,
     rates: dict[str, float],
     fabric: Fabric,
@@ -308,7 +307,7 @@ def build(
     native: frozenset[str] = frozenset(),
     absorb_fmt: str | None = None,
 ) -> StepFeatures:
-    """Per-op features of `graph` (one replica's step) for the busiest GPU under `layout`.
+    """Per-op features of `graph` (one replica's step, or its plan) for the busiest GPU under `layout`.
 
     `rates` maps the graph's weight format, "dense" (non-expert matmuls, if stored in another
     format) and "attention" to achieved FLOP/s; `dense_scale` converts non-expert weight bytes
@@ -316,31 +315,33 @@ def build(
     the shared experts, dense MLPs and maybe attention's output projection): those matmuls keep the graph's
     own bytes and format. `absorb_fmt`: the format MLA's absorbed BMMs run in (else the dense format).
     """
-    seqs = graph.phase.sequences
+    plan = graph if isinstance(graph, GraphPlan) else graph_plan(graph)
+    seqs = plan.phase.sequences
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
-    spread = graph.phase.kind != "prefill"
+    spread = plan.phase.kind != "prefill"
     att_frac = busiest_share(seqs, layout.tp, spread) / seqs if layout.dp_attention else 1.0
     # prefill keeps head-parallel attention (no query gather); only decode/verify attend per KV slice
-    kvp_attention = layout.kv_parallel and graph.phase.kind != "prefill"
-    quant = QUANT_KERNELS if graph.weights not in ("bf16", "fp16") else 0.0
-    dense_fmt = dense_fmt or graph.weights
+    kvp_attention = layout.kv_parallel and plan.phase.kind != "prefill"
+    weights = plan.weights
+    quant = QUANT_KERNELS if weights not in ("bf16", "fp16") else 0.0
+    dense_fmt = dense_fmt or weights
 
     def row(op: Op, suf: str) -> tuple:
         """(lookup, attention half, kernels, flops, rate, rows, dense bytes, expert bytes, kv bytes, core)."""
         div, work, kvf = _share(op, layout, att_frac, kvp_attention)
         # a skewed routing is modelled by the roofline's expert count; the tables measured their own
         look = (None if (expert_skew and op.kind == "experts")
-                else lookup_key(op, layout, att_frac, dense_fmt, graph.weights, native, absorb_fmt))
+                else lookup_key(op, layout, att_frac, dense_fmt, weights, native, absorb_fmt))
         in_native = suf in native
         kernels = 0.0 if suf in FUSED_INTO_PREVIOUS else KERNELS.get(op.kind, 1.0) + (quant if op.kind == "matmul" else 0.0)
         act = (op.act_in_bytes + op.act_out_bytes) * work
         half = suf in ATTENTION_OPS
         if op.kind == "experts":
             eb, fl, rows = _expert_row(op, layout, expert_skew)
-            return look, half, kernels, fl, rates[graph.weights], rows, act, eb, 0.0, False
+            return look, half, kernels, fl, rates[weights], rows, act, eb, 0.0, False
         rate, rows, core = 0.0, 0.0, False
         if op.kind in ("matmul", "router"):
-            rate = rates[graph.weights] if in_native else rates.get("dense", rates[graph.weights])
+            rate = rates[weights] if in_native else rates.get("dense", rates[weights])
             rows = op.tokens * (work * div if div > 1 else work)
         elif op.kind == "attention":
             rate, rows, core = rates["attention"], max(1.0, op.tokens * work), True
@@ -348,7 +349,6 @@ def build(
         return look, half, kernels, op.flops * work, rate, rows, dense, 0.0, (op.kv_read_bytes + op.kv_write_bytes) * kvf, core
 
     # each distinct op is worked out once, then spread over the ops of its class
-    plan = graph_plan(graph)
     out = [row(op, suf) for op, suf in zip(plan.reps, plan.rep_suffixes, strict=True)]
     k = len(out)
     cls = plan.op_class
@@ -358,14 +358,14 @@ def build(
     cols = {key: num[:, j].copy() for j, key in enumerate(("kernels", "flops", "rate", "rows", "dense", "expert", "kv"))}
     class_lookups = [r[0] for r in out]
     lookups: list[tuple | None] = [class_lookups[c] for c in plan.op_class_list]
-    _fuse_projections(graph, lookups, plan.fuse_candidates)
+    _fuse_projections(lookups, plan.fuse_candidates)
     groups = _groups(plan, class_lookups, lookups)
-    coll, attn_coll, calls, attn_calls, dp_ffn = _collectives(graph, layout, fabric, att_frac)
+    coll, attn_coll, calls, attn_calls, dp_ffn = _collectives(plan, layout, fabric, att_frac)
     return StepFeatures(
         flops=cols["flops"], rate=cols["rate"], rows=np.maximum(cols["rows"], 1.0), dense_bytes=cols["dense"],
         expert_bytes=cols["expert"], kv_bytes=cols["kv"], kernels=cols["kernels"], is_attention_core=core,
         is_attn_half=attn_half, att_windows=plan.windows, collective_s=coll, attn_collective_s=attn_coll,
-        collectives=calls, attn_collectives=attn_calls, layer_count=graph.model.num_layers, lookups=tuple(lookups),
+        collectives=calls, attn_collectives=attn_calls, layer_count=plan.model.num_layers, lookups=tuple(lookups),
         dp_ffn_collective_s=dp_ffn,
         sequences=max(1, round(seqs * att_frac)),
         moe_stream=plan.moe_stream,
@@ -373,7 +373,7 @@ def build(
     )
 
 
-def _groups(plan: _GraphPlan, class_lookups: list[tuple | None],
+def _groups(plan: GraphPlan, class_lookups: list[tuple | None],
             lookups: list[tuple | None]) -> tuple[tuple[tuple, np.ndarray], ...]:
     """The ops of each distinct lookup key (ascending), keys in order of first appearance: every op of
     a class shares its class's key, except the projections `_fuse_projections` rewrote."""
@@ -414,8 +414,7 @@ def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int
         if window not in ratios:
             a0 = len(contexts) * _attended(0, new_tokens, window)
             k0 = len(contexts) * _kv_read_tokens(0, new_tokens, window)
-            a = sum(_attended(c, new_tokens, window) for c in contexts)
-            k = sum(_kv_read_tokens(c, new_tokens, window) for c in contexts)
+            a, k = attention_sums(contexts, new_tokens, window)
             ratios[window] = (a / a0, k / k0)
         fa, fk = ratios[window]
         flops[row] *= fa
@@ -424,7 +423,7 @@ def with_contexts(base: StepFeatures, contexts: tuple[int, ...], new_tokens: int
 
 
 def _collectives(
-    graph: OpGraph, layout: Layout, fabric: Fabric, att_frac: float
+    plan: GraphPlan, layout: Layout, fabric: Fabric, att_frac: float
 ) -> tuple[float, float, float, float, float]:
     """(collective seconds of the step, those of the attention half, calls, calls of the attention half, the
     seconds of the FFN side's gathers and scatters under DP-attention).
@@ -436,9 +435,9 @@ def _collectives(
     all-gather of the queries and a reduce-scatter of the partial attention outputs. Plus the
     vocab-parallel embedding all-reduce, the logits all-gather, and pipeline-stage sends.
     """
-    m, tp = graph.model, layout.tp
-    ab = graph.act_bytes_per_element
-    tokens = graph.phase.tokens
+    m, tp = plan.model, layout.tp
+    ab = plan.act_bytes_per_element
+    tokens = plan.phase.tokens
     hidden_bytes = tokens * m.hidden_size * ab
     per_layer_attn = 0.0 if layout.dp_attention else fabric.all_reduce_s(hidden_bytes, tp)
     if not layout.dp_attention:
@@ -449,12 +448,12 @@ def _collectives(
     else:
         per_layer_ffn = fabric.all_gather_s(hidden_bytes, tp) + fabric.reduce_scatter_s(hidden_bytes, tp)
     kvp = 0.0
-    if layout.kv_parallel and graph.phase.kind != "prefill":  # gather queries, merge partial outputs
+    if layout.kv_parallel and plan.phase.kind != "prefill":  # gather queries, merge partial outputs
         per = [fabric.all_gather_s(op.act_in_bytes, tp) + fabric.reduce_scatter_s(op.act_out_bytes, tp)
-               for op in graph.ops if op.kind == "attention"]
+               for op in plan.attention_ops()]
         kvp = sum(per)
         per_layer_attn += kvp / max(1, len(per))
-    head_rows = graph.phase.sequences if graph.phase.kind == "prefill" else tokens
+    head_rows = plan.phase.sequences if plan.phase.kind == "prefill" else tokens
     logits = fabric.all_gather_s(head_rows * m.vocab_size * 4.0, tp)
     embed = 0.0 if layout.dp_attention else fabric.all_reduce_s(hidden_bytes, tp)
     p2p = (layout.pp - 1) * fabric.p2p_s(hidden_bytes) if layout.pp > 1 else 0.0
@@ -463,7 +462,7 @@ def _collectives(
     if tp == 1:
         return p2p, 0.0, float(layout.pp - 1), 0.0, 0.0
     ffn_calls = 2.0 if layout.dp_attention else 1.0
-    kvp_calls = 3.0 if layout.kv_parallel and graph.phase.kind != "prefill" else 1.0
+    kvp_calls = 3.0 if layout.kv_parallel and plan.phase.kind != "prefill" else 1.0
     attn_calls = 0.0 if layout.dp_attention else float(L) * kvp_calls
     calls = attn_calls + L * ffn_calls + 1.0 + (0.0 if layout.dp_attention else 1.0) + (layout.pp - 1)
     dp_ffn = L * per_layer_ffn if layout.dp_attention else 0.0

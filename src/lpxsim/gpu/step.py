@@ -21,7 +21,7 @@ from lpxsim.gpu.checkpoint import checkpoint_formats
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
 from lpxsim.gpu.engine import engine_params, framework_name
-from lpxsim.gpu.features import StepFeatures, build, with_contexts
+from lpxsim.gpu.features import GraphPlan, StepFeatures, build, plan_graph, with_contexts
 from lpxsim.gpu.layout import Layout
 from lpxsim.gpu.measured import AIC_SYSTEM, MOE_BACKEND_OF, aic_version, measured_ops
 from lpxsim.gpu.moe_backend import launch_moe_backend
@@ -86,24 +86,27 @@ def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
     )
 
 
-# The op graph of a step depends on the model, the step's shape and the formats, not on the layout:
-# a layout search lowers each shape once per process (graphs are read, never modified, downstream).
-_GRAPHS: OrderedDict[tuple, tuple[ModelSpec, object]] = OrderedDict()
-_GRAPHS_SIZE = 64
+# The op graph of a step depends on the model, the step's shape and the formats, not on the layout: a
+# layout search, a simulation and `lpxsim validate` price each shape under many layouts and batches. What
+# pricing reads of a graph is its plan (~20 distinct ops and per-op class indices, tens of kB), so the plan
+# is kept, not the graph (~1,300 ops, ~1 MB): enough plans for every shape of a validation run
+# (~1,000), where 64 whole graphs made it lower 37 % of its shapes twice or more.
+_PLANS: OrderedDict[tuple, tuple[ModelSpec, GraphPlan]] = OrderedDict()
+_PLANS_SIZE = 2048
 
 
-def _lowered_graph(model: ModelSpec, kind: str, new_tokens: int, contexts: tuple[int, ...], weights: str, kv: str,
-                   kv_layout: str):  # noqa: ANN202 - an lpxsim.graph OpGraph
+def _lowered_plan(model: ModelSpec, kind: str, new_tokens: int, contexts: tuple[int, ...], weights: str, kv: str,
+                  kv_layout: str) -> GraphPlan:
     key = (id(model), kind, new_tokens, contexts, weights, kv, kv_layout)
-    hit = _GRAPHS.get(key)
+    hit = _PLANS.get(key)
     if hit is not None and hit[0] is model:  # the model object itself: an id is reused only after it dies
-        _GRAPHS.move_to_end(key)
+        _PLANS.move_to_end(key)
         return hit[1]
-    graph = lower(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout)  # type: ignore[arg-type]
-    _GRAPHS[key] = (model, graph)
-    if len(_GRAPHS) > _GRAPHS_SIZE:
-        _GRAPHS.popitem(last=False)
-    return graph
+    plan = plan_graph(lower(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout))  # type: ignore[arg-type]
+    _PLANS[key] = (model, plan)
+    if len(_PLANS) > _PLANS_SIZE:
+        _PLANS.popitem(last=False)
+    return plan
 
 
 _SPEC_DIGESTS: dict[int, tuple[object, str]] = {}
@@ -549,14 +552,14 @@ class GpuStepModel:
         return f
 
     def _lowered(self, kind: str, new_tokens: int, contexts: tuple[int, ...]) -> StepFeatures:
-        graph = _lowered_graph(self.model, kind.removesuffix("@0"), new_tokens, contexts, self.weights, self.kv,
-                               self.kv_layout)
+        plan = _lowered_plan(self.model, kind.removesuffix("@0"), new_tokens, contexts, self.weights, self.kv,
+                             self.kv_layout)
         # DeepSeek-style (MLA) FP8 checkpoints are block-scaled: their GEMMs run the block-FP8 kernels
         table_fmt = "fp8_block" if (self.model.is_mla and self.dense_weights == "fp8") else self.dense_weights
         # an engine that dequantises the block-FP8 kv_b weights at load runs MLA's absorbed BMMs in BF16
         bf16_absorb = self.system.vendor in self.engine.bf16_absorb_vendors
         absorb = "bf16" if (table_fmt == "fp8_block" and bf16_absorb) else None
-        return build(graph, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
+        return build(plan, self.layout, self.rates, self.fabric, self.expert_skew, self._dense_scale, table_fmt,
                      self.formats.native, absorb)
 
 

@@ -9,6 +9,8 @@ final norm, logits, soft-capping and sampling. Bytes are totals for the step.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from lpxsim.graph.ops import Op, OpGraph, Phase
 from lpxsim.specs.accounting import kv_elements_per_token
 from lpxsim.specs.model import FfnSpec, LayerSpec, ModelSpec
@@ -47,9 +49,7 @@ class _Builder:
         (a batch of thousands of sequences over a hundred layers made this sum most of a lowering)."""
         hit = self._attention_reads.get(window)
         if hit is None:
-            ph = self.phase
-            hit = (sum(_attended(c, ph.new_tokens, window) for c in ph.contexts),
-                   sum(_kv_read_tokens(c, ph.new_tokens, window) for c in ph.contexts))
+            hit = attention_sums(self.phase.contexts, self.phase.new_tokens, window)
             self._attention_reads[window] = hit
         return hit
 
@@ -132,6 +132,15 @@ def _attended(context: int, new: int, window: int | None) -> float:
 def _kv_read_tokens(context: int, new: int, window: int | None) -> int:
     t = context + new
     return t if window is None else min(t, window + new - 1 if new > 1 else window)
+
+
+def attention_sums(contexts: tuple[int, ...], new: int, window: int | None) -> tuple[float, int]:
+    """(keys attended, KV tokens read) summed over sequences at `contexts`, each adding `new` positions
+    under `window`: once per distinct context (a batch's sequences often share one; the sums are of whole
+    numbers, so the grouping leaves them exact)."""
+    counts = Counter(contexts)
+    return (sum(n * _attended(c, new, window) for c, n in counts.items()),
+            sum(n * _kv_read_tokens(c, new, window) for c, n in counts.items()))
 
 
 def _attention_block(b: _Builder, layer: LayerSpec, x: str) -> str:
