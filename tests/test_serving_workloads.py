@@ -134,3 +134,16 @@ def test_gzipped_trace_and_jitter(tmp_path):
                        np.random.default_rng(0))
     times = [r.arrival_s for r in wl.arrivals()]
     assert times == sorted(times) and len(set(times)) == 4 and times[0] == 0.0
+
+
+def test_one_drawn_token_count_is_rounded_as_a_batch_of_them():
+    """A closed loop draws one request per completion; that one-element path rounds, clips and maps NaN and
+    infinities exactly as the vectorised one does for a batch."""
+    from lpxsim.serving.workload import TOKENS_MAX, _tokens
+
+    draws = [np.nan, np.inf, -np.inf, -3.0, 0.0, 0.49, 0.5, 1.5, 2.5, 3.5, 123.4999, TOKENS_MAX - 0.5,
+             TOKENS_MAX + 0.5, 1e30]
+    batch = _tokens(np.array(draws + [7.0]))  # two or more: the vectorised path
+    for x, want in zip(draws, batch, strict=False):
+        one = _tokens(np.array([x]))
+        assert one.dtype == batch.dtype and one.tolist() == [want], x

@@ -373,10 +373,17 @@ class MeasuredOps:
 
     def __init__(self, aic_system: str, framework: str) -> None:
         self.system, self.framework = aic_system, framework
+        # extracts already read from the book, as the callers use them (read-only): a validation run asks
+        # for the same few curves tens of thousands of times, and rebuilding them each time was most of a lookup
+        self._memo: dict[tuple, object] = {}
 
     def _curve_of(self, name: str, family: str, filename: str, cols: tuple[str, ...], x: str,
                   **eq: object) -> tuple[np.ndarray, np.ndarray] | None:
         """The measured curve latency(x) of the rows matching `eq` (persisted), or None."""
+        key = ("curve", name, family, filename, cols, x, tuple(sorted(eq.items())))
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]
+
         def compute() -> list | None:
             d = _select(self.system, family, self.framework, filename, cols, (x, "latency"), **eq)
             if d is None or not len(d[x]):
@@ -385,13 +392,21 @@ class MeasuredOps:
             return [xs.tolist(), ys.tolist()]
 
         got = _persisted(self.system, self.framework, name, (x, sorted(eq.items())), compute)
-        if got[0] is None:
-            return None
-        return np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
+        out = None
+        if got[0] is not None:
+            out = np.asarray(got[0], dtype=float), np.asarray(got[1], dtype=float)
+            for a in out:
+                a.setflags(write=False)
+        self._memo[key] = out
+        return out
 
     def _values(self, name: str, family: str, filename: str, cols: tuple[str, ...], want: tuple[str, ...],
                 **eq: object) -> list | None:
-        """Distinct value tuples of `want` over the rows matching `eq` (persisted), or None."""
+        """Distinct value tuples of `want` over the rows matching `eq` (persisted), or None (read-only)."""
+        key = ("values", name, family, filename, cols, want, tuple(sorted(eq.items())))
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]
+
         def compute() -> list:
             got = _select_codes(self.system, family, self.framework, filename, cols, want, **eq)
             if got is None:
@@ -416,7 +431,18 @@ class MeasuredOps:
             return [sorted(out)]
 
         got = _persisted(self.system, self.framework, name, (want, sorted(eq.items())), compute)
-        return None if got[0] is None else [tuple(r) for r in got[0]]
+        out = None if got[0] is None else [tuple(r) for r in got[0]]
+        self._memo[key] = out
+        return out
+
+    @cache  # noqa: B019 - a few instances per process, each lives as long as the process
+    def _gemm_pairs(self, dtype: str) -> np.ndarray:
+        """The (N, K) shapes measured for `dtype` GEMMs, one row each (read-only)."""
+        cols = ("gemm_dtype", "m", "n", "k", "latency")
+        pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dtype),
+                         dtype=float)
+        pairs.setflags(write=False)
+        return pairs
 
     @cache  # noqa: B019 - a few instances per process, each lives as long as the process
     def gemm(self, m: int, n: int, k: int, weights: str) -> float | None:
@@ -428,8 +454,7 @@ class MeasuredOps:
         dt = _first(GEMM_DTYPE.get(weights, ()), np.array([d[0] for d in dtypes]))
         if dt is None:
             return None
-        pairs = np.array(self._values("gemm-pairs", "gemm", "gemm_perf.parquet", cols, ("n", "k"), gemm_dtype=dt),
-                         dtype=float)
+        pairs = self._gemm_pairs(dt)
         d = np.abs(np.log(pairs[:, 0] / n)) + np.abs(np.log(pairs[:, 1] / k))
         n0, k0 = (int(v) for v in pairs[int(np.argmin(d))])
         c = self._curve_of("gemm", "gemm", "gemm_perf.parquet", cols, "m", gemm_dtype=dt, n=n0, k=k0)

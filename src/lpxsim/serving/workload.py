@@ -252,6 +252,8 @@ def _token(x: float) -> int:
 
 def _tokens(x: np.ndarray) -> np.ndarray:
     """Sampled token counts as ints in [1, TOKENS_MAX] (a wide distribution's tail is clipped, not wrapped)."""
+    if len(x) == 1:  # a closed loop draws one request per completion: numpy's per-call overhead was most of it
+        return np.array([_token(float(x[0]))])
     return np.clip(np.rint(np.nan_to_num(x, nan=1.0, posinf=TOKENS_MAX, neginf=1.0)), 1, TOKENS_MAX).astype(int)
 
 
