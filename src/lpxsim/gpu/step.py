@@ -88,9 +88,9 @@ def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
 
 # The op graph of a step depends on the model, the step's shape and the formats, not on the layout: a
 # layout search, a simulation and `lpxsim validate` price each shape under many layouts and batches. What
-# pricing reads of a graph is its plan (~20 distinct ops and per-op class indices, tens of kB), so the plan
-# is kept, not the graph (~1,300 ops, ~1 MB): enough plans for every shape of a validation run
-# (~1,000), where 64 whole graphs made it lower 37 % of its shapes twice or more.
+# pricing reads of a graph is its plan (~20 distinct ops and per-op class indices: ~80 kB for DeepSeek-R1),
+# so the plan is kept, not the graph (~1,300 ops, ~0.8 MB): enough plans for every shape of a validation run
+# (~1,000; at most ~170 MB), where 64 whole graphs made it lower 37 % of its shapes twice or more.
 _PLANS: OrderedDict[tuple, tuple[ModelSpec, GraphPlan]] = OrderedDict()
 _PLANS_SIZE = 2048
 
