@@ -83,12 +83,17 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
         "gpu.csv": [dict(h[0], hardware="TPU-v9")],
         "value.csv": [dict(h[0], conc="lots")],
         "precision.csv": [dict(h[0], precision="int3")],
+        "flag.csv": [dict(h[0], dp_attention="maybe")],
+        "infinite.csv": [dict(h[0], tpot_median_s="inf")],
     }
     for name, rows in cases.items():
         p = _run("validate", "--rows", str(_write(tmp_path / name, rows)))
         assert p.returncode == 2 and p.stdout == "", name
         assert p.stderr.startswith("error: rows:") and p.stderr.count("\n") == 1, (name, p.stderr)
     assert "'TPU-v9'" in _run("validate", "--rows", str(tmp_path / "gpu.csv")).stderr  # nothing left: named
+    for name, field in (("value.csv", "conc 'lots'"), ("flag.csv", "dp_attention 'maybe'"),
+                        ("infinite.csv", "tpot_median_s 'inf'")):  # the very field and its value
+        assert field in _run("validate", "--rows", str(tmp_path / name)).stderr, name
     p = _run("validate", "--rows", str(tmp_path / "absent.csv"))
     assert p.returncode == 2 and p.stderr.startswith("error: rows:")
     p = _run("validate", "--rows", str(tmp_path / "gpu.csv"), "--write")
@@ -158,3 +163,24 @@ def test_rows_with_mean_latencies_are_compared_with_their_means(tmp_path: Path) 
     assert replay_user_rows(str(_write(tmp_path / "both.csv", both)))["latency_statistic"] == "median"
     p = _run("validate", "--rows", str(tmp_path / "means.csv"))
     assert p.returncode == 0 and "latencies compared: the file's means" in p.stdout
+
+
+REQUIRED = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc", "tpot_median_s",
+            "ttft_median_s")
+
+
+def test_a_file_of_only_the_required_columns_replays(tmp_path: Path) -> None:
+    """The optional columns (output_tput_per_gpu, model, spec_method, disagg, ...) may all be absent: the replay
+    then has no per-GPU throughput to compare and says so with a dash. Whole numbers written as a spreadsheet
+    writes them ("8.0") are whole numbers."""
+    h = _h200_rows()
+    rows = [{c: r[c] for c in REQUIRED} for r in h]
+    rows[1] = dict(rows[1], tp=f"{float(rows[1]['tp']):.1f}", conc=f"{float(rows[1]['conc']):.1f}")
+    res = replay_user_rows(str(_write(tmp_path / "few.csv", rows)))
+    full = replay_user_rows(str(_write(tmp_path / "full.csv", h)))
+    assert res["groups"]["all"]["tpot"] == full["groups"]["all"]["tpot"]
+    assert "tok_s_per_chip" not in res["groups"]["all"] and "tok_s_per_chip" in full["groups"]["all"]
+    p = _run("validate", "--rows", str(tmp_path / "few.csv"))
+    assert p.returncode == 0, p.stderr
+    assert "| all | 2 |" in p.stdout and "| - | - | - |" in p.stdout
+

@@ -29,6 +29,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from lpxsim.core.benchmark_client import LENGTH_RATIO
+from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import PATHS, error_stats
 from lpxsim.engine.solver_check import queueing_solvers
 
@@ -81,7 +82,6 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     with the file's medians (`tpot_median_s`, `ttft_median_s`), else its means (`*_mean_s`: the statistic InferenceX's
     pull-request tables quote; `latency_statistic` says which). A file that cannot be
     read, a missing column, a bad value or no row left to replay is a UserError naming it."""
-    from lpxsim.core.errors import UserError
     from lpxsim.core.frameworks import FRAMEWORKS, canonical
     from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
@@ -101,7 +101,7 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     keep: list[dict] = []
     left: dict[str, int] = defaultdict(int)
     for i, r in enumerate(raw, start=2):  # line 1 is the header
-        if (r.get("disagg") or "false").strip().lower() in ("true", "1"):
+        if _flag_value(r, "disagg", i):
             left["disaggregated"] += 1
             continue
         if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
@@ -129,19 +129,12 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1
                 continue
-        try:
-            ok = all(int(r[c]) >= 1 for c in ("tp", "ep", "isl", "osl", "conc")) and all(
-                float(r[c]) > 0 for c in (f"tpot_{stat}_s", f"ttft_{stat}_s"))
-        except ValueError:
-            ok = False
-        if not ok:
-            raise UserError("rows", f"line {i}: tp, ep, isl, osl, conc must be whole numbers >= 1 and "
-                                    f"tpot_{stat}_s, ttft_{stat}_s positive seconds")
+        whole = _check_row(r, i, stat)
         try:
             get_precision(r["precision"], "weights")
         except UserError as e:
             raise UserError("rows", f"line {i}: precision: {e.message}") from None
-        keep.append(dict(r, hardware=hardware, framework=framework, dp_attention=r["dp_attention"] or "false",
+        keep.append(dict(r, **whole, hardware=hardware, framework=framework, dp_attention=r["dp_attention"] or "false",
                          spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source,
                          latency_statistic=stat))
     if not keep:
@@ -149,6 +142,41 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
         raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices aggregated DeepSeek-R1 "
                                 f"serving on {', '.join(SYSTEMS)} under {', '.join(FRAMEWORKS)} (trt for trtllm)")
     return keep, dict(left)
+
+
+def _check_row(r: dict, line: int, stat: str) -> dict[str, str]:
+    """A kept user row's values, each checked by name before anything is priced (UserError naming the first bad
+    one; rows left out, disaggregated or of another model, GPU or engine, are counted, not checked). Returns
+    the whole-number columns as plain integers ("8.0", as a spreadsheet writes it, is 8)."""
+    whole: dict[str, str] = {}
+    for c in ("tp", "ep", "isl", "osl", "conc"):
+        v = (r.get(c) or "").strip()
+        try:
+            x = float(v)
+            ok = x.is_integer() and x >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError("rows", f"line {line}: {c} {v!r} must be a whole number >= 1")
+        whole[c] = str(int(x))
+    for c in (f"tpot_{stat}_s", f"ttft_{stat}_s"):
+        v = (r.get(c) or "").strip()
+        try:
+            ok = math.isfinite(float(v)) and float(v) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError("rows", f"line {line}: {c} {v!r} must be a positive number of seconds")
+    _flag_value(r, "dp_attention", line)
+    return whole
+
+
+def _flag_value(r: dict, column: str, line: int) -> bool:
+    """A user row's true/false column (true, false, 1, 0 or blank = false); anything else is refused by name."""
+    v = (r.get(column) or "").strip().lower()
+    if v not in ("", "true", "false", "1", "0"):
+        raise UserError("rows", f"line {line}: {column} {r.get(column)!r} must be true or false")
+    return v in ("true", "1")
 
 
 def replay_user_rows(path: str) -> dict:
@@ -273,7 +301,6 @@ OFFLINE_TP = (1, 2, 4, 8)  # tensor-parallel sizes tried per replica (a submitte
 def _offline_best(p: dict, mix) -> tuple[int, float, float]:
     """(tp, saturated tok/s per GPU, closed-loop tok/s per GPU) of the best layout that fits for one point whose
     lengths are `mix` (`point_lengths`)."""
-    from lpxsim.core.errors import UserError
     from lpxsim.engine.offline import closed_loop_ceiling, offline_throughput
     from lpxsim.gpu.step import GpuStepModel
 
@@ -572,7 +599,7 @@ def gpu_replay(rows: list[dict], project: bool = False, priced: list[tuple] | No
         found = {"tpot": _pct(p["tpot_s"], tpot), "tok_s_user": _pct(1.0 / p["tpot_s"], 1.0 / tpot),
                  "ttft": _pct(p["ttft_s"], r[f"ttft_{stat}_s"]),
                  # a benchmark artefact in the throughput of flagged rows only (data README)
-                 "tok_s_per_chip": None if flagged else _pct(p["output_tok_s_per_gpu"], r["output_tput_per_gpu"])}
+                 "tok_s_per_chip": None if flagged else _pct(p["output_tok_s_per_gpu"], r.get("output_tput_per_gpu"))}
         for g in _groups(r):
             for k, v in found.items():
                 if v is not None:
