@@ -25,7 +25,7 @@ CASE_MEMORY_LIMIT_BYTES = 2 * 1024**3  # extra address space one case may take b
 
 # Deterministic (derandomize). No hypothesis deadline: a per-case time limit is a timed assertion that fails on a
 # loaded machine (plan point's cases did); SIGALRM still turns a hung case into a failure.
-FUZZ_EXAMPLES = 120  # per fuzz test; 21 tests: > 2,000 cases in the default job
+FUZZ_EXAMPLES = 120  # per fuzz test (some set fewer); > 2,000 cases in the default job
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
                 max_examples=FUZZ_EXAMPLES,
                 phases=(Phase.explicit, Phase.generate, Phase.shrink),

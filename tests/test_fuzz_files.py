@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from analytic_double import use_double
 from fuzz_harness import (
     FUZZ,
+    JUNK,
     bounded,
     check,
     config_type_errors,
@@ -451,3 +452,51 @@ def test_fuzz_input_paths_longer_than_name_max(tmp_path_factory, kind, data):
     path = data.draw(long_path(str(tmp)))
     o = invoke(build(path))
     _refused_naming(o, "model" if kind == "model" else kind)
+
+
+# --- validate --rows CSV (issue 28: a user's own InferenceX-format measurements) ----------------------
+
+def _rows_base() -> list[dict]:
+    from lpxsim.engine.validation import calibration_rows
+
+    rows = calibration_rows()
+    return ([r for r in rows if r["hardware"] == "H200" and r["conc"] == "4"][:1]
+            + [r for r in rows if r["hardware"] == "B200" and r["precision"] == "fp4" and r["conc"] == "8"][:1])
+
+
+ROWS_BASE = _rows_base()
+ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
+               "tpot_median_s", "ttft_median_s", "output_tput_per_gpu", "spec_method", "disagg", "model")
+ROW_VALUES = st.one_of(JUNK, st.sampled_from(["true", "false", "1", "0", "yes", "H200", "MI300X", "TPU", "sglang",
+                                              "trt", "vllm", "atom", "fp8", "fp4", "int3", "mtp", "eagle",
+                                              "8.0", "4", "1024", "100000", "0.02", "1e-9"]),
+                       st.text(max_size=5))
+
+
+@st.composite
+def rows_file(draw) -> bytes:
+    """A rows CSV from two calibration rows with one to three cells changed, a column dropped or a broken line."""
+    rows = [dict(r) for r in ROWS_BASE]
+    cols = list(rows[0])
+    for _ in range(draw(st.integers(1, 3))):
+        action = draw(st.sampled_from(["set", "set", "set", "drop", "ragged"]))
+        if action == "set":
+            draw(st.sampled_from(rows))[draw(st.sampled_from(ROW_COLUMNS))] = draw(ROW_VALUES)
+        elif action == "drop":
+            c = draw(st.sampled_from(ROW_COLUMNS))
+            cols = [x for x in cols if x != c]
+        else:  # a row with too few or too many cells
+            rows.append({cols[0]: draw(ROW_VALUES)} if draw(st.booleans()) else {**rows[0], None: "extra"})
+    lines = [",".join(cols)] + [",".join(str(r.get(c, "")) for c in cols) + ("," + r[None] if None in r else "")
+                                for r in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@settings(FUZZ, max_examples=100)
+@given(st.one_of(rows_file(), BROKEN))
+def test_fuzz_validate_rows_files(tmp_path_factory, data):
+    """`lpxsim validate --rows FILE`: every row replays, is left out by name, or the file is refused in one line
+    naming the field (its first bad value), never a traceback."""
+    path = tmp_path_factory.mktemp("rows") / "rows.csv"
+    path.write_bytes(data)
+    check(invoke(["validate", "--rows", str(path), "--json"], time_limit_s=60))
