@@ -16,6 +16,7 @@ import typer
 
 from lpxsim.cli.common import emit_json
 from lpxsim.cli.validate import path_option
+from lpxsim.core import outputs
 
 
 def _stats_cells(s: dict | None) -> str:
@@ -303,7 +304,9 @@ def validate_cmd(
         return
     res = validation.run()
     if write:
-        shipped_path().write_text(json.dumps(band_file(res), indent=1, sort_keys=True) + "\n")
+        # under a temporary name, then renamed: an interrupted write never leaves a truncated band file
+        outputs.atomic_write_text(shipped_path(), json.dumps(band_file(res), indent=1, sort_keys=True) + "\n",
+                                  "write")
     if as_json:
         emit_json(res)
     else:
