@@ -26,8 +26,12 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lpxsim.core.errors import UserError
+
+if TYPE_CHECKING:
+    from lpxsim.specs.hardware import SystemSpec
 
 PATHS = ("measured-gpu", "projected-gpu", "compiled-lpx", "wafer-scale")
 METRICS = ("tok_s_user", "ttft", "tok_s_per_chip")
@@ -169,10 +173,8 @@ def _cross_vendor_record(system: str, metric: str = "tok_s_user") -> dict:
     tables, else {} (also for no system, a maker the validation measures, or a metric no judge gives)."""
     if not system or metric not in JUDGED_AS:
         return {}
-    from lpxsim.catalog import get_system
-
-    vendor = get_system(system).vendor
-    if not vendor or vendor in validated_vendors():
+    vendor = unvalidated_vendor(system)
+    if not vendor:
         return {}
     return vendor_record(vendor).get("metrics", {}).get(JUDGED_AS[metric], {})
 
@@ -246,6 +248,15 @@ def validated_vendors() -> tuple[str, ...]:
     return tuple(sorted({get_system(n).vendor for pair in PROJECT_FROM.items() for n in pair} - {""}))
 
 
+def unvalidated_vendor(system: str | SystemSpec) -> str:
+    """The maker of `system` where the GPU paths' validation does not replay its GPUs (they are projected from
+    another maker's tables: AMD), else '' (a validated maker, or none named)."""
+    from lpxsim.catalog import get_system
+
+    vendor = get_system(system).vendor
+    return vendor if vendor and vendor not in validated_vendors() else ""
+
+
 def band_caveat(system: str, path: str) -> str:
     """What a band does not cover for `system`: a GPU projected from another maker's tables carries a band
     measured between one maker's GPUs only, and says how far its maker's public serving points (judges) have
@@ -255,10 +266,10 @@ def band_caveat(system: str, path: str) -> str:
     if path != "projected-gpu":
         return ""
     spec = get_system(system)
-    vendor = spec.vendor
-    known = validated_vendors()
-    if not vendor or vendor in known:
+    vendor = unvalidated_vendor(spec)
+    if not vendor:
         return ""
+    known = validated_vendors()
     offline = (f"; {vendor}'s own MLPerf Offline runs are among its judges"
                if vendor in offline_judged_vendors() else "")
     return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "

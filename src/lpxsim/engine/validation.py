@@ -162,7 +162,8 @@ def _check_row(r: dict, line: int, stat: str) -> dict[str, str]:
     for c in (f"tpot_{stat}_s", f"ttft_{stat}_s"):
         v = (r.get(c) or "").strip()
         try:
-            ok = math.isfinite(float(v)) and float(v) > 0
+            x = float(v)
+            ok = math.isfinite(x) and x > 0
         except ValueError:
             ok = False
         if not ok:
@@ -253,17 +254,15 @@ def vendor_records(points: list[dict]) -> dict:
     band is widened to and quotes (`engine.bands.band_for`, `band_caveat`). `points`: judge points with `hardware`,
     `tpot_s`, `pred_tpot_s` and maybe `ttft_s`, `pred_ttft_s` (InferenceX's pull-request baselines,
     `vendor_judges`)."""
-    from lpxsim.catalog import get_system
-    from lpxsim.engine.bands import validated_vendors
+    from lpxsim.engine.bands import unvalidated_vendor
 
-    known = set(validated_vendors())
     errs: dict[str, dict[str, dict[str, list[tuple[str, float]]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
     for p in points:
         if p.get("pred_tpot_s") is None or p.get("spec", "none") != "none":
             continue
-        vendor = get_system(SYSTEMS[p["hardware"]]).vendor
-        if not vendor or vendor in known:
+        vendor = unvalidated_vendor(SYSTEMS[p["hardware"]])
+        if not vendor:
             continue
         errs[vendor]["tok_s_user"][p["hardware"]].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
         if p.get("ttft_s") and p.get("pred_ttft_s"):
