@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lpxsim.catalog import MODEL_FILES
 from lpxsim.gpu.step import GpuStepModel
 
 
@@ -131,8 +132,9 @@ def test_each_shape_is_lowered_once_for_every_layout(monkeypatch):
     import lpxsim.gpu.step as step_module
 
     lowered: list[tuple] = []
-    real = step_module.lower
-    monkeypatch.setattr(step_module, "lower", lambda m, ph, *a: lowered.append((ph.kind, ph.contexts)) or real(m, ph, *a))
+    real = step_module.plan_step
+    monkeypatch.setattr(step_module, "plan_step",
+                        lambda m, ph, *a: lowered.append((ph.kind, ph.contexts)) or real(m, ph, *a))
     monkeypatch.setattr(step_module, "_PLANS", type(step_module._PLANS)())
     a = GpuStepModel("llama-3.1-8b", "h200-hgx", tp=1)
     b = GpuStepModel(a.model, "h200-hgx", tp=2)
@@ -142,6 +144,41 @@ def test_each_shape_is_lowered_once_for_every_layout(monkeypatch):
     for n in range(1, 100):
         b._get("decode@0", 1, (0,) * n)
     assert len(lowered) == 99
+
+
+def _same_plan(a, b) -> None:
+    assert (a.model, a.phase, a.weights, a.act_bytes_per_element) == (b.model, b.phase, b.weights, b.act_bytes_per_element)
+    assert a.reps == b.reps and a.rep_suffixes == b.rep_suffixes
+    assert a.op_class_list == b.op_class_list and np.array_equal(a.op_class, b.op_class)
+    assert np.array_equal(a.moe_stream, b.moe_stream) and not a.moe_stream.flags.writeable
+    assert a.windows == b.windows and a.fuse_candidates == b.fuse_candidates
+    assert len(a.class_rows) == len(b.class_rows)
+    assert all(np.array_equal(x, y) for x, y in zip(a.class_rows, b.class_rows, strict=True))
+
+
+@pytest.mark.parametrize("model", sorted(MODEL_FILES))
+def test_a_plan_from_each_kind_of_layer_equals_the_whole_graphs(model):
+    """`plan_step` lowers the first layer of each kind and repeats it: its plan equals the whole graph's,
+    field by field, for every catalog model, phase and format."""
+    from lpxsim.catalog import get_model
+    from lpxsim.gpu.features import plan_graph, plan_step
+    from lpxsim.graph import Phase, lower
+    from lpxsim.graph.lower import layer_templates
+
+    m = get_model(model)
+    templates = layer_templates(m)
+    assert all(t <= i and m.layers[t].attention == m.layers[i].attention and m.layers[t].ffn == m.layers[i].ffn
+               for i, t in enumerate(templates))
+    phases = (Phase.decode((0,)), Phase.decode((0,) * 37), Phase.decode((5, 9000, 9000)), Phase.prefill(512, 100),
+              Phase("prefill", (0, 3000), 64), Phase.verify((0, 9), 3))
+    kept = set(templates) | {-1, m.num_layers}
+    for part in ("all", "attention"):  # a layer subset is exactly those layers' ops of the whole graph
+        whole = lower(m, phases[1], part=part).ops
+        assert lower(m, phases[1], part=part, layers=tuple(sorted(set(templates)))).ops == [
+            op for op in whole if op.layer in kept]
+    for phase in phases:
+        for weights, kv, kv_layout in (("fp8", "bf16", "separate"), ("fp4", "fp8", "k-once")):
+            _same_plan(plan_step(m, phase, weights, kv, kv_layout), plan_graph(lower(m, phase, weights, kv, kv_layout)))
 
 
 def test_attention_sums_group_equal_contexts_exactly():

@@ -22,7 +22,7 @@ from lpxsim.graph import Op, OpGraph, Phase, expected_experts_touched
 
 # The graph's own per-sequence attention counts, so re-pricing a batch at new contexts matches a fresh
 # lowering exactly (tests/test_gpu_model.py checks it).
-from lpxsim.graph.lower import _attended, _kv_read_tokens, attention_sums
+from lpxsim.graph.lower import _attended, _kv_read_tokens, attention_sums, layer_templates, lower
 from lpxsim.specs.model import ModelSpec
 
 # Ops of the attention half of a layer (name suffix after "L<i>.").
@@ -240,37 +240,89 @@ class GraphPlan:
 
 def plan_graph(graph: OpGraph) -> GraphPlan:
     """The layout-independent plan of `graph` (worked out each call; `graph_plan` keeps one per graph)."""
+    return _plan(graph, [(-1, list(graph.ops), None)])
+
+
+def plan_step(model: ModelSpec, phase: Phase, weights: str, kv: str, kv_layout: str) -> GraphPlan:
+    """The plan of the whole step's graph, `plan_graph(lower(model, phase, weights, kv, kv_layout))`, equal
+    field by field, from a lowering of only the first layer of each kind (`layer_templates`): a later layer
+    of a kind repeats its template's ops and classes, so only its op indices and layer are worked out."""
+    templates = layer_templates(model)
+    distinct = tuple(sorted(set(templates)))
+    part = lower(model, phase, weights, kv, kv_layout, layers=distinct)
+    by_layer: dict[int, list[Op]] = {}
+    for op in part.ops:
+        by_layer.setdefault(op.layer, []).append(op)
+    try:
+        for op in part.ops:
+            hash(_signature(op))
+    except TypeError:  # an unhashable op is a class of its own in every layer: plan the whole graph
+        return plan_graph(lower(model, phase, weights, kv, kv_layout))
+    head = model.num_layers
+    blocks: list[tuple[int, list[Op], int | None]] = [(-1, by_layer.get(-1, []), None)]
+    blocks += [(i, by_layer.get(t, []), None if t == i else t) for i, t in enumerate(templates)]
+    blocks.append((head, by_layer.get(head, []), None))
+    return _plan(part, blocks)
+
+
+def _signature(op: Op) -> tuple:
+    """What makes two ops one class: all but the name's layer, the inputs and the weight's name (it may
+    hold an unhashable attribute: then the op is a class of its own)."""
+    return (op.kind, _suffix(op), op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
+            op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
+
+
+def _plan(graph: OpGraph, blocks: list[tuple[int, list[Op], int | None]]) -> GraphPlan:
+    """The plan of the ops of `blocks` in order: (layer, ops, template), where a block with a template layer
+    repeats that earlier block's classes as layer `layer` (its `ops` are the template's); else each op is
+    classified. A layer of -1 keeps each op's own layer."""
     reps: list[Op] = []
     sufs: list[str] = []
     memo: dict[tuple, int] = {}
     cls: list[int] = []
-    n = len(graph.ops)
+    n = sum(len(ops) for _, ops, _ in blocks)
     moe_stream = np.zeros(n, dtype=np.int64)
     windows: list[tuple[int, int | None]] = []
     fuse: list[tuple[int, str, int]] = []
-    for i, op in enumerate(graph.ops):
-        suf = _suffix(op)
-        try:
-            sig: tuple | None = (op.kind, suf, op.shape, op.tokens, op.flops, op.weight_bytes, op.kv_read_bytes,
-                                 op.kv_write_bytes, op.act_in_bytes, op.act_out_bytes, tuple(sorted(op.attrs.items())))
-            c = memo.get(sig)  # type: ignore[arg-type]
-        except TypeError:  # an unhashable attribute: this op is a class of its own
-            sig, c = None, None
-        if c is None:
-            c = len(reps)
-            reps.append(op)
-            sufs.append(suf)
-            if sig is not None:
-                memo[sig] = c
-        cls.append(c)
-        if suf in SHARED_EXPERT_OPS:
-            moe_stream[i] = 1 + op.layer
-        elif suf in ROUTED_EXPERT_OPS:
-            moe_stream[i] = -1 - op.layer
-        if op.kind == "attention":
-            windows.append((i, op.attrs.get("window")))
-        if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
-            fuse.append((i, suf, op.layer))
+    # per classified block: its classes, and (offset, suffix, kind, window) of the ops noted below
+    done: dict[int, tuple[list[int], list[tuple[int, str, str, int | None]]]] = {}
+    for layer_of_block, ops, template in blocks:
+        base = len(cls)
+        if template is not None:
+            classes, noted = done[template]
+        else:
+            classes, noted = [], []
+            for j, op in enumerate(ops):
+                suf = _suffix(op)
+                sig: tuple | None = _signature(op)
+                try:
+                    c = memo.get(sig)  # type: ignore[arg-type]
+                except TypeError:  # an unhashable attribute: this op is a class of its own
+                    sig, c = None, None
+                if c is None:
+                    c = len(reps)
+                    reps.append(op)
+                    sufs.append(suf)
+                    if sig is not None:
+                        memo[sig] = c
+                classes.append(c)
+                if (suf in SHARED_EXPERT_OPS or suf in ROUTED_EXPERT_OPS or op.kind == "attention"
+                        or suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj")):
+                    noted.append((j, suf, op.kind, op.attrs.get("window") if op.kind == "attention" else None))
+            if layer_of_block >= 0:
+                done[layer_of_block] = (classes, noted)
+        cls.extend(classes)
+        for j, suf, kind, window in noted:
+            i = base + j
+            layer = layer_of_block if layer_of_block >= 0 else ops[j].layer
+            if suf in SHARED_EXPERT_OPS:
+                moe_stream[i] = 1 + layer
+            elif suf in ROUTED_EXPERT_OPS:
+                moe_stream[i] = -1 - layer
+            if kind == "attention":
+                windows.append((i, window))
+            if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+                fuse.append((i, suf, layer))
     moe_stream.setflags(write=False)  # shared by every layout's features
     op_class = np.asarray(cls, dtype=np.intp)
     order = np.argsort(op_class, kind="stable")

@@ -21,12 +21,12 @@ from lpxsim.gpu.checkpoint import checkpoint_formats
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
 from lpxsim.gpu.engine import engine_params, framework_name
-from lpxsim.gpu.features import GraphPlan, StepFeatures, build, plan_graph, with_contexts
+from lpxsim.gpu.features import GraphPlan, StepFeatures, build, plan_step, with_contexts
 from lpxsim.gpu.layout import Layout
 from lpxsim.gpu.measured import AIC_SYSTEM, MOE_BACKEND_OF, aic_version, measured_ops
 from lpxsim.gpu.moe_backend import launch_moe_backend
 from lpxsim.gpu.params import GpuParams, fitted_params
-from lpxsim.graph import Phase, lower
+from lpxsim.graph import Phase
 from lpxsim.specs.accounting import kv_bytes_per_sequence
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -90,7 +90,8 @@ def _mix(a: StepBreakdown, b: StepBreakdown, w: float) -> StepBreakdown:
 # layout search, a simulation and `lpxsim validate` price each shape under many layouts and batches. What
 # pricing reads of a graph is its plan (~20 distinct ops and per-op class indices: ~80 kB for DeepSeek-R1),
 # so the plan is kept, not the graph (~1,300 ops, ~0.8 MB): enough plans for every shape of a validation run
-# (~1,000; at most ~170 MB), where 64 whole graphs made it lower 37 % of its shapes twice or more.
+# (~1,000; at most ~170 MB), where 64 whole graphs made it lower 37 % of its shapes twice or more. A plan
+# is made from one lowered layer of each kind (`plan_step`), not the whole graph.
 _PLANS: OrderedDict[tuple, tuple[ModelSpec, GraphPlan]] = OrderedDict()
 _PLANS_SIZE = 2048
 
@@ -102,7 +103,7 @@ def _lowered_plan(model: ModelSpec, kind: str, new_tokens: int, contexts: tuple[
     if hit is not None and hit[0] is model:  # the model object itself: an id is reused only after it dies
         _PLANS.move_to_end(key)
         return hit[1]
-    plan = plan_graph(lower(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout))  # type: ignore[arg-type]
+    plan = plan_step(model, Phase(kind, contexts, new_tokens), weights, kv, kv_layout)  # type: ignore[arg-type]
     _PLANS[key] = (model, plan)
     if len(_PLANS) > _PLANS_SIZE:
         _PLANS.popitem(last=False)

@@ -289,6 +289,21 @@ def _head(b: _Builder, x: str) -> None:
           attrs={"softcap": m.final_logit_softcap, "method": "greedy"})
 
 
+def layer_templates(model: ModelSpec) -> tuple[int, ...]:
+    """For each layer, the first layer lowered to the same ops but for their names and layer index: every
+    field of its LayerSpec but the index is equal (a model's layers repeat a few kinds: DeepSeek-R1's 61 are
+    two). A layer whose spec cannot be compared is its own template."""
+    first: dict[tuple, int] = {}
+    out: list[int] = []
+    for layer in model.layers:
+        key = (layer.kind, layer.attention, layer.ffn, layer.num_norms)
+        try:
+            out.append(first.setdefault(key, layer.index))
+        except TypeError:  # an unhashable field
+            out.append(layer.index)
+    return tuple(out)
+
+
 def lower(
     model: ModelSpec,
     phase: Phase,
@@ -304,8 +319,10 @@ def lower(
     `part` (attention/FFN disaggregation): "all" is the whole model; "attention" keeps the
     embedding, every attention block and the head (no FFN); "ffn" keeps only every layer's
     FFN/MoE block (experts included), fed by a `hidden_in` op: the hidden state that arrives
-    from the attention side (no embedding weights, no head, no sampled token). `layers` (FFN part
-    only): just these layers' FFN blocks, e.g. one layer's FFN program for the emulator.
+    from the attention side (no embedding weights, no head, no sampled token). `layers`: just these
+    layers' blocks, e.g. one layer's FFN program for the emulator (fed by `hidden_in`), or the first layer
+    of each kind (`layer_templates`) for a cost plan; the embedding and head stay as `part` says, and
+    outside the FFN part the ops are exactly the whole graph's ops of those layers.
     """
     from lpxsim.core.errors import UserError
 
@@ -313,8 +330,8 @@ def lower(
         raise UserError("batch", "a step needs at least one sequence and one new token")
     if part not in ("all", "attention", "ffn"):
         raise UserError("part", f"expected all, attention or ffn, got {part!r}")
-    if layers is not None and (part != "ffn" or any(not 0 <= i < model.num_layers for i in layers)):
-        raise UserError("layers", f"a layer subset needs part='ffn' and layers in 0..{model.num_layers - 1}")
+    if layers is not None and any(not 0 <= i < model.num_layers for i in layers):
+        raise UserError("layers", f"a layer subset needs layers in 0..{model.num_layers - 1}")
     b = _Builder(model, phase, weights, kv, kv_layout, activations)
     h = model.hidden_size
     if part == "ffn":  # named as the step input it is (the verifier's STEP_INPUTS: nothing on the rack writes it)
@@ -328,6 +345,8 @@ def lower(
                   attrs={"scale": h**0.5 if model.model_type.startswith("gemma") else 1.0})
     for layer in model.layers:
         if layers is not None and layer.index not in layers:
+            if part != "ffn":  # the next layer reads this one's output by the name it would have
+                x = f"L{layer.index}.{'attn' if part == 'attention' else 'ffn'}_residual"
             continue
         if part != "ffn":
             x = _attention_block(b, layer, x)
