@@ -114,3 +114,22 @@ def test_groq_v1_llama2_70b_served_per_user_is_predicted() -> None:
     assert t.tok_s_user > 1.3 * 300
     served = full_pipeline_tok_s_user(t.latency_s, t.interval_s, len(t.stage_spans_s))
     assert served == pytest.approx(300, rel=0.10)
+
+
+@pytest.mark.parametrize("model", ["gemma-4-31b", "deepseek-r1", "gpt-oss-120b", "llama-3.1-70b"])
+def test_chip_bytes_per_layer_kind_equals_per_layer(model, monkeypatch):
+    """A layout search works out each kind of layer's SRAM terms once (`layer_templates`): the worst chip's
+    bytes equal those with every layer worked out on its own, for every layout, context and stream count."""
+    from lpxsim.lpu import partition
+    from lpxsim.lpu.layout import Layout
+
+    m = get_model(model)
+    lays = [Layout(tp=tp, stages=s, kv_seq_split=p, kv_spread=r) for tp in (8, 16, 64) for s in (3, 8, 16)
+            for p in (1, 2, 4) for r in (0, 1, 7) if r < s]
+    cases = [(ctx, streams) for ctx in (1, 4096, 100_000) for streams in (1, 9)]
+    by_kind = [[partition.chip_bytes(m, lay, "fp8", "bf16", "separate", c, n, memo) for lay in lays]
+               for c, n in cases for memo in [{}]]
+    monkeypatch.setattr(partition, "layer_templates", lambda model: tuple(range(model.num_layers)))
+    by_layer = [[partition.chip_bytes(m, lay, "fp8", "bf16", "separate", c, n, memo) for lay in lays]
+                for c, n in cases for memo in [{}]]
+    assert by_kind == by_layer

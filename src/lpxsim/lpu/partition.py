@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from lpxsim.core.errors import UserError
+from lpxsim.graph.lower import layer_templates
 from lpxsim.lpu.arch import Arch
 from lpxsim.lpu.layout import Layout, balanced, heads_split, helper_stages, layer_costs, split_layers
 from lpxsim.specs.accounting import kv_elements_per_token
@@ -89,6 +90,10 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
     ranges = memo.get(("split", lay.stages))
     if ranges is None:
         ranges = memo[("split", lay.stages)] = split_layers(model, lay.stages, weights)
+    # a layer's terms are its template's (`layer_templates`: the same spec but for the index)
+    templates = memo.get("templates")
+    if templates is None:
+        templates = memo["templates"] = layer_templates(model)
     base: list[float] = []
     spread_kv: list[float] = []  # full-attention KV per chip that is shared with helper stages
     for s, (lo, hi) in enumerate(ranges):
@@ -100,17 +105,18 @@ def chip_bytes(model: ModelSpec, lay: Layout, weights: str, kv: str, kv_layout: 
         per_chip = w / lay.tp
         extra = kvb_total = full_kv = 0.0
         for i in range(lo, hi):
-            key = (i, lay.tp, lay.kv_seq_split)
+            t = templates[i]
+            key = (t, lay.tp, lay.kv_seq_split)
             terms = memo.get(key)
             if terms is None:
-                a = model.layers[i].attention
-                rep = _replicated_bytes(model, i, wb) * (1.0 - 1.0 / lay.tp) + _expert_excess(model, i, wb, lay.tp)
+                a = model.layers[t].attention
+                rep = _replicated_bytes(model, t, wb) * (1.0 - 1.0 / lay.tp) + _expert_excess(model, t, wb, lay.tp)
                 h_par, seq = heads_split(lay.tp, a.num_heads, lay.kv_seq_split if a.window is None else 1)
-                rep += _kv_proj_excess(model, i, wb, lay.tp, h_par)
+                rep += _kv_proj_excess(model, t, wb, lay.tp, h_par)
                 if seq > 1:  # q and o projections replicated over the sequence shards
                     qo = 2 * model.hidden_size * a.num_heads * a.head_dim * wb
                     rep += qo * (seq - 1) / lay.tp
-                k, _ = _layer_kv_per_chip(model, i, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
+                k, _ = _layer_kv_per_chip(model, t, lay.tp, lay.kv_seq_split, kvb, kv_layout, context, streams)
                 terms = memo[key] = (rep, k, a.window is None)
             rep, k, full = terms
             extra += rep
