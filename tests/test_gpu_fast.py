@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lpxsim.catalog import MODEL_FILES
 from lpxsim.gpu.step import GpuStepModel
@@ -179,6 +181,36 @@ def test_a_plan_from_each_kind_of_layer_equals_the_whole_graphs(model):
     for phase in phases:
         for weights, kv, kv_layout in (("fp8", "bf16", "separate"), ("fp4", "fp8", "k-once")):
             _same_plan(plan_step(m, phase, weights, kv, kv_layout), plan_graph(lower(m, phase, weights, kv, kv_layout)))
+
+
+EMULATE_CONFIGS = sorted((Path(__file__).parent / "data" / "emulate").glob("*.json"))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(base=st.sampled_from(EMULATE_CONFIGS), layers=st.integers(1, 9), full=st.lists(st.booleans(), min_size=9, max_size=9),
+       dense_first=st.integers(0, 3), moe_only=st.lists(st.integers(0, 8), max_size=3), sparse_step=st.integers(1, 3),
+       batch=st.integers(1, 40), new=st.sampled_from([1, 4, 300]), context=st.sampled_from([0, 3, 5000]))
+def test_a_plan_from_each_kind_of_layer_on_random_layer_patterns(base, layers, full, dense_first, moe_only, sparse_step,
+                                                                 batch, new, context):
+    """Any mix of sliding and full attention layers, dense and MoE layers: `plan_step`'s plan is the whole
+    graph's (layers of a kind need not be adjacent; a kind may come back after another)."""
+    import json
+
+    from lpxsim.gpu.features import plan_graph, plan_step
+    from lpxsim.graph import Phase, lower
+    from lpxsim.specs.model import ModelSpec
+
+    cfg = json.loads(base.read_text())
+    cfg["num_hidden_layers"] = layers
+    if "layer_types" in cfg:
+        cfg["layer_types"] = ["full_attention" if f else "sliding_attention" for f in full[:layers]]
+    if cfg.get("num_local_experts") or cfg.get("num_experts"):
+        cfg.update(first_k_dense_replace=dense_first, mlp_only_layers=sorted({i for i in moe_only if i < layers}),
+                   decoder_sparse_step=sparse_step)
+    m = ModelSpec.from_config(cfg, name=base.stem)
+    phase = Phase("prefill" if new > 4 else ("verify" if new > 1 else "decode"), (context,) * batch, new)
+    for weights, kv, kv_layout in (("fp8", "bf16", "separate"), ("bf16", "fp8", "k-once")):
+        _same_plan(plan_step(m, phase, weights, kv, kv_layout), plan_graph(lower(m, phase, weights, kv, kv_layout)))
 
 
 def test_attention_sums_group_equal_contexts_exactly():
