@@ -42,6 +42,7 @@ KV_HEAD_SPLIT = frozenset({"k_proj", "v_proj", "k_norm", "v_norm", "kv_write"})
 # "qkv_a_proj_with_mqa"): they launch no kernel of their own.
 KERNELS = {"residual": 0.0, "router": 2.0, "experts": 4.0}
 FUSED_INTO_PREVIOUS = frozenset({"k_proj", "v_proj", "kv_a_proj"})
+FUSED_INTO = ("q_proj", "q_a_proj")  # the projections the ones above join
 # A MoE layer's shared experts and its router + routed experts (they overlap on two CUDA streams).
 SHARED_EXPERT_OPS = frozenset({"shared_gate_up", "shared_act", "shared_down"})
 ROUTED_EXPERT_OPS = frozenset({"router", "experts"})
@@ -209,7 +210,7 @@ def _fuse_projections(lookups: list[tuple | None], candidates: tuple[tuple[int, 
                 lookups[j] = ("gemm", prev[1], prev[2] + key[2], prev[3], prev[4])
                 lookups[i] = ("fused",)
                 continue
-        if suf in ("q_proj", "q_a_proj"):
+        if suf in FUSED_INTO:
             last[layer] = i
 
 
@@ -239,7 +240,7 @@ class GraphPlan:
 
 
 def plan_graph(graph: OpGraph) -> GraphPlan:
-    """The layout-independent plan of `graph` (worked out each call; `graph_plan` keeps one per graph)."""
+    """The layout-independent plan of `graph` (`plan_step` makes the same plan without the whole graph)."""
     return _plan(graph, [(-1, list(graph.ops), None)])
 
 
@@ -307,7 +308,7 @@ def _plan(graph: OpGraph, blocks: list[tuple[int, list[Op], int | None]]) -> Gra
                         memo[sig] = c
                 classes.append(c)
                 if (suf in SHARED_EXPERT_OPS or suf in ROUTED_EXPERT_OPS or op.kind == "attention"
-                        or suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj")):
+                        or suf in FUSED_INTO_PREVIOUS or suf in FUSED_INTO):
                     noted.append((j, suf, op.kind, op.attrs.get("window") if op.kind == "attention" else None))
             if layer_of_block >= 0:
                 done[layer_of_block] = (classes, noted)
@@ -321,7 +322,7 @@ def _plan(graph: OpGraph, blocks: list[tuple[int, list[Op], int | None]]) -> Gra
                 moe_stream[i] = -1 - layer
             if kind == "attention":
                 windows.append((i, window))
-            if suf in FUSED_INTO_PREVIOUS or suf in ("q_proj", "q_a_proj"):
+            if suf in FUSED_INTO_PREVIOUS or suf in FUSED_INTO:
                 fuse.append((i, suf, layer))
     moe_stream.setflags(write=False)  # shared by every layout's features
     op_class = np.asarray(cls, dtype=np.intp)
@@ -330,22 +331,6 @@ def _plan(graph: OpGraph, blocks: list[tuple[int, list[Op], int | None]]) -> Gra
     class_rows = tuple(order[bounds[c]:bounds[c + 1]] for c in range(len(reps)))
     return GraphPlan(graph.model, graph.phase, graph.weights, graph.act_bytes_per_element, tuple(reps),
                      tuple(sufs), op_class, tuple(cls), moe_stream, tuple(windows), tuple(fuse), class_rows)
-
-
-# A layout search builds every layout's features from the same few graphs: plan each graph once.
-_PLANS: dict[int, tuple[OpGraph, GraphPlan]] = {}
-_PLANS_SIZE = 64
-
-
-def graph_plan(graph: OpGraph) -> GraphPlan:
-    """The layout-independent plan of `graph`, once per graph object."""
-    hit = _PLANS.get(id(graph))
-    if hit is None or hit[0] is not graph:  # the graph itself: an id is reused only after it dies
-        if len(_PLANS) >= _PLANS_SIZE:
-            _PLANS.pop(next(iter(_PLANS)))
-        hit = (graph, plan_graph(graph))
-        _PLANS[id(graph)] = hit
-    return hit[1]
 
 
 def build(
@@ -367,7 +352,7 @@ def build(
     the shared experts, dense MLPs and maybe attention's output projection): those matmuls keep the graph's
     own bytes and format. `absorb_fmt`: the format MLA's absorbed BMMs run in (else the dense format).
     """
-    plan = graph if isinstance(graph, GraphPlan) else graph_plan(graph)
+    plan = graph if isinstance(graph, GraphPlan) else plan_graph(graph)  # a step model passes its kept plan
     seqs = plan.phase.sequences
     # decode batches drift out of balance over DP-attention ranks; a prefill pass is assigned evenly
     spread = plan.phase.kind != "prefill"
