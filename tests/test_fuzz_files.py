@@ -460,13 +460,19 @@ def _rows_base() -> list[dict]:
     from lpxsim.engine.validation import calibration_rows
 
     rows = calibration_rows()
-    return ([r for r in rows if r["hardware"] == "H200" and r["conc"] == "4"][:1]
-            + [r for r in rows if r["hardware"] == "B200" and r["precision"] == "fp4" and r["conc"] == "8"][:1])
+    h200 = [r for r in rows if r["hardware"] == "H200" and r["conc"] == "4"][:1]
+    # and the H200 row served disaggregated: a prefill and a decode pool of TP8 each (InferenceX's pool columns)
+    pools = {f"{side}_{c}": v for side in ("prefill", "decode") for c, v in (("tp", "8"), ("ep", "1"), ("workers", "1"),
+                                                                             ("dp_attention", "false"))}
+    return (h200 + [r for r in rows if r["hardware"] == "B200" and r["precision"] == "fp4" and r["conc"] == "8"][:1]
+            + [dict(h200[0], disagg="true", **pools)])
 
 
 ROWS_BASE = _rows_base()
 ROW_COLUMNS = ("hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc",
-               "tpot_median_s", "ttft_median_s", "output_tput_per_gpu", "spec_method", "disagg", "model")
+               "tpot_median_s", "ttft_median_s", "output_tput_per_gpu", "spec_method", "disagg", "model",
+               "prefill_tp", "prefill_ep", "prefill_workers", "prefill_dp_attention", "decode_tp", "decode_ep",
+               "decode_workers", "decode_dp_attention")
 ROW_VALUES = st.one_of(JUNK, st.sampled_from(["true", "false", "1", "0", "yes", "H200", "MI300X", "TPU", "sglang",
                                               "trt", "vllm", "atom", "fp8", "fp4", "int3", "mtp", "eagle",
                                               "8.0", "4", "1024", "100000", "0.02", "1e-9"]),

@@ -57,6 +57,29 @@ def test_simulator_draws_match_the_expectation():
     assert mean == pytest.approx(tokens_per_round(rates), rel=0.01)
 
 
+def test_a_rounds_drafts_judged_together_are_the_ones_judged_one_by_one(monkeypatch):
+    """The MTP worker judges a round's sequences in one array (`MtpWorker._accepted_all`); the same draws in the
+    same order judged one sequence at a time (`SpecWorker._accepted_all`) give the very same run."""
+    from lpxsim.serving import simulate
+    from lpxsim.serving.config import load_fleet
+    from lpxsim.serving.mtp import MtpWorker
+    from lpxsim.serving.spec import SpecWorker
+    from lpxsim.serving.workload import benchmark_loop
+
+    def run():
+        fleet = load_fleet({"name": "mtp", "pools": [
+            {"name": "b200", "system": "b200-hgx", "model": MODEL, "workers": 1, "gpus_per_worker": 8,
+             "mtp": 3, "mtp_accept": [0.9, 0.7, 0.5]}]})
+        return simulate(fleet, benchmark_loop(48, 512, 96, 3), seed=11).requests
+
+    together = run()
+    monkeypatch.setattr(MtpWorker, "_accepted_all", SpecWorker._accepted_all)
+    one_by_one = run()
+    cols = ["request_id", "first_token_s", "finish_s", "spec_rounds", "spec_accepted"]
+    assert together[cols].equals(one_by_one[cols])
+    assert together["spec_accepted"].sum() > 0 and (together["spec_accepted"] < 3 * together["spec_rounds"]).any()
+
+
 def test_verify_streams_each_sequences_kv_once():
     """A verify step's GEMMs and MoE see batch x (k + 1) rows, but its MLA attention folds a sequence's k + 1
     query positions into the head dimension (FLASHMLA-SQ): the KV cache is streamed once per sequence, not

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lpxsim.engine.validation import calibration_rows, replay_row, replay_user_rows
+from lpxsim.engine.validation import NO_POOLS, calibration_rows, replay_row, replay_user_rows
 
 CLI = [sys.executable, "-m", "lpxsim.cli.main"]
 
@@ -35,7 +35,8 @@ def test_rows_of_other_gpus_are_replayed_and_the_rest_counted(tmp_path: Path) ->
             dict(h[1], disagg="true")]
     res = replay_user_rows(str(_write(tmp_path / "rows.csv", rows)))
     assert res["groups"]["all"]["tpot"]["n"] == 3
-    assert res["left_out"] == {"speculative decoding without a known draft length": 1, "disaggregated": 1}
+    # an aggregated row marked disaggregated has no pools (InferenceX writes 0 workers): left out, not priced as one
+    assert res["left_out"] == {"speculative decoding without a known draft length": 1, NO_POOLS: 1}
     assert res["cost_path"] == {"H200 fp8": "measured-gpu", "MI300X fp8": "projected-gpu"}
     # the same replay as the shipped set's: a row's error is its prediction against its measurement
     p = replay_row(h[0])
@@ -98,6 +99,59 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
     assert p.returncode == 2 and p.stderr.startswith("error: rows:")
     p = _run("validate", "--rows", str(tmp_path / "gpu.csv"), "--write")
     assert p.returncode == 2 and "write" in p.stderr.splitlines()[0]
+
+
+def _disaggregated(row: dict, prefill: tuple[int, int, int], decode: tuple[int, int, int]) -> dict:
+    """`row` served disaggregated: (tp, ep, workers) of its prefill and of its decode pool, InferenceX's columns."""
+    return dict(row, disagg="true", tp="", ep="", dp_attention="",
+                **{f"{side}_{c}": str(v) for side, lay in (("prefill", prefill), ("decode", decode))
+                   for c, v in zip(("tp", "ep", "workers"), lay, strict=True)},
+                prefill_dp_attention="false", decode_dp_attention="false")
+
+
+def test_disaggregated_rows_replay_on_their_two_pools(tmp_path: Path) -> None:
+    """A disaggregated row is priced on its own two pools (the simulator's prefill and decode workers, the KV sent
+    between them), not left out: its decode pool runs no prefill, so its TPOT is the decode step alone and below
+    the aggregated deployment's of the same layout, its first token waits for no decode step, and its throughput
+    is shared by both pools' GPUs."""
+    h = [r for r in calibration_rows() if r["hardware"] == "H200" and r["framework"] == "sglang"
+         and r["isl"] == "1024" and r["osl"] == "1024" and r["conc"] == "64"][0]
+    agg = replay_row(h)
+    row = _disaggregated(h, (8, 1, 1), (8, 1, 1))
+    res = replay_user_rows(str(_write(tmp_path / "disagg.csv", [row, h])))
+    assert res["left_out"] == {}
+    assert res["groups"]["serving=disaggregated"]["tpot"]["n"] == 1 and res["groups"]["all"]["tpot"]["n"] == 2
+    from lpxsim.engine.validation import priced_row, user_rows
+
+    dis, why = priced_row(user_rows(str(tmp_path / "disagg.csv"))[0][0])
+    assert why is None
+    assert dis["tpot_s"] < agg["tpot_s"] and abs(dis["tpot_s"] / agg["decode_step_s"] - 1.0) < 0.1
+    assert dis["ttft_s"] < agg["ttft_s"]
+    assert dis["output_tok_s_per_gpu"] < 0.75 * agg["output_tok_s_per_gpu"]  # 16 GPUs where the aggregated ran 8
+    # a pool with more decode workers spreads the users: each decodes a smaller batch, sooner
+    wider, _ = priced_row(user_rows(str(_write(tmp_path / "wide.csv", [_disaggregated(h, (8, 1, 1), (8, 1, 2))])))[0][0])
+    assert wider["tpot_s"] < dis["tpot_s"]
+
+
+def test_a_disaggregated_rows_pools_are_checked_by_name(tmp_path: Path) -> None:
+    h = _h200_rows(1)[0]
+    for column, bad in (("prefill_tp", "x"), ("decode_workers", "-2"), ("decode_dp_attention", "maybe")):
+        p = _run("validate", "--rows", str(_write(tmp_path / f"{column}.csv",
+                                                  [dict(_disaggregated(h, (8, 1, 1), (8, 1, 1)), **{column: bad})])))
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (column, p.stderr)
+        assert p.stderr.startswith("error: rows: line 2:") and f"{column} {bad!r}" in p.stderr, (column, p.stderr)
+
+
+def test_the_kv_of_a_disaggregated_deployment_crosses_nvlink_inside_one_domain_else_the_network() -> None:
+    from lpxsim.catalog import get_system
+    from lpxsim.engine.validation import kv_link
+
+    rack, node = get_system("gb200-nvl72").topology.links, get_system("b200-hgx").topology.links
+    bw, _, kind = kv_link("gb200-nvl72", 72, 4)
+    assert kind == "nvlink" and bw == 4 * rack["scale_up"].bandwidth_Bps * float(rack["scale_up"].lanes_per_chip)
+    bw, lat, kind = kv_link("b200-hgx", 16, 8)  # two HGX nodes: one 400G NIC a GPU
+    assert kind == "infiniband" and bw == 8 * 400e9 / 8 and lat == float(node["scale_out"].latency_s)
+    assert kv_link("b200-hgx", 8, 4)[2] == "nvlink"
 
 
 def test_speculative_rows_replay_with_their_draft_length(tmp_path: Path) -> None:

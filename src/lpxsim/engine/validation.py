@@ -71,6 +71,14 @@ LATENCY_STATISTICS = ("median", "mean")
 UNKNOWN_GPU = "a GPU not in the catalog:"  # `user_rows`' left-out reasons, each followed by the row's name
 UNKNOWN_ENGINE = "an engine lpxsim has no parameters for:"
 SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
+# A disaggregated row's two pools (InferenceX's columns): each pool's layout and replicas
+POOL_COLUMNS = ("prefill_tp", "prefill_ep", "prefill_workers", "decode_tp", "decode_ep", "decode_workers")
+NO_POOLS = "disaggregated without its pools' layouts (prefill_/decode_ tp, ep, workers: blank or 0)"
+DISAGGREGATED_GROUP = "serving=disaggregated"
+# InferenceX names a disaggregated run's engine after the layer that routes its KV (NVIDIA Dynamo; AMD's MoRI):
+# "dynamo-trt", "dynamo-sglang", "mori-sglang". The engine that prices its steps is the rest of the name.
+KV_ROUTERS = ("dynamo-", "mori-")
+MODEL_NAMES = ("deepseek-r1", "dsr1")  # a row's model: DeepSeek-R1 by its name or InferenceX's short one
 
 
 def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
@@ -94,7 +102,11 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             reader = csv.DictReader(fh)
             names = reader.fieldnames or ()
             stat = next((s for s in LATENCY_STATISTICS if f"tpot_{s}_s" in names and f"ttft_{s}_s" in names), None)
-            missing = [c for c in ROW_COLUMNS if c not in names] + ([] if stat else ["tpot_median_s", "ttft_median_s"])
+            # a file of disaggregated rows names its pools' layouts instead of one (an aggregated row in it still needs
+            # its own: `_check_row` names the empty cell)
+            pools = "disagg" in names and all(c in names for c in POOL_COLUMNS)
+            missing = ([c for c in ROW_COLUMNS if c not in names and not (pools and c in ("tp", "ep", "dp_attention"))]
+                       + ([] if stat else ["tpot_median_s", "ttft_median_s"]))
             if missing:
                 raise UserError("rows", f"{path} lacks the column(s) {', '.join(missing)} (InferenceX format: "
                                         "see data/measured/README.md; tpot_mean_s and ttft_mean_s also do)")
@@ -104,16 +116,18 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     keep: list[dict] = []
     left: dict[str, int] = defaultdict(int)
     for i, r in enumerate(raw, start=2):  # line 1 is the header
-        if _flag_value(r, "disagg", i):
-            left["disaggregated"] += 1
+        disagg = _flag_value(r, "disagg", i)
+        if disagg and any((r.get(c) or "").strip() in ("", "0", "0.0") for c in POOL_COLUMNS):
+            left[NO_POOLS] += 1
             continue
-        if "deepseek-r1" not in (r.get("model") or "DeepSeek-R1").lower():
+        if not any(name in (r.get("model") or "DeepSeek-R1").lower() for name in MODEL_NAMES):
             left["another model"] += 1
             continue
         hardware, framework = r["hardware"].strip().upper(), r["framework"].strip().lower()
         if hardware not in SYSTEMS:  # a GPU the catalog lacks: left out and named, not the whole file refused
             left[f"{UNKNOWN_GPU} {r['hardware'].strip()!r}"] += 1
             continue
+        framework = next((framework[len(p):] for p in KV_ROUTERS if framework.startswith(p)), framework)
         engine = canonical(framework)
         if engine is None:  # e.g. AMD's ATOM: no engine parameters to price it with
             left[f"{UNKNOWN_ENGINE} {r['framework'].strip()!r}"] += 1
@@ -127,32 +141,38 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
             except ValueError:
                 k = 0
             if k < 1:
-                dp = _flag(r, "dp_attention", default=False)
+                dp = _flag(r, "decode_dp_attention" if disagg else "dp_attention", default=False)
                 k, k_source = launch_draft_tokens(hardware, engine, dp) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1
                 continue
-        whole = _check_row(r, i, stat)
+        whole = _check_row(r, i, stat, disagg)
         try:
             get_precision(r["precision"], "weights")
         except UserError as e:
             raise UserError("rows", f"line {i}: precision: {e.message}") from None
-        keep.append(dict(r, **whole, hardware=hardware, framework=framework, dp_attention=r["dp_attention"] or "false",
-                         spec_method=spec if k else "none", spec_draft_tokens=str(k), spec_draft_source=k_source,
-                         latency_statistic=stat))
+        row = dict(r, **whole, hardware=hardware, framework=framework, spec_method=spec if k else "none",
+                   spec_draft_tokens=str(k), spec_draft_source=k_source, latency_statistic=stat,
+                   disagg="true" if disagg else "false")
+        if disagg:  # the layout columns a reader of one layout reads (groups, the attention-DP record) are the decode pool's
+            row.update(tp=row["decode_tp"], ep=row["decode_ep"], dp_attention=row["decode_dp_attention"])
+        keep.append(row)
     if not keep:
         why = "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) or "the file has no data row"
-        raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices aggregated DeepSeek-R1 "
-                                f"serving on {', '.join(SYSTEMS)} under {', '.join(FRAMEWORKS)} (trt for trtllm)")
+        raise UserError("rows", f"{path} has no row to replay ({why}); the replay prices DeepSeek-R1 serving "
+                                f"(aggregated, or disaggregated with its pools' layouts) on {', '.join(SYSTEMS)} under "
+                                f"{', '.join(FRAMEWORKS)} (trt for trtllm)")
     return keep, dict(left)
 
 
-def _check_row(r: dict, line: int, stat: str) -> dict[str, str]:
+def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str, str]:
     """A kept user row's values, each checked by name before anything is priced (UserError naming the first bad
-    one; rows left out, disaggregated or of another model, GPU or engine, are counted, not checked). Returns
-    the whole-number columns as plain integers ("8.0", as a spreadsheet writes it, is 8)."""
+    one; rows left out, of another model, GPU or engine, are counted, not checked). A disaggregated row's layout
+    is its pools' columns (POOL_COLUMNS; its tp and ep are not read). Returns the whole-number columns as plain
+    integers ("8.0", as a spreadsheet writes it, is 8)."""
     whole: dict[str, str] = {}
-    for c in ("tp", "ep", "isl", "osl", "conc"):
+    layout = POOL_COLUMNS if disagg else ("tp", "ep")
+    for c in (*layout, "isl", "osl", "conc"):
         v = (r.get(c) or "").strip()
         try:
             x = float(v)
@@ -171,7 +191,8 @@ def _check_row(r: dict, line: int, stat: str) -> dict[str, str]:
             ok = False
         if not ok:
             raise UserError("rows", f"line {line}: {c} {v!r} must be a positive number of seconds")
-    _flag_value(r, "dp_attention", line)
+    for c in ("prefill_dp_attention", "decode_dp_attention") if disagg else ("dp_attention",):
+        whole[c] = "true" if _flag_value(r, c, line) else "false"
     return whole
 
 
@@ -527,6 +548,8 @@ def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tup
         from lpxsim.specs.mtp import condition_accept
 
         accept = condition_accept(get_model("deepseek-r1"), CONDITIONS)[0]
+    if _flag(r, "disagg", default=False):
+        return _priced_disaggregated(r, project, cache, k, accept)
     try:
         step = step_model(r, project, cache)
         e = steady_state(step, isl=isl, osl=osl, concurrency=int(r["conc"]), spec_k=k, spec_accept=accept)
@@ -539,6 +562,62 @@ def priced_row(r: dict, project: bool = False, cache: dict | None = None) -> tup
     ttft = mean_run_ttft_s(r, step, k, accept) if run_mean else e.ttft_s
     return {"tpot_s": e.tpot_s, "ttft_s": ttft, "steady_ttft_s": e.ttft_s, "decode_step_s": e.decode_period_s,
             "output_tok_s_per_gpu": e.output_tok_s_per_chip * run_throughput_factor(int(r["conc"]))}, None
+
+
+def _pool_row(r: dict, side: str) -> dict:
+    """Disaggregated row `r` as the aggregated row of its `side` ("prefill" or "decode") pool's layout."""
+    return dict(r, tp=r[f"{side}_tp"], ep=r[f"{side}_ep"], dp_attention=r[f"{side}_dp_attention"])
+
+
+def kv_link(system: str, gpus: int, sender_gpus: int) -> tuple[float, float, str]:
+    """(bytes/s, one-way latency, kind) of the link a disaggregated deployment of `gpus` GPUs of `system` sends a
+    prompt's KV over, from one prefill worker of `sender_gpus` GPUs: the scale-up (NVLink) domain where the whole
+    deployment fits in one, else the scale-out network; each sending GPU at its link class's per-GPU bandwidth
+    (assumption "disagg-kv-link")."""
+    from lpxsim.catalog import get_system
+
+    topo = get_system(system).topology
+    within = gpus <= topo.chips_per_node * topo.nodes_per_rack
+    cls = topo.links["scale_up" if within else "scale_out"]
+    per_gpu = cls.bandwidth_Bps * float(cls.lanes_per_chip if cls.lanes_per_chip is not None else 1.0)
+    return per_gpu * sender_gpus, float(cls.latency_s), "nvlink" if within else "infiniband"
+
+
+def _priced_disaggregated(r: dict, project: bool, cache: dict, k: int,
+                          accept: tuple[float, ...] | float) -> tuple[dict | None, str | None]:
+    """`priced_row` of a disaggregated row: its benchmark run on the simulator's prefill and decode pools, each at
+    its own layout (`engine.benchmark_run.disaggregated_run`); TPOT and TTFT are the run's statistic of the row's
+    kind (median or mean), the throughput the run's output tokens over its makespan and its decode GPUs (as
+    InferenceX normalises a disaggregated row's output throughput)."""
+    from lpxsim.core import progress
+    from lpxsim.core.errors import DoesNotFit, UserError
+    from lpxsim.engine.benchmark_run import PoolLayout, disaggregated_run
+
+    system = SYSTEMS[r["hardware"]]
+    pools = {}
+    try:
+        for side in ("prefill", "decode"):
+            pools[side] = PoolLayout(step_model(_pool_row(r, side), project, cache), int(r[f"{side}_tp"]),
+                                     int(r[f"{side}_workers"]))
+        gpus = sum(p.gpus * p.workers for p in pools.values())
+        link_Bps, link_s, kind = kv_link(system, gpus, pools["prefill"].gpus)
+        label = (f"simulating a disaggregated run: {r['hardware']} prefill {r['prefill_tp']} x {r['prefill_workers']}, "
+                 f"decode {r['decode_tp']} x {r['decode_workers']}, {int(r['conc']):,} users")
+        with progress.stage(label):
+            lat, out_tok_s = disaggregated_run(pools["prefill"], pools["decode"], system, "deepseek-r1",
+                                               int(r["isl"]), int(r["osl"]), int(r["conc"]), PROMPTS_PER_USER,
+                                               link_Bps, link_s, kind, k, accept)
+    except DoesNotFit:
+        return None, WEIGHTS_SKIP
+    except UserError as err:
+        return None, KV_SKIP if err.field == "concurrency" else f"{err.field}: {err.message}"
+    mean = r.get("latency_statistic") == "mean"
+    ttft = lat.ttft_mean_s if mean else lat.ttft_median_s
+    # InferenceX divides a disaggregated run's output tokens by its decode GPUs (and its input tokens by its prefill
+    # GPUs): its output_tput_per_gpu x num_decode_gpu is the users' decode rate, C / TPOT
+    decode_gpus = pools["decode"].gpus * pools["decode"].workers
+    return {"tpot_s": lat.tpot_mean_s if mean else lat.tpot_median_s, "ttft_s": ttft, "steady_ttft_s": ttft,
+            "output_tok_s_per_gpu": out_tok_s / decode_gpus}, None
 
 
 def row_run(r: dict, step: StepModel, spec_k: int = 0,
@@ -564,6 +643,7 @@ def _groups(r: dict) -> list[str]:
     spec = r.get("spec_method") or "none"
     by_spec = [f"spec={spec} k={r['spec_draft_tokens']}"] if spec != "none" else []  # user rows only
     attention = ATTENTION_DP_GROUP if _flag(r, "dp_attention", default=False) else "attention=TP"
+    by_spec += [DISAGGREGATED_GROUP] if _flag(r, "disagg", default=False) else []  # user rows only
     return ["all", *by_spec, f"gpu={r['hardware']}", f"framework={r['framework']}", f"precision={r['precision']}",
             f"gpu+precision={r['hardware']} {r['precision']}", attention, "conc=1" if c == 1 else "conc 2-64"
             if c <= 64 else "conc>=128" if c >= 128 else "conc 65-127"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from lpxsim.serving.config import SpeculationConfig
 from lpxsim.serving.spec import Link, SpecWorker
 from lpxsim.serving.worker import SharedResource, ctx_bucket
@@ -58,3 +60,13 @@ class MtpWorker(SpecWorker):
         """Leading drafts accepted, position i with the pool's conditional acceptance a_i."""
         rates = self._rates if k <= len(self._rates) else profile(self.mtp_accept, k)
         return accepted_drafts(rates[:k], [self._uniform() for _ in range(k)])
+
+    def _accepted_all(self, active: list, k: int) -> list[int]:
+        """`_accepted` of every active sequence at once: the same k draws a sequence, in the same order, judged
+        together (a round of a thousand sequences had spent most of a large run's time drawing them one by one)."""
+        n = len(active)
+        if n == 0 or k <= 0:
+            return [0] * n
+        rates = self._rates if k <= len(self._rates) else profile(self.mtp_accept, k)
+        passed = np.asarray(self._uniforms(n * k)).reshape(n, k) < np.asarray(rates[:k])
+        return np.cumprod(passed, axis=1).sum(axis=1).tolist()  # leading passes: the first rejection ends a round

@@ -151,6 +151,23 @@ class SpecWorker(Worker):
         self._upos += 1
         return self._ubuf[self._upos - 1]
 
+    def _uniforms(self, m: int) -> list[float]:
+        """The next `m` uniforms of `_uniform`'s stream, in its order (the same buffer, refilled the same way)."""
+        out: list[float] = []
+        while m > 0:
+            if self._upos >= len(self._ubuf):
+                self._ubuf = self.sim.engine.rng.random(4096).tolist()
+                self._upos = 0
+            take = min(m, len(self._ubuf) - self._upos)
+            out += self._ubuf[self._upos:self._upos + take]
+            self._upos += take
+            m -= take
+        return out
+
+    def _accepted_all(self, active: list, k: int) -> list[int]:
+        """`_accepted` of each active sequence in turn (the verify of one round)."""
+        return [self._accepted(r.accept_rate, k) for r in active]
+
     def _accepted(self, alpha: float, k: int) -> int:
         """Leading accepted drafts of k, each accepted with probability alpha: P(>= j) = alpha^j."""
         if alpha <= 0.0:
@@ -166,8 +183,7 @@ class SpecWorker(Worker):
         kd = self.k
         finished = []
         total = acc_sum = 0
-        for r in active:
-            a = self._accepted(r.accept_rate, kd)
+        for r, a in zip(active, self._accepted_all(active, kd), strict=True):
             acc_sum += a
             t = min(a + 1, r.osl - r.generated)
             r.generated += t
