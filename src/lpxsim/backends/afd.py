@@ -93,7 +93,7 @@ def _gpu_attention_class():
 
         def _budget(self, mem_fraction: float):
             full = gmem.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                               mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights,
+                               mem_fraction, self.prefill_chunk, self.logits_batch, self.dense_weights,
                                self.formats.native)
             w = gmem.attention_weight_bytes_per_gpu(self.model, self.layout, self.weights, self.dense_weights,
                                                     self.formats.native)

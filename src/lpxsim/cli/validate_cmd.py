@@ -269,6 +269,28 @@ def band_file(res: dict) -> dict:
             "vendors": res["vendor_records"]}
 
 
+def _row_line(i: int, r: dict) -> str:
+    """One replayed row of `rows_markdown`'s table (`validation.replay_user_rows`' rows)."""
+    dp = {"true": "/DP"}
+    if r.get("disagg") == "true":
+        layout = (f"P {r['prefill_tp']}{dp.get(r['prefill_dp_attention'], '')} x {r['prefill_workers']}, "
+                  f"D {r['decode_tp']}{dp.get(r['decode_dp_attention'], '')} x {r['decode_workers']}")
+    else:
+        layout = f"TP{r['tp']} EP{r['ep']}{dp.get(r['dp_attention'], '')}"
+    spec = f" mtp{r['spec_draft_tokens']}" if r.get("spec_method") not in (None, "", "none") else ""
+    head = (f"| {r.get('point_id') or i} | {r['hardware']} | {r['framework']}{spec} | {r['precision']} | {layout} | "
+            f"{int(r['isl']):,} / {int(r['osl']):,} | {int(r['conc']):,} |")
+    if r.get("skipped"):
+        return head + f" {r['tpot_s'] * 1e3:.2f} | not priced: {r['skipped']} | | | |"
+
+    def err(v: float | None) -> str:
+        return "-" if v is None else f"{v:+.1f} %"
+
+    return (head + f" {r['tpot_s'] * 1e3:.2f} ({r['pred_tpot_s'] * 1e3:.2f}) | {err(r['tpot_err_pct'])} | "
+            f"{r['ttft_s']:.3f} ({r['pred_ttft_s']:.3f}) | {err(r['ttft_err_pct'])} | "
+            f"{err(r['output_tok_s_per_gpu_err_pct'])} |")
+
+
 def rows_markdown(path: str, res: dict) -> str:
     """The replay of a user's rows (`validation.replay_user_rows`) as markdown."""
     lines = _gpu_table(f"Your rows: {path}", res)
@@ -281,6 +303,10 @@ def rows_markdown(path: str, res: dict) -> str:
         lines += ["", "| GPU framework precision | rows | step MdAPE | MAPE | signed | TPOT MdAPE | MAPE | signed | "
                       "TPOT over step, measured (median) | predicted |", "|---|---|---|---|---|---|---|---|---|---|"]
         lines += _step_rows(res["decode_step_by_config"])
+    lines += ["", "Each row (measured, predicted, error; a disaggregated row's pools as prefill and decode tp x workers):",
+              "", "| row | GPU | engine | precision | layout | ISL / OSL | conc | TPOT ms | error | TTFT s | error | "
+                  "out tok/s/GPU error |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [_row_line(i, r) for i, r in enumerate(res.get("rows", []), start=1)]
     left = ", ".join(f"{n} {why}" for why, n in sorted(res["left_out"].items())) or "none"
     stat = res.get("latency_statistic", "median")
     tail = ["", f"latencies compared: the file's {stat}s" + (

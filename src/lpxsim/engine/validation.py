@@ -210,13 +210,41 @@ def replay_user_rows(path: str) -> dict:
     from lpxsim.engine.bands import path_for
 
     rows, left = user_rows(path)
-    res = gpu_replay(rows)
+    cache: dict = {}
+    priced = [priced_row(r, False, cache) for r in rows]
+    res = gpu_replay(rows, priced=priced)
+    res["rows"] = [_row_result(r, p, why) for r, (p, why) in zip(rows, priced, strict=True)]
     res["left_out"] = left
     res["latency_statistic"] = rows[0]["latency_statistic"]
     res["drafts_from_launch_script"] = sum(r.get("spec_draft_source") == "launch script" for r in rows)
     pairs = sorted({(r["hardware"], r["precision"]) for r in rows})
     res["cost_path"] = {f"{h} {p}": path_for(SYSTEMS[h], p) for h, p in pairs}
     return res
+
+
+def _row_result(r: dict, p: dict | None, why: str | None) -> dict:
+    """One replayed row as `replay_user_rows` reports it: its configuration, measured and predicted figures and
+    errors (percent), or the reason it could not be priced."""
+    stat = r.get("latency_statistic", "median")
+    out = {k: r.get(k) for k in ("point_id", "hardware", "framework", "precision", "spec_method",
+                                 "spec_draft_tokens", "tp", "ep", "dp_attention", "disagg", "isl", "osl", "conc")}
+    if _flag(r, "disagg", default=False):
+        out |= {c: r[c] for c in (*POOL_COLUMNS, "prefill_dp_attention", "decode_dp_attention")}
+    out |= {"tpot_s": float(r[f"tpot_{stat}_s"]), "ttft_s": float(r[f"ttft_{stat}_s"]),
+            "output_tok_s_per_gpu": _float_or_none(r.get("output_tput_per_gpu")), "skipped": why}
+    if p is not None:
+        out |= {"pred_tpot_s": p["tpot_s"], "pred_ttft_s": p["ttft_s"],
+                "pred_output_tok_s_per_gpu": p["output_tok_s_per_gpu"],
+                "tpot_err_pct": _pct(p["tpot_s"], out["tpot_s"]), "ttft_err_pct": _pct(p["ttft_s"], out["ttft_s"]),
+                "output_tok_s_per_gpu_err_pct": _pct(p["output_tok_s_per_gpu"], out["output_tok_s_per_gpu"])}
+    return out
+
+
+def _float_or_none(v: str | None) -> float | None:
+    try:
+        return float(v) if v not in (None, "") else None
+    except ValueError:
+        return None
 
 
 PR_BASELINES = "inferencex_pr_baselines.csv"

@@ -34,7 +34,9 @@ from lpxsim.specs.precision import get_precision
 from lpxsim.step.protocol import DecodeBatch, PrefillChunk, StepCost
 
 MOE_BACKENDS = frozenset(MOE_BACKEND_OF.values())
-DEFAULT_MAX_BATCH = 1024  # running sequences per replica (SGLang/vLLM cap their CUDA-graph batch near this)
+# running sequences per scheduler: per replica, and per attention-DP rank where ranks schedule their own requests
+# (TensorRT-LLM's max_batch_size is a rank's; SGLang/vLLM cap their CUDA-graph batch near this)
+DEFAULT_MAX_BATCH = 1024
 DEFAULT_PREFILL_CHUNK = 8192
 # Achieved/peak matmul ratio when the catalog has no MAMF figure for a chip: mean of the
 # measured MAMF table in hardware.md §9 (NVIDIA parts 72-80%). Assumption "gpu-mamf-default".
@@ -200,7 +202,7 @@ class GpuStepModel:
         kv_layout: str = "separate",
         expert_skew: float = 0.0,
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
-        max_batch: int = DEFAULT_MAX_BATCH,
+        max_batch: int | None = None,
         params: GpuParams | None = None,
         framework: str = "sglang",
         part: str = "all",
@@ -230,7 +232,14 @@ class GpuStepModel:
         self.formats = checkpoint_formats(self.model, self.weights, dense_weights)
         self.dense_weights = self.formats.dense
         self.kv_layout, self.cuda_graphs, self.expert_skew = kv_layout, cuda_graphs, expert_skew
-        self.prefill_chunk, self._max_batch = prefill_chunk, max_batch
+        # a replica's running sequences: the given cap, else the default for each of its schedulers (an attention-DP
+        # rank schedules its own batch: a dep32 decode worker runs 32 of them)
+        self.prefill_chunk = prefill_chunk
+        self._max_batch = DEFAULT_MAX_BATCH * self.layout.attention_ranks if max_batch is None else max_batch
+        # the decode batch whose fp32 logits each GPU reserves: one scheduler's default cap, else the cap as given
+        # (a stated attention-DP cap is counted whole on every GPU, as before: see docs/validation.md, "Disaggregated
+        # rows", for why the rank's share was not adopted)
+        self.logits_batch = DEFAULT_MAX_BATCH if max_batch is None else max_batch
         self.params = params or fitted_params()
         self.framework = framework_name(framework)
         self.engine = engine_params(self.framework)
@@ -266,7 +275,7 @@ class GpuStepModel:
     def _budget(self, mem_fraction: float) -> memory.MemoryBudget:
         """The HBM budget of the busiest GPU; DoesNotFit if the weights leave no room for KV."""
         b = memory.budget(self.model, self.layout, float(self.system.chip.memory_bytes), self.weights,
-                          mem_fraction, self.prefill_chunk, self._max_batch, self.dense_weights, self.formats.native)
+                          mem_fraction, self.prefill_chunk, self.logits_batch, self.dense_weights, self.formats.native)
         if not b.fits:
             raise DoesNotFit(
                 "gpus",
