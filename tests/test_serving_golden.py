@@ -27,6 +27,12 @@ The four GPU runs were regenerated in round 3's sixteenth session for correction
 (SGLang's absorbed BMMs in BF16, NVFP4 DeepSeek's BF16 projections, the fit at each configuration's latest date:
 SGLang's step host time 0.974 -> 1.461 ms; makespans rubin-vera-offload 105 -> 116 s, pd-sessions 206 -> 236 s,
 mixed-fleet-sessions 52.6 -> 57.9 s, routed-mix 101.8 -> 102.7 s).
+In round 3's twenty-second session every run gained a column (`decode_start_s`: when a decode worker took a
+prefilled request), and `pd-sessions` was regenerated for a change meant to change results: a prefill worker's
+first token reaches the client with the decode worker's stream, when that worker takes the request (Dynamo's flow,
+DYN-SGL-DISAGG), so a request's wait for a decode slot is in its TTFT, no longer in its TPOT (TTFT mean 0.14 ->
+2.44 s, p99 0.49 -> 91 s; TPOT mean 7.2 -> 0.29 ms, p99 235 -> 0.29 ms; p50s within 1 %; the other five runs
+unchanged but for the new column).
 The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.

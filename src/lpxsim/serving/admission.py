@@ -80,6 +80,9 @@ class Admission:
         req.kv_charge = need
         req.units_ref = ids[:m]
         if prefilled:
+            req.decode_start_s = self.engine.now
+            if req.first_token_s != req.first_token_s:  # the prefill's token leaves with this worker's stream
+                req.first_token_s = self.engine.now
             self._join(req)
             return _ADMITTED
         cached = (m + r) * unit

@@ -41,7 +41,7 @@ def request_frame(sim) -> pd.DataFrame:
     cols: dict[str, list] = {k: [] for k in (
         "request_id", "session", "turn", "klass", "arrival_s", "isl", "osl", "cached_tokens", "status", "reason",
         "pool", "worker", "decode_pool", "decode_worker", "first_token_s", "finish_s", "handoff_s", "preemptions",
-        "spec_rounds", "spec_accepted", "accept_rate", "reloaded_tokens")}
+        "spec_rounds", "spec_accepted", "accept_rate", "reloaded_tokens", "decode_start_s")}
     for r in reqs:
         cols["request_id"].append(r.rid)
         cols["session"].append(r.session)
@@ -65,6 +65,7 @@ def request_frame(sim) -> pd.DataFrame:
         cols["spec_accepted"].append(r.spec_accepted)
         cols["accept_rate"].append(r.accept_rate)
         cols["reloaded_tokens"].append(r.reloaded_tokens)
+        cols["decode_start_s"].append(r.decode_start_s)
     df = pd.DataFrame(cols)
     done = df["status"] == DONE
     df["output_tokens"] = np.where(done, df["osl"], 0)

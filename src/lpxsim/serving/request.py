@@ -25,7 +25,7 @@ class Request:
         "join_step", "finish_step", "kv_charge", "kv_growth", "units_ref", "preemptions",
         "spec_rounds", "spec_accepted", "handoff_s", "reloaded_tokens",
         # results
-        "first_token_s", "finish_s", "status", "reason", "decode_pool", "decode_worker",
+        "first_token_s", "finish_s", "status", "reason", "decode_pool", "decode_worker", "decode_start_s",
     )
 
     def __init__(
@@ -76,6 +76,7 @@ class Request:
         self.reason = ""
         self.decode_pool = ""
         self.decode_worker = -1
+        self.decode_start_s = float("nan")  # PD: when a decode worker took the request into its batch
 
     def unit_ids(self, tokens: int) -> tuple[int, ...] | range:
         """Prefix-unit ids covering the first `tokens` tokens (complete units only)."""

@@ -484,7 +484,9 @@ class Worker(Admission):
         self._cache_units(req, req.isl + req.generated, referenced=True)
         req.generated += 1
         self.tokens_out += 1
-        if req.first_token_s != req.first_token_s:
+        # a prefill worker's token reaches the client with the decode worker's stream, when that worker takes the
+        # request (Dynamo's flow, DYN-SGL-DISAGG: admission records it); a one-token request ends here
+        if req.first_token_s != req.first_token_s and (self.role != "prefill" or req.generated >= req.osl):
             req.first_token_s = t_tok
         if req.generated >= req.osl or self.role == "prefill":
             self.rank_of.pop(req.rid, None)
