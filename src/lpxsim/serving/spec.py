@@ -146,18 +146,20 @@ class SpecWorker(Worker):
     def _uniform(self) -> float:
         """Next uniform from a buffer filled by the run's generator (same seed, same draws)."""
         if self._upos >= len(self._ubuf):
-            self._ubuf = self.sim.engine.rng.random(4096).tolist()
-            self._upos = 0
+            self._refill()
         self._upos += 1
         return self._ubuf[self._upos - 1]
+
+    def _refill(self) -> None:
+        self._ubuf = self.sim.engine.rng.random(4096).tolist()
+        self._upos = 0
 
     def _uniforms(self, m: int) -> list[float]:
         """The next `m` uniforms of `_uniform`'s stream, in its order (the same buffer, refilled the same way)."""
         out: list[float] = []
         while m > 0:
             if self._upos >= len(self._ubuf):
-                self._ubuf = self.sim.engine.rng.random(4096).tolist()
-                self._upos = 0
+                self._refill()
             take = min(m, len(self._ubuf) - self._upos)
             out += self._ubuf[self._upos:self._upos + take]
             self._upos += take
