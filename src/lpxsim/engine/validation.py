@@ -603,10 +603,11 @@ def kv_link(system: str, gpus: int, sender_gpus: int) -> tuple[float, float, str
     deployment fits in one, else the scale-out network; each sending GPU at its link class's per-GPU bandwidth
     (assumption "disagg-kv-link")."""
     from lpxsim.catalog import get_system
+    from lpxsim.gpu.collectives import domain_size
 
-    topo = get_system(system).topology
-    within = gpus <= topo.chips_per_node * topo.nodes_per_rack
-    cls = topo.links["scale_up" if within else "scale_out"]
+    spec = get_system(system)
+    within = gpus <= domain_size(spec)
+    cls = spec.topology.links["scale_up" if within else "scale_out"]
     per_gpu = cls.bandwidth_Bps * float(cls.lanes_per_chip if cls.lanes_per_chip is not None else 1.0)
     return per_gpu * sender_gpus, float(cls.latency_s), "nvlink" if within else "infiniband"
 
