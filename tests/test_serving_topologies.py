@@ -106,6 +106,26 @@ def test_pd_sends_only_the_kv_the_decode_worker_lacks():
     assert (df.groupby("session")["decode_worker"].nunique() == 1).all()
 
 
+def test_pd_kv_waits_on_the_prefill_worker_until_a_decode_worker_takes_the_request():
+    """A decode pool with room for one sequence: the other prompts' KV stays charged to the prefill worker while
+    they wait (no KV is in neither place), crosses only once a decode worker has allocated it, and the first
+    token leaves with the decode worker's stream after that."""
+    one = fleet(pool("pre", role="prefill"), pool("dec", system="lpx", role="decode", max_batch=1),
+                links=[link("pre", "dec")])
+    burst = synthetic(n=8, rate=1e6, isl=(4096, 4096), osl=(2000, 2000))
+    res = simulate(one, burst, seed=0)
+    df = res.requests.sort_values("decode_start_s")
+    assert (df["status"] == "completed").all()
+    pre = res.pools.set_index("pool").loc["pre"]
+    prompt = make_step_model(load_fleet(one).pools[0]).kv_bytes(4097)
+    # each prompt waits on the prefill worker, KV charged, from the first decode start at latest to its own
+    held_s = pre["kv_occupancy_mean"] * pre["kv_capacity_bytes"] * res.summary["makespan_s"] / prompt
+    assert held_s >= (df["decode_start_s"] - df["decode_start_s"].min()).sum() * (1 - 1e-9) > 0
+    # each crosses after its decode worker took it, and its first token leaves when it has arrived
+    assert (df["first_token_s"] >= df["decode_start_s"] + df["handoff_s"] - 1e-12).all()
+    assert (df["decode_start_s"].diff().dropna() > 0).all()  # one at a time
+
+
 def test_afd_attention_replicas_contend_for_a_shared_ffn_replica():
     def run(ffn_workers: int):
         f = fleet(pool("att", workers=4, role="attention"),

@@ -50,9 +50,11 @@ class Admission:
         if self.kvb(req.isl + req.osl) + self.g_all > kv.capacity:
             self.queued_tokens -= ctx
             self.rejected += 1
+            if req.kv_source is not None:
+                self.sim.drop_handoff(req)
             self.sim.reject(req, "kv_capacity: one sequence needs more KV than the worker holds")
             return _ADMITTED
-        prefilled = self.role == "decode" and req.handoff_s == req.handoff_s
+        prefilled = req.kv_source is not None  # its KV waits on the prefill worker that computed it
         ids = req.unit_ids(ctx)
         unit = req.hash_block_tokens
         limit = (ctx - 1) // unit  # at least one token is always prefilled
@@ -77,13 +79,13 @@ class Admission:
             return _PARK if spare else _NO_ROOM
         self.queued_tokens -= ctx
         kv.charge(need)
+        if prefilled:  # room is allocated: the KV crosses now (the prefill worker's copy is held until it has)
+            self.sim.pull_kv(req, self, m)
         req.kv_charge = need
         req.units_ref = ids[:m]
         if prefilled:
             req.decode_start_s = self.engine.now
-            if req.first_token_s != req.first_token_s:  # the prefill's token leaves with this worker's stream
-                req.first_token_s = self.engine.now
-            self._join(req)
+            self.loading += 1
             return _ADMITTED
         cached = (m + r) * unit
         if req.preemptions == 0 and req.generated == 0:

@@ -23,7 +23,7 @@ class Request:
         # progress
         "pool", "worker", "prefill_left", "prefill_ctx", "cached_tokens", "generated", "ctx0",
         "join_step", "finish_step", "kv_charge", "kv_growth", "units_ref", "preemptions",
-        "spec_rounds", "spec_accepted", "handoff_s", "reloaded_tokens",
+        "spec_rounds", "spec_accepted", "handoff_s", "reloaded_tokens", "kv_source",
         # results
         "first_token_s", "finish_s", "status", "reason", "decode_pool", "decode_worker", "decode_start_s",
     )
@@ -69,6 +69,7 @@ class Request:
         self.spec_rounds = 0
         self.spec_accepted = 0
         self.handoff_s = float("nan")
+        self.kv_source = None  # PD: the prefill worker holding this request's KV until a decode worker has it
         self.reloaded_tokens = 0  # of cached_tokens, those reloaded from an offload tier
         self.first_token_s = float("nan")
         self.finish_s = float("nan")

@@ -297,23 +297,41 @@ class Simulation:
                 w.plan()
 
     def handoff(self, req: Request, src: Worker, t_ready: float) -> None:
-        """PD: the prefill worker's KV for `req` crosses to a decode worker."""
+        """PD: `req` is prefilled on `src` at `t_ready`. Its KV stays there until a decode worker has taken the
+        request and allocated room for it (`pull_kv`): no KV is ever in neither place (docs/serving.md)."""
         pool = self._decode_pool
         dst = self._session_pick(req, pool.workers, 1) if req.session_hash_base >= 0 else self.router.pick(req, pool.workers)
         req.decode_pool, req.decode_worker = pool.name, dst.index
-        # only the blocks the decode worker does not already hold cross (a session's earlier turns stay there)
-        ctx = req.isl + req.generated
-        ids = req.unit_ids(ctx)
-        held = min(dst.kv.match(ids), (ctx - 1) // req.hash_block_tokens) if ids else 0
-        nbytes = src.model.kv_bytes(ctx) - src.model.kv_bytes(held * req.hash_block_tokens)
-        done = self._prefill_link.transfer(t_ready, nbytes)
-        req.handoff_s = done - t_ready
-        self.engine.schedule(done, EventKind.TRANSFER_DONE, self._on_transfer, (req, src, dst))
+        req.kv_source = src
+        if t_ready <= self.engine.now:
+            dst.submit(req)
+        else:
+            self.engine.schedule(t_ready, EventKind.TIMER, dst.submit, req)
 
-    def _on_transfer(self, arg: tuple[Request, Worker, Worker]) -> None:
-        req, src, dst = arg
-        src.release_handoff(req)
-        dst.submit(req)
+    def pull_kv(self, req: Request, dst: Worker, held_units: int) -> None:
+        """Decode worker `dst` has taken `req` and allocated its KV: the blocks it does not already hold (a
+        session's earlier turns stay there) cross from the prefill worker now; that worker frees its copy, and
+        `dst` starts decoding it, when they have arrived."""
+        src = req.kv_source
+        ctx = req.isl + req.generated
+        nbytes = src.model.kv_bytes(ctx) - src.model.kv_bytes(held_units * req.hash_block_tokens)
+        now = self.engine.now
+        done = self._prefill_link.transfer(now, nbytes)
+        req.handoff_s = done - now
+        charge, units = src.detach_handoff(req)
+        self.engine.schedule(done, EventKind.TRANSFER_DONE, self._on_transfer, (req, src, dst, charge, units))
+
+    def _on_transfer(self, arg: tuple[Request, Worker, Worker, float, tuple[int, ...]]) -> None:
+        req, src, dst, charge, units = arg
+        req.kv_source = None
+        src.release_handoff(req, charge, units)
+        dst.kv_arrived(req)
+
+    def drop_handoff(self, req: Request) -> None:
+        """A prefilled request no decode worker can ever hold: its prefill worker frees its KV."""
+        src = req.kv_source
+        req.kv_source = None
+        src.release_handoff(req, *src.detach_handoff(req))
 
     # --- run ---------------------------------------------------------------------------------
     @gc_paused  # every request, unit and table entry lives to the end: the collector's rescans cost half the run

@@ -78,7 +78,7 @@ class TimelineRecorder:
                        "args": {f"{w.pool}[{w.index}]": ev}})
 
     def _transfer(self, done: float, arg) -> None:
-        req, src, dst = arg
+        req, src, dst = arg[:3]
         start = done - req.handoff_s
         self._add({"name": f"KV r{req.rid}", "cat": "kv_transfer", "ph": "X", "pid": self._pid("links"),
                    "tid": 0, "ts": start * _US, "dur": req.handoff_s * _US,

@@ -107,7 +107,7 @@ class Worker(Admission):
         self.hold = policy == "hold"
         self.headroom = retention.headroom * cap
         self.parked: deque[Request] = deque()  # hold: sessions with nothing resident, waiting for room
-        self.loading = 0  # sequences whose KV is being reloaded from the offload tier
+        self.loading = 0  # admitted sequences whose KV is on its way (from the offload tier or a prefill worker)
         self.block = int(sched.block_tokens)
         self.budget = int(sched.token_budget)
         self.min_chunk = int(sched.min_chunk_tokens)
@@ -144,6 +144,7 @@ class Worker(Admission):
         # pipelined first tokens still in flight: (time out, order, request), earliest first; the sequence
         # joins the decode set at the first step boundary strictly after its time (`_join_landed`)
         self.in_flight: list[tuple[float, int, Request]] = []
+        self.landed: list[Request] = []  # hand-offs whose KV arrived while a step ran: they join at its end
         self._n_flown = 0
         self.run_first_tok = 0.0
         # Tables that depend only on the model (and block size): shared by the workers of a pool, so a
@@ -443,6 +444,11 @@ class Worker(Admission):
         flight = self.in_flight
         while flight and flight[0][0] < now:
             self._join(heapq.heappop(flight)[2])
+        if self.landed:  # hand-offs whose KV arrived during the run
+            for req in self.landed:
+                self._join(req)
+            self.loading -= len(self.landed)
+            self.landed.clear()
         if self.poll is not None:
             self._poll_after(k, chunks is not None)
         self._set_busy(False)
@@ -484,8 +490,8 @@ class Worker(Admission):
         self._cache_units(req, req.isl + req.generated, referenced=True)
         req.generated += 1
         self.tokens_out += 1
-        # a prefill worker's token reaches the client with the decode worker's stream, when that worker takes the
-        # request (Dynamo's flow, DYN-SGL-DISAGG: admission records it); a one-token request ends here
+        # a prefill worker's token reaches the client with the decode worker's stream, when that worker has the
+        # request's KV (Dynamo's flow, DYN-SGL-DISAGG: `kv_arrived` records it); a one-token request ends here
         if req.first_token_s != req.first_token_s and (self.role != "prefill" or req.generated >= req.osl):
             req.first_token_s = t_tok
         if req.generated >= req.osl or self.role == "prefill":
@@ -567,11 +573,39 @@ class Worker(Admission):
         req.kv_charge = 0.0
         req.units_ref = ()
 
-    def release_handoff(self, req: Request) -> None:
-        """The KV of a prefilled request has reached the decode worker: free it here."""
+    def detach_handoff(self, req: Request) -> tuple[float, tuple[int, ...]]:
+        """A prefilled request leaves for a decode worker: the KV charge and pinned units it holds here, which
+        stay held until its KV has crossed (`release_handoff`); the request's own fields pass to the decode
+        worker."""
+        if req.session_hash_base >= 0:
+            self._cache_units(req, req.isl + req.generated, referenced=True)
+        held = (req.kv_charge, req.units_ref)
+        req.kv_charge, req.units_ref = 0.0, ()
+        return held
+
+    def release_handoff(self, req: Request, charge: float, units: tuple[int, ...]) -> None:
+        """The KV of a prefilled request has reached the decode worker: free it here (complete units stay
+        cached, evictable)."""
         self._kv_account(self.engine.now)
-        self._release(req, req.isl + req.generated)
+        self.kv.release(units, req.session if req.session_hash_base >= 0 else -1)
+        self.kv.free(charge)
         if not self.busy:
+            self.plan()
+
+    def kv_arrived(self, req: Request) -> None:
+        """A request this decode worker took has its KV here: the prefill's token leaves with this worker's
+        stream (Dynamo's flow, DYN-SGL-DISAGG) and the sequence joins the decode set at the next step boundary
+        (it holds its batch slot, `loading`, until then)."""
+        now = self.engine.now
+        if req.first_token_s != req.first_token_s:
+            req.first_token_s = now
+        if self.busy:
+            self.landed.append(req)
+            if self.run_chunks is None and self.run_k > 1:
+                self._cut_run()
+        else:
+            self.loading -= 1
+            self._join(req)
             self.plan()
 
     def _pick_victim(self) -> Request:
