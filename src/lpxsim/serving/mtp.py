@@ -41,9 +41,9 @@ class MtpWorker(SpecWorker):
     def __init__(self, sim, pool: str, index: int, model: StepModel, sched, role: str, k: int,
                  accept: float | Sequence[float]) -> None:
         own = Link(f"{pool}[{index}] MTP (on chip)", math.inf, 0.0)
+        # the pool's role from the start: a decode pool's worker takes hand-offs as any decode worker does
         super().__init__(sim, pool, index, model, sched, MtpHead(model), SharedResource(f"{pool}[{index}].mtp"),
-                         own, SpeculationConfig(draft_tokens=k), hidden_bytes=0.0)
-        self.role = role
+                         own, SpeculationConfig(draft_tokens=k), hidden_bytes=0.0, role=role)
         self.mtp_accept = accept
         self._rates = profile(accept, max(k, 1))
 

@@ -53,7 +53,8 @@ class SpecWorker(Worker):
     """A target replica decoding with drafts from a (shared) external drafter."""
 
     def __init__(self, sim, pool: str, index: int, model: StepModel, sched, drafter: StepModel,
-                 drafter_share: SharedResource, link: Link, spec, hidden_bytes: float) -> None:
+                 drafter_share: SharedResource, link: Link, spec, hidden_bytes: float,
+                 role: str = "aggregated") -> None:
         self.drafter = drafter
         self.dshare = drafter_share
         self.link = link
@@ -71,7 +72,7 @@ class SpecWorker(Worker):
         self._upos = 0
         c = drafter.decode_step(DecodeBatch.uniform(1, 1024))
         self.dslots = max(1, round(c.latency_s / c.interval_s)) if c.interval_s > 0 else 1
-        super().__init__(sim, pool, index, model, sched, role="aggregated")
+        super().__init__(sim, pool, index, model, sched, role=role)
 
     DRAFTER_KV_CONTEXT = 32_768  # context at which the target's and drafter's KV per token are compared
 
