@@ -152,12 +152,14 @@ def test_a_disaggregated_rows_pools_are_checked_by_name(tmp_path: Path) -> None:
 def test_the_kv_of_a_disaggregated_deployment_crosses_nvlink_inside_one_domain_else_the_network() -> None:
     from lpxsim.catalog import get_system
     from lpxsim.engine.validation import kv_link
+    from lpxsim.gpu.collectives import SCALE_OUT_BW_EFF, scale_out_fabric, scale_up_fabric
 
-    rack, node = get_system("gb200-nvl72").topology.links, get_system("b200-hgx").topology.links
-    bw, _, kind = kv_link("gb200-nvl72", 72, 4)
-    assert kind == "nvlink" and bw == 4 * rack["scale_up"].bandwidth_Bps * float(rack["scale_up"].lanes_per_chip)
-    bw, lat, kind = kv_link("b200-hgx", 16, 8)  # two HGX nodes: one 400G NIC a GPU
-    assert kind == "infiniband" and bw == 8 * 400e9 / 8 and lat == float(node["scale_out"].latency_s)
+    rack, node = get_system("gb200-nvl72"), get_system("b200-hgx")
+    bw, lat, kind = kv_link("gb200-nvl72", 72, 4)  # the collectives' NVLink fabric, per sending GPU
+    assert kind == "nvlink" and (bw, lat) == (4 * scale_up_fabric(rack).bw_Bps, scale_up_fabric(rack).alpha_s)
+    bw, lat, kind = kv_link("b200-hgx", 16, 8)  # two HGX nodes: one 400G NIC a GPU, at NCCL's efficiency
+    assert kind == "infiniband" and bw == 8 * 400e9 / 8 * SCALE_OUT_BW_EFF
+    assert (bw, lat) == (8 * scale_out_fabric(node).bw_Bps, scale_out_fabric(node).alpha_s)
     assert kv_link("b200-hgx", 8, 4)[2] == "nvlink"
 
 
@@ -182,6 +184,20 @@ def test_inferencex_launch_scripts_set_the_draft_length_per_engine() -> None:
     assert launch_draft_tokens("B300", "sglang", False) == 2 and launch_draft_tokens("MI355X", "sglang", False) == 3
     assert launch_draft_tokens("H200", "trt", False) == 3 and launch_draft_tokens("B200", "trtllm", True) == 1
     assert launch_draft_tokens("B200", "vllm", False) is None
+    # a disaggregated TensorRT-LLM decode worker with attention DP drafts as Dynamo's recipes do (DYN-TRT-SWEEPS)
+    assert launch_draft_tokens("GB200", "trt", True, 16.0) == 3 and launch_draft_tokens("GB300", "trt", True, 806) == 1
+    assert launch_draft_tokens("GB300", "trt", False, 2.0) == 3
+
+
+def test_a_disaggregated_trt_row_drafts_by_its_decode_ranks_batch(tmp_path: Path) -> None:
+    from lpxsim.engine.validation import user_rows
+
+    h = next(r for r in calibration_rows() if r["hardware"] == "B200" and r["framework"] == "trt")
+    small = dict(_disaggregated(h, (4, 4, 1), (32, 32, 1)), hardware="GB200", framework="dynamo-trt",
+                 spec_method="mtp", spec_draft_tokens="", decode_dp_attention="true", conc="512")  # 16 a rank
+    large = dict(small, point_id="x2", conc="8192")  # 256 users a rank
+    rows, _ = user_rows(str(_write(tmp_path / "r.csv", [small, large])))
+    assert [r["spec_draft_tokens"] for r in rows] == ["3", "1"]
 
 
 def test_inferencex_rows_take_the_acceptance_measured_under_their_prompts() -> None:

@@ -9,6 +9,11 @@ decoding, but not how many tokens a round drafted. The fixed-length MTP scripts 
 - SGLang on AMD GPUs (MI355X): `--speculative-num-steps 3`, three drafts;
 - TensorRT-LLM: `num_nextn_predict_layers` 3 without attention data-parallelism, 1 with it.
 
+Its disaggregated (Dynamo) runs follow Dynamo's TensorRT-LLM performance-sweep recipes and NVIDIA's srt-slurm
+recipes (DYN-TRT-SWEEPS), which InferenceX's multi-node launchers ran: 3 drafts on a decode worker without attention
+data-parallelism, and with it 3 while a rank's batch is small (all but one recipe up to 32 sequences a rank, most
+at 64) and 1 for large ones (every recipe from 128).
+
 Every one of those scripts sends random-token prompts wrapped in the chat template (`--use-chat-template`),
 the conditions of `specs.mtp.CONDITION_ACCEPT["deepseek-r1", "inferencex"]`.
 
@@ -23,13 +28,22 @@ AMD_GPUS = frozenset({"MI300X", "MI325X", "MI355X"})
 CONDITIONS = "inferencex"  # the acceptance conditions of every InferenceX MTP row (specs.mtp.CONDITION_ACCEPT)
 
 
-def launch_draft_tokens(hardware: str, framework: str, dp_attention: bool) -> int | None:
+# the largest decode batch a rank at which Dynamo's TensorRT-LLM recipes draft 3 tokens with attention DP (DYN-TRT-SWEEPS)
+DISAGG_TRT_SMALL_RANK_BATCH = 64
+
+
+def launch_draft_tokens(hardware: str, framework: str, dp_attention: bool,
+                        disagg_rank_batch: float | None = None) -> int | None:
     """Drafts a round InferenceX's launch script gives DeepSeek-R1 MTP on `hardware` under `framework`
-    ("sglang" or "trt"/"trtllm"); None for an engine whose script was not read (vLLM, ATOM)."""
+    ("sglang" or "trt"/"trtllm"); None for an engine whose script was not read (vLLM, ATOM). A disaggregated
+    TensorRT-LLM run with attention DP (`disagg_rank_batch`: the users a decode rank serves) drafts as Dynamo's
+    recipes do, the single-node scripts' 1 being for aggregated runs."""
     fw = framework.lower()
     if fw == "sglang":
         return 3 if hardware in AMD_GPUS else 2
     if fw in ("trt", "trtllm"):
+        if dp_attention and disagg_rank_batch is not None:
+            return 3 if disagg_rank_batch <= DISAGG_TRT_SMALL_RANK_BATCH else 1
         return 1 if dp_attention else 3
     return None
 

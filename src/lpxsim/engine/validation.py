@@ -142,7 +142,8 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
                 k = 0
             if k < 1:
                 dp = _flag(r, "decode_dp_attention" if disagg else "dp_attention", default=False)
-                k, k_source = launch_draft_tokens(hardware, engine, dp) or 0, "launch script"
+                rank_batch = _decode_rank_batch(r, dp) if disagg else None
+                k, k_source = launch_draft_tokens(hardware, engine, dp, rank_batch) or 0, "launch script"
             if spec not in SPEC_METHODS or k < 1:
                 left["speculative decoding without a known draft length"] += 1
                 continue
@@ -163,6 +164,17 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
                                 f"(aggregated, or disaggregated with its pools' layouts) on {', '.join(SYSTEMS)} under "
                                 f"{', '.join(FRAMEWORKS)} (trt for trtllm)")
     return keep, dict(left)
+
+
+def _decode_rank_batch(r: dict, dp_attention: bool) -> float | None:
+    """Users a decode rank of disaggregated row `r` serves: its concurrency over the decode workers (and, with
+    attention data-parallelism, over each worker's ranks); None where a value is not a number (`_check_row` names
+    it)."""
+    try:
+        ranks = int(r["decode_workers"]) * (int(r["decode_tp"]) if dp_attention else 1)
+        return int(r["conc"]) / ranks if ranks > 0 else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str, str]:
@@ -599,17 +611,15 @@ def _pool_row(r: dict, side: str) -> dict:
 
 def kv_link(system: str, gpus: int, sender_gpus: int) -> tuple[float, float, str]:
     """(bytes/s, one-way latency, kind) of the link a disaggregated deployment of `gpus` GPUs of `system` sends a
-    prompt's KV over, from one prefill worker of `sender_gpus` GPUs: the scale-up (NVLink) domain where the whole
-    deployment fits in one, else the scale-out network; each sending GPU at its link class's per-GPU bandwidth
+    prompt's KV over, from one prefill worker of `sender_gpus` GPUs: the fabric a collective over the whole
+    deployment would run on (`gpu.collectives.fabric_for`: NVLink inside one scale-up domain, else the scale-out
+    network), each sending GPU at that fabric's effective per-GPU bandwidth, its latency the fabric's alpha
     (assumption "disagg-kv-link")."""
     from lpxsim.catalog import get_system
-    from lpxsim.gpu.collectives import domain_size
+    from lpxsim.gpu.collectives import fabric_for
 
-    spec = get_system(system)
-    within = gpus <= domain_size(spec)
-    cls = spec.topology.links["scale_up" if within else "scale_out"]
-    per_gpu = cls.bandwidth_Bps * float(cls.lanes_per_chip if cls.lanes_per_chip is not None else 1.0)
-    return per_gpu * sender_gpus, float(cls.latency_s), "nvlink" if within else "infiniband"
+    fabric = fabric_for(get_system(system), gpus)
+    return fabric.bw_Bps * sender_gpus, fabric.alpha_s, "nvlink" if fabric.name == "scale-up" else "infiniband"
 
 
 def _priced_disaggregated(r: dict, project: bool, cache: dict, k: int,
