@@ -270,22 +270,25 @@ def _judges_path() -> str:
 
 
 def test_the_shipped_disaggregated_judges_are_read_as_their_pools() -> None:
-    """The 80 published disaggregated points ship readable: the 68 with both pools' layouts are kept (InferenceX's
-    KV-router engine names read as their engines), the 12 with 0 workers left out by name; nothing is priced here."""
+    """The 88 published disaggregated points ship readable: the 76 with both pools' layouts are kept (InferenceX's
+    KV-router engine names read as their engines), the 12 with 0 workers left out by name; nothing is priced here.
+    The eight taken with NVIDIA's recipes state their draft length, which the replay uses."""
     from lpxsim.engine.validation import user_rows
 
     rows, left = user_rows(_judges_path())
-    assert len(rows) == 68 and left == {NO_POOLS: 12}
+    assert len(rows) == 76 and left == {NO_POOLS: 12}
+    stated = {r["point_id"]: r["spec_draft_tokens"] for r in rows if r["spec_draft_source"] == "row"}
+    assert len(stated) == 8 and stated["ixdisagg-83"] == "3" and stated["ixdisagg-81"] == "1"
     assert {r["framework"] for r in rows} == {"trt", "sglang"} and all(r["disagg"] == "true" for r in rows)
     assert all(int(r["prefill_workers"]) >= 1 and int(r["decode_workers"]) >= 1 for r in rows)
 
 
 @pytest.mark.heavy
 def test_the_disaggregated_judges_replay_as_docs_validation_md_reports() -> None:
-    """`python benchmarks/disagg_judges.py`'s figures (docs/validation.md, "Disaggregated rows"): 60 of the 68 rows
+    """`python benchmarks/disagg_judges.py`'s figures (docs/validation.md, "Disaggregated rows"): 68 of the 76 rows
     priced (8 do not fit at the layout they state), TPOT and output per decode GPU near their reported medians."""
     res = replay_user_rows(_judges_path())
     g = res["groups"]["serving=disaggregated"]
-    assert g["tpot"]["n"] == 60 and sum(res["skipped"].values()) == 8
+    assert g["tpot"]["n"] == 68 and sum(res["skipped"].values()) == 8
     assert g["tpot"]["median_abs_pct"] < 20.0 and g["tok_s_per_chip"]["median_abs_pct"] < 20.0
     assert g["ttft"]["median_abs_pct"] < 45.0
