@@ -142,11 +142,27 @@ def test_disaggregated_rows_replay_on_their_two_pools(tmp_path: Path) -> None:
 
 def test_a_disaggregated_rows_pools_are_checked_by_name(tmp_path: Path) -> None:
     h = _h200_rows(1)[0]
-    for column, bad in (("prefill_tp", "x"), ("decode_workers", "-2"), ("decode_dp_attention", "maybe")):
+    for column, bad in (("prefill_tp", "x"), ("decode_workers", "-2"), ("decode_dp_attention", "maybe"),
+                        ("decode_max_batch", "0.5")):
         p = _run("validate", "--rows", str(_write(tmp_path / f"{column}.csv",
                                                   [dict(_disaggregated(h, (8, 1, 1), (8, 1, 1)), **{column: bad})])))
         assert p.returncode == 2 and p.stderr.count("\n") == 1, (column, p.stderr)
         assert p.stderr.startswith("error: rows: line 2:") and f"{column} {bad!r}" in p.stderr, (column, p.stderr)
+
+
+def test_a_stated_decode_cap_makes_the_users_beyond_it_wait_in_their_first_token(tmp_path: Path) -> None:
+    """`decode_max_batch` (a rank's cap, as TensorRT-LLM states it): with 64 users on one decode worker capped at 16,
+    48 wait for a slot, their KV on the prefill worker, so the median first token comes after a decode run, not
+    after a prefill; the running sequences decode a smaller batch, so TPOT does not grow."""
+    from lpxsim.engine.validation import priced_row, user_rows
+
+    h = [r for r in calibration_rows() if r["hardware"] == "H200" and r["framework"] == "sglang"
+         and r["isl"] == "1024" and r["osl"] == "1024" and r["conc"] == "64"][0]
+    free = _disaggregated(h, (8, 1, 1), (8, 1, 1))
+    capped = dict(free, point_id="capped", decode_max_batch="16")
+    rows, _ = user_rows(str(_write(tmp_path / "r.csv", [dict(free, decode_max_batch=""), capped])))
+    (a, _), (b, _) = priced_row(rows[0]), priced_row(rows[1])
+    assert b["ttft_s"] > 10 * a["ttft_s"] and b["tpot_s"] <= a["tpot_s"]
 
 
 def test_the_kv_of_a_disaggregated_deployment_crosses_nvlink_inside_one_domain_else_the_network() -> None:

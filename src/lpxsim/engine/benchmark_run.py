@@ -29,11 +29,13 @@ from lpxsim.step.protocol import StepModel
 
 @dataclass(frozen=True)
 class PoolLayout:
-    """One pool of a disaggregated deployment: `workers` replicas of `gpus` GPUs each, priced by `step`."""
+    """One pool of a disaggregated deployment: `workers` replicas of `gpus` GPUs each, priced by `step`; `max_batch`:
+    the engine's stated cap on a replica's running sequences (None: the step model's own)."""
 
     step: StepModel
     gpus: int
     workers: int
+    max_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ def disaggregated_run(prefill: PoolLayout, decode: PoolLayout, system: str, mode
          "workers": prefill.workers, "gpus_per_worker": prefill.gpus},
         {"name": "decode", "system": system, "backend": "auto", "model": model, "role": "decode",
          "workers": decode.workers, "gpus_per_worker": decode.gpus}]
+    for pool, layout in zip(pools, (prefill, decode), strict=True):
+        if layout.max_batch is not None:  # the stated cap: users beyond it wait for a slot (in their first token)
+            pool["max_batch"] = layout.max_batch
     if spec_k > 0:
         pools[1]["mtp"] = spec_k
         pools[1]["mtp_accept"] = spec_accept if isinstance(spec_accept, (int, float)) else list(spec_accept)

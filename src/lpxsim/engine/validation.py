@@ -73,6 +73,8 @@ UNKNOWN_ENGINE = "an engine lpxsim has no parameters for:"
 SPEC_METHODS = ("mtp", "eagle")  # the model's own MTP head drafting (SGLang runs DeepSeek's MTP as EAGLE)
 # A disaggregated row's two pools (InferenceX's columns): each pool's layout and replicas
 POOL_COLUMNS = ("prefill_tp", "prefill_ep", "prefill_workers", "decode_tp", "decode_ep", "decode_workers")
+# optional: the decode engine's stated cap on running sequences, a rank's (TensorRT-LLM's max_batch_size; blank: none)
+DECODE_CAP_COLUMN = "decode_max_batch"
 NO_POOLS = "disaggregated without its pools' layouts (prefill_/decode_ tp, ep, workers: blank or 0)"
 DISAGGREGATED_GROUP = "serving=disaggregated"
 # InferenceX names a disaggregated run's engine after the layer that routes its KV (NVIDIA Dynamo; AMD's MoRI):
@@ -205,6 +207,16 @@ def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str,
             raise UserError("rows", f"line {line}: {c} {v!r} must be a positive number of seconds")
     for c in ("prefill_dp_attention", "decode_dp_attention") if disagg else ("dp_attention",):
         whole[c] = "true" if _flag_value(r, c, line) else "false"
+    cap = (r.get(DECODE_CAP_COLUMN) or "").strip() if disagg else ""
+    if cap:
+        try:
+            x = float(cap)
+            ok = x.is_integer() and x >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise UserError("rows", f"line {line}: {DECODE_CAP_COLUMN} {cap!r} must be a whole number >= 1 or blank")
+        whole[DECODE_CAP_COLUMN] = str(int(x))
     return whole
 
 
@@ -609,6 +621,16 @@ def _pool_row(r: dict, side: str) -> dict:
     return dict(r, tp=r[f"{side}_tp"], ep=r[f"{side}_ep"], dp_attention=r[f"{side}_dp_attention"])
 
 
+def _decode_cap(r: dict) -> int | None:
+    """A disaggregated row's stated cap on one decode worker's running sequences: `decode_max_batch` (a rank's, as
+    TensorRT-LLM's `max_batch_size`) times its attention-DP ranks; None where the row states none."""
+    cap = (r.get(DECODE_CAP_COLUMN) or "").strip()
+    if not cap:
+        return None
+    ranks = int(r["decode_tp"]) if _flag(r, "decode_dp_attention", default=False) else 1
+    return int(cap) * ranks
+
+
 def kv_link(system: str, gpus: int, sender_gpus: int) -> tuple[float, float, str]:
     """(bytes/s, one-way latency, kind) of the link a disaggregated deployment of `gpus` GPUs of `system` sends a
     prompt's KV over, from one prefill worker of `sender_gpus` GPUs: the fabric a collective over the whole
@@ -637,7 +659,7 @@ def _priced_disaggregated(r: dict, project: bool, cache: dict, k: int,
     try:
         for side in ("prefill", "decode"):
             pools[side] = PoolLayout(step_model(_pool_row(r, side), project, cache), int(r[f"{side}_tp"]),
-                                     int(r[f"{side}_workers"]))
+                                     int(r[f"{side}_workers"]), _decode_cap(r) if side == "decode" else None)
         gpus = sum(p.gpus * p.workers for p in pools.values())
         link_Bps, link_s, kind = kv_link(system, gpus, pools["prefill"].gpus)
         label = (f"simulating a disaggregated run: {r['hardware']} prefill {r['prefill_tp']} x {r['prefill_workers']}, "
