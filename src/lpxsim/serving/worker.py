@@ -568,10 +568,13 @@ class Worker(Admission):
         """Give back a sequence's KV; its complete units stay cached (evictable)."""
         if req.session_hash_base >= 0:
             self._cache_units(req, ctx, referenced=True)
-        self.kv.release(req.units_ref, req.session if req.session_hash_base >= 0 else -1)
-        self.kv.free(req.kv_charge)
+        self._give_back(req, req.kv_charge, req.units_ref)
         req.kv_charge = 0.0
         req.units_ref = ()
+
+    def _give_back(self, req: Request, charge: float, units: tuple[int, ...]) -> None:
+        self.kv.release(units, req.session if req.session_hash_base >= 0 else -1)
+        self.kv.free(charge)
 
     def detach_handoff(self, req: Request) -> tuple[float, tuple[int, ...]]:
         """A prefilled request leaves for a decode worker: the KV charge and pinned units it holds here, which
@@ -587,8 +590,7 @@ class Worker(Admission):
         """The KV of a prefilled request has reached the decode worker: free it here (complete units stay
         cached, evictable)."""
         self._kv_account(self.engine.now)
-        self.kv.release(units, req.session if req.session_hash_base >= 0 else -1)
-        self.kv.free(charge)
+        self._give_back(req, charge, units)
         if not self.busy:
             self.plan()
 
