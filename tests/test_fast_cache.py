@@ -102,6 +102,7 @@ class _Counting:
     """A fake backend: step cost = contexts + tokens, refuses batches over 4; counts every call."""
 
     name, chips, power_w = "fake", 2, 1000.0
+    admission_hold = (8, 60, 1)  # a remembered attribute that is a tuple (TensorRT-LLM's attention-DP hold)
 
     def __init__(self) -> None:
         self.calls = 0
@@ -177,6 +178,7 @@ def test_memo_table_persists_and_a_new_process_builds_nothing(fresh_cache) -> No
     with pytest.raises(DoesNotFit):
         m2.decode_step(DecodeBatch.uniform(8, 40))
     assert m2.name == "fake" and m2.max_batch() == 4
+    assert m2.admission_hold == (8, 60, 1)  # the same value and type as the backend's (JSON stores a list)
     assert again == []  # answered from the table: the backend was never built
     m2.decode_step(DecodeBatch.uniform(1, 1))  # a new shape builds it
     assert len(again) == 1

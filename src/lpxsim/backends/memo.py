@@ -90,7 +90,8 @@ class MemoStepModel:
         if name.startswith("__") or name in ("_inner", "_build", "_table"):
             raise AttributeError(name)
         if name in _REMEMBERED and self._inner is None and name in self._table["meta"]:
-            return self._table["meta"][name]  # answered from the table: no backend built for it
+            value = self._table["meta"][name]  # answered from the table: no backend built for it
+            return tuple(value) if isinstance(value, list) else value  # JSON keeps a tuple as a list
         return getattr(self.inner, name)
 
     def _remember_extras(self) -> None:
@@ -100,8 +101,8 @@ class MemoStepModel:
         meta = self._table["meta"]
         for name in _REMEMBERED:  # None (an LPX backend has no cost_sources) is remembered too
             value = getattr(self._inner, name, None)
-            value = dict(value) if isinstance(value, dict) else value
-            if name not in meta or meta[name] != value:
+            value = dict(value) if isinstance(value, dict) else list(value) if isinstance(value, tuple) else value
+            if name not in meta or meta[name] != value:  # stored as JSON keeps it (a tuple as a list)
                 meta[name] = value
                 self._dirty = True
 
