@@ -187,15 +187,7 @@ def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str,
     whole: dict[str, str] = {}
     layout = POOL_COLUMNS if disagg else ("tp", "ep")
     for c in (*layout, "isl", "osl", "conc"):
-        v = (r.get(c) or "").strip()
-        try:
-            x = float(v)
-            ok = x.is_integer() and x >= 1
-        except ValueError:
-            ok = False
-        if not ok:
-            raise UserError("rows", f"line {line}: {c} {v!r} must be a whole number >= 1")
-        whole[c] = str(int(x))
+        whole[c] = _whole_number(r, c, line)
     for c in (f"tpot_{stat}_s", f"ttft_{stat}_s"):
         v = (r.get(c) or "").strip()
         try:
@@ -207,17 +199,23 @@ def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str,
             raise UserError("rows", f"line {line}: {c} {v!r} must be a positive number of seconds")
     for c in ("prefill_dp_attention", "decode_dp_attention") if disagg else ("dp_attention",):
         whole[c] = "true" if _flag_value(r, c, line) else "false"
-    cap = (r.get(DECODE_CAP_COLUMN) or "").strip() if disagg else ""
-    if cap:
-        try:
-            x = float(cap)
-            ok = x.is_integer() and x >= 1
-        except ValueError:
-            ok = False
-        if not ok:
-            raise UserError("rows", f"line {line}: {DECODE_CAP_COLUMN} {cap!r} must be a whole number >= 1 or blank")
-        whole[DECODE_CAP_COLUMN] = str(int(x))
+    if disagg and (r.get(DECODE_CAP_COLUMN) or "").strip():  # optional: blank is no stated cap
+        whole[DECODE_CAP_COLUMN] = _whole_number(r, DECODE_CAP_COLUMN, line, " or blank")
     return whole
+
+
+def _whole_number(r: dict, column: str, line: int, alternative: str = "") -> str:
+    """A user row's whole-number column (>= 1; "8.0" is 8) as a plain integer string; anything else is refused
+    by name (`alternative`: what else the column may hold, for the message)."""
+    v = (r.get(column) or "").strip()
+    try:
+        x = float(v)
+        ok = x.is_integer() and x >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UserError("rows", f"line {line}: {column} {v!r} must be a whole number >= 1{alternative}")
+    return str(int(x))
 
 
 def _flag_value(r: dict, column: str, line: int) -> bool:
