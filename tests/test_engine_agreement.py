@@ -12,6 +12,7 @@ default suite runs a slice on the analytic stand-in, which exercises every comma
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -131,6 +132,29 @@ def test_a_given_rack_is_kept_at_every_load() -> None:
     a = answer("gemma-4-31b", Deployment("lpx", 256, given=True), wl, Load(concurrency=over))
     assert a.over_capacity and a.chips == 256 and a.needs.startswith("needs ") and a.alternative is not None
     assert a.alternative.total_chips > 256 and a.ttft_wait_s > 0
+
+
+@pytest.mark.parametrize("model,system,isl,session", [("gemma-4-31b", "lpx", 32_000, "agentic"),
+                                                      ("gemma-4-31b", "lpx", 1_000, "none"),
+                                                      ("deepseek-r1", "gb200-nvl72", 32_000, "none")])
+def test_the_deployment_an_over_capacity_answer_needs_holds_the_load(model, system, isl, session,
+                                                                     monkeypatch) -> None:
+    """A new user's audit: "needs 2 racks" was the pooled memory count, and `--racks 2` (laid out as one replica,
+    or with the MLA cache copied on every GPU) still held too few. The deployment named is now one the engine
+    places and counts, so asking it again holds every user. (LPX on the analytic stand-in; the GPU on its own
+    measured step model, whose replicas and KV copies decide it.)"""
+    if system == "lpx":
+        from analytic_double import use_double
+
+        use_double(monkeypatch)
+    wl = Workload(isl, OSL, session=session_for(session, isl, OSL))
+    placed = place(model, system, wl)
+    users = 3 * ceiling_for(placed.step, wl) * placed.deployment.replicas + 1
+    a = answer(model, None, wl, Load(concurrency=users), system=system)
+    assert a.over_capacity and a.needs.startswith("needs ") and a.alternative is not None, a.needs
+    again = answer(model, replace(a.alternative, given=True), wl, Load(concurrency=users))
+    assert not again.over_capacity and again.streams_admitted == users, (a.needs, again.kv_ceiling)
+    assert again.chips == a.alternative.powered_chips
 
 
 GRID = [(m, s, isl) for m in ("gemma-4-31b", "gpt-oss-120b") for s in ("lpx", "vr-nvl72") for isl in (10_000, 100_000)]

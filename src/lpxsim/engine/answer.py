@@ -383,22 +383,81 @@ def prefix_cached(step, workload: Workload):
     return PrefixCachedStep(step, workload.isl, min(workload.isl, workload.session.new_tokens))
 
 
+# How many unit counts `_needs` tries before it gives up naming a deployment (each is a layout search, on LPX a
+# compile): the pooled-memory count starts it, and each miss scales the units by the users over what they held.
+NEEDS_TRIES = 6
+
+
 def _needs(placed: Placed, workload: Workload, users: int, precision: Precision) -> tuple[str, Deployment | None]:
+    """The fewest whole units that hold `users` as the engine places them ("needs 2 racks"), and that deployment.
+
+    At each unit count two deployments are asked, each with its ceiling as the engine counts it (`ceiling_for`,
+    every replica), so following the advice never leaves the load over capacity: copies of this deployment's own
+    replica (their ceiling is known: no layout search; the flags that lay them out are named, since a search may lay
+    N units out otherwise), then the one `estimate --racks N` (`--gpus N`) lays out. The pooled memory count
+    (`units_for_streams`: no fewer units hold them) starts the search; a count that holds too few is followed by
+    one scaled by the users over what it held."""
     from lpxsim.catalog import get_system
+    from lpxsim.core.errors import DoesNotFit
 
     dep = placed.deployment
     s = get_system(dep.system)
-    units = units_for_streams(placed.model, s.name, workload.context, users, precision)
-    have = dep.powered_chips / s.chips_per_unit
-    if units is None:
-        return (f"{users:,} streams of {workload.context:,} tokens need more than {s.max_units} {s.unit_name}s "
+    what = "sessions" if workload.session is not None else "streams"
+    lower = units_for_streams(placed.model, s.name, workload.context, users, precision)
+    if lower is None:
+        return (f"{users:,} {what} of {workload.context:,} tokens need more than {s.max_units} {s.unit_name}s "
                 f"of {s.name}"), None
-    if units <= have:  # the capacity model holds them where the compiled layout does not: more replicas
-        units = int(math.ceil(have)) + 1 if have + 1 <= s.max_units else None
-        if units is None:
-            return f"{users:,} streams do not fit the largest {s.name} deployment", None
-    alt = Deployment(s.name, units * s.chips_per_unit, given=False)
-    return f"needs {units} {s.unit_name}{'s' if units != 1 else ''} ({alt.total_chips:,} chips)", alt
+    per_replica = ceiling_for(placed.step, workload)
+    flags = _layout_flags(dep)
+    units, best = max(lower, math.floor(dep.powered_chips / s.chips_per_unit) + 1), (0, 0)
+    for _ in range(NEEDS_TRIES):
+        if units > s.max_units:
+            break
+        chips = units * s.chips_per_unit
+        name = f"needs {units} {s.unit_name}{'s' if units != 1 else ''}"
+        copies = chips // dep.chips if flags is not None else 0  # copies of this replica: their ceiling is known
+        if copies * per_replica >= users:
+            tiled = replace(dep, replicas=copies, idle_chips=chips - copies * dep.chips, given=False)
+            return (f"{name} as {copies} copies of this replica (holding {copies * per_replica:,}; "
+                    f"{flags(chips)})"), tiled
+        try:
+            alt = place(placed.model, s.name, workload, Deployment(s.name, chips, given=True), precision,
+                        placed.framework, placed.goal)
+            held = ceiling_for(alt.step, workload) * alt.deployment.replicas
+        except (DoesNotFit, UserError):  # no layout of these units holds even one: more units may
+            alt, held = None, 0
+        if alt is not None and held >= users:
+            return f"{name} (holding {held:,})", replace(alt.deployment, given=False)
+        held = max(held, copies * per_replica)
+        best = max(best, (held, units))
+        units = max(units + 1, math.ceil(units * users / max(held, 1)))
+    if best[0] == 0:
+        return f"{users:,} {what} of {workload.context:,} tokens do not fit the largest {s.name} deployment", None
+    return (f"{users:,} {what} of {workload.context:,} tokens do not fit any {s.name} deployment tried (the most "
+            f"held: {best[0]:,}, on {best[1]} {s.unit_name}s)"), None
+
+
+def _layout_flags(dep: Deployment):
+    """The flags that lay a number of chips out as copies of `dep`'s replica (LPX `--chips N --layout L`, GPU
+    `--gpus N --tp ...`), as a function of the chips; None where its layout is not one a user can state."""
+    from lpxsim.catalog import get_system
+    from lpxsim.engine.deployment import gpu_layout_of
+
+    if get_system(dep.system).is_lpu:
+        from lpxsim.lpu.layout import parse_layout
+
+        try:
+            parse_layout(dep.layout)
+        except UserError:
+            return None
+        return lambda chips: f"--chips {chips} --layout {dep.layout}"
+    try:
+        lay = gpu_layout_of(dep.layout)
+    except ValueError:
+        return None
+    fixed = f"--tp {lay['tp']} --ep {lay['ep']}" + (f" --pp {lay['pp']}" if lay["pp"] > 1 else "") + (
+        " --dp-attention" if lay["dp_attention"] else "")
+    return None if lay["kv_parallel"] else (lambda chips: f"--gpus {chips} {fixed}")
 
 
 def with_deployment(a: Answer, dep: Deployment) -> Answer:

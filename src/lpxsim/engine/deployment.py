@@ -47,6 +47,8 @@ class Placed:
     step: StepModel
     model: ModelSpec
     design_streams: int  # the streams of isl + osl tokens the layout was searched to hold
+    framework: str = "sglang"  # the GPU engine and layout goal it was placed with (a bigger deployment the
+    goal: str = "latency"  # answer names is placed the same way: `engine.answer._needs`)
 
 
 def deployment_from_flags(system: str, racks: float | None = None, chips: int | None = None,
@@ -83,6 +85,15 @@ def gpu_layout_text(tp: int, ep: int = 1, pp: int = 1, dp_attention: bool = Fals
 
 
 def _parse_gpu_layout(text: str) -> dict:
+    """A given GPU layout: the flags' form ('tp=8,ep=4,dp-attention') or a resolved deployment's ('TP8/EP4 fp8',
+    so that a deployment an answer names can be asked about again)."""
+    if "=" not in text:
+        try:
+            lay = gpu_layout_of(text)
+        except ValueError:
+            raise UserError("layout", f"bad GPU layout {text!r}; expected e.g. tp=4,ep=1,pp=1,dp-attention") from None
+        lay.pop("replicas")
+        return lay
     out: dict = {"ep": 1, "pp": 1, "dp_attention": False, "kv_parallel": False}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if part in ("dp-attention", "kvp"):
@@ -140,7 +151,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
     if s.is_wafer:  # Cerebras: a chain of wafers, laid out by its own backend
         lay = Layout(gpus=dep.chips if given else None)
         step = make_step_model(m, s.name, lay, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
-        return Placed(Deployment(s.name, step.chips, given=given), step, m, 1)
+        return Placed(Deployment(s.name, step.chips, given=given), step, m, 1, framework, goal)
     if given:
         chips = dep.total_chips
         units = chips / s.chips_per_unit
@@ -178,7 +189,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
     resolved = Deployment(
         s.name, step.chips, layout=_layout_of(step), replicas=replicas, given=given,
         idle_chips=chips - replicas * step.chips, framework="" if s.is_lpu else getattr(step, "framework", framework))
-    return Placed(resolved, step, m, conc)
+    return Placed(resolved, step, m, conc, framework, goal)
 
 
 def gpu_layout_of(label: str) -> dict:

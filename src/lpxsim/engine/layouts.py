@@ -123,4 +123,4 @@ def tiled(model: str | ModelSpec, system: str, workload: Workload, replica_chips
     replicas = max(1, chips // per)
     dep = replace(one.deployment, chips=per, replicas=replicas, idle_chips=max(0, chips - replicas * per),
                   given=False)
-    return Placed(dep, one.step, m, one.design_streams)
+    return Placed(dep, one.step, m, one.design_streams, one.framework, one.goal)
