@@ -91,3 +91,22 @@ def test_cli_capacity_json_and_errors() -> None:
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "context" in bad.stderr
     unknown = subprocess.run([*LPX_CLI, "capacity", "gemma-4-32b"], capture_output=True, text=True)
     assert unknown.returncode == 2 and "gemma-4-31b" in unknown.stderr
+
+
+def test_a_gpu_capacity_gives_the_engines_ceiling_beside_the_pooled_one() -> None:
+    """A new user's audit: `capacity deepseek-r1 --system gb200-nvl72 --context 32256` said 5,067 streams (every
+    GPU's memory pooled) where `estimate` admits 396 on the same rack (TP8 replicas keep MLA's latent cache on
+    every rank). The engine's own ceiling, at each layout goal, now stands beside the pooled count: the figure
+    `estimate --gpus 72 --goal G` runs against."""
+    from lpxsim.engine.answer import answer
+    from lpxsim.engine.query import Deployment, Load, Objective, Workload
+
+    r = capacity("deepseek-r1", "gb200-nvl72", context=32_256, compiled=True)
+    by_goal = {e.goal: e for e in r.engine}
+    assert set(by_goal) == {"latency", "throughput"}
+    for goal, objective in (("latency", Objective.LATENCY), ("throughput", Objective.THROUGHPUT)):
+        a = answer("deepseek-r1", Deployment("gb200-nvl72", 72, given=True), Workload(32_000, 256),
+                   Load(concurrency=1), objective)
+        assert by_goal[goal].streams == a.kv_ceiling and by_goal[goal].deployment == a.deployment.label()
+    assert by_goal["latency"].streams < r.max_streams / 4  # the MLA cache on every tensor-parallel rank
+    assert capacity("deepseek-r1", "gb200-nvl72", context=32_256).engine == []  # only when asked

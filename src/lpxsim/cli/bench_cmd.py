@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
             raise UserError("model", f"bench aa takes a catalog model ({', '.join(model_names())}), not a config file")
         system = system if is_fleet(system) else get_system(system).name
         if per_request:
-            inputs.check_output_file(per_request, "per-request")
+            inputs.check_output_file(per_request, "per-request", reads={"prompt": prompt_file})
         if prompt_file:
             inputs.read_text(prompt_file, "prompt-file", inputs.TRACE_FILE_MAX_BYTES)  # decodes, or one line
         ctxs = [count_file(prompt_file)] if prompt_file else parse_int_list(contexts, "contexts")

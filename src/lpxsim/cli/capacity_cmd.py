@@ -97,6 +97,7 @@ def report_dict(r: CapacityReport) -> dict:
         ],
         "compiled_streams": r.compiled_streams,
         "compiled": None if r.compiled is None else r.compiled.as_dict(),
+        "engine": [e.as_dict() for e in r.engine],
         "notes": r.notes,
     }
 
@@ -124,13 +125,16 @@ def print_report(r: CapacityReport) -> None:
         out.print(f"chips for the weights alone: [bold]{r.chips_for_weights}[/] of {r.chips}")
     if fits:
         out.print(
-            f"concurrency ceiling: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
+            f"concurrency ceiling, pooled memory: [bold]{r.max_streams}[/] streams of {r.context:,} tokens "
             f"(hardware power {r.power_w / 1e3:,.0f} kW)"
         )
     if r.compiled is not None:
         c = r.compiled
         out.print(f"compiled ceiling: [bold]{c.streams}[/] streams of {r.context:,} tokens"
                   + (f" ({c.layout}, {c.chips_used} chips)" if c.layout else ""))
+    for e in r.engine:
+        out.print(f"engine ceiling, {e.goal} layout: [bold]{e.streams:,}[/] streams of {r.context:,} tokens on "
+                  f"{e.deployment} (what estimate, plan and sweep admit there)")
     alt = Table(title="KV precision and layout alternatives")
     for col in ("kv", "layout", "KV per stream", "max streams"):
         alt.add_column(col)
@@ -159,8 +163,9 @@ def register(app: typer.Typer) -> None:
                                          human=False),
         compiled: bool = typer.Option(
             True, "--compiled/--no-compiled",
-            help="LPU systems: also compile the layout that holds the most streams at exactly this context and "
-                 "give its ceiling beside the pooled one (compiled_streams), with the reason they differ"),
+            help="also the deployment's own ceiling beside the pooled one: on LPU systems the compiled layout that "
+                 "holds the most streams at exactly this context (compiled_streams), with the reason they differ; "
+                 "on GPU systems the engine's at its latency and throughput layouts (engine)"),
         session: bool = typer.Option(
             False, "--session",
             help="agent sessions instead of streams: the two ceilings (sessions held, KV resident through think "

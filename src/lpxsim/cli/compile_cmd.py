@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
         if trace is not None:
             if trace == "-" and as_json:
                 raise UserError("trace", "'-' (stdout) cannot be used with --json: stdout holds the JSON object")
-            inputs.check_output_file(trace, "trace", allow_stdout=True)  # before the compile, not after
+            inputs.check_output_file(trace, "trace", allow_stdout=True, reads={"model": model})  # before the compile, not after
         res = compile_program(model, system, racks=racks, chips=chips, context=context, concurrency=concurrency,
                               weights=weights, kv=kv, kv_layout=kv_layout, layout=layout,
                               chip_sram_bytes=int(chip_sram) if chip_sram else None, variant=topology)

@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         if not host:
             raise UserError("host", "expected an address to listen on")
         if timeline is not None:
-            inputs.check_output_file(timeline, "timeline")
+            inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet})
         fleet_cfg = load_fleet(_fleet(fleet, model))
         if not is_loopback(host):
             print(f"warning: listening on {host}, not loopback: anyone who can reach this address can use the "

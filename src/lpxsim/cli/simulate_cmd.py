@@ -151,7 +151,8 @@ def register(app: typer.Typer) -> None:
         if out_dir is not None:
             inputs.check_output_dir(out_dir, "out")  # before the simulation, not after
         if timeline is not None:
-            inputs.check_output_file(timeline, "timeline")
+            inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet, "workload": workload,
+                                                                      "trace": trace})
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
         from lpxsim.core.progress import bar

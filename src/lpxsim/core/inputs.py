@@ -204,11 +204,13 @@ def check_output_dir(path: str | Path, field: str = "out") -> Path:
     return check(path, field)
 
 
-def check_output_file(path: str | Path, field: str, allow_stdout: bool = False) -> Path:
-    """An output file path that can be written (`lpxsim.core.outputs.check_output_file`)."""
+def check_output_file(path: str | Path, field: str, allow_stdout: bool = False,
+                      reads: dict[str, str | Path | None] | None = None) -> Path:
+    """An output file path that can be written and is none of the files the command reads (`reads`: option ->
+    path; `lpxsim.core.outputs.check_output_file`)."""
     from lpxsim.core.outputs import check_output_file as check
 
-    return check(path, field, allow_stdout)
+    return check(path, field, allow_stdout, reads)
 
 
 def check_jobs(jobs: object, field: str = "jobs") -> int:

@@ -72,15 +72,29 @@ def check_output_dir(path: str | Path, field: str = "out") -> Path:
     return p
 
 
-def check_output_file(path: str | Path, field: str, allow_stdout: bool = False) -> Path:
+def check_output_file(path: str | Path, field: str, allow_stdout: bool = False,
+                      reads: dict[str, str | Path | None] | None = None) -> Path:
     """An output file path: `-` (stdout) where allowed, or a path whose folder takes files and which is
-    absent or a regular file (never a folder, a device, a FIFO or a socket)."""
+    absent or a regular file (never a folder, a device, a FIFO or a socket), and never one of the files the
+    command reads (`reads`: option -> path; `compile cfg.json --trace cfg.json` replaced its own config)."""
     if allow_stdout and str(path) == STDOUT:
         return Path(STDOUT)
     p = check_path(path, field)
     _refuse_special(p, field)
+    for option, src in (reads or {}).items():
+        if src is not None and str(src) not in ("", STDOUT) and _same_file(p, Path(src)):
+            raise UserError(field, f"{str(p)!r} is the {option} file this command reads; give another path")
     check_output_dir(p.parent if str(p.parent) else Path("."), field)
     return p
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (hard and symbolic links included); a path that does not exist names no
+    file another one reads."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, field: str = "out") -> Path:

@@ -84,6 +84,8 @@ class CapacityReport:
     notes: list[str] = field(default_factory=list)
     # LPU systems, when asked: the compiler's ceiling at the same context (`lpxsim.plan.compiled_capacity`)
     compiled: CompiledCeiling | None = None
+    # GPU systems, when asked: what the engine admits on these GPUs at each layout goal (`engine_ceilings`)
+    engine: list[EngineCeiling] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -93,6 +95,44 @@ class CapacityReport:
     def compiled_streams(self) -> int | None:
         """Streams one compiled replica on these chips holds at `context` (None: not asked, or not an LPU)."""
         return None if self.compiled is None else self.compiled.streams
+
+
+@dataclass(frozen=True)
+class EngineCeiling:
+    """Streams of the context the engine admits on the GPUs given, at the layout its `goal` lays out (the
+    ceiling `lpxsim estimate --gpus N --goal G` runs against: KV as the layout holds it, the batch cap)."""
+
+    goal: str
+    streams: int
+    deployment: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def engine_ceilings(m: ModelSpec, s: SystemSpec, context: int, weights: str, kv: str, kv_layout: str,
+                    chips: int) -> tuple[list[EngineCeiling], list[str]]:
+    """The engine's own ceiling on `chips` GPUs at both layout goals (one answer: `estimate`, `plan` and the sweep
+    admit this many), and a note per goal that lays nothing out. The pooled count shares every GPU's memory; a
+    layout's replicas each keep their sequences' KV whole on every tensor-parallel rank that needs it (MLA's
+    latent cache on each, KV heads fewer than the ranks copied) and cap their batch, so it can be far lower."""
+    from lpxsim.engine.answer import kv_ceiling
+    from lpxsim.engine.deployment import Precision, place
+    from lpxsim.engine.query import DEFAULT_OSL, Deployment, Workload
+
+    if context < 2:
+        return [], []
+    osl = min(DEFAULT_OSL, context // 2)
+    out, notes = [], []
+    for goal in ("latency", "throughput"):
+        try:
+            p = place(m, s.name, Workload(context - osl, osl), Deployment(s.name, chips, given=True),
+                      Precision(weights, kv, kv_layout), goal=goal)
+        except UserError as e:  # DoesNotFit included: no layout of this goal places it
+            notes.append(f"engine, {goal} layout: {e.message}")
+            continue
+        out.append(EngineCeiling(goal, kv_ceiling(p.step, context) * p.deployment.replicas, p.deployment.label()))
+    return out, notes
 
 
 def _units_and_chips(system: SystemSpec, racks: float | None, chips: int | None) -> tuple[int, float]:
@@ -123,8 +163,9 @@ def capacity(
     chips: int | None = None,
     compiled: bool = False,
 ) -> CapacityReport:
-    """Memory breakdown and concurrency ceiling of `model` at `context` on `system`. `compiled` (LPU systems):
-    also the compiler's ceiling at exactly `context`, with the reason where it is lower (per-chip memory)."""
+    """Memory breakdown and concurrency ceiling of `model` at `context` on `system`. `compiled`: also the
+    deployment's own ceiling at exactly `context` -- on LPU systems the compiler's, with the reason where it is
+    lower (per-chip memory); on GPU systems the engine's at each layout goal (`engine_ceilings`)."""
     m, s = get_model(model), get_system(system)
     if not isinstance(context, int) or context <= 0:
         raise UserError("context", f"expected a positive number of tokens, got {context!r}")
@@ -167,12 +208,16 @@ def capacity(
                                    pooled_streams=max_streams)
         if ceiling.reason:
             notes.append(f"compiled: {ceiling.reason}")
+    engine: list[EngineCeiling] = []
+    if compiled and not (s.is_lpu or s.is_wafer) and max_streams >= 1:
+        engine, why = engine_ceilings(m, s, context, weights, kv, kv_layout, n_chips)
+        notes += why
     return CapacityReport(
         model=m.name, system=s.name, chip=s.chip.name, chips=n_chips, units=units, unit_name=s.unit_name,
         context=context, weights=weights, kv=kv, kv_layout=kv_layout, weight_bytes=w, kv_bytes_per_stream=per_stream,
         chip_memory_bytes=mem, chips_for_weights=chips_for_w, units_needed=units_needed, max_streams=max_streams,
         breakdown=breakdown, power_w=float(s.power_w) * units, alternatives=alternatives, notes=notes,
-        compiled=ceiling,
+        compiled=ceiling, engine=engine,
     )
 
 
