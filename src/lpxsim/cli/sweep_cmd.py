@@ -77,12 +77,21 @@ def register(app: typer.Typer) -> None:
         from lpxsim.bench.sweep import grid, run_sweep
         from lpxsim.catalog import get_model, get_system
         from lpxsim.report.plots import frontier_png
+        from lpxsim.specs.precision import get_precision
 
-        name = get_model(model).name
+        m = get_model(model)
+        # the workers resolve the model again: a config.json is passed on by its path, a catalog model by its name
+        name = str(Path(model).resolve()) if Path(model).is_file() else m.name
+        get_precision(weights, "weights")  # a bad precision is one line before any work, not a row error per point
+        get_precision(kv, "kv")
         inputs.check_output_dir(out_dir, "out")  # before any work
         from lpxsim.bench.fleets import is_fleet
 
         targets = [s.strip() for s in systems.split(",") if s.strip()]
+        if not targets:
+            from lpxsim.core.errors import UserError
+
+            raise UserError("systems", f"expected at least one system, got {systems!r}")
         targets = [t if is_fleet(t) else get_system(t).name for t in targets]  # unknown names: one-line error
         points = grid(name, targets, parse_int_list(contexts, "contexts"), parse_int_list(concurrency, "concurrency", 1, inputs.CONCURRENCY_MAX),
                       osl=osl, weights=weights, kv=kv, ceiling=ceiling, framework=framework, session=session,
@@ -92,7 +101,7 @@ def register(app: typer.Typer) -> None:
         png = frontier_png(df, out_dir / "frontier.png")
         err.print(f"[dim]{len(df)} points in {out_dir}/sweep.parquet, frontier in {png}[/dim]")
         if as_json:
-            emit_json({"model": name, "systems": targets, "osl": osl, "session": session, "results": str(out_dir / "sweep.parquet"),
+            emit_json({"model": m.name, "systems": targets, "osl": osl, "session": session, "results": str(out_dir / "sweep.parquet"),
                        "frontier_png": str(png), "screened": df.attrs.get("screened", []),
                        "rows": df.to_dict(orient="records")})
         else:

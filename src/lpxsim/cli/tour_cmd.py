@@ -53,6 +53,9 @@ def _hardware_caption(df) -> str:
     return "hardware: " + "; ".join(parts) if parts else ""
 
 
+TOUR_EXECUTORS = ("serial", "process", "thread")  # the sweep's executors a tour runs (no Dask scheduler option)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tour")
     def tour_cmd(
@@ -88,8 +91,18 @@ def register(app: typer.Typer) -> None:
 
         if deployments not in DEPLOYMENTS:
             raise UserError("deployments", f"expected one of {', '.join(DEPLOYMENTS)}, got {deployments!r}")
+        if executor not in TOUR_EXECUTORS:
+            raise UserError("executor", f"expected one of {', '.join(TOUR_EXECUTORS)}, got {executor!r}")
+        from lpxsim.catalog import model_names
+
+        for option, name in (("model", model), ("moe-model", moe_model)):
+            if get_model(name).name not in model_names():  # its sections compare with published catalog figures
+                raise UserError(option, f"the tour takes a catalog model ({', '.join(model_names())}); for a "
+                                        f"config.json use estimate, sweep or capacity")
         inputs.check_output_dir(out_dir, "out")  # before any work
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
+        if not names:
+            raise UserError("systems", f"expected at least one system, got {systems!r}")
         cfg = TourConfig(model=get_model(model).name, moe_model=get_model(moe_model).name, systems=names,
                          contexts=tuple(parse_int_list(contexts, "contexts")), requests=requests,
                          executor=executor, seed=seed, jobs=jobs, session=session,

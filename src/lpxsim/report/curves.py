@@ -11,6 +11,8 @@ def deployment_curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The sweep's rows as one curve per system and deployment (GPU layout pick, LPX replica size), each named
     with its layout where one layout serves every context ('vr-nvl72 (latency layout): TP4 fp8 x18')."""
     keys = [k for k in ("target", "goal", "replica_chips") if k in df.columns]
+    if df.empty or not keys:  # nothing priced (every point failed): no curve
+        return []
     ident = df[keys].astype(object).where(df[keys].notna(), "").astype(str).agg("|".join, axis=1)
     out = []
     for _, g in df.groupby(ident, sort=True):

@@ -93,6 +93,15 @@ def check_emulatable(cfg: dict[str, Any]) -> None:
         raise UserError("config.enable_moe_block", "Gemma 4 MoE blocks are not emulated (use a Mixtral-style MoE)")
     if model_type == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
         raise UserError("config.hidden_size_per_layer_input", "per-layer embeddings are not emulated; set 0")
+    for key in POSITIVE_FIELDS:  # transformers divides by them before any validator speaks
+        v = cfg.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            raise UserError(f"config.{key}", f"expected a whole number >= 1, got {v!r}")
+
+
+# Fields a config states as counts or sizes, checked before transformers builds the model.
+POSITIVE_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                   "num_key_value_heads", "head_dim", "vocab_size")
 
 
 def _resolved_config(cfg: dict[str, Any], transformers: Any) -> Any:
@@ -103,9 +112,20 @@ def _resolved_config(cfg: dict[str, Any], transformers: Any) -> Any:
         kwargs.setdefault("hidden_size_per_layer_input", 0)  # per-layer embeddings are not in the op graph
     try:
         return transformers.AutoConfig.for_model(model_type, **kwargs)
-    except (TypeError, ValueError, *_config_validation_errors()) as e:
-        reason = " ".join(str(e).split())  # its validators' messages span lines: one line
-        raise UserError("config", f"transformers rejected the config: {reason}") from None
+    except (*HF_CONFIG_ERRORS, *_config_validation_errors()) as e:
+        raise _rejected(e) from None
+
+
+# What transformers raises on a config it cannot build (a user's field, not a bug here): its validators' errors,
+# and what a bad value trips on the way (`torch_dtype: float8`: AttributeError; `hidden_act: "8"`, a yarn RoPE
+# without its factor: KeyError; `head_dim: 0`, `num_attention_heads: 0`: ZeroDivisionError).
+HF_CONFIG_ERRORS = (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, IndexError)
+
+
+def _rejected(e: Exception) -> UserError:
+    """One line naming the config and what transformers said of it."""
+    reason = " ".join(str(e).split()) or type(e).__name__  # its validators' messages span lines: one line
+    return UserError("config", f"transformers rejected the config ({type(e).__name__}): {reason}")
 
 
 def _config_validation_errors() -> tuple[type[Exception], ...]:
@@ -141,8 +161,11 @@ def build_reference(cfg: dict[str, Any], seed: int = 0) -> Reference:
     _check_rotary(spec)
     torch.manual_seed(seed)
     # eager experts: HF's grouped-GEMM path needs 16-byte strides, which odd tiny hidden sizes do not have
-    model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager",
-                                                         experts_implementation="eager", dtype=torch.float32)
+    try:
+        model = transformers.AutoModelForCausalLM.from_config(hf_cfg, attn_implementation="eager",
+                                                             experts_implementation="eager", dtype=torch.float32)
+    except (*HF_CONFIG_ERRORS, *_config_validation_errors()) as e:
+        raise _rejected(e) from None
     model.eval()
     _fill_random(model, seed)
     state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
