@@ -94,6 +94,9 @@ class PointStore:
                 raise UserError("out", f"{path} is not a regular file; remove it and run the sweep again")
         except OSError as e:
             raise UserError("out", f"cannot use {path}: {e.strerror or e}") from None
+        from lpxsim.core.outputs import mark_output_dir
+
+        mark_output_dir(self.root)  # the sweep's folder is lpxsim's from its first point (`claim_output_dir`)
         atomic_write_text(path, json.dumps({"params": params, "row": row}, sort_keys=True, default=_jsonable))
 
     def rows(self) -> list[dict[str, Any]]:

@@ -302,6 +302,9 @@ def run_sweep(points: list[dict], out: str | Path, executor: str | cf.Executor =
     if failure is not None:
         raise failure
     df = collect(store, points)
+    from lpxsim.core.outputs import mark_output_dir
+
+    mark_output_dir(out)
     atomic_write_parquet(Path(out) / "sweep.parquet", df)
     atomic_write_text(Path(out) / "screened.json", json.dumps(screened, indent=1))
     df.attrs["screened"] = screened

@@ -59,11 +59,15 @@ def _prepare(fleet_src) -> int:
         return prepare_shapes(load_fleet(fleet_src), on_shape=lambda done, total: tick.update(note=f"{done:,}/{total:,}"))
 
 
+SIMULATE_OUTPUTS = ("requests.parquet", "pools.parquet", "requests.csv", "summary.json")  # what --out holds
+
+
 def write_outputs(result, out_dir: Path) -> list[str]:
     """requests.parquet (and the same as requests.csv), pools.parquet and summary.json, each written to a temp
     name then renamed (`lpxsim.core.outputs`: never over a device, a FIFO or a folder)."""
-    from lpxsim.core.outputs import atomic_write_text, atomic_write_with
+    from lpxsim.core.outputs import atomic_write_text, atomic_write_with, mark_output_dir
 
+    mark_output_dir(out_dir)
     written = []
     for name, frame in (("requests.parquet", result.requests), ("pools.parquet", result.pools)):
         written.append(str(atomic_write_with(out_dir / name, lambda tmp, f=frame: f.to_parquet(tmp, index=False))))
@@ -149,7 +153,9 @@ def register(app: typer.Typer) -> None:
         if duration is not None and not duration > 0:
             raise UserError("duration", f"expected a positive number of seconds, got {duration}")
         if out_dir is not None:
-            inputs.check_output_dir(out_dir, "out")  # before the simulation, not after
+            inputs.claim_output_dir(out_dir, "out")  # before the simulation, not after
+            for name in SIMULATE_OUTPUTS:  # a folder (or device) of one of their names: refused now, not after
+                inputs.check_output_file(out_dir / name, "out")
         if timeline is not None:
             inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet, "workload": workload,
                                                                       "trace": trace})

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
         name = str(Path(model).resolve()) if Path(model).is_file() else m.name
         get_precision(weights, "weights")  # a bad precision is one line before any work, not a row error per point
         get_precision(kv, "kv")
-        inputs.check_output_dir(out_dir, "out")  # before any work
+        inputs.claim_output_dir(out_dir, "out")  # before any work
         from lpxsim.bench.fleets import is_fleet
 
         targets = [s.strip() for s in systems.split(",") if s.strip()]

@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
             if get_model(name).name not in model_names():  # its sections compare with published catalog figures
                 raise UserError(option, f"the tour takes a catalog model ({', '.join(model_names())}); for a "
                                         f"config.json use estimate, sweep or capacity")
-        inputs.check_output_dir(out_dir, "out")  # before any work
+        inputs.claim_output_dir(out_dir, "out")  # before any work
         names = tuple(get_system(s.strip()).name for s in systems.split(",") if s.strip())
         if not names:
             raise UserError("systems", f"expected at least one system, got {systems!r}")

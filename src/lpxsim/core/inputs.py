@@ -204,6 +204,13 @@ def check_output_dir(path: str | Path, field: str = "out") -> Path:
     return check(path, field)
 
 
+def claim_output_dir(path: str | Path, field: str = "out") -> Path:
+    """A results folder that is new, empty or lpxsim's own (`lpxsim.core.outputs.claim_output_dir`)."""
+    from lpxsim.core.outputs import claim_output_dir as claim
+
+    return claim(path, field)
+
+
 def check_output_file(path: str | Path, field: str, allow_stdout: bool = False,
                       reads: dict[str, str | Path | None] | None = None) -> Path:
     """An output file path that can be written and is none of the files the command reads (`reads`: option ->

@@ -72,6 +72,41 @@ def check_output_dir(path: str | Path, field: str = "out") -> Path:
     return p
 
 
+# The file lpxsim leaves in every results folder it writes (a report, a sweep, a simulation's tables, an emitted
+# plan): a folder that already holds files is written into only if it carries it, so a user's own `index.html`
+# or `README.md` is never replaced by one of the same name (`claim_output_dir`).
+OWNED_MARKER = ".lpxsim-output"
+
+
+def claim_output_dir(path: str | Path, field: str = "out") -> Path:
+    """`check_output_dir`, and a folder that exists must be empty or one lpxsim wrote (its OWNED_MARKER): the
+    files a command writes there replace those of an earlier run of lpxsim, never a user's own."""
+    p = check_output_dir(path, field)
+    if p.is_dir() and not (p / OWNED_MARKER).exists():
+        try:
+            others = sorted(e.name for e in p.iterdir())
+        except OSError as e:
+            raise UserError(field, f"cannot list {str(p)!r}: {e.strerror or e}") from None
+        if others:
+            shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise UserError(field, f"{str(p)!r} already holds files lpxsim did not write ({shown}); give a new or "
+                                   f"empty folder")
+    return p
+
+
+def mark_output_dir(path: str | Path, field: str = "out") -> Path:
+    """Create the results folder `path` (and its parents) and mark it as lpxsim's (`claim_output_dir`)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        marker = p / OWNED_MARKER
+        if not marker.exists():
+            marker.write_text("lpxsim wrote the results in this folder; a later run may replace them.\n")
+    except OSError as e:
+        raise UserError(field, f"cannot write into {str(p)!r}: {e.strerror or e}") from None
+    return p
+
+
 def check_output_file(path: str | Path, field: str, allow_stdout: bool = False,
                       reads: dict[str, str | Path | None] | None = None) -> Path:
     """An output file path: `-` (stdout) where allowed, or a path whose folder takes files and which is

@@ -30,7 +30,7 @@ import yaml
 
 from lpxsim.catalog import get_system
 from lpxsim.core.errors import UserError
-from lpxsim.core.inputs import check_output_dir
+from lpxsim.core.inputs import claim_output_dir
 from lpxsim.plan.fleet_demand import DemandSpec
 from lpxsim.plan.fleet_types import Assignment, FleetPlan
 from lpxsim.plan.operating_point import OperatingPoint
@@ -46,7 +46,7 @@ def check_emit_dir(path: str | Path) -> Path:
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise UserError("emit", f"{str(p)!r} exists and is not a directory")
-    return check_output_dir(p, "emit")
+    return claim_output_dir(p, "emit")
 
 
 def _slug(text: str) -> str:
@@ -181,7 +181,9 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 def _write(target: Path, files: dict[str, str]) -> list[str]:
-    target.mkdir(parents=True, exist_ok=True)
+    from lpxsim.core.outputs import mark_output_dir
+
+    mark_output_dir(target, "emit")
     for name, text in files.items():
         _atomic_write_text(target / name, text)
     return list(files)

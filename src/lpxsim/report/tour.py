@@ -139,8 +139,9 @@ def run_tour(cfg: TourConfig | None = None, out: str | Path = "lpxsim-report",
              log: Callable[[str], None] = lambda s: None) -> TourResult:
     """Run every section, write the report, and return the summary."""
     cfg = cfg or TourConfig()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    from lpxsim.core.outputs import mark_output_dir
+
+    out = mark_output_dir(out)
     results = run_sections(cfg, out, log)
     _add_dense_vs_moe(cfg, results)
     results = _add_economics(cfg, results, log)
