@@ -64,3 +64,104 @@ def test_the_frontier_of_a_sweep_with_nothing_priced_is_empty() -> None:
 
     failed = pd.DataFrame([{"target": "h200-hgx", "context": 1000, "concurrency": 1, "fits": False}])
     assert deployment_curves(failed[failed["fits"]]) == []
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _one_line(argv: list[str], field: str, env: dict | None = None, monkeypatch=None) -> None:
+    if env and monkeypatch is not None:
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+    res = invoke(argv, time_limit_s=120)
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.code == 2 and res.exception is None and "Traceback" not in res.stderr, res
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), res.stderr
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--concurrency", "1,2,4"], "concurrency"),
+    (["capacity", "llama-3.1-8b", "--context", "100,200,300"], "context"),
+    (["capacity", "llama-3.1-8b", "--context", "10000", "--first-isl", "5000"], "first_isl"),
+    (["capacity", "llama-3.1-8b", "--context", "10000", "--think-s", "9"], "think_s"),
+    (["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--chips", "4"], "chips"),
+    (["serve", "--fleet", "rubin-alone", "--host", "999.1.1.1"], "host"),
+    (["plan", "fleet", "--demand", str(ROOT / "examples" / "plans" / "mixed-demand.yaml"), "--max-racks", "-5"],
+     "max_racks"),
+])
+def test_options_the_audit_found_misread_or_misnamed(argv: list[str], field: str) -> None:
+    """`--concurrency 1,2,4` ran at 124 (a comma is a thousands separator only); a session's options without
+    --session were ignored; `--chips` on a GPU system was named `racks`; a bad --host was named `port`."""
+    _one_line(argv, field)
+
+
+def test_a_thousands_separator_still_reads() -> None:
+    from lpxsim.core.inputs import parse_count
+
+    assert parse_count("100,000", "x", 1, 10**9) == 100_000 and parse_count("1,000,000", "x", 1, 10**9) == 10**6
+
+
+def test_lpxsim_cache_pointing_at_a_file_is_named(tmp_path: Path, monkeypatch) -> None:
+    from lpxsim.core.cache import reset
+
+    f = tmp_path / "cachefile"
+    f.write_text("")
+    monkeypatch.setenv("LPXSIM_CACHE", str(f))
+    reset()
+    try:
+        _one_line(["cache", "info"], "LPXSIM_CACHE")
+    finally:
+        monkeypatch.delenv("LPXSIM_CACHE")
+        reset()
+
+
+@pytest.mark.parametrize("name,body,ok", [
+    ("plain.jsonl", b'{"timestamp":0,"input_length":10,"output_length":5}\n', True),  # no hash_ids: none shared
+    ("bom.jsonl", b'\xef\xbb\xbf{"timestamp":0,"input_length":10,"output_length":5}\n', True),
+    ("noext", b'{"timestamp":0,"input_length":10,"output_length":5}\n', True),
+    ("frac.jsonl", b'{"timestamp":0,"input_length":10.5,"output_length":5}\n', "trace.input_length"),
+    ("text.jsonl", b'{"timestamp":0,"input_length":"10","output_length":5}\n', "trace.input_length"),
+    ("frac.csv", b"session_id,t_input_ready_s,input_tokens_total,output_tokens\na,0,10.5,5\n", "trace.input tokens"),
+])
+def test_a_trace_file_reads_as_its_rows_say(tmp_path: Path, name: str, body: bytes, ok) -> None:
+    from lpxsim.core.errors import UserError
+    from lpxsim.serving.traces import load_trace
+
+    p = tmp_path / name
+    p.write_bytes(body)
+    if ok is True:
+        df = load_trace(str(p))
+        assert list(df["isl"]) == [10] and list(df["hash_ids"]) == [()]
+    else:
+        with pytest.raises(UserError) as e:
+            load_trace(str(p))
+        assert e.value.field == ok
+
+
+def test_a_cost_written_in_yaml_exponent_form_is_a_number(tmp_path: Path) -> None:
+    """PyYAML reads 3e6 as text; the cost model said "Input should be a valid dictionary"."""
+    from lpxsim.plan.costs import load_costs
+
+    f = tmp_path / "c.yaml"
+    f.write_text("usd_per_kwh: 5e-2\n")
+    assert load_costs(f).usd_per_kwh.value == pytest.approx(0.05)
+
+
+def test_a_hugging_face_folder_is_its_config(tmp_path: Path) -> None:
+    from lpxsim.catalog import get_model
+
+    d = tmp_path / "snapshot"
+    d.mkdir()
+    (d / "config.json").write_text(TINY.read_text())
+    assert get_model(str(d)).num_layers == get_model(str(TINY)).num_layers
+
+
+def test_a_price_file_tier_is_named_as_the_price_files(tmp_path: Path) -> None:
+    from lpxsim.core.errors import UserError
+    from lpxsim.plan.costs import load_costs
+
+    f = tmp_path / "p.yaml"
+    f.write_text("price_ladder:\n  - usd_per_mtok_output: -1\n")
+    with pytest.raises(UserError) as e:
+        load_costs(prices=f)
+    assert e.value.field.startswith("prices.price_ladder")

@@ -23,7 +23,7 @@ def _jsonl(path, rows):
     ([MOONCAKE, "[1, 2]"], "trace", "line 2: expected a JSON object"),
     ([{"a": 1, "b": 2}], "trace", "unrecognised JSONL keys ['a', 'b']"),
     ([MOONCAKE, {"timestamp": 5, "input_length": 7}], "trace.output_length", "row 2 lacks output_length"),
-    ([MOONCAKE, {**MOONCAKE, "input_length": "many"}], "trace.input tokens", "row 2: expected a number"),
+    ([MOONCAKE, {**MOONCAKE, "input_length": "many"}], "trace.input_length", "row 2: expected a whole number"),
     ([MOONCAKE, {**MOONCAKE, "timestamp": None}], "trace.timestamp", "row 2"),
     ([{**MOONCAKE, "output_length": 1e30}], "trace.output tokens", "row 1: expected a number in 0..1e+07"),
     ([{**MOONCAKE, "hash_ids": "abc"}], "trace.hash_ids", "row 1: expected a list of integers"),

@@ -68,7 +68,7 @@ def get_model(name_or_path: str | ModelSpec) -> ModelSpec:
         return _load_model(low)
     from lpxsim.core.inputs import is_file
 
-    if key.endswith(".json") or "/" in key or is_file(key):
+    if key.endswith(".json") or "/" in key or is_file(key) or is_file(Path(key) / "config.json"):
         return ModelSpec.from_path(key)
     raise UserError("model", f"unknown model {key!r}" + _close(low, model_names(), MODEL_ALIASES))
 

@@ -192,6 +192,13 @@ def register(app: typer.Typer) -> None:
 
         if chips is not None and gpus is not None:
             raise UserError("gpus", "give either --chips or --gpus")
+        if not session:  # the session's own options mean nothing without it: refused, not ignored
+            given = {"first-isl": first_isl is not None, "turns": turns is not None, "turn-s": turn_s is not None,
+                     "new-tokens": new_tokens != AGENT_NEW_TOKENS, "think-s": think_s != AGENT_THINK_S,
+                     "osl": osl != DEFAULT_OSL}
+            for option, asked in given.items():
+                if asked:
+                    raise UserError(option.replace("-", "_"), f"--{option} describes an agent session; add --session")
         if session:
             c = session_answer(model, system, context, weights, kv, kv_layout, racks, chips if chips is not None
                                else gpus, first_isl, new_tokens, turns, think_s, osl, turn_s)

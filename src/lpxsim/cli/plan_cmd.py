@@ -332,7 +332,11 @@ def fleet_cmd(
     flags = {"redundancy": redundancy, "max_total_racks": max_racks, "max_facility_kw": max_facility_kw,
              "objective": objective, "allow_straddle": True if allow_straddle else None}
     if any(v is not None for v in flags.values()):  # flags override the file, validated as the file is
-        spec = parse_demand({**spec.model_dump(), **{k: v for k, v in flags.items() if v is not None}})
+        try:
+            spec = parse_demand({**spec.model_dump(), **{k: v for k, v in flags.items() if v is not None}})
+        except UserError as e:  # a flag's bad value is named as the flag the user typed
+            option = {"max_total_racks": "max_racks"}.get(e.field, e.field)
+            raise UserError(option, e.message) from None
     names = None
     if systems is not None:
         names = [s.strip() for s in systems.split(",") if s.strip()]

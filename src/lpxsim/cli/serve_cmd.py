@@ -42,11 +42,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve /v1/chat/completions and /v1/completions timed by the fleet's event simulation."""
         from lpxsim.cli.simulate_cmd import _fleet
-        from lpxsim.serve.server import ServeOptions, is_loopback, run
+        from lpxsim.serve.server import ServeOptions, check_host, is_loopback, run
         from lpxsim.serving.config import load_fleet
 
         if not host:
             raise UserError("host", "expected an address to listen on")
+        check_host(host)
         if timeline is not None:
             inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet})
         fleet_cfg = load_fleet(_fleet(fleet, model))

@@ -213,7 +213,10 @@ def default_dir() -> Path:
             path = Path(env).expanduser()
         except RuntimeError:  # "Could not determine home directory" for an unknown ~user
             raise UserError(ENV_DIR, f"cannot expand {env[:60]!r}: no such user's home folder") from None
-        return check_path(path, ENV_DIR)
+        path = check_path(path, ENV_DIR)
+        if path.exists() and not path.is_dir():  # a cache there could never be written: said, not ignored
+            raise UserError(ENV_DIR, f"{str(path)!r} is not a folder; point LPXSIM_CACHE at a folder (or unset it)")
+        return path
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("lpxsim", appauthor=False)) / "steps"

@@ -77,7 +77,8 @@ def check_float(field: str, value: object, lo: float, hi: float, lo_open: bool =
     return v
 
 
-_HUMAN = re.compile(r"^([0-9][0-9_,]*\.?[0-9]*(?:e[+-]?[0-9]+)?)\s*(k|ki|m|mi|g|gi)?$")
+# A comma only as a thousands separator (100,000): `--concurrency 1,2,4` on a one-value option is a mistake, not 124.
+_HUMAN = re.compile(r"^((?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9][0-9_]*)(?:\.[0-9]*)?(?:e[+-]?[0-9]+)?)\s*(k|ki|m|mi|g|gi)?$")
 _SCALE = {None: 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
 
 

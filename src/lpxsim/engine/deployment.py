@@ -68,8 +68,9 @@ def deployment_from_flags(system: str, racks: float | None = None, chips: int | 
             return None
         n = gpus if (s.is_wafer and gpus is not None) else s.chips_from(racks, chips)
         return Deployment(s.name, n, layout=layout or "", given=True)
-    if racks is not None or chips is not None:
-        raise UserError("racks", f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
+    if racks is not None or chips is not None:  # named as the user typed it
+        raise UserError("racks" if racks is not None else "chips",
+                        f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
     if layout is not None:
         raise UserError("layout", f"--layout is an LPX layout; on {s.name} give --tp/--ep/--pp/--dp-attention")
     if gpus is None and tp is None:

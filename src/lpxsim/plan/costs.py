@@ -25,6 +25,7 @@ a source and grade; `--costs FILE`, `--usd-per-kwh` and `--pue` override any of 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from functools import cache
 from importlib import resources
@@ -200,9 +201,14 @@ def _system_key(name: object, fname: str) -> str:
         raise UserError(f"costs.capex_usd.{name}", f"{e.message} ({fname})") from None
 
 
+_YAML_NUMBER = re.compile(r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][+-]?[0-9]+$")  # what PyYAML leaves as text
+
+
 def _user_value(v: object, fname: str) -> object:
     user = {"source": f"user:{fname}", "grade": "U", "note": ""}
     if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return {"value": float(v), **user}
+    if isinstance(v, str) and _YAML_NUMBER.match(v.strip()):  # YAML 1.1 reads 3e6 and 5e-2 as text: a number meant
         return {"value": float(v), **user}
     if isinstance(v, dict) and "source" not in v:
         return {**user, **v}
@@ -235,7 +241,12 @@ def load_costs(path: str | Path | None = None, usd_per_kwh: float | None = None,
             raise UserError(name.replace("_", "-"), f"expected a finite number in [{lo:g}, {hi:g}], got {v!r}")
         raw = _merge(raw, {name: {"value": float(v), "source": "user:--" + name.replace("_", "-"), "grade": "U",
                                   "note": ""}})
-    return _validate(raw, where)
+    try:
+        return _validate(raw, where)
+    except UserError as e:  # a tier the price file gave is named as the file's, not the cost model's
+        if prices is not None and e.field.startswith("costs.price_ladder"):
+            raise UserError("prices" + e.field.removeprefix("costs"), e.message) from None
+        raise
 
 
 @cache

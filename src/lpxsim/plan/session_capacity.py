@@ -122,6 +122,9 @@ def session_ceilings(model: str, system: str, shape, osl: int, weights: str = "f
         notes.append(f"this session never reaches the {cap:,}-token cap: its {turns} from a {shape.first_isl:,}-token "
                      f"first turn end at {ctx_max:,} tokens (raise --first-isl or --turns, or leave --turns out, "
                      "to ask about the cap)")
+    if cap is not None and shape.turns == 1 and shape.new_tokens >= cap:
+        notes.append(f"a turn's {shape.new_tokens:,} new tokens reach the {cap:,}-token cap: each session is one turn "
+                     "that prefills its whole context, with no prefix to reuse")
     if turn_s is None:
         duty = None
         mean = float(held)

@@ -243,8 +243,20 @@ def _write_timeline(path: Path, recorder, online) -> None:
     print(f"lpxsim serve: wrote {written}", file=sys.stderr, flush=True)
 
 
+def check_host(host: str) -> None:
+    """UserError naming `host` unless it resolves to an address (checked before anything is printed or loaded)."""
+    from lpxsim.core.errors import UserError
+
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise UserError("host", f"cannot resolve {host!r}: {getattr(e, 'strerror', None) or e}") from None
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: any free port)."""
+    import errno
+
     from lpxsim.core.errors import UserError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -257,7 +269,8 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise UserError("port", f"cannot listen on {host}:{port}: {e.strerror}") from None
+        field = "host" if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) else "port"  # not this machine's
+        raise UserError(field, f"cannot listen on {host}:{port}: {e.strerror}") from None
     sock.listen(2048)
     sock.setblocking(False)
     return sock

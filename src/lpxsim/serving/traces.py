@@ -70,7 +70,7 @@ def _read_jsonl(p: Path) -> list[dict]:
     data = _read_bytes(p)
     i = 0
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark is not part of the first row
     except UnicodeDecodeError as e:
         i = data.count(b"\n", 0, e.start)
         raise UserError("trace", f"{p.name} line {i + 1} is not UTF-8 text; expected a JSONL or CSV trace") from None
@@ -100,7 +100,7 @@ def load_trace(name_or_path: str) -> pd.DataFrame:
     """Normalised trace: arrival_s (from 0), isl, osl, session, hash_ids (tuple or ()) — sorted by arrival."""
     p = trace_path(name_or_path)
     kind = Path(p.stem).suffix if p.suffix == ".gz" else p.suffix  # publishers ship .jsonl.gz / .csv.gz too
-    if kind in (".jsonl", ".json"):
+    if kind in (".jsonl", ".json") or (kind != ".csv" and _starts_json(p)):
         rows = _read_jsonl(p)
         if not rows:
             raise UserError("trace", f"{p.name} has no rows")
@@ -109,9 +109,9 @@ def load_trace(name_or_path: str) -> pd.DataFrame:
             _need_keys(rows, ("timestamp", "input_length", "output_length"), p.name)
             df = pd.DataFrame({
                 "arrival_s": _numbers([r["timestamp"] for r in rows], "timestamp", p.name) / 1e3,
-                "isl": [r["input_length"] for r in rows],
-                "osl": [r["output_length"] for r in rows],
-                "hash_ids": [_hash_ids(r.get("hash_ids", ()), i, p.name) for i, r in enumerate(rows, 1)],
+                "isl": _json_counts(rows, "input_length", p.name),
+                "osl": _json_counts(rows, "output_length", p.name),
+                "hash_ids": [_hash_ids(r.get("hash_ids", []), i, p.name) for i, r in enumerate(rows, 1)],
             })
             df["session"] = -1
             return _finish(df, p.name)
@@ -187,8 +187,23 @@ def _numbers(values, column: str, name: str, lo: float = -ARRIVAL_MAX_S, hi: flo
     return num
 
 
+def _starts_json(p: Path) -> bool:
+    """A file without a .csv/.jsonl name whose first character is `{`: JSON lines (a CSV header never opens so)."""
+    return _read_bytes(p).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+
+
+def _json_counts(rows: list[dict], key: str, name: str) -> list[int]:
+    """A JSONL column of token counts: JSON whole numbers (a string or a fraction is refused, naming the row; the
+    range is checked with the other formats' in `_finish`)."""
+    for i, r in enumerate(rows, 1):
+        v = r[key]
+        if isinstance(v, bool) or not (isinstance(v, int) or (isinstance(v, float) and v.is_integer())):
+            raise UserError(f"trace.{key}", f"{name} row {i}: expected a whole number of tokens, got {v!r}")
+    return [r[key] for r in rows]
+
+
 def _hash_ids(v: object, row: int, name: str) -> tuple[int, ...]:
-    if not isinstance(v, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in v):
+    if not isinstance(v, (list, tuple)) or not all(isinstance(h, int) and not isinstance(h, bool) for h in v):
         raise UserError("trace.hash_ids", f"{name} row {row}: expected a list of integers")
     return tuple(v)
 
@@ -198,10 +213,19 @@ def _finish(df: pd.DataFrame, name: str = "trace") -> pd.DataFrame:
         raise UserError("trace", f"{name} has no requests")
     df = df.copy()
     df["arrival_s"] = _numbers(df["arrival_s"], "arrival", name)
-    df["isl"] = np.maximum(1, _numbers(df["isl"], "input tokens", name, 0, TOKENS_MAX).astype(int))
-    df["osl"] = np.maximum(1, _numbers(df["osl"], "output tokens", name, 0, TOKENS_MAX).astype(int))
+    df["isl"] = np.maximum(1, _whole(_numbers(df["isl"], "input tokens", name, 0, TOKENS_MAX), "input tokens", name))
+    df["osl"] = np.maximum(1, _whole(_numbers(df["osl"], "output tokens", name, 0, TOKENS_MAX), "output tokens", name))
     df = df.sort_values("arrival_s", kind="stable").reset_index(drop=True)
     return df
+
+
+def _whole(num: np.ndarray, column: str, name: str) -> np.ndarray:
+    """Token counts as integers; a fraction (10.5 tokens) is refused, naming the column and the row."""
+    frac = num != np.floor(num)
+    if frac.any():
+        i = int(frac.argmax())
+        raise UserError(f"trace.{column}", f"{name} row {i + 1}: expected a whole number of tokens, got {num[i]:g}")
+    return num.astype(int)
 
 
 class TraceWorkload(Workload):

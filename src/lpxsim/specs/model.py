@@ -104,8 +104,11 @@ class ModelSpec:
         from lpxsim.core.structured import read_json
 
         p = check_path(path, "model")
+        if p.is_dir() and is_file(p / "config.json"):  # a Hugging Face snapshot folder: its config.json
+            p = p / "config.json"
         if not is_file(p):
-            raise UserError("model", f"no such config file {str(p)!r}")
+            raise UserError("model", f"no such config file {str(p)!r}"
+                                     + (" (a folder without a config.json)" if p.is_dir() else ""))
         cfg = read_json(p, "model")  # binary, huge, deeply nested or absurd-number files: one line
         if not isinstance(cfg, dict):
             raise UserError("model", f"{p.name} must hold a JSON object")
