@@ -165,3 +165,12 @@ def test_a_price_file_tier_is_named_as_the_price_files(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
         load_costs(prices=f)
     assert e.value.field.startswith("prices.price_ladder")
+
+
+def test_estimate_prints_what_the_deployment_holds_beside_one_users_speed() -> None:
+    """Batch-1 speed is never printed without the capacity: at one user `estimate` printed no ceiling (the audit)."""
+    res = invoke(["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "1", "--concurrency", "1"],
+                 time_limit_s=120)
+    assert res.code == 0, res
+    flat = " ".join(res.stdout.split())
+    assert "capacity: the deployment holds up to" in flat and "streams of 1,280 tokens (1 at this load)" in flat

@@ -88,6 +88,10 @@ def plan_point_agrees(model: str, system: str, isl: int, target: float, session:
     for label, v, r in (("tok/s/user", a.tok_s_user, op.tok_s_user), ("TTFT", a.ttft_s, op.ttft_s),
                         ("aggregate", a.tok_s_total, op.tok_s_total)):
         assert v == pytest.approx(r, rel=REL), f"plan point {model} {system} {isl}: {label} {v} vs {r}"
+    # its "KV max" is the ceiling the engine admits there (a session's with the retention's headroom; the audit
+    # found 24 beside estimate's 22)
+    chosen = [c for c in op.candidates if c.layout == op.layout and c.chips == op.replica_chips]
+    assert chosen and all(c.kv_max_concurrency == a.kv_ceiling for c in chosen), (chosen, a.kv_ceiling)
 
 
 def _loads(model: str, system: str, isl: int, session: str = "agentic") -> list[int]:

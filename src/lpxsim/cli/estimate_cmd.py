@@ -49,11 +49,15 @@ def _print(d: dict) -> None:
                   f"{d['ttft_first_turn_s'] * 1e3:,.0f} ms")
     for note in d.get("notes", []):
         out.print(note)
+    what = "sessions" if d["session_kind"] == "agentic" else "streams"
     if d["over_capacity"]:
-        what = "sessions" if d["session_kind"] == "agentic" else "streams"
+        needs = f" {d['needs']}: {d['alternative']}" if d["alternative"] else f" {d['needs']}"
         out.print(f"over capacity: the deployment holds {d['kv_ceiling']:,} {what} of {d['context']:,} tokens; "
                   f"{d['streams_admitted']:,} run and the rest wait {d['ttft_wait_s']:,.2f} s for a slot (in "
-                  f"TTFT). {d['needs']}: {d['alternative']}" if d["alternative"] else d["needs"])
+                  f"TTFT).{needs}")
+    else:  # a speed at this load is never printed without what the deployment holds
+        out.print(f"capacity: the deployment holds up to {d['kv_ceiling']:,} {what} of {d['context']:,} tokens "
+                  f"({d['concurrency']:,} at this load)")
     out.print(f"statistic: {d['statistic']}")
     if d.get("band"):
         ttft = f"; TTFT ±{d['ttft_band_pct']:.0f}%" if "ttft_band_pct" in d else ""

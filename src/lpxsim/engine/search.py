@@ -215,9 +215,9 @@ def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: 
                new_tokens: int | None = None, session=None) -> Found:
     """One replica's one-user point and its point at the target. With `model`, both are priced as the engine
     answers one replica (`engine.answer.replica_estimate`); without, on the stagger steady state (the screen)."""
-    evaluate = None
+    evaluate, held = None, None
     if model is not None:
-        from lpxsim.engine.answer import replica_estimate
+        from lpxsim.engine.answer import ceiling_for, replica_estimate
         from lpxsim.engine.deployment import Placed
         from lpxsim.engine.query import Deployment, SessionShape, Workload
 
@@ -228,6 +228,9 @@ def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: 
 
         def evaluate(c: int) -> Estimate:
             return replica_estimate(placed, wl, c, *spec)
+
+        with contextlib.suppress(UserError):  # one stream that does not fit: said by the pricing below
+            held = ceiling_for(step, wl)  # what the engine admits on it (sessions: with the retention's headroom)
 
     priced = step if new_tokens is None or new_tokens >= isl else PrefixCachedStep(step, isl, new_tokens)
     # The concurrency is searched on the steady state the engine uses for this system (fast), then the point
@@ -242,7 +245,7 @@ def _candidate(step: StepModel, system: SystemSpec, isl: int, osl: int, target: 
             best = engine_edge(evaluate, guess, target)
     base = Candidate(layout=_layout_label(step), replica_layout=replica_layout_text(step), chips=step.chips,
                      units=step.chips / system.chips_per_unit, power_w=step.power_w, feasible=False,
-                     kv_max_concurrency=ceiling)
+                     kv_max_concurrency=ceiling if held is None else held)
     if first is None:
         return replace(base, reason=error or f"one {isl + osl:,}-token stream's KV does not fit"), None, None
     base = replace(base, batch1_tok_s_user=first.tok_s_user, batch1_ttft_s=first.ttft_s, batch1_e2e_s=first.e2e_s,

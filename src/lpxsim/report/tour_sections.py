@@ -87,18 +87,19 @@ def guarded(title: str, fn: Callable[[], SectionResult]) -> SectionResult:
         return SectionResult(Section(title).add(Note(msg, "error")), summary=[f"{title}: {msg}"], status="error")
 
 
-def capacity_table(model: str, systems, contexts, weights: str, kv: str) -> pd.DataFrame:
-    """Memory breakdown and concurrency ceiling per system and context (plan.capacity)."""
+def capacity_table(model: str, systems, contexts, weights: str, kv: str, osl: int = 0) -> pd.DataFrame:
+    """Memory breakdown and concurrency ceiling per system and input context (plan.capacity): a stream holds its
+    input and its `osl` output tokens, as the sweep's and the engine's ceilings count it."""
     from lpxsim.plan.capacity import capacity
 
     rows = []
     for s in systems:
         for ctx in contexts:
-            r = capacity(model, s, ctx, weights=weights, kv=kv)
+            r = capacity(model, s, ctx + osl, weights=weights, kv=kv)
             b = r.breakdown
             rows.append({
                 "model": r.model, "system": r.system, "hardware": f"{r.chips} x {r.chip}, {r.power_w / 1e3:,.0f} kW",
-                "context": ctx, "weights": weights, "kv": f"{kv} {r.kv_layout}",
+                "context": ctx, "tokens_per_stream": ctx + osl, "weights": weights, "kv": f"{kv} {r.kv_layout}",
                 "total_gb": b.total_bytes / 1e9, "weights_gb": b.weights_bytes / 1e9,
                 "reserve_gb": b.reserve_bytes / 1e9, "kv_per_stream_gb": r.kv_bytes_per_stream / 1e9,
                 "kv_gb": b.kv_bytes / 1e9, "free_gb": b.free_bytes / 1e9, "max_streams": r.max_streams,
@@ -119,14 +120,15 @@ def kv_alternatives(model: str, system: str, context: int, weights: str) -> pd.D
 def capacity_section(cfg: TourConfig) -> SectionResult:
     from lpxsim.report.charts import capacity_chart
 
-    df = capacity_table(cfg.model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv)
+    df = capacity_table(cfg.model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv, cfg.osl)
     alt = kv_alternatives(cfg.model, cfg.systems[0], max(cfg.contexts), cfg.weights)
     sec = Section(f"{cfg.model}: memory and the concurrency ceiling",
                   "How many streams fit next to the weights at each context: the number that decides fleet "
                   "capacity, which batch-1 speed does not tell.")
     sec.add(Chart(capacity_chart(df))).add(Table(df, "memory breakdown per unit (GB)"))
     sec.add(Table(alt, f"KV precision and layout vs streams on {cfg.systems[0]} at {max(cfg.contexts):,} tokens"))
-    lines = [f"ceiling {r.system} @ {r.context:,} tokens: {r.max_streams} streams ({r.hardware})"
+    lines = [f"ceiling {r.system} @ {r.context:,} tokens (+{cfg.osl} out): {r.max_streams} streams, pooled memory "
+             f"({r.hardware})"
              for r in df.itertuples()]
     return SectionResult(sec, {"capacity": df, "kv_alternatives": alt}, lines)
 
@@ -331,14 +333,15 @@ def moe_section(cfg: TourConfig) -> SectionResult:
     """The MoE model beside the dense one: capacity and AA at the tour's contexts."""
     from lpxsim.report.charts import capacity_chart
 
-    df = capacity_table(cfg.moe_model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv)
+    df = capacity_table(cfg.moe_model, cfg.systems, cfg.contexts, cfg.weights, cfg.kv, cfg.osl)
     sec = Section(f"Dense 31B is not your MoE production model: {cfg.moe_model}",
                   "The same hardware and contexts with a mixture-of-experts model: all experts' weights must be "
                   "resident, so the memory left for KV, and with it the concurrency ceiling, differs.")
     sec.add(Chart(capacity_chart(df))).add(Table(df, f"{cfg.moe_model}: memory breakdown per unit (GB)"))
     aa = aa_section(cfg, cfg.moe_model, (min(cfg.contexts),), f"{cfg.moe_model}: AA method")
     sec.blocks += aa.section.blocks
-    lines = [f"MoE ceiling {r.system} @ {r.context:,}: {r.max_streams:,} streams ({r.hardware})"
+    lines = [f"MoE ceiling {r.system} @ {r.context:,} (+{cfg.osl} out): {r.max_streams:,} streams, pooled memory "
+             f"({r.hardware})"
              for r in df.itertuples()]
     tables = {"moe_capacity": df, **aa.tables}
     long = guarded("moe long context", lambda: moe_long_context_rows(cfg)) if "lpx" in cfg.systems else None
