@@ -243,12 +243,22 @@ def test_first_screen_gives_both_ceilings_for_each_system_and_context(tour):
     ceil = df[df["table"] == "session_ceilings"]
     assert {(s, int(c)) for s, c in zip(ceil["system"], ceil["context"], strict=True)} == {
         (s, c) for s in SMALL.systems for c in SMALL.contexts}
+    from lpxsim.engine.answer import ceiling_for
+    from lpxsim.engine.deployment import place
+    from lpxsim.engine.query import Workload
+
     for r in ceil.itertuples():
-        assert r.sessions_held >= r.sessions_held_last_turn >= 1
+        assert r.sessions_held_spread >= r.sessions_held_last_turn >= 1
         assert 0 < r.streams_decoding_mean <= r.sessions_held
         shape = agent_shape(int(r.context), SMALL.osl)
         again = session_ceilings(SMALL.model, r.system, shape, SMALL.osl, chips=int(r.chips), turn_s=r.turn_s)
-        assert r.sessions_held == again.sessions_held and r.session == again.shape_label()
+        assert r.sessions_held_spread == again.sessions_held and r.session == again.shape_label()
+        # the headline is the engine's own ceiling (the audit: the first screen said 42 where the sweep ran 22)
+        with pytest.MonkeyPatch.context() as mp:
+            stand_in(mp)  # the backends the tour ran on
+            placed = place(SMALL.model, r.system, Workload(int(r.context), SMALL.osl))
+            held = ceiling_for(placed.step, Workload(int(r.context), SMALL.osl, shape)) * placed.deployment.replicas
+        assert r.sessions_held == held
         assert r.weights_gb + r.reserve_gb + r.kv_gb + r.free_gb == pytest.approx(r.total_gb)
     html = tour.index_html.read_text()
     first = html.split("<section", 2)[1]  # the first screen

@@ -43,15 +43,26 @@ def session_answer(model: str, system: str, context: int, weights: str, kv: str,
 def print_sessions(c: SessionCeilings) -> None:
     """The two ceilings and where the bytes go, for people."""
     b = c.breakdown
-    rows = [("weights", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes),
-            (f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_mean)} (mean over "
-             f"turns; {fmt_bytes(c.kv_bytes_per_session_max)} at the last)", b.kv_bytes),
-            ("free (less than one more session)", b.free_bytes)]
+    engine = c.sessions_held_spread is not None
+    kv_row = (f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_max)} (each at its last turn, "
+              f"as the engine holds them)" if engine else
+              f"KV: {c.sessions_held:,} sessions x {fmt_bytes(c.kv_bytes_per_session_mean)} (mean over "
+              f"turns; {fmt_bytes(c.kv_bytes_per_session_max)} at the last)")
+    rows = [("weights", b.weights_bytes), ("activations + buffers reserve", b.reserve_bytes), (kv_row, b.kv_bytes),
+            ("free (the retention's headroom, and per-chip room no session fills)" if engine else
+             "free (less than one more session)", b.free_bytes)]
     out.print(bytes_table(f"{c.model} on {c.system} ({c.chips:,} chips): agent sessions ({c.shape_label()})",
                           rows, b.total_bytes, shares=True))
-    out.print(f"sessions held (KV resident, thinking ones included): [bold]{c.sessions_held:,}[/] "
-              f"({c.sessions_held_last_turn:,} if every session were at its last turn, "
-              f"{c.session_context_max:,} tokens)")
+    if engine:
+        out.print(f"sessions held (KV resident, thinking ones included): [bold]{c.sessions_held:,}[/], as estimate, "
+                  f"plan and the sweep admit them (each counted at its last turn, {c.session_context_max:,} tokens, "
+                  f"with room kept free for the held sessions' growth); pooled memory would fit "
+                  f"{c.sessions_held_spread:,} sessions spread over their turns, {c.sessions_held_last_turn:,} all "
+                  f"at the last")
+    else:
+        out.print(f"sessions held (KV resident, thinking ones included): [bold]{c.sessions_held:,}[/] "
+                  f"({c.sessions_held_last_turn:,} if every session were at its last turn, "
+                  f"{c.session_context_max:,} tokens)")
     if c.duty is None:
         out.print(f"streams decoding: at most [bold]{c.streams_decoding:,}[/] (no turn time)")
     else:

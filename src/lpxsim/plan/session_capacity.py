@@ -64,6 +64,10 @@ class SessionCeilings:
     notes: list[str] = field(default_factory=list)
     turn_s: float | None = None  # one turn's TTFT + decode time (None: not given)
     turn_source: str = ""  # where turn_s came from ("given", or the engine's answer and deployment)
+    # On the engine's deployment (`engine_session_ceilings`): sessions_held is the engine's own ceiling (each held
+    # session counted at its last turn, the retention's headroom kept free, the compiled layout's KV), the figure
+    # estimate, plan and the sweep admit; this is the pooled count of a population spread over its turns beside it.
+    sessions_held_spread: int | None = None
 
     def shape_label(self) -> str:
         """The session shape in words: '2,000 first + 2,000 new tokens/turn, 256 out, x 5 turns, 5 s think,
@@ -202,9 +206,10 @@ def solve_turn_s(held: int, think_s: float, turn_at: Callable[[int], float]) -> 
 def engine_session_ceilings(model: str, system: str, shape, osl: int, weights: str = "fp8", kv: str = "bf16",
                             kv_layout: str = "separate", framework: str = "sglang") -> SessionCeilings:
     """`session_ceilings` on the engine's default deployment for a turn at the cap (the one `estimate` answers
-    on), with turn_s the engine's end-to-end time of a turn (later turns prefill only their new tokens) at the
-    streams decoding it implies (`solve_turn_s`)."""
-    from lpxsim.engine.answer import answer_on
+    on): sessions held as the engine admits them (`engine.answer.ceiling_for`, every replica; the pooled count of
+    a population spread over its turns kept as `sessions_held_spread`), with turn_s the engine's end-to-end time
+    of a turn (later turns prefill only their new tokens) at the streams decoding it implies (`solve_turn_s`)."""
+    from lpxsim.engine.answer import answer_on, ceiling_for, kv_ceiling
     from lpxsim.engine.deployment import Precision, place
     from lpxsim.engine.query import Load, Workload
 
@@ -215,10 +220,19 @@ def engine_session_ceilings(model: str, system: str, shape, osl: int, weights: s
     wl = Workload(cap, osl, shape)
     dep = placed.deployment
     bound = session_ceilings(model, system, shape, osl, weights, kv, kv_layout, chips=dep.powered_chips)
-    if bound.sessions_held < 1:
+    held = ceiling_for(placed.step, wl) * dep.replicas  # one answer: what the engine admits there
+    if bound.sessions_held < 1 or held < 1:
         return bound
-    turn_s, _ = solve_turn_s(bound.sessions_held, shape.think_s,
+    turn_s, _ = solve_turn_s(held, shape.think_s,
                              lambda c: answer_on(placed, wl, Load(concurrency=c), precision=precision).e2e_s)
     c = session_ceilings(model, system, shape, osl, weights, kv, kv_layout, chips=dep.powered_chips, turn_s=turn_s)
-    return replace(c, turn_source=f"engine: a turn at the cap on {dep.label()} at {c.streams_decoding_mean:,.1f} "
-                                  "streams decoding")
+    mean = held * c.duty if c.duty is not None else float(held)
+    b = c.breakdown
+    kv_held = held * c.kv_bytes_per_session_max  # each at its last turn, as the engine counts a held session
+    no_reuse = kv_ceiling(placed.step, c.session_context_max) * dep.replicas  # `estimate --session none` there
+    return replace(c, sessions_held=held, sessions_held_spread=c.sessions_held, streams_decoding_mean=mean,
+                   streams_no_reuse=no_reuse,
+                   streams_decoding=math.floor(mean + 1e-9),
+                   breakdown=replace(b, kv_bytes=kv_held, free_bytes=b.total_bytes - b.weights_bytes
+                                     - b.reserve_bytes - kv_held),
+                   turn_source=f"engine: a turn at the cap on {dep.label()} at {mean:,.1f} streams decoding")

@@ -40,7 +40,8 @@ HEADERS = {
     "mw_vs_rubin": "tok/s per MW vs Rubin alone", "mw_vs_lpx": "tok/s per MW vs LPX alone",
     "band": "band", "tok_s_user_band": "band (tok/s per user)",
     "session": "session shape", "sessions_held": "sessions held (KV resident)",
-    "sessions_held_last_turn": "sessions held, all at their last turn", "streams_decoding_mean":
+    "sessions_held_spread": "pooled memory: sessions spread over their turns",
+    "sessions_held_last_turn": "pooled memory: all at their last turn", "streams_decoding_mean":
         "streams decoding (mean)", "kv_per_session_gb": "KV per session (GB, mean over turns)",
     "kv_per_session_last_gb": "KV per session at its last turn (GB)", "turn_s": "one turn (s)",
     "think_s": "think time (s)", "policy": "retention policy", "prefix_hit_rate": "prefix hit rate",

@@ -18,7 +18,8 @@ from lpxsim.report.tour_sections import SectionResult, TourConfig
 
 GB = 1e9
 POLICIES = ("hold", "evict_idle", "lru")  # serving.config.RetentionConfig; "auto" is hold on a pool without a tier
-CEILING_COLUMNS = ("system", "hardware", "context", "session", "sessions_held", "sessions_held_last_turn",
+CEILING_COLUMNS = ("system", "hardware", "context", "session", "sessions_held", "sessions_held_spread",
+                   "sessions_held_last_turn",
                    "streams_decoding_mean", "weights_gb", "kv_per_session_gb", "reserve_gb", "free_gb")
 
 
@@ -35,7 +36,8 @@ def ceilings_table(cfg: TourConfig) -> pd.DataFrame:
             rows.append({
                 "model": c.model, "system": s, "hardware": _hardware(c.turn_source, s, c.chips),
                 "chips": c.chips, "context": ctx, "session": c.shape_label(), "osl": c.osl,
-                "sessions_held": c.sessions_held, "sessions_held_last_turn": c.sessions_held_last_turn,
+                "sessions_held": c.sessions_held, "sessions_held_spread": c.sessions_held_spread,
+                "sessions_held_last_turn": c.sessions_held_last_turn,
                 "streams_decoding_mean": c.streams_decoding_mean, "streams_decoding": c.streams_decoding,
                 "turn_s": c.turn_s, "think_s": c.think_s, "streams_no_reuse": c.streams_no_reuse,
                 "total_gb": b.total_bytes / GB, "weights_gb": b.weights_bytes / GB,
@@ -60,7 +62,7 @@ def ceilings_section(cfg: TourConfig) -> SectionResult:
                   "deployment's concurrency ceiling is two numbers: the sessions whose KV it holds, and of those "
                   "the streams decoding at any moment.")
     sec.add(Table(df, "the two ceilings per system and context (GB per unit; KV per session: the mean over its "
-                      "turns)", columns=CEILING_COLUMNS))
+                      "turns; sessions held as the engine admits them)", columns=CEILING_COLUMNS))
     sec.add(Note(ceilings_note(df)))
     lines = [f"sessions {r.system} @ {r.context:,}: {r.sessions_held:,} held, {r.streams_decoding_mean:,.1f} "
              f"decoding ({r.session}; {r.hardware})" for r in df.itertuples()]
@@ -70,10 +72,12 @@ def ceilings_section(cfg: TourConfig) -> SectionResult:
 def ceilings_note(df: pd.DataFrame) -> str:
     """How the two numbers are made, in words (the shape, the turn time, the capacity model)."""
     think = df["think_s"].iloc[0] if len(df) else 0.0
-    return ("Sessions held: the memory left after the weights and the reserve over the KV a session holds on "
-            "average over its turns (a steady population has sessions of every age; 'all at the last turn' is "
-            "the ceiling if every session were at its longest, equal to the streams of the capacity model at "
-            "that context). Streams decoding: sessions held x turn / (turn + think), the mean number in a "
+    return ("Sessions held: what the engine admits on the deployment shown, the figure estimate, plan and the "
+            "sweep run against: each held session counted at its last turn, with room kept free for the held "
+            "sessions' growth (the simulator's default retention), on the layout's own KV capacity. Beside it, "
+            "pooled memory (after the weights and the reserve): sessions spread over their turns, each holding "
+            "its average KV (a steady population has sessions of every age), and all at their last turn, equal "
+            "to the streams of the capacity model at that context. Streams decoding: sessions held x turn / (turn + think), the mean number in a "
             f"turn rather than in their {think:g} s of tool or think time; a turn's time is the engine's answer "
             "(later turns prefill only their new tokens) at the cap, on the deployment shown, at the load it "
             "implies (lpxsim.plan.session_capacity; `lpxsim capacity MODEL --session --context N` answers the "
