@@ -150,6 +150,9 @@ class AAPoint:
     output_tokens_median: float
     published: Published | None
     diff_pct: float | None  # simulated median vs published, percent
+    # streams of this context (input and median output) the deployment holds at once, as the engine counts them
+    # (`engine.answer.kv_ceiling`, every replica): the one user's speed is never given without it
+    capacity_streams: int | None = None
 
     def row(self) -> dict:
         """Flat table row (for DataFrames, parquet and the report)."""
@@ -162,7 +165,7 @@ class AAPoint:
             "output_tokens_median": self.output_tokens_median,
             "published_id": self.published.id if self.published else None,
             "published": self.published.value if self.published else None,
-            "diff_pct": self.diff_pct,
+            "diff_pct": self.diff_pct, "capacity_streams": self.capacity_streams,
         }
 
 
@@ -220,7 +223,14 @@ def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str =
     placed = aa_deployment(model, system, setup, weights, kv, framework)
     points, df = run_aa_on_step(placed.step, model, system, setup)
     dep = placed.deployment  # every point is labelled with the deployment it ran on, as every other answer
-    return [replace(p, hardware=dep.label(), chips=dep.powered_chips, power_w=dep.power_w) for p in points], df
+    from lpxsim.engine.answer import kv_ceiling
+
+    def holds(p: AAPoint) -> int:
+        out = setup.conversion.to_native(max(1, round(p.output_tokens_median)))
+        return kv_ceiling(placed.step, p.native_context + out) * dep.replicas
+
+    return [replace(p, hardware=dep.label(), chips=dep.powered_chips, power_w=dep.power_w, capacity_streams=holds(p))
+            for p in points], df
 
 
 def aa_deployment(model: str, system: str, setup: AASetup, weights: str = "fp8", kv: str = "bf16",

@@ -46,16 +46,19 @@ def print_aa(points, setup) -> None:
     first = points[0]
     t = Table(title=f"Artificial Analysis output speed (o200k tok/s per user), {first.model}, concurrency 1, "
                     f"{setup.requests} sequential requests")
-    for col in ("context", "conc.", "median", "P5", "P95", "TTFT", "published", "diff"):
+    for col in ("context", "conc.", "median", "P5", "P95", "TTFT", "published", "diff", "holds"):
         t.add_column(col, justify="right", no_wrap=True)
     for p in points:
         s = p.output_speed
         pub = f"{p.published.value:,.0f} {p.published.id}" if p.published else "-"
         diff = f"{p.diff_pct:+.1f}%" if p.diff_pct is not None else "-"
         t.add_row(f"{p.context:,}", "1", *(f"{s[k]:,.0f}" for k in ("median", "p5", "p95")),
-                  f"{p.ttft_s['median'] * 1e3:,.0f}ms", pub, diff)
+                  f"{p.ttft_s['median'] * 1e3:,.0f}ms", pub, diff,
+                  "-" if p.capacity_streams is None else f"{p.capacity_streams:,}")
     out.print(t)
-    out.print(f"hardware: {first.hardware}; P25/P75 and per-request rows: --json / --per-request")
+    out.print(f"hardware: {first.hardware}; holds: the streams of that context it serves at once (one user's "
+              f"speed is not its capacity: `lpxsim sweep` gives the speed at every load); P25/P75 and "
+              f"per-request rows: --json / --per-request")
     out.print(f"tokens: o200k = native x {setup.conversion.o200k_per_native:g} ({setup.conversion.source})")
 
 

@@ -1,5 +1,5 @@
-"""Bad inputs a new user's audit found reaching a traceback or passing silently: each is now one line naming the
-field, a non-zero exit, and nothing written."""
+"""What a new user's audit found: bad inputs reaching a traceback or passing silently (each is now one line naming
+the field, a non-zero exit, and nothing written), and one user's speed printed without what the deployment holds."""
 
 from __future__ import annotations
 
@@ -174,3 +174,12 @@ def test_estimate_prints_what_the_deployment_holds_beside_one_users_speed() -> N
     assert res.code == 0, res
     flat = " ".join(res.stdout.split())
     assert "capacity: the deployment holds up to" in flat and "streams of 1,280 tokens (1 at this load)" in flat
+
+
+def test_bench_aa_gives_what_the_deployment_holds_beside_one_users_speed() -> None:
+    res = invoke(["bench", "aa", "llama-3.1-8b", "--system", "h200-hgx", "--contexts", "1000,100000", "--requests",
+                  "2", "--json"], time_limit_s=120)
+    assert res.code == 0, res
+    rows = json.loads(res.stdout)["points"]
+    holds = [r["capacity_streams"] for r in rows]
+    assert all(h >= 1 for h in holds) and holds[0] > holds[1]  # fewer 100K streams than 1K ones
