@@ -227,6 +227,9 @@ def _print_t8(d: dict) -> None:
     out.print(keep_identifiers(t))
     if d["frontier"]:
         out.print(_frontier_table(d))
+    for label, r in d["systems"].items():  # a short system's best speed: its load, its layout and what it holds
+        if not r["feasible"] and r.get("reason"):
+            out.print(f"- {label}: {r['reason']}")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
         if r.get("facility_kw") is not None:

@@ -416,7 +416,8 @@ def _pick(head: dict, found: list[Found], goal: Objective = Objective.EFFICIENCY
     if not ok:
         fastest = max(cands, key=lambda c: c.batch1_tok_s_user, default=None)
         if fastest is not None and fastest.batch1_tok_s_user > 0:
-            why = f"{fastest.reason} (fastest layout: {fastest.layout})"
+            why = (f"{fastest.reason} (fastest layout: {fastest.layout}, holding {fastest.kv_max_concurrency:,} "
+                   f"streams of {head['isl'] + head['osl']:,} tokens)")
         else:
             why = "; ".join(dict.fromkeys(c.reason for c in cands if c.reason)) or "no layout fits"
         return OperatingPoint(**head, feasible=False, best_tok_s_user=best_user, reason=why, candidates=cands,
