@@ -69,7 +69,7 @@ def test_report_is_self_contained(tour):
 
 def test_summary_puts_batch1_next_to_the_ceiling(tour):
     html = tour.index_html.read_text()
-    assert "streams the replica runs (KV ceiling)" in html and "tok/s/user @ concurrency 1 (AA median)" in html
+    assert "streams the replica runs (its ceiling: KV or batch cap)" in html and "tok/s/user @ concurrency 1 (AA median)" in html
     assert "streams that fit one unit (capacity model)" in html
     assert "hardware @ ceiling (deployment for this context)" in html  # the ceiling speeds name their hardware
     assert "3,382" in html and "3,431" in html  # published figures, comparison column

@@ -34,7 +34,7 @@ def print_sweep(df) -> None:
             t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}", str(r.get("hardware", "")),
                       why, "", "", "", "")
             continue
-        ceiling = " (KV ceiling)" if bool(r.get("at_ceiling", False)) else ""
+        ceiling = " (ceiling)" if bool(r.get("at_ceiling", False)) else ""  # KV or the batch cap, whichever binds
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
                   str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
                   f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", _frontier(r))
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         framework: str = framework_option(),
-        ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each KV ceiling"),
+        ceiling: bool = typer.Option(True, "--ceiling/--no-ceiling", help="add a point at each deployment's ceiling (its KV or its batch cap, whichever binds)"),
         deployments: str = typer.Option(
             "picks", "--deployments", help="picks: GPUs' latency and throughput layouts; LPX's rack layout and each "
             "smaller replica size of the layout search tiled over the rack, priced where it can reach the frontier; "

@@ -15,7 +15,7 @@ from lpxsim.core.errors import UserError
 HEADLINE = (("system", "system", "{}"), ("context", "context", "{:,}"),
             ("tok/s/user @ concurrency 1 (AA median)", "tok/s/user @ c=1", "{:,.0f}"), ("diff", "vs published", "{}"),
             ("streams that fit one unit (capacity model)", "streams fit", "{:,}"),
-            ("streams the replica runs (KV ceiling)", "replica ceiling", "{:,}"),
+            ("streams the replica runs (its ceiling: KV or batch cap)", "replica ceiling", "{:,}"),
             ("tok/s/user @ ceiling", "tok/s/user @ ceiling", "{:,.0f}"),
             ("aggregate tok/s @ ceiling", "aggregate tok/s", "{:,.0f}"), ("tok/s per MW @ ceiling", "tok/s/MW", "{:,.0f}"))
 

@@ -55,7 +55,9 @@ class RequestClass:
 
     @property
     def demand_unit(self) -> str:
-        return "req/s" if self.requests_per_s is not None else "sessions"
+        if self.requests_per_s is not None:
+            return "req/s"
+        return "sessions" if self.session is not None else "users"  # the no-cache loop's users hold no session
 
 
 @dataclass(frozen=True)

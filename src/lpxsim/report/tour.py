@@ -199,7 +199,7 @@ def headline(cfg: TourConfig, results: dict[str, SectionResult]) -> pd.DataFrame
             if len(w):
                 r = w.iloc[0]
                 row |= {"hardware @ ceiling (deployment for this context)": r["hardware"],
-                        "streams the replica runs (KV ceiling)": int(r["concurrency"]),
+                        "streams the replica runs (its ceiling: KV or batch cap)": int(r["concurrency"]),
                         "tok/s/user @ ceiling": r["tok_s_user"], "aggregate tok/s @ ceiling": r["tok_s_total"],
                         "tok/s per MW @ ceiling": r["tok_s_per_mw"]}
             rows.append(row)
