@@ -161,6 +161,28 @@ def test_the_deployment_an_over_capacity_answer_needs_holds_the_load(model, syst
     assert again.chips == a.alternative.powered_chips
 
 
+def _held(racks: int, isl: int) -> int:
+    wl = Workload(isl, OSL, session=session_for("agentic", isl, OSL))
+    placed = place("gemma-4-31b", "lpx", wl, Deployment("lpx", 256 * racks, given=True))
+    return ceiling_for(placed.step, wl) * placed.deployment.replicas
+
+
+@pytest.mark.usefixtures("stand_in")
+def test_more_racks_given_never_hold_fewer_than_copies_of_one_on_the_stand_in() -> None:
+    """The audit: `--racks 2` laid Gemma 4 31B at 32K out as one 512-chip replica holding 39 sessions, where two
+    racks of one replica each hold 44 (plan fleet's choice). A deployment of several racks now lays out whichever
+    holds more: never fewer than copies of the smallest deployment's replica."""
+    for isl in (32_000, 100_000):
+        one = _held(1, isl)
+        assert _held(2, isl) >= 2 * one and _held(3, isl) >= 3 * one
+
+
+@pytest.mark.heavy
+def test_more_racks_given_never_hold_fewer_than_copies_of_one() -> None:
+    one = _held(1, 32_000)
+    assert _held(2, 32_000) >= 2 * one
+
+
 GRID = [(m, s, isl) for m in ("gemma-4-31b", "gpt-oss-120b") for s in ("lpx", "vr-nvl72") for isl in (10_000, 100_000)]
 
 

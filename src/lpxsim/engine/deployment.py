@@ -13,7 +13,9 @@ KV ceiling (its compiled capacity and largest batch) then bounds the load it adm
 
 On LPX a layout may use fewer chips than the deployment holds (e.g. a 128-chip replica on a 256-chip
 rack): the deployment then runs `chips // replica` replicas side by side, and any chips left over are
-idle but powered (`Deployment.idle_chips`).
+idle but powered (`Deployment.idle_chips`). A given LPX deployment of more whole units than the fewest that
+hold the workload is laid out as copies of that smallest deployment's replica where those hold more streams
+than the layout searched over all of them (`_most_held`): more racks never hold fewer.
 """
 
 from __future__ import annotations
@@ -186,11 +188,35 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
             conc = _design(m, s, context, p, chips, goal)
     if not s.is_lpu:
         step = _one_gpu_replica(m, s.name, step, p, framework)
+    elif given and whole and not dep.layout:
+        step = _most_held(m, s, isl, osl, p, step, int(units), chips)
     replicas = max(1, chips // step.chips)
     resolved = Deployment(
         s.name, step.chips, layout=_layout_of(step), replicas=replicas, given=given,
         idle_chips=chips - replicas * step.chips, framework="" if s.is_lpu else getattr(step, "framework", framework))
     return Placed(resolved, step, m, conc, framework, goal)
+
+
+def _most_held(m: ModelSpec, s: SystemSpec, isl: int, osl: int, p: Precision, step: StepModel, units: int,
+               chips: int) -> StepModel:
+    """Of the layout searched on all `units` given and copies of the smallest deployment's replica tiled over them,
+    the replica whose copies hold more streams of isl + osl tokens (a layout holds the most that fit, `_design`;
+    the search asks one replica to hold them all, which on several racks can hold fewer than racks of one each:
+    Gemma 4 31B at 32K, 39 on one 512-chip replica against 2 x 22). Equal: the searched one (fewer hops a token)."""
+    from lpxsim.engine.concurrency import kv_fit
+
+    fewest = default_units(m, s, isl + osl, p)
+    if fewest >= units:
+        return step
+    try:
+        small = _place(m, s.name, isl, osl, Deployment(s.name, fewest * s.chips_per_unit, given=True), p, "", "latency")
+    except (DoesNotFit, UserError):
+        return step
+
+    def held(st: StepModel) -> int:
+        return (chips // st.chips) * min(kv_fit(st, isl + osl), st.max_batch())
+
+    return small.step if held(small.step) > held(step) else step
 
 
 def gpu_layout_of(label: str) -> dict:
