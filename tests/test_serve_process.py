@@ -72,12 +72,13 @@ def test_other_address_warns(tmp_path):
     f = tmp_path / "fleet.yaml"
     f.write_text(yaml.safe_dump(FLEET))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    # 192.0.2.1 (TEST-NET-1) is not on this machine: the warning comes first, then the bind is refused
+    # 192.0.2.1 (TEST-NET-1) is not on this machine: the warning comes first, then the bind is refused, naming
+    # the host (the address is not this machine's; the port is fine)
     r = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "serve", "--fleet", str(f), "--host", "192.0.2.1",
                         "--port", "0"], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2
     assert "warning: listening on 192.0.2.1, not loopback" in r.stderr and "(no --api-key set)" in r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith("error: port: cannot listen on 192.0.2.1")
+    assert r.stderr.strip().splitlines()[-1].startswith("error: host: cannot listen on 192.0.2.1")
 
 
 def test_loopback_by_default():
