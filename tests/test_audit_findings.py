@@ -183,3 +183,16 @@ def test_bench_aa_gives_what_the_deployment_holds_beside_one_users_speed() -> No
     rows = json.loads(res.stdout)["points"]
     holds = [r["capacity_streams"] for r in rows]
     assert all(h >= 1 for h in holds) and holds[0] > holds[1]  # fewer 100K streams than 1K ones
+
+
+def test_a_kv_parallel_layout_plan_point_picks_can_be_asked_of_estimate() -> None:
+    """The audit: `plan point` can pick TP2/KVP on h200-hgx and `estimate` had no flag to ask about it."""
+    from lpxsim.engine.answer import answer
+    from lpxsim.engine.deployment import deployment_from_flags
+    from lpxsim.engine.query import Load, Workload
+
+    dep = deployment_from_flags("h200-hgx", gpus=2, tp=2, kv_parallel=True)
+    a = answer("llama-3.1-70b", dep, Workload(32_000, 256), Load(concurrency=2))
+    assert "KVP" in a.deployment.layout and a.chips == 2
+    _one_line(["estimate", "llama-3.1-70b", "--system", "h200-hgx", "--gpus", "2", "--kv-parallel"], "kv_parallel")
+    _one_line(["estimate", "gemma-4-31b", "--system", "lpx", "--kv-parallel"], "kv_parallel")

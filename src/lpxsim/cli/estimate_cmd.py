@@ -89,6 +89,8 @@ def register(app: typer.Typer) -> None:
         ep: int = count_option(1, "--ep", help="expert parallel degree (GPU)", hi=inputs.PARALLEL_MAX, human=False),
         pp: int = count_option(1, "--pp", help="pipeline parallel degree (GPU)", hi=inputs.LAYERS_MAX, human=False),
         dp_attention: bool = typer.Option(False, "--dp-attention", help="attention data-parallel (GPU)"),
+        kv_parallel: bool = typer.Option(False, "--kv-parallel", help="KV-parallel attention: each rank holds "
+                                         "part of every sequence's KV (GPU; a layout `plan point` may pick)"),
         goal: str = typer.Option("latency", "--goal", help="layout search goal: latency or throughput"),
         layout: str | None = typer.Option(None, "--layout", help="force an LPX layout (see lpxsim compile)"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
@@ -118,7 +120,8 @@ def register(app: typer.Typer) -> None:
             raise UserError("goal", f"expected latency or throughput, got {goal!r}")
         wl = Workload(isl, osl, session_for(session, isl, osl, new_tokens, think_s))
         dep = deployment_from_flags(system, racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp,
-                                    dp_attention=dp_attention, layout=layout, framework=framework)
+                                    dp_attention=dp_attention, kv_parallel=kv_parallel, layout=layout,
+                                    framework=framework)
         if accept is None:
             accept = 0.0
             if mtp > 0:

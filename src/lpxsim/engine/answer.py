@@ -456,8 +456,8 @@ def _layout_flags(dep: Deployment):
     except ValueError:
         return None
     fixed = f"--tp {lay['tp']} --ep {lay['ep']}" + (f" --pp {lay['pp']}" if lay["pp"] > 1 else "") + (
-        " --dp-attention" if lay["dp_attention"] else "")
-    return None if lay["kv_parallel"] else (lambda chips: f"--gpus {chips} {fixed}")
+        " --dp-attention" if lay["dp_attention"] else "") + (" --kv-parallel" if lay["kv_parallel"] else "")
+    return lambda chips: f"--gpus {chips} {fixed}"
 
 
 def with_deployment(a: Answer, dep: Deployment) -> Answer:

@@ -56,7 +56,7 @@ class Placed:
 def deployment_from_flags(system: str, racks: float | None = None, chips: int | None = None,
                           gpus: int | None = None, tp: int | None = None, ep: int = 1, pp: int = 1,
                           dp_attention: bool = False, layout: str | None = None,
-                          framework: str = "sglang") -> Deployment | None:
+                          framework: str = "sglang", kv_parallel: bool = False) -> Deployment | None:
     """The deployment a command's flags give, or None when they give none (the engine's default then).
 
     LPX: `--racks` / `--chips` are the chips exactly (`--racks 1` is 256 chips); `--layout` the layout
@@ -64,6 +64,8 @@ def deployment_from_flags(system: str, racks: float | None = None, chips: int | 
     `--ep`, `--pp`, `--dp-attention` (the layout; else searched)."""
     s = get_system(system)
     if s.is_lpu or s.is_wafer:
+        if kv_parallel:
+            raise UserError("kv_parallel", f"{s.name} is not a GPU system: --kv-parallel is a GPU layout")
         if (gpus is not None or tp is not None) and s.is_lpu:
             raise UserError("gpus", f"{s.name} is an LPU system: give --racks or --chips, not --gpus/--tp")
         if racks is None and chips is None and gpus is None and layout is None:
@@ -78,7 +80,9 @@ def deployment_from_flags(system: str, racks: float | None = None, chips: int | 
     if gpus is None and tp is None:
         return None
     n = gpus if gpus is not None else tp
-    lay = gpu_layout_text(tp, ep, pp, dp_attention) if tp is not None else ""
+    if kv_parallel and tp is None:
+        raise UserError("kv_parallel", "--kv-parallel is a layout: give --tp with it")
+    lay = gpu_layout_text(tp, ep, pp, dp_attention, kv_parallel) if tp is not None else ""
     return Deployment(s.name, int(n), layout=lay, given=True, framework=framework)
 
 
