@@ -395,8 +395,8 @@ def _needs(placed: Placed, workload: Workload, users: int, precision: Precision)
     every replica), so following the advice never leaves the load over capacity: copies of this deployment's own
     replica (their ceiling is known: no layout search; the flags that lay them out are named, since a search may lay
     N units out otherwise), then the one `estimate --racks N` (`--gpus N`) lays out. The pooled memory count
-    (`units_for_streams`: no fewer units hold them) starts the search; a count that holds too few is followed by
-    one scaled by the users over what it held."""
+    (`units_for_streams`: on LPX no fewer units hold them; on a GPU within its runtime reserve of that) starts the
+    search; a count that holds too few is followed by one scaled by the users over what it held."""
     from lpxsim.catalog import get_system
     from lpxsim.core.errors import DoesNotFit
 
