@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
 from lpxsim.engine.bands import path_for
-from lpxsim.engine.concurrency import GPU_ARRIVALS, BeyondHeld, arrivals_for, kv_fit, sessions_fit
+from lpxsim.engine.concurrency import GPU_ARRIVALS, BeyondHeld, arrivals_for, replica_ceiling, sessions_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
 from lpxsim.engine.query import Deployment, Load, Objective, Workload
 from lpxsim.engine.steady_state import Estimate, prefill_cost, steady_state
@@ -152,7 +152,7 @@ class Answer:
 
 def kv_ceiling(step, context: int) -> int:
     """Streams of `context` tokens whose KV fits one replica, capped by its largest batch."""
-    return min(kv_fit(step, context), step.max_batch())
+    return replica_ceiling(step, context)
 
 
 def ceiling_for(step, workload: Workload) -> int:

@@ -37,6 +37,11 @@ def kv_fit(step: StepModel, context: int) -> int:
     return max(0, math.floor(step.kv_capacity_bytes() / per + 1e-9)) if per > 0 else step.max_batch()
 
 
+def replica_ceiling(step: StepModel, context: int) -> int:
+    """Streams of `context` tokens one replica runs at once: its KV fit, capped by its largest batch."""
+    return min(kv_fit(step, context), step.max_batch())
+
+
 class BeyondHeld(UserError):
     """More sessions than a replica holds under the default retention (`sessions_fit`); `held` is how many it
     does hold, so a search can start there."""

@@ -207,7 +207,7 @@ def _most_held(m: ModelSpec, s: SystemSpec, isl: int, osl: int, p: Precision, st
     the replica whose copies hold more streams of isl + osl tokens (a layout holds the most that fit, `_design`;
     the search asks one replica to hold them all, which on several racks can hold fewer than racks of one each:
     Gemma 4 31B at 32K, 39 on one 512-chip replica against 2 x 22). Equal: the searched one (fewer hops a token)."""
-    from lpxsim.engine.concurrency import kv_fit
+    from lpxsim.engine.concurrency import replica_ceiling
 
     fewest = default_units(m, s, isl + osl, p)
     if fewest >= units:
@@ -218,7 +218,7 @@ def _most_held(m: ModelSpec, s: SystemSpec, isl: int, osl: int, p: Precision, st
         return step
 
     def held(st: StepModel) -> int:
-        return (chips // st.chips) * min(kv_fit(st, isl + osl), st.max_batch())
+        return (chips // st.chips) * replica_ceiling(st, isl + osl)
 
     return small.step if held(small.step) > held(step) else step
 
