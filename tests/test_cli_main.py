@@ -154,3 +154,24 @@ def test_a_config_path_model_is_named_for_what_it_is(tmp_path, folder, file, nam
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["name"] == expected
     assert "config" not in expected.lower()
+
+
+def test_every_command_summary_is_one_line():
+    """A group's --help lists each command by its docstring's first paragraph, kept as written in rich markup
+    mode: a summary wrapped in the source printed as a broken line in the listing (capacity, plan point,
+    plan fleet)."""
+    import inspect
+
+    from lpxsim.cli.main import app, command  # noqa: F401  (importing `app` registers every command)
+
+    found = []
+
+    def walk(cmd, path):
+        for name, sub in getattr(cmd, "commands", {}).items():
+            found.append(f"{path} {name}".strip())
+            first = inspect.cleandoc(sub.short_help or sub.help or "").split("\n\n")[0]
+            assert first and "\n" not in first, f"{path} {name}: {first!r}"
+            walk(sub, f"{path} {name}")
+
+    walk(command(), "")
+    assert {"capacity", "plan point", "plan fleet", "bench aa"} <= set(found)

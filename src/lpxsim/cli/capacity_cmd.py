@@ -196,9 +196,11 @@ def register(app: typer.Typer) -> None:
                                            lo_open=True),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     ) -> None:
-        """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit (pooled memory, and on LPU
-        systems the compiled layout's per-chip ceiling at the same context). With --session: how many agent
-        sessions the deployment holds and how many of them decode at once."""
+        """Where the bytes go, and how many concurrent streams of CONTEXT tokens fit; --session: agent sessions.
+
+        Streams are counted in pooled memory, and on LPU systems at the compiled layout's per-chip ceiling at the
+        same context, beside the engine's ceiling. With --session: how many agent sessions the deployment holds and
+        how many of them decode at once."""
         from lpxsim.core.errors import UserError
 
         if chips is not None and gpus is not None:

@@ -274,8 +274,9 @@ def point_cmd(
                                     "its concurrency and a README) into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """The replica layout and concurrency that best serve --objective with every user at >= the target (default:
-    the most tok/s/MW), and the Pareto set of the layouts tried.
+    """The replica layout and concurrency that best serve --objective with every user at >= the target.
+
+    The objective defaults to the most tok/s/MW; the Pareto set of the layouts tried is printed beside it.
 
     Default workload: an agentic session at the context (concurrency counts sessions, each holding its KV
     through its tool time); --session none: the no-cache loop."""
@@ -322,10 +323,11 @@ def fleet_cmd(
                                     "(GPU pools) a Dynamo-style starting point into this directory"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Whole racks of each system (with N+k spares, under rack and power ceilings) that serve every class at its
-    SLO at least power, cost or TCO: a MILP (HiGHS); the BOM is priced with the cost model. A replica keeps to
-    whole racks unless --allow-straddle. Exit 3 when no fleet is feasible (with the closest feasible target or
-    fleet), 2 for bad input, 0 otherwise."""
+    """Whole racks of each system that serve every class at its SLO at least power, cost or TCO (a MILP).
+
+    Racks come with N+k spares, under rack and power ceilings; the MILP is solved by HiGHS and the BOM priced with
+    the cost model. A replica keeps to whole racks unless --allow-straddle. Exit 3 when no fleet is feasible (with
+    the closest feasible target or fleet), 2 for bad input, 0 otherwise."""
     from lpxsim.plan.costs import load_costs
     from lpxsim.plan.fleet import load_demand, parse_demand, size_fleet
 
