@@ -39,6 +39,7 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     _close(band_file(res)["bands"], shipped["bands"])
     _close(band_file(res)["layouts"], shipped["layouts"])
     _close(band_file(res)["vendors"], shipped["vendors"])
+    _close(band_file(res)["systems"], shipped["systems"])
     assert set(res["bands"]) == set(PATHS)
     for table in ("measured_gpu", "projected_gpu"):
         for group, metrics in res[table]["groups"].items():
@@ -222,3 +223,43 @@ def test_amd_public_serving_points_are_priced_and_recorded_per_gpu():
     # the record's error is tok/s/user's: measured TPOT over predicted
     errs = sorted(100 * (p["tpot_s"] / p["pred_tpot_s"] - 1) for p in points)
     assert tok["min_signed_pct"] == round(errs[0], 1) and tok["max_signed_pct"] == round(errs[-1], 1)
+
+
+def test_a_system_outside_the_calibration_set_is_banded_by_its_own_judges():
+    """B300 is not in the calibration replay; its 24 InferenceX pull-request baselines are. Its TTFT had been
+    -49 to +121 % off them while its answers showed the measured path's +-24 %: a system's own record widens
+    its bands where it has enough points, never narrows them, and never reaches a calibrated GPU."""
+    from lpxsim.engine.bands import MIN_POINTS_FOR_QUANTILE, band_caveat, system_record
+    from lpxsim.engine.validation import calibration_rows, system_records
+
+    calibrated = {r["hardware"] for r in calibration_rows()}
+    points = [
+        {"id": "a", "hardware": "B300", "spec": "none", "tpot_s": 0.010, "pred_tpot_s": 0.008, "ttft_s": 0.1,
+         "pred_ttft_s": 0.2},
+        {"id": "b", "hardware": "B300", "spec": "mtp", "tpot_s": 0.010, "pred_tpot_s": 0.020, "ttft_s": 0.1,
+         "pred_ttft_s": 0.9},  # drafting is judged elsewhere
+        {"id": "c", "hardware": "H200", "spec": "none", "tpot_s": 0.010, "pred_tpot_s": 0.020, "ttft_s": 0.1,
+         "pred_ttft_s": 0.9},  # a calibrated GPU: its record is the replay's
+    ]
+    rec = system_records(points, calibrated)
+    assert set(rec) == {"b300-hgx"}
+    m = rec["b300-hgx"]["metrics"]
+    assert m["tok_s_user"]["points"] == ["a"] and m["tok_s_user"]["min_signed_pct"] == 25.0  # 10 / 8 - 1
+    assert m["ttft"]["min_signed_pct"] == 100.0  # 0.2 / 0.1 - 1
+
+    shipped = system_record("b300-hgx")["metrics"]
+    assert shipped["ttft"]["n"] >= MIN_POINTS_FOR_QUANTILE
+    path = path_for("b300-hgx", "fp4")
+    plain = band_for(path, "ttft")
+    own = band_for(path, "ttft", system="b300-hgx")
+    assert own.band_fraction == round(max(plain.band_fraction * 100, shipped["ttft"]["band_pct"]) / 100, 4)
+    assert own.band_fraction > plain.band_fraction and "own 24 public serving points" in own.data
+    for metric in ("tok_s_user", "tok_s_per_chip"):  # never narrower than the path's
+        assert band_for(path, metric, system="b300-hgx").band_fraction >= band_for(path, metric).band_fraction
+    assert band_for(path, "ttft", system="b200-hgx").band_fraction == plain.band_fraction  # calibrated
+    assert "24 public serving points" in band_caveat("b300-hgx", path)
+    assert band_caveat("b200-hgx", path) == ""
+    # fewer points than a quantile needs: the maker's cross-vendor record speaks (MI355X has one)
+    assert system_record("mi355x")["metrics"]["ttft"]["n"] < MIN_POINTS_FOR_QUANTILE
+    assert answer_band("mi355x", "fp8", metric="ttft").band_fraction == answer_band("mi325x", "fp8",
+                                                                                    metric="ttft").band_fraction

@@ -200,6 +200,21 @@ def vendor_tables(points: list[dict], records: dict) -> list[str]:
     return lines + [""]
 
 
+def system_table(records: dict) -> list[str]:
+    """Each system outside the calibration set with its own judge points, and lpxsim's record on them
+    (`validation.system_records`)."""
+    lines = ["### Judged systems: every judge point of a system outside the calibration set (its answers' bands are "
+             "no narrower than its record where it has at least 5 points)", "",
+             "| system | metric | points | MdAPE | MAPE | signed (median) | range | band (+-) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for system, rec in records.items():
+        for metric, r in rec["metrics"].items():
+            lines.append(f"| {system} | {metric} | {r['n']} | {r['median_abs_pct']:.1f} % | {r['mape_pct']:.1f} % | "
+                         f"{r['median_signed_pct']:+.1f} % | {r['min_signed_pct']:+.1f} .. "
+                         f"{r['max_signed_pct']:+.1f} % | {r['band_pct']:.1f} % |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
@@ -214,6 +229,7 @@ def markdown(res: dict) -> str:
                      f"| {p['median_signed_pct']:+.1f} % |")
     lines += [""] + pr_baselines_table(res["pr_baselines"])
     lines += vendor_tables(res["vendor_judges"], res["vendor_records"])
+    lines += system_table(res["system_records"])
     lines += ["### SRAM machines: published points (tok/s per user)", "",
               "| id | system | model | role | conditions | published | batch-1 (device) | loaded ceiling (users) | "
               "predicted range (loaded + host .. batch-1 [+ spec]) | implied host us/token | batch-1 error | "
@@ -266,7 +282,7 @@ def band_file(res: dict) -> dict:
     """The shipped band file's content for a `validation.run()` result: the paths' bands and the layout features'
     own records (`validation.layout_bands`) and the cross-vendor records (`validation.vendor_records`)."""
     return {"generated_by": "lpxsim validate --write", "bands": res["bands"], "layouts": res["layout_bands"],
-            "vendors": res["vendor_records"]}
+            "vendors": res["vendor_records"], "systems": res["system_records"]}
 
 
 def _row_line(i: int, r: dict) -> str:

@@ -135,7 +135,9 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     `system`: the answer's catalog system. A GPU projected from another maker's tables (AMD from NVIDIA's) shows a
     band no narrower than its maker's cross-vendor record of that metric (`vendor_record`: lpxsim's error on the
     public serving points of that maker's GPUs; throughput from their TPOT, TTFT where they give one), which the
-    NVIDIA-to-NVIDIA projection band does not measure.
+    NVIDIA-to-NVIDIA projection band does not measure. A system outside the calibration set with at least
+    MIN_POINTS_FOR_QUANTILE public serving points of its own (`system_record`: B300 in InferenceX's pull-request
+    baselines) shows a band no narrower than its record on them: the calibration replay never ran that system.
 
     Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
     """
@@ -158,6 +160,10 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     if judged and judged["band_pct"] > band_pct:
         band_pct = judged["band_pct"]
         data += f"; widened to its maker's cross-vendor record ({judged['n']} public serving points)"
+    own_judges = _system_judged(system, metric) if path in GPU_PATHS else {}
+    if own_judges and own_judges["band_pct"] > band_pct:
+        band_pct = own_judges["band_pct"]
+        data += f"; widened to this system's record on its own {own_judges['n']} public serving points"
     return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
                      median_signed_pct=own["median_signed_pct"], band_fraction=round(band_pct / 100.0, 4),
                      n_points=own["n"], data=data, layout=feature)
@@ -166,6 +172,24 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
 # the vendor-record metric that speaks for each answer metric: a judge's TPOT error is tok/s/user's and, at its
 # stated concurrency, tok/s/chip's
 JUDGED_AS = {"tok_s_user": "tok_s_user", "tok_s_per_chip": "tok_s_user", "ttft": "ttft"}
+
+
+GPU_PATHS = ("measured-gpu", "projected-gpu")
+
+
+def system_record(system: str) -> dict:
+    """The shipped record of `system` on its own public serving points (`engine.validation.system_records`: a
+    system outside the calibration set), {} without one."""
+    return _shipped().get("systems", {}).get(system, {}) if system else {}
+
+
+def _system_judged(system: str, metric: str) -> dict:
+    """`system`'s own judge record of `metric` where it has enough points for a quantile band
+    (MIN_POINTS_FOR_QUANTILE; fewer speak through the maker's cross-vendor record, where there is one), else {}."""
+    if metric not in JUDGED_AS:
+        return {}
+    rec = system_record(system).get("metrics", {}).get(JUDGED_AS[metric], {})
+    return rec if rec.get("n", 0) >= MIN_POINTS_FOR_QUANTILE else {}
 
 
 def _cross_vendor_record(system: str, metric: str = "tok_s_user") -> dict:
@@ -260,20 +284,35 @@ def unvalidated_vendor(system: str | SystemSpec) -> str:
 def band_caveat(system: str, path: str) -> str:
     """What a band does not cover for `system`: a GPU projected from another maker's tables carries a band
     measured between one maker's GPUs only, and says how far its maker's public serving points (judges) have
-    been from lpxsim ('' where the validation speaks for it)."""
+    been from lpxsim; a system outside the calibration set says how far its own have been (`_system_caveat`);
+    '' where the validation speaks for it."""
     from lpxsim.catalog import get_system
 
-    if path != "projected-gpu":
+    if path not in GPU_PATHS:
         return ""
     spec = get_system(system)
-    vendor = unvalidated_vendor(spec)
+    vendor = unvalidated_vendor(spec) if path == "projected-gpu" else ""
     if not vendor:
-        return ""
+        return _system_caveat(system)
     known = validated_vendors()
     offline = (f"; {vendor}'s own MLPerf Offline runs are among its judges"
                if vendor in offline_judged_vendors() else "")
     return (f"cross-vendor: the band is from projections between {'/'.join(known)} GPUs; "
             f"{_vendor_judged(vendor, spec.chip.name)}{offline}")
+
+
+def _system_caveat(system: str) -> str:
+    """How far lpxsim has been from `system`'s own public serving points (judges, not fitted), where it has a
+    record (`system_record`), else ''."""
+    metrics = system_record(system).get("metrics", {})
+    parts = [f"{what} {_signed_words(r['min_signed_pct'], r['max_signed_pct'])} "
+             f"(median {r['median_signed_pct']:+.0f}%)"
+             for what, r in (("tok/s/user", metrics.get("tok_s_user")), ("TTFT", metrics.get("ttft"))) if r]
+    if not parts:
+        return ""
+    n = metrics.get("tok_s_user", metrics.get("ttft", {})).get("n", 0)
+    return f"outside the calibration set: lpxsim's {' and '.join(parts)} on its {n} public serving points (judges, " \
+           "not fitted)"
 
 
 def vendor_record(vendor: str) -> dict:

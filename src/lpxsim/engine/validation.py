@@ -342,18 +342,41 @@ def vendor_records(points: list[dict]) -> dict:
         if p.get("ttft_s") and p.get("pred_ttft_s"):
             errs[vendor]["ttft"][p["hardware"]].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
 
-    def record(pairs: list[tuple[str, float]]) -> dict:
-        e = [v for _, v in pairs]
-        return {**error_stats(e).as_row(), "min_signed_pct": round(min(e), 1), "max_signed_pct": round(max(e), 1),
-                "points": sorted(i for i, _ in pairs)}
-
     return {v: {"data": "public serving points of its GPUs (InferenceX pull-request baselines; the maker's own "
                         "published runs, data/measured/amd_public_serving.csv), priced as the calibration replay "
                         "prices a row; signed error of tok/s/user and, where given, TTFT",
-                "metrics": {m: {**record([x for g in gpus.values() for x in g]),
-                                "gpus": {g: record(pairs) for g, pairs in sorted(gpus.items())}}
+                "metrics": {m: {**_judge_record([x for g in gpus.values() for x in g]),
+                                "gpus": {g: _judge_record(pairs) for g, pairs in sorted(gpus.items())}}
                             for m, gpus in sorted(by_metric.items())}}
             for v, by_metric in sorted(errs.items())}
+
+
+def _judge_record(pairs: list[tuple[str, float]]) -> dict:
+    """Error statistics of (point id, signed % error) pairs, with their range and the points' ids."""
+    e = [v for _, v in pairs]
+    return {**error_stats(e).as_row(), "min_signed_pct": round(min(e), 1), "max_signed_pct": round(max(e), 1),
+            "points": sorted(i for i, _ in pairs)}
+
+
+def system_records(points: list[dict], calibrated: set[str]) -> dict:
+    """For each catalog system outside the calibration set (`calibrated`: its GPUs' names) whose own public serving
+    points are judges, the signed errors of those points: tok/s/user (TPOT measured / predicted - 1) and TTFT
+    (predicted / measured - 1). The calibration replay is in-sample and never ran these GPUs, so a judge's error
+    on its own system is the only end-to-end record of that system; its answers' bands are no narrower than it
+    (`engine.bands.band_for`). Speculative-decoding points are left out: they judge the drafting path, not the
+    GPU. `points`: as `vendor_records` takes them."""
+    errs: dict[str, dict[str, list[tuple[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    for p in points:
+        if p.get("pred_tpot_s") is None or p.get("spec", "none") != "none" or p["hardware"] in calibrated:
+            continue
+        system = SYSTEMS[p["hardware"]]
+        errs[system]["tok_s_user"].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
+        if p.get("ttft_s") and p.get("pred_ttft_s"):
+            errs[system]["ttft"].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
+    return {s: {"data": "its own public serving points (InferenceX pull-request baselines; a maker's own published "
+                        "runs), priced as the calibration replay prices a row; judges, never fitted",
+                "metrics": {m: _judge_record(pairs) for m, pairs in sorted(by_metric.items())}}
+            for s, by_metric in sorted(errs.items())}
 
 
 def published_points(path: str | None = None) -> list[dict]:
@@ -942,6 +965,7 @@ def run(limit: int | None = None) -> dict:
     from lpxsim.engine import trtllm_bench
 
     rows = calibration_rows()
+    calibrated = {r["hardware"] for r in rows}  # the GPUs the replay runs (all of them, whatever `limit` keeps)
     rows = rows[:limit] if limit else rows
     gpu = gpu_replay(rows)
     projected = gpu_replay(rows, project=True)
@@ -962,4 +986,5 @@ def run(limit: int | None = None) -> dict:
             "trtllm_perf_overview": overview, "trtllm_bench_min_latency": trtllm_bench.min_latency(),
             "bands": bands(gpu, projected, sram), "layout_bands": layout_bands(gpu, projected, adp, rows),
             "pr_baselines": baselines, "vendor_judges": public,
-            "vendor_records": vendor_records(baselines["points"] + public)}
+            "vendor_records": vendor_records(baselines["points"] + public),
+            "system_records": system_records(baselines["points"] + public, calibrated)}
