@@ -40,6 +40,7 @@ def test_validate_json_reproduces_the_shipped_bands_and_every_table_has_median_a
     _close(band_file(res)["layouts"], shipped["layouts"])
     _close(band_file(res)["vendors"], shipped["vendors"])
     _close(band_file(res)["systems"], shipped["systems"])
+    _close(band_file(res)["speculative"], shipped["speculative"])
     assert set(res["bands"]) == set(PATHS)
     for table in ("measured_gpu", "projected_gpu"):
         for group, metrics in res[table]["groups"].items():
@@ -263,3 +264,43 @@ def test_a_system_outside_the_calibration_set_is_banded_by_its_own_judges():
     assert system_record("mi355x")["metrics"]["ttft"]["n"] < MIN_POINTS_FOR_QUANTILE
     assert answer_band("mi355x", "fp8", metric="ttft").band_fraction == answer_band("mi325x", "fp8",
                                                                                     metric="ttft").band_fraction
+
+
+def test_an_answer_that_drafts_is_banded_by_the_drafting_judges():
+    """No calibration row drafts; the MTP judges (InferenceX's H200 MTP baselines, NVIDIA's one-user trtllm-bench
+    MTP runs) had been -18 to +21 % off in tok/s/user while an MTP answer showed the measured path's +-10 %."""
+    from lpxsim.engine.bands import MIN_POINTS_FOR_QUANTILE, band_text, speculative_record
+    from lpxsim.engine.validation import speculative_record as record_of
+
+    points = [{"id": "a", "hardware": "H200", "spec": "mtp", "tpot_s": 0.010, "pred_tpot_s": 0.0125, "ttft_s": 0.4,
+               "pred_ttft_s": 0.3},
+              {"id": "b", "hardware": "H200", "spec": "none", "tpot_s": 0.010, "pred_tpot_s": 0.02}]
+    rec = record_of(points, [{"id": "c", "err_pct": 9.0}])
+    assert rec["metrics"]["tok_s_user"]["points"] == ["a", "c"]
+    assert rec["metrics"]["tok_s_user"]["min_signed_pct"] == -20.0  # 10 / 12.5 - 1: tok/s/user predicted low
+    assert rec["metrics"]["ttft"]["points"] == ["a"] and rec["metrics"]["ttft"]["min_signed_pct"] == -25.0
+    assert record_of([points[1]], []) == {}
+
+    shipped = speculative_record()["metrics"]
+    assert shipped["tok_s_user"]["n"] >= MIN_POINTS_FOR_QUANTILE
+    for system in ("h200-hgx", "b200-hgx"):
+        path = path_for(system, "fp8")
+        plain, drafting = band_for(path, system=system), band_for(path, system=system, spec=True)
+        assert drafting.band_fraction == round(max(plain.band_fraction * 100, shipped["tok_s_user"]["band_pct"])
+                                               / 100, 4) > plain.band_fraction
+        assert "drafting judge points" in drafting.data and "drafting" in band_text(system, path, drafting, True)
+        assert "drafting" not in band_text(system, path, plain)
+        assert band_for(path, "ttft", system=system, spec=True).band_fraction >= band_for(path, "ttft").band_fraction
+    lpx = band_for("compiled-lpx", spec=True)  # the record is of GPU engines' drafting, not the LPX path's
+    assert lpx.band_fraction == band_for("compiled-lpx").band_fraction
+
+
+def test_estimate_with_mtp_carries_the_drafting_band():
+    from lpxsim.cli.main import app
+
+    args = ["estimate", "deepseek-r1", "--system", "h200-hgx", "--isl", "8192", "--osl", "1024", "--concurrency", "8",
+            "--session", "none", "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).stdout)
+    drafting = json.loads(CliRunner().invoke(app, args + ["--mtp", "2"]).stdout)
+    assert drafting["tok_s_user_band_pct"] > plain["tok_s_user_band_pct"]
+    assert "speculative decoding" in drafting["band"] and "speculative decoding" not in plain["band"]

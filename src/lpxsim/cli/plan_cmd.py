@@ -43,7 +43,7 @@ def _check_backend(backend: str) -> None:
 
 
 def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, ttft_s: float | None,
-                 layout: str = "") -> dict:
+                 layout: str = "", spec: bool = False) -> dict:
     """The error band of a plan's answer on `system` laid out as `layout` (`engine.bands.answer_band`), in the
     keys an engine Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it
     puts around the figure; a metric the path has no validation of has no keys."""
@@ -52,14 +52,14 @@ def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, t
     out: dict = {"cost_path": path_for(system, weights, framework)}
     for metric, value in (("tok_s_user", tok_s_user), ("ttft", ttft_s)):
         try:
-            b = answer_band(system, weights, framework, metric, layout)
+            b = answer_band(system, weights, framework, metric, layout, spec)
         except UserError:  # no validation of this metric on this path: no band, said so by its absence
             continue
         out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
         if value is not None and value > 0:
             out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
         if metric == "tok_s_user":
-            out["band"] = band_text(system, b.path, b)
+            out["band"] = band_text(system, b.path, b, spec)
     return out
 
 
@@ -293,7 +293,7 @@ def point_cmd(
                          objective=objective)
     d = {**op.as_dict(), **point_economics(op, costs)}
     if op.feasible:
-        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s, op.layout)
+        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s, op.layout, spec=mtp > 0)
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point
 

@@ -215,6 +215,20 @@ def system_table(records: dict) -> list[str]:
     return lines + [""]
 
 
+def speculative_table(record: dict) -> list[str]:
+    """lpxsim's record on every drafting judge point (`validation.speculative_record`)."""
+    if not record:
+        return []
+    lines = ["### Speculative decoding: every judge point that drafted (a GPU answer with drafts shows bands no "
+             "narrower than this record where it has at least 5 points)", "",
+             "| metric | points | MdAPE | MAPE | signed (median) | range | band (+-) |", "|---|---|---|---|---|---|---|"]
+    for metric, r in record["metrics"].items():
+        lines.append(f"| {metric} | {r['n']} | {r['median_abs_pct']:.1f} % | {r['mape_pct']:.1f} % | "
+                     f"{r['median_signed_pct']:+.1f} % | {r['min_signed_pct']:+.1f} .. {r['max_signed_pct']:+.1f} % "
+                     f"| {r['band_pct']:.1f} % |")
+    return lines + [""]
+
+
 def markdown(res: dict) -> str:
     """The tables of a `validation.run()` result as markdown (what `lpxsim validate` prints)."""
     lines = _gpu_table("Measured GPU kernels: InferenceX calibration replay", res["measured_gpu"])
@@ -248,6 +262,7 @@ def markdown(res: dict) -> str:
                            "TRT-BESTPERF)", res["trtllm_bench_saturated"], "the run's stated layout and request count")
     lines += overview_table(res["trtllm_perf_overview"])
     lines += min_latency_table(res["trtllm_bench_min_latency"])
+    lines += speculative_table(res["speculative_record"])
     lines += ["", "### Error bands per cost path", "",
               "| path | metric | points | MdAPE | MAPE | signed | band shown (+-) |", "|---|---|---|---|---|---|---|"]
     for path, b in res["bands"].items():
@@ -282,7 +297,8 @@ def band_file(res: dict) -> dict:
     """The shipped band file's content for a `validation.run()` result: the paths' bands and the layout features'
     own records (`validation.layout_bands`) and the cross-vendor records (`validation.vendor_records`)."""
     return {"generated_by": "lpxsim validate --write", "bands": res["bands"], "layouts": res["layout_bands"],
-            "vendors": res["vendor_records"], "systems": res["system_records"]}
+            "vendors": res["vendor_records"], "systems": res["system_records"],
+            "speculative": res["speculative_record"]}
 
 
 def _row_line(i: int, r: dict) -> str:

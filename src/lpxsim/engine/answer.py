@@ -139,14 +139,15 @@ class Answer:
         out: dict = {"cost_path": self.cost_path}
         for metric, value in (("tok_s_user", self.tok_s_user), ("ttft", self.ttft_s)):
             try:
-                b = band_for(self.cost_path, metric, self.deployment.layout, self.deployment.system)
+                b = band_for(self.cost_path, metric, self.deployment.layout, self.deployment.system,
+                             spec=self.spec_k > 0)
             except UserError:  # this path has no validation of this metric: no band, said so by its absence
                 continue
             low, high = b.interval(value)
             out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
             out[f"{metric}_low"], out[f"{metric}_high"] = low, high
             if metric == "tok_s_user":
-                out["band"] = band_text(self.deployment.system, self.cost_path, b)
+                out["band"] = band_text(self.deployment.system, self.cost_path, b, spec=self.spec_k > 0)
         return out
 
 

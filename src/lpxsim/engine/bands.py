@@ -124,7 +124,8 @@ def layout_record(feature: str) -> dict:
     return _shipped().get("layouts", {}).get(feature, {}) if feature else {}
 
 
-def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: str = "") -> ErrorBand:
+def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: str = "",
+             spec: bool = False) -> ErrorBand:
     """The error band of `path` (one of PATHS) for `metric` (tok_s_user, ttft, tok_s_per_chip).
 
     `layout`: the answer's deployment layout label. Where it runs attention data-parallel and the calibration
@@ -138,6 +139,9 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     NVIDIA-to-NVIDIA projection band does not measure. A system outside the calibration set with at least
     MIN_POINTS_FOR_QUANTILE public serving points of its own (`system_record`: B300 in InferenceX's pull-request
     baselines) shows a band no narrower than its record on them: the calibration replay never ran that system.
+
+    `spec`: the answer drafts (MTP). On a GPU path its band is no narrower than the record of every drafting judge
+    point (`speculative_record`), which the calibration replay, with no drafting row, does not measure.
 
     Raises UserError naming `path` or `metric` when there is no such path or no validation of that metric.
     """
@@ -164,6 +168,10 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     if own_judges and own_judges["band_pct"] > band_pct:
         band_pct = own_judges["band_pct"]
         data += f"; widened to this system's record on its own {own_judges['n']} public serving points"
+    drafted = _speculative_judged(metric) if spec and path in GPU_PATHS else {}
+    if drafted and drafted["band_pct"] > band_pct:
+        band_pct = drafted["band_pct"]
+        data += f"; widened to the speculative-decoding record ({drafted['n']} drafting judge points)"
     return ErrorBand(path=path, metric=metric, median_abs_pct=own["median_abs_pct"], mape_pct=own["mape_pct"],
                      median_signed_pct=own["median_signed_pct"], band_fraction=round(band_pct / 100.0, 4),
                      n_points=own["n"], data=data, layout=feature)
@@ -190,6 +198,28 @@ def _system_judged(system: str, metric: str) -> dict:
         return {}
     rec = system_record(system).get("metrics", {}).get(JUDGED_AS[metric], {})
     return rec if rec.get("n", 0) >= MIN_POINTS_FOR_QUANTILE else {}
+
+
+def speculative_record() -> dict:
+    """The shipped record of every drafting judge point (`engine.validation.speculative_record`), {} without one."""
+    return _shipped().get("speculative", {})
+
+
+def _speculative_judged(metric: str) -> dict:
+    """The drafting judges' record of `metric` where it has enough points for a quantile band, else {}."""
+    if metric not in JUDGED_AS:
+        return {}
+    rec = speculative_record().get("metrics", {}).get(JUDGED_AS[metric], {})
+    return rec if rec.get("n", 0) >= MIN_POINTS_FOR_QUANTILE else {}
+
+
+def _speculative_caveat() -> str:
+    """How far lpxsim has been from the drafting judge points, '' without a record."""
+    metrics = speculative_record().get("metrics", {})
+    parts = [f"{what} {_signed_words(r['min_signed_pct'], r['max_signed_pct'])} on {r['n']}"
+             for what, r in (("tok/s/user", metrics.get("tok_s_user")), ("TTFT", metrics.get("ttft"))) if r]
+    return ("speculative decoding: lpxsim's " + " and ".join(parts) + " drafting judge points (no calibration row "
+            "drafts)") if parts else ""
 
 
 def _cross_vendor_record(system: str, metric: str = "tok_s_user") -> dict:
@@ -373,15 +403,16 @@ def layout_caveat(band: ErrorBand) -> str:
     return text
 
 
-def band_text(system: str, path: str, band: ErrorBand) -> str:
+def band_text(system: str, path: str, band: ErrorBand, spec: bool = False) -> str:
     """How an answer names its band: '±11% (projected-gpu, 492 points)', with `band_caveat` and `layout_caveat`
-    where they apply."""
-    caveats = "".join(f"; {c}" for c in (layout_caveat(band), band_caveat(system, path)) if c)
+    where they apply, and for an answer that drafts on a GPU (`spec`) the drafting judges' record."""
+    drafting = _speculative_caveat() if spec and path in GPU_PATHS else ""
+    caveats = "".join(f"; {c}" for c in (layout_caveat(band), band_caveat(system, path), drafting) if c)
     return f"±{100 * band.band_fraction:.0f}% ({path}, {band.n_points} points{caveats})"
 
 
 def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
-                metric: str = "tok_s_user", layout: str = "") -> ErrorBand:
-    """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`:
-    `band_for(path_for(...), metric, layout, system)`."""
-    return band_for(path_for(system, weights, framework), metric, layout, system)
+                metric: str = "tok_s_user", layout: str = "", spec: bool = False) -> ErrorBand:
+    """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`, drafting or
+    not (`spec`): `band_for(path_for(...), metric, layout, system, spec)`."""
+    return band_for(path_for(system, weights, framework), metric, layout, system, spec)
