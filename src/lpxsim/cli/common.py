@@ -178,7 +178,7 @@ def band_line(d: dict) -> str:
              else "tok/s/user ")
     others = "".join(f"; {words} ±{d[f'{m}_band_pct']:.0f}%" for m, words in BAND_METRIC_WORDS.items()
                      if f"{m}_band_pct" in d)
-    bare = [BAND_METRIC_WORDS[m] for m in d.get("unvalidated", []) if m in BAND_METRIC_WORDS]
+    bare = [BAND_METRIC_WORDS[m] for m in d.get("unvalidated", "").split(",") if m in BAND_METRIC_WORDS]
     if bare:
         others += f"; {', '.join(bare)}: no validation on the {d['cost_path']} path"
     return f"error band: {speed}({d['band']}{others}; lpxsim validate shows the points)"

@@ -357,7 +357,8 @@ def figure_bands(system: str, path: str, layout: str, figures: dict[str, float |
     """The band keys of an answer on `system` priced by `path` and laid out as `layout`, for `figures` (metric ->
     the answer's value, None where it has none): cost_path, band (`band_text` of tok/s/user), and per metric its
     ``{metric}_band_pct`` and the interval ``{metric}_low``/``{metric}_high`` it puts around the value. A metric the
-    path has no validation of has no keys; `unvalidated` lists it, so an answer says so instead of going quiet."""
+    path has no validation of has no keys; `unvalidated` names it (comma-separated: a table row's value, parquet-safe),
+    so an answer says so instead of going quiet."""
     out: dict = {"cost_path": path}
     missing = []
     for metric, value in figures.items():
@@ -371,5 +372,5 @@ def figure_bands(system: str, path: str, layout: str, figures: dict[str, float |
             out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
         if metric == "tok_s_user":
             out["band"] = band_text(system, path, b)
-    out["unvalidated"] = missing
+    out["unvalidated"] = ",".join(missing)
     return out
