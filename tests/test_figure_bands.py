@@ -58,3 +58,18 @@ def test_bench_aa_carries_the_band_of_its_path_in_json_text_chart_and_report_tab
     bar = aa_chart(df).data[0]
     assert list(bar.error_y.array) == [p["tok_s_user_high"] - p["speed_median"]]  # the whisker is the band
     assert "band" in _aa_view(df).columns
+
+
+def test_plan_t8_bands_each_systems_speed_from_its_own_path():
+    from lpxsim.cli.main import app
+
+    d = json.loads(CliRunner().invoke(app, ["plan", "t8", "--json"]).stdout)
+    for label, r in d["systems"].items():
+        b = answer_band(r["system"], d["weights"], layout=r["layout"])
+        assert r["cost_path"] == b.path and r["tok_s_user_band_pct"] == round(100 * b.band_fraction, 1), label
+        shown = r["tok_s_user"] if r["feasible"] else r["best_tok_s_user"]  # the speed the table prints
+        if shown > 0:
+            assert (r["tok_s_user_low"], r["tok_s_user_high"]) == b.interval(shown), label
+    assert {d["systems"][s]["cost_path"] for s in ("lpx", "vr-nvl72")} == {"compiled-lpx", "projected-gpu"}
+    text = " ".join(CliRunner().invoke(app, ["plan", "t8"]).stdout.split())
+    assert all(f"- {label} error band: tok/s/user" in text for label in d["systems"])

@@ -211,6 +211,9 @@ def _print_t8(d: dict) -> None:
     for label, r in d["systems"].items():  # a short system's best speed: its load, its layout and what it holds
         if not r["feasible"] and r.get("reason"):
             out.print(f"- {label}: {r['reason']}")
+    for label, r in d["systems"].items():  # its speeds' band (and tok/s/MW's, the frontier's too): its own path's
+        if band_line(r):
+            out.print(f"- {label} {band_line(r)}")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
         if r.get("facility_kw") is not None:
