@@ -73,3 +73,20 @@ def test_plan_t8_bands_each_systems_speed_from_its_own_path():
     assert {d["systems"][s]["cost_path"] for s in ("lpx", "vr-nvl72")} == {"compiled-lpx", "projected-gpu"}
     text = " ".join(CliRunner().invoke(app, ["plan", "t8"]).stdout.split())
     assert all(f"- {label} error band: tok/s/user" in text for label in d["systems"])
+
+
+def test_sweep_text_prints_each_rows_band_and_its_cost_path(tmp_path):
+    import pandas as pd
+
+    from lpxsim.cli.main import app
+
+    args = ["sweep", "gemma-4-31b", "--systems", "mi325x", "--contexts", "10000", "--concurrency", "1",
+            "--no-ceiling", "--executor", "serial", "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    row = pd.read_parquet(tmp_path / "sweep.parquet").iloc[0]
+    assert row["cost_path"] == "projected-gpu"
+    text = " ".join(r.stdout.split())
+    assert f"band ±{row['tok_s_user_band_pct']:.0f}%" in text
+    assert f"- mi325x: tok/s/user error band {row['band']}" in text
+    assert f"TTFT ±{row['ttft_band_pct']:.0f}%; tok/s and tok/s/MW ±{row['tok_s_per_chip_band_pct']:.0f}%" in text
