@@ -153,6 +153,9 @@ class AAPoint:
     # streams of this context (input and median output) the deployment holds at once, as the engine counts them
     # (`engine.answer.kv_ceiling`, every replica): the one user's speed is never given without it
     capacity_streams: int | None = None
+    # the error band of the deployment's cost path around the median speed and TTFT (`engine.bands.figure_bands`:
+    # cost_path, band, tok_s_user_low/high, ttft_low/high, ...); {} where none is known (a fleet)
+    bands: dict = field(default_factory=dict)
 
     def row(self) -> dict:
         """Flat table row (for DataFrames, parquet and the report)."""
@@ -165,7 +168,7 @@ class AAPoint:
             "output_tokens_median": self.output_tokens_median,
             "published_id": self.published.id if self.published else None,
             "published": self.published.value if self.published else None,
-            "diff_pct": self.diff_pct, "capacity_streams": self.capacity_streams,
+            "diff_pct": self.diff_pct, "capacity_streams": self.capacity_streams, **self.bands,
         }
 
 
@@ -229,8 +232,16 @@ def run_aa(model: str, system: str, setup: AASetup | None = None, weights: str =
         out = setup.conversion.to_native(max(1, round(p.output_tokens_median)))
         return kv_ceiling(placed.step, p.native_context + out) * dep.replicas
 
-    return [replace(p, hardware=dep.label(), chips=dep.powered_chips, power_w=dep.power_w, capacity_streams=holds(p))
-            for p in points], df
+    from lpxsim.engine.bands import figure_bands, path_for
+
+    path = path_for(system, weights, framework)
+
+    def bands(p: AAPoint) -> dict:  # one user's speed is a tok/s/user answer: its path's band goes with it
+        return figure_bands(system, path, dep.layout, {"tok_s_user": p.output_speed["median"],
+                                                       "ttft": p.ttft_s["median"]})
+
+    return [replace(p, hardware=dep.label(), chips=dep.powered_chips, power_w=dep.power_w, capacity_streams=holds(p),
+                    bands=bands(p)) for p in points], df
 
 
 def aa_deployment(model: str, system: str, setup: AASetup, weights: str = "fp8", kv: str = "bf16",

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, out, systems_help
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, band_line, emit_json, err, out, systems_help
 from lpxsim.cli.validate import (
     count_option,
     framework_option,
@@ -59,6 +59,9 @@ def print_aa(points, setup) -> None:
     out.print(f"hardware: {first.hardware}; holds: the streams of that context it serves at once (one user's "
               f"speed is not its capacity: `lpxsim sweep` gives the speed at every load); P25/P75 and "
               f"per-request rows: --json / --per-request")
+    for p in points:  # each median's band, from the path that priced it (the same an estimate carries)
+        if band_line(p.row()):
+            out.print(f"{p.context:,} tokens, median {band_line(p.row())}")
     out.print(f"tokens: o200k = native x {setup.conversion.o200k_per_native:g} ({setup.conversion.source})")
 
 

@@ -163,3 +163,22 @@ def economics_line(d: dict) -> str:
         lines.append(f"  {d['alloc_rule']}: {_usd(d['alloc_usd_per_mtok_output'])}/Mtok out + "
                      f"{_usd(d['alloc_usd_per_mtok_input'])}/Mtok in")
     return "\n".join(lines)
+
+
+BAND_METRIC_WORDS = {"ttft": "TTFT", "tok_s_per_chip": "throughput (tok/s, per chip, per MW)"}
+
+
+def band_line(d: dict) -> str:
+    """'error band: tok/s/user 900-1,100 (±12% (measured-gpu, 489 points); TTFT ±28%; throughput (tok/s, per chip,
+    per MW) ±10%; ...)' for the band keys of an answer (`engine.bands.figure_bands`), or '' without one. A figure
+    its path has no validation of is named as such: silence would read as a figure without error."""
+    if not d.get("band"):
+        return ""
+    speed = (f"tok/s/user {d['tok_s_user_low']:,.0f}-{d['tok_s_user_high']:,.0f} " if "tok_s_user_low" in d
+             else "tok/s/user ")
+    others = "".join(f"; {words} ±{d[f'{m}_band_pct']:.0f}%" for m, words in BAND_METRIC_WORDS.items()
+                     if f"{m}_band_pct" in d)
+    bare = [BAND_METRIC_WORDS[m] for m in d.get("unvalidated", "").split(",") if m in BAND_METRIC_WORDS]
+    if bare:
+        others += f"; {', '.join(bare)}: no validation on the {d['cost_path']} path"
+    return f"error band: {speed}({d['band']}{others}; lpxsim validate shows the points)"

@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lpxsim.cli.common import PRICES_HELP, WEIGHTS_HELP, economics_line, emit_json, out, systems_help
+from lpxsim.cli.common import (
+    PRICES_HELP,
+    WEIGHTS_HELP,
+    band_line,
+    economics_line,
+    emit_json,
+    out,
+    systems_help,
+)
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
 from lpxsim.cli.validate import count_option, framework_option, real_option, tokens_option
 from lpxsim.core import inputs
@@ -59,10 +67,8 @@ def _print(d: dict) -> None:
         out.print(f"capacity: the deployment holds up to {d['kv_ceiling']:,} {what} of {d['context']:,} tokens "
                   f"({d['concurrency']:,} at this load)")
     out.print(f"statistic: {d['statistic']}")
-    if d.get("band"):
-        ttft = f"; TTFT ±{d['ttft_band_pct']:.0f}%" if "ttft_band_pct" in d else ""
-        out.print(f"error band: tok/s/user {d['tok_s_user_low']:,.0f}-{d['tok_s_user_high']:,.0f} "
-                  f"({d['band']}{ttft}; lpxsim validate shows the points)")
+    if band_line(d):
+        out.print(band_line(d))
     out.print(economics_line(d))
 
 

@@ -11,6 +11,7 @@ from lpxsim.cli.common import (
     KV_HELP,
     PRICES_HELP,
     WEIGHTS_HELP,
+    band_line,
     economics_line,
     emit_json,
     keep_identifiers,
@@ -43,34 +44,15 @@ def _check_backend(backend: str) -> None:
 
 
 def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, ttft_s: float | None,
-                 layout: str = "", spec: bool = False) -> dict:
-    """The error band of a plan's answer on `system` laid out as `layout` (`engine.bands.answer_band`), in the
-    keys an engine Answer carries (`Answer.bands`): cost_path, band, and per metric its +- % and the interval it
-    puts around the figure; a metric the path has no validation of has no keys."""
-    from lpxsim.engine.bands import answer_band, band_text, path_for
+                 layout: str = "", tok_s_per_chip: float | None = None, spec: bool = False) -> dict:
+    """The error band of a plan's answer on `system` laid out as `layout`, in the keys an engine Answer carries
+    (`engine.bands.figure_bands`, as `Answer.bands`): cost_path, band, and per metric its +- % and the interval it
+    puts around the figure; a metric the path has no validation of is listed in `unvalidated`. `spec`: it drafts."""
+    from lpxsim.engine.bands import figure_bands, path_for
 
-    out: dict = {"cost_path": path_for(system, weights, framework)}
-    for metric, value in (("tok_s_user", tok_s_user), ("ttft", ttft_s)):
-        try:
-            b = answer_band(system, weights, framework, metric, layout, spec)
-        except UserError:  # no validation of this metric on this path: no band, said so by its absence
-            continue
-        out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
-        if value is not None and value > 0:
-            out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
-        if metric == "tok_s_user":
-            out["band"] = band_text(system, b.path, b, spec)
-    return out
+    return figure_bands(system, path_for(system, weights, framework), layout,
+                        {"tok_s_user": tok_s_user, "ttft": ttft_s, "tok_s_per_chip": tok_s_per_chip}, spec)
 
-
-def band_line(d: dict) -> str:
-    """'error band: tok/s/user 900-1,100 (±12% (measured-gpu, 489 points); TTFT ±28%)', or '' without one."""
-    if not d.get("band"):
-        return ""
-    speed = (f"tok/s/user {d['tok_s_user_low']:,.0f}-{d['tok_s_user_high']:,.0f} " if "tok_s_user_low" in d
-             else "tok/s/user ")
-    ttft = f"; TTFT ±{d['ttft_band_pct']:.0f}%" if "ttft_band_pct" in d else ""
-    return f"error band: {speed}({d['band']}{ttft}; lpxsim validate shows the points)"
 
 
 def _point_table(d: dict) -> Table:
@@ -230,6 +212,9 @@ def _print_t8(d: dict) -> None:
     for label, r in d["systems"].items():  # a short system's best speed: its load, its layout and what it holds
         if not r["feasible"] and r.get("reason"):
             out.print(f"- {label}: {r['reason']}")
+    for label, r in d["systems"].items():  # its speeds' band (and tok/s/MW's, the frontier's too): its own path's
+        if band_line(r):
+            out.print(f"- {label} {band_line(r)}")
     for label, r in d["systems"].items():
         out.print(f"- {label} rack power: {r['rack_power_w'] / 1e3:,.1f} kW, {r['power_source']} ({r['power_grade']})")
         if r.get("facility_kw") is not None:
@@ -293,7 +278,8 @@ def point_cmd(
                          objective=objective)
     d = {**op.as_dict(), **point_economics(op, costs)}
     if op.feasible:
-        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s, op.layout, spec=mtp > 0)
+        d |= answer_bands(op.system, op.weights, framework, op.tok_s_user, op.ttft_s, op.layout,
+                          op.tok_s_total / max(1, op.replica_chips), spec=mtp > 0)
     if target_dir is not None and op.feasible:
         from lpxsim.plan.fleet_emit import emit_operating_point
 

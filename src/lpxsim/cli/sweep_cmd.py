@@ -23,7 +23,7 @@ def print_sweep(df) -> None:
     what = ("agentic sessions: concurrency = sessions held" if "session_kind" in df and
             (df["session_kind"] == "agentic").any() else "no prefix reuse")
     t = Table(title=f"Sweep: tok/s per user vs aggregate ({what}; every row at its context, concurrency, hardware)")
-    for col in ("system/mode", "context", "conc.", "hardware", "tok/s/user", "tok/s total", "tok/s/MW",
+    for col in ("system/mode", "context", "conc.", "hardware", "tok/s/user", "band", "tok/s total", "tok/s/MW",
                 "TTFT", "frontier"):
         t.add_column(col, justify="right")
     for _, r in df.iterrows():
@@ -32,13 +32,30 @@ def print_sweep(df) -> None:
             why = r.get("error") if isinstance(r.get("error"), str) else (
                 f"over KV ceiling ({int(ceil)})" if ceil == ceil and ceil is not None else "does not fit")
             t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}", str(r.get("hardware", "")),
-                      why, "", "", "", "")
+                      why, "", "", "", "", "")
             continue
         ceiling = " (ceiling)" if bool(r.get("at_ceiling", False)) else ""  # KV or the batch cap, whichever binds
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
-                  str(r["hardware"]), f"{r['tok_s_user']:,.0f}", f"{r['tok_s_total']:,.0f}",
+                  str(r["hardware"]), f"{r['tok_s_user']:,.0f}", _band_cell(r), f"{r['tok_s_total']:,.0f}",
                   f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", _frontier(r))
     out.print(keep_identifiers(t))
+    if "band" in df:  # each system's band, named with its cost path (the same an estimate prints)
+        for target, band in df.dropna(subset=["band"]).groupby("target", sort=False)["band"].first().items():
+            g = df[df["target"] == target]
+            out.print(f"- {target}: tok/s/user error band {band}; TTFT {_pct(g, 'ttft_band_pct')}; tok/s and "
+                      f"tok/s/MW {_pct(g, 'tok_s_per_chip_band_pct')}")
+
+
+def _band_cell(r) -> str:
+    """'±46%': the row's tok/s/user band (its cost path's), '-' where the row has none."""
+    pct = r.get("tok_s_user_band_pct")
+    return f"±{pct:.0f}%" if pct is not None and pct == pct else "-"
+
+
+def _pct(g, col: str) -> str:
+    """'±46%' of a band column of a system's rows, or 'no validation on this path' where it has none."""
+    v = g[col].dropna() if col in g else g.iloc[0:0]
+    return f"±{v.iloc[0]:.0f}%" if len(v) else "no validation on this path"
 
 
 def _frontier(r) -> str:

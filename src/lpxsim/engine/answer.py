@@ -130,25 +130,17 @@ class Answer:
         }
 
     def bands(self) -> dict:
-        """The error bands of this answer's cost path (`engine.bands`): per metric the +- fraction, the
-        interval it puts around the figure, and the validation it comes from; {} where the path has none."""
-        from lpxsim.engine.bands import band_for, band_text
+        """The error bands of this answer's cost path (`engine.bands.figure_bands`): per metric the +- fraction,
+        the interval it puts around the figure (tok_s_per_chip: around output tok/s per chip), and the validation
+        it comes from; {} where the answer has no path."""
+        from lpxsim.engine.bands import figure_bands
 
         if not self.cost_path:
             return {}
-        out: dict = {"cost_path": self.cost_path}
-        for metric, value in (("tok_s_user", self.tok_s_user), ("ttft", self.ttft_s)):
-            try:
-                b = band_for(self.cost_path, metric, self.deployment.layout, self.deployment.system,
-                             spec=self.spec_k > 0)
-            except UserError:  # this path has no validation of this metric: no band, said so by its absence
-                continue
-            low, high = b.interval(value)
-            out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
-            out[f"{metric}_low"], out[f"{metric}_high"] = low, high
-            if metric == "tok_s_user":
-                out["band"] = band_text(self.deployment.system, self.cost_path, b, spec=self.spec_k > 0)
-        return out
+        d = self.deployment
+        return figure_bands(d.system, self.cost_path, d.layout, {
+            "tok_s_user": self.tok_s_user, "ttft": self.ttft_s,
+            "tok_s_per_chip": self.tok_s_total / max(1, d.powered_chips)}, spec=self.spec_k > 0)
 
 
 def kv_ceiling(step, context: int) -> int:

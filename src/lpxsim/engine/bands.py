@@ -416,3 +416,31 @@ def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
     """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`, drafting or
     not (`spec`): `band_for(path_for(...), metric, layout, system, spec)`."""
     return band_for(path_for(system, weights, framework), metric, layout, system, spec)
+
+
+# the figures an answer's band covers, by metric: tok/s/chip's band also covers the deployment's tok/s and tok/s/MW
+# (each is tok/s/chip times a fixed chip count or over a fixed power)
+FIGURE_METRICS = ("tok_s_user", "ttft", "tok_s_per_chip")
+
+
+def figure_bands(system: str, path: str, layout: str, figures: dict[str, float | None], spec: bool = False) -> dict:
+    """The band keys of an answer on `system` priced by `path` and laid out as `layout`, for `figures` (metric ->
+    the answer's value, None where it has none): cost_path, band (`band_text` of tok/s/user), and per metric its
+    ``{metric}_band_pct`` and the interval ``{metric}_low``/``{metric}_high`` it puts around the value. A metric the
+    path has no validation of has no keys; `unvalidated` names it (comma-separated: a table row's value, parquet-safe),
+    so an answer says so instead of going quiet. `spec`: the answer drafts (`band_for`)."""
+    out: dict = {"cost_path": path}
+    missing = []
+    for metric, value in figures.items():
+        try:
+            b = band_for(path, metric, layout, system, spec)
+        except UserError:  # no validation of this metric on this path
+            missing.append(metric)
+            continue
+        out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
+        if value is not None and value > 0:
+            out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
+        if metric == "tok_s_user":
+            out["band"] = band_text(system, path, b, spec)
+    out["unvalidated"] = ",".join(missing)
+    return out

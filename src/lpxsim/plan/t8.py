@@ -77,7 +77,19 @@ class T8Row:
             "backend": self.point.backend, "reason": self.point.reason,
             "rack_power_w": self.rack_power_w, "power_source": self.power_source, "power_grade": self.power_grade,
             "power_note": self.power_note, "ratio_vs_gb200": self.ratio_vs_baseline, "note": self.note,
+            **self.bands(),
         }
+
+    def bands(self) -> dict:
+        """The error band of the row's cost path (`engine.bands.figure_bands`) around the speed it shows: the
+        target's answer where it is met, else the fastest a user gets (the 'max' a short system prints)."""
+        from lpxsim.engine.bands import figure_bands, path_for
+
+        p = self.point
+        ok = p.feasible
+        return figure_bands(self.system, path_for(self.system, p.weights), p.layout, {
+            "tok_s_user": p.tok_s_user if ok else p.best_tok_s_user, "ttft": p.ttft_s if ok else None,
+            "tok_s_per_chip": p.tok_s_total / max(1, p.replica_chips) if ok else None}, spec=p.spec_k > 0)
 
 
 @dataclass

@@ -36,17 +36,24 @@ def capacity_chart(df: pd.DataFrame) -> go.Figure:
 
 
 def aa_chart(points: pd.DataFrame) -> go.Figure:
-    """AA median (P5-P95) per system and context, with the published figures as stars."""
+    """AA median per system and context, with the published figures as stars. The whisker is the error band of
+    the system's cost path (tok_s_user_low .. tok_s_user_high, `lpxsim.engine.bands`) where the rows carry it:
+    every request alike leaves P5-P95 a line, so the band is what says how far the bar may be off; P5-P95 is in
+    the hover (and is the whisker of rows without a band)."""
     fig = go.Figure()
     for i, (system, g) in enumerate(points.groupby("system", sort=True)):
         g = g.sort_values("context")
         x = [f"{int(c):,}" for c in g["context"]]
+        banded = {"tok_s_user_low", "tok_s_user_high"} <= set(g.columns) and g["tok_s_user_low"].notna().all()
+        hi, lo = (g["tok_s_user_high"], g["tok_s_user_low"]) if banded else (g["speed_p95"], g["speed_p5"])
+        what = f"<br>band: {g['band'].iloc[0]}" if banded and "band" in g else ""
         fig.add_trace(go.Bar(
             x=x, y=g["speed_median"], name=f"{system}: {hardware_words(str(g['hardware'].iloc[0]))} (simulated)",
             marker_color=PALETTE[i % 7],
-            error_y=dict(type="data", symmetric=False, array=g["speed_p95"] - g["speed_median"],
-                         arrayminus=g["speed_median"] - g["speed_p5"]),
-            hovertemplate=f"{system}<br>context %{{x}} tokens, concurrency 1<br>median %{{y:,.0f}} tok/s<extra></extra>",
+            error_y=dict(type="data", symmetric=False, array=hi - g["speed_median"], arrayminus=g["speed_median"] - lo),
+            customdata=g[["speed_p5", "speed_p95"]].to_numpy(),
+            hovertemplate=f"{system}<br>context %{{x}} tokens, concurrency 1<br>median %{{y:,.0f}} tok/s "
+                          f"(P5-P95 %{{customdata[0]:,.0f}}-%{{customdata[1]:,.0f}}){what}<extra></extra>",
         ))
     pub = points.dropna(subset=["published"])
     if len(pub):
@@ -56,7 +63,8 @@ def aa_chart(points: pd.DataFrame) -> go.Figure:
             text=[f"{v:,.0f} ({i})" for v, i in zip(pub["published"], pub["published_id"], strict=True)],
             textposition="top center",
         ))
-    fig.update_layout(barmode="group", title="Artificial Analysis method: output tok/s per user, concurrency 1",
+    fig.update_layout(barmode="group", title="Artificial Analysis method: output tok/s per user, concurrency 1"
+                      "<br><sup>whiskers: the error band of each system's cost path (lpxsim validate)</sup>",
                       xaxis_title="input context (o200k tokens)", yaxis_title="output tok/s (o200k)", **LAYOUT)
     return fig
 

@@ -174,8 +174,8 @@ def _aa_rows(model, system, setup, cfg) -> SectionResult:
 
 
 def _aa_view(df: pd.DataFrame) -> pd.DataFrame:
-    cols = ["system", "hardware", "context", "concurrency", "speed_median", "speed_p5", "speed_p25", "speed_p75",
-            "speed_p95", "ttft_median_s", "published", "published_id", "diff_pct"]
+    cols = ["system", "hardware", "context", "concurrency", "speed_median", "band", "speed_p5", "speed_p25",
+            "speed_p75", "speed_p95", "ttft_median_s", "published", "published_id", "diff_pct"]
     view = df[[c for c in cols if c in df.columns]].copy()
     if "diff_pct" in view:
         view["diff_pct"] = [fmt_pct(v) for v in view["diff_pct"]]
