@@ -22,7 +22,7 @@ def test_an_estimate_bands_its_throughput_per_chip_from_its_own_path():
     d = json.loads(_estimate(*args, "--json"))
     b = answer_band("mi325x", metric="tok_s_per_chip", layout=d["layout"])
     assert d["cost_path"] == b.path == "projected-gpu"
-    assert d["tok_s_per_chip_band_pct"] == round(100 * b.band_fraction, 1)  # the cross-vendor widening included
+    assert d["tok_s_per_chip_band_pct"] == round(100 * b.band_fraction, 2)  # the cross-vendor widening included
     low, high = b.interval(d["output_tok_s_per_chip"])
     assert (d["tok_s_per_chip_low"], d["tok_s_per_chip_high"]) == (low, high)
     text = " ".join(_estimate(*args).split())
@@ -49,7 +49,7 @@ def test_bench_aa_carries_the_band_of_its_path_in_json_text_chart_and_report_tab
     p = d["points"][0]
     b = answer_band("mi325x", layout=d["hardware"])  # AMD: projected, widened to its maker's cross-vendor record
     assert p["cost_path"] == b.path == "projected-gpu" and "cross-vendor" in p["band"]
-    assert p["tok_s_user_band_pct"] == round(100 * b.band_fraction, 1)
+    assert p["tok_s_user_band_pct"] == round(100 * b.band_fraction, 2)
     assert (p["tok_s_user_low"], p["tok_s_user_high"]) == b.interval(p["speed_median"])
     assert "ttft_band_pct" in p
     text = " ".join(CliRunner().invoke(app, args).stdout.split())
@@ -66,7 +66,7 @@ def test_plan_t8_bands_each_systems_speed_from_its_own_path():
     d = json.loads(CliRunner().invoke(app, ["plan", "t8", "--json"]).stdout)
     for label, r in d["systems"].items():
         b = answer_band(r["system"], d["weights"], layout=r["layout"])
-        assert r["cost_path"] == b.path and r["tok_s_user_band_pct"] == round(100 * b.band_fraction, 1), label
+        assert r["cost_path"] == b.path and r["tok_s_user_band_pct"] == round(100 * b.band_fraction, 2), label
         shown = r["tok_s_user"] if r["feasible"] else r["best_tok_s_user"]  # the speed the table prints
         if shown > 0:
             assert (r["tok_s_user_low"], r["tok_s_user_high"]) == b.interval(shown), label

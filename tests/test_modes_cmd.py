@@ -75,3 +75,41 @@ def test_session_none_is_the_no_cache_loop(monkeypatch, capsys) -> None:
 def test_bad_input_is_one_line_naming_the_field(monkeypatch, capsys, args, field) -> None:
     code, _, err = _cli(monkeypatch, capsys, "gemma-4-31b", *args)
     assert code == 2 and field in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_mode_carries_its_band_a_mixed_one_its_widest_parts(monkeypatch, capsys) -> None:
+    """The modes had no band (helper audit, round 3 twenty-fifth session). Rubin alone and LPX alone carry the
+    engine answer's; a mode mixing Rubin and LPX pools carries the widest of its parts' (no measurement of a mixed
+    deployment exists), and a figure any part has no validation of is named unvalidated."""
+    from lpxsim.engine.bands import answer_band
+
+    code, out, _ = _cli(monkeypatch, capsys, "gemma-4-31b", "--contexts", "8000", "--loads", "3", "--osl", "32",
+                        "--json")
+    assert code == 0
+    rows = {r["mode"]: r for r in json.loads(out)["rows"]}
+    rubin, lpx = answer_band("vr-nvl72"), answer_band("lpx")
+    assert rows["rubin-alone"]["tok_s_user_band_pct"] == pytest.approx(100 * rubin.band_fraction, abs=0.01)
+    assert rows["lpx-alone"]["tok_s_user_band_pct"] == pytest.approx(100 * lpx.band_fraction, abs=0.01)
+    widest = max(rubin.band_fraction, lpx.band_fraction)
+    for mode in ("rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter"):
+        r = rows[mode]
+        assert r["tok_s_user_band_pct"] == pytest.approx(100 * widest, abs=0.01), mode
+        assert r["cost_path"] == "projected-gpu + compiled-lpx" and "mixed deployment" in r["band"]
+        assert "ttft" in r["unvalidated"].split(",")  # LPX has no TTFT record: neither has the mix
+        assert r["tok_s_user_low"] < r["tok_s_user_p50"] < r["tok_s_user_high"]
+    code, out, _ = _cli(monkeypatch, capsys, "gemma-4-31b", "--contexts", "8000", "--loads", "3", "--osl", "32")
+    assert code == 0 and "band" in out and "- rubin-lpx-pd: error band: tok/s/user (±" in out
+    assert "nan" not in out
+
+
+def test_mixed_bands_take_the_widest_part_per_metric() -> None:
+    from lpxsim.engine.bands import figure_bands, mixed_bands
+
+    figures = {"tok_s_user": 100.0, "ttft": 0.2, "tok_s_per_chip": 10.0}
+    gpu = figure_bands("vr-nvl72", "projected-gpu", "", figures)
+    assert mixed_bands([("vr-nvl72", "projected-gpu")] * 2, figures) == gpu  # one part: its own keys
+    amd = figure_bands("mi325x", "projected-gpu", "", figures)
+    mix = mixed_bands([("vr-nvl72", "projected-gpu"), ("mi325x", "projected-gpu")], figures)
+    for metric in figures:
+        assert mix[f"{metric}_band_pct"] == max(gpu[f"{metric}_band_pct"], amd[f"{metric}_band_pct"])
+    assert mix["unvalidated"] == "" and "its other parts: projected-gpu on vr-nvl72" in mix["band"]

@@ -82,7 +82,7 @@ def test_fleet_json(tmp_path: Path) -> None:
     for a in d["assignments"]:
         assert a["tok_s_user"] > 0 and a["context"] in (8000, 4000) and a["concurrency_per_replica"] >= 1
         b = answer_band(a["system"])  # each assignment carries its system's band, around its own speed
-        assert a["cost_path"] == b.path and a["tok_s_user_band_pct"] == round(100 * b.band_fraction, 1)
+        assert a["cost_path"] == b.path and a["tok_s_user_band_pct"] == round(100 * b.band_fraction, 2)
         assert (a["tok_s_user_low"], a["tok_s_user_high"]) == pytest.approx(b.interval(a["tok_s_user"]))
     text = " ".join(runner.invoke(app, ["plan", "fleet", "--demand", str(p)]).stdout.split())
     assert text.count("error band: tok/s/user") == len(d["assignments"])

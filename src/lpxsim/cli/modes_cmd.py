@@ -6,13 +6,14 @@ import math
 
 import typer
 
-from lpxsim.cli.common import emit_json, out
+from lpxsim.cli.common import band_line, emit_json, out
 from lpxsim.cli.session_opts import session_option
 from lpxsim.cli.validate import seed_option, tokens_option
 from lpxsim.engine.query import DEFAULT_OSL
 
 COLUMNS = (("mode", "mode", "{}"), ("context", "context", "{:,}"), ("users", "users", "{:,}"),
-           ("tok_s_user_p50", "tok/s/user P50", "{:,.0f}"), ("tok_s_user_p10", "P10", "{:,.0f}"),
+           ("tok_s_user_p50", "tok/s/user P50", "{:,.0f}"), ("tok_s_user_band_pct", "band", "±{:.0f}%"),
+           ("tok_s_user_p10", "P10", "{:,.0f}"),
            ("ttft_p90_s", "TTFT P90 s", "{:,.2f}"), ("tok_s_per_mw", "tok/s per MW", "{:,.0f}"),
            ("speed_vs_rubin", "vs Rubin", "{:.2f}x"), ("speed_vs_lpx", "vs LPX", "{:.2f}x"),
            ("hardware", "hardware, power", "{}"))
@@ -81,3 +82,9 @@ def register(app: typer.Typer) -> None:
             t.add_row(*(_cell(r.get(k), fmt, k) for k, _, fmt in COLUMNS))
         t.caption = f"{note}. {SOLVER_NOTE}"
         out.print(t)
+        for mode, r in df.drop_duplicates("mode").set_index("mode").iterrows():  # each mode's band, with its path
+            # the row's own keys, without the interval around one row's figure: the table gives each row's ±
+            keys = {k: v for k, v in r.to_dict().items() if not (isinstance(v, float) and v != v)
+                    and not k.endswith(("_low", "_high"))}
+            if isinstance(keys.get("band"), str):
+                out.print(f"- {mode}: {band_line(keys)}")

@@ -437,10 +437,40 @@ def figure_bands(system: str, path: str, layout: str, figures: dict[str, float |
         except UserError:  # no validation of this metric on this path
             missing.append(metric)
             continue
-        out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 1)
+        out[f"{metric}_band_pct"] = round(100 * b.band_fraction, 2)  # two decimals: shown whole, it reads as `band_text`
         if value is not None and value > 0:
             out[f"{metric}_low"], out[f"{metric}_high"] = b.interval(value)
         if metric == "tok_s_user":
             out["band"] = band_text(system, path, b, spec)
     out["unvalidated"] = ",".join(missing)
+    return out
+
+
+def mixed_bands(parts: list[tuple[str, str]], figures: dict[str, float | None], spec: bool = False) -> dict:
+    """The band keys (as `figure_bands` gives them) of a figure served by a deployment mixing cost paths
+    (`parts`: (system, path) of each pool, e.g. Rubin prefill and LPX decode): per metric the widest of its parts'
+    bands, and a metric any part has no validation of is unvalidated. No measurement of a mixed deployment
+    exists, so its figure is no more certain than its least certain part; `band` names every part."""
+    each = [figure_bands(system, path, "", figures, spec) for system, path in dict.fromkeys(parts)]
+    if len(each) == 1:
+        return each[0]
+    out: dict = {"cost_path": " + ".join(d["cost_path"] for d in each)}
+    missing = {m for d in each for m in d["unvalidated"].split(",") if m}
+    widest = None
+    for metric in figures:
+        if metric in missing:
+            continue
+        top = max(each, key=lambda d, m=metric: d[f"{m}_band_pct"])
+        out[f"{metric}_band_pct"] = top[f"{metric}_band_pct"]
+        for end in ("low", "high"):
+            if f"{metric}_{end}" in top:
+                out[f"{metric}_{end}"] = top[f"{metric}_{end}"]
+        if metric == "tok_s_user":
+            widest = top
+    if widest is not None:  # the widest part's own text ('±205% (compiled-lpx, 5 points)'), the others named in it
+        others = ", ".join(f"{d['cost_path']} on {system} ±{d['tok_s_user_band_pct']:.0f}%"
+                           for (system, _), d in zip(dict.fromkeys(parts), each, strict=True) if d is not widest)
+        out["band"] = (f"{widest['band'][:-1]}; the widest part of a mixed deployment, of which no measurement "
+                       f"exists; its other parts: {others})")
+    out["unvalidated"] = ",".join(m for m in figures if m in missing)
     return out

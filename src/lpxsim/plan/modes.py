@@ -96,9 +96,11 @@ def users_of(load: str) -> int:
 ENGINE_MODES = {"rubin-alone": "vr-nvl72", "lpx-alone": "lpx"}
 
 
-def _row(mode: str, context: int, load: str, res, wl) -> dict:
+def _row(mode: str, context: int, load: str, res, wl, weights: str = "fp8") -> dict:
     """A simulated mode's row. For sessions the per-user figures are the later turns' (as the engine answers);
-    fleet tok/s and per MW are the whole run's, first turns and think time included."""
+    fleet tok/s and per MW are the whole run's, first turns and think time included. Its band is its pools'
+    (`engine.bands.mixed_bands`: the widest part's)."""
+    from lpxsim.engine.bands import mixed_bands, path_for
     from lpxsim.engine.fleets import fleet_hardware
 
     s = res.summary
@@ -118,6 +120,10 @@ def _row(mode: str, context: int, load: str, res, wl) -> dict:
         extra = {"ttft_first_turn_p50_s": first.get("p50", math.nan), "evictions": s.get("evictions", math.nan),
                  "sessions_resident_max": s.get("sessions_resident_max", math.nan),
                  "prefix_hit_rate": s.get("prefix_hit_rate", math.nan)}
+    chips = float(res.pools["chips"].sum())
+    parts = [(r.system, path_for(r.system, weights)) for r in res.pools.itertuples()]
+    bands = mixed_bands(parts, {"tok_s_user": speed.get("p50", math.nan), "ttft": ttft.get("p90", math.nan),
+                                "tok_s_per_chip": s["fleet_tok_s"] / chips if chips > 0 else None})
     return {
         "mode": mode, "context": context, "load": load, "users": users_of(load),
         "tok_s_user_p50": speed.get("p50", math.nan), "tok_s_user_p10": speed.get("p10", math.nan),
@@ -125,7 +131,7 @@ def _row(mode: str, context: int, load: str, res, wl) -> dict:
         "fleet_tok_s": s["fleet_tok_s"], "power_kw": s["power_w"] / 1e3, "hardware": fleet_hardware(res),
         "mean_concurrency": s["mean_concurrency"], "completed": s["completed"],
         "solver": "serving simulator (closed loop)", "osl": None, "ttft_s": ttft.get("mean", math.nan),
-        "session": wl.label(), **extra,
+        "session": wl.label(), **extra, **bands,
     }
 
 
@@ -141,7 +147,7 @@ def _engine_row(mode: str, context: int, load: str, a) -> dict:
         "deployment": a.deployment.label(), "mean_concurrency": float(a.streams_admitted), "completed": math.nan,
         "solver": a.solver, "osl": a.workload.osl, "ttft_s": a.ttft_s, "label": a.label(), "needs": a.needs,
         "session": a.workload.label(), "streams_decoding": a.streams_decoding,
-        "ttft_first_turn_p50_s": a.ttft_first_turn_s if a.workload.session else math.nan,
+        "ttft_first_turn_p50_s": a.ttft_first_turn_s if a.workload.session else math.nan, **a.bands(),
     }
 
 
@@ -180,7 +186,7 @@ def compare_modes(q: ModesQuery, progress=None) -> pd.DataFrame:
                     rows.append(_engine_row(mode, context, load, _engine_answer(q, mode, context, n)))
                 else:
                     res = simulate_fleet(builtin_fleet(mode, q.model, **size), wl, seed=q.seed)
-                    rows.append({**_row(mode, context, load, res, ewl), "osl": q.osl})
+                    rows.append({**_row(mode, context, load, res, ewl, q.weights), "osl": q.osl})
                 if progress is not None:
                     progress(mode, context, load)
     df = pd.DataFrame(rows)
@@ -199,6 +205,11 @@ def with_relative(df: pd.DataFrame) -> pd.DataFrame:
             vals = [ref[col].get((r.context, r.load), math.nan) for r in df.itertuples()]
             out[f"{short}_vs_{tag}"] = out[col].to_numpy() / pd.Series(vals, dtype=float).to_numpy()
     return out
+
+
+def band_cell(pct: float | None) -> str:
+    """'±205%': a row's tok/s/user band (`engine.bands`), '-' where it has none."""
+    return f"±{pct:.0f}%" if pct is not None and pct == pct else "-"
 
 
 KEY_COLUMNS = ["mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s",

@@ -111,18 +111,27 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
     return fig
 
 
-def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str) -> go.Figure:
+def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str,
+               bands: dict[str, str] | None = None) -> go.Figure:
     """Horizontal bars of several metrics per row label (e.g. tok/s/user and tok/s/MW per serving mode):
-    one row per label, so long labels (a mode and its hardware) never overlap; values printed at the bars."""
+    one row per label, so long labels (a mode and its hardware) never overlap; values printed at the bars.
+    `bands`: metric column -> the column of its error band in percent (`engine.bands`), drawn as whiskers from
+    value / (1 + b) to value x (1 + b); a row without one has none."""
     fig = make_subplots(rows=1, cols=len(ys), subplot_titles=[t for _, t in ys], shared_yaxes=True,
                         horizontal_spacing=0.04)
     labels = list(df[x])[::-1]  # the first row on top
     for j, (col, _) in enumerate(ys, start=1):
         vals = list(df[col])[::-1]
+        whiskers = None
+        if bands and bands.get(col) in df:
+            b = [float(v) / 100 if v is not None and v == v else 0.0 for v in list(df[bands[col]])[::-1]]
+            whiskers = dict(type="data", symmetric=False, array=[v * f for v, f in zip(vals, b, strict=True)],
+                            arrayminus=[v * f / (1 + f) for v, f in zip(vals, b, strict=True)], color="#555",
+                            thickness=1)
         fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", showlegend=False, cliponaxis=False,
                              marker_color=[PALETTE[i % 7] for i in range(len(df))][::-1],
                              text=[f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}" for v in vals], textposition="auto",
-                             textangle=0,
+                             textangle=0, error_x=whiskers,
                              hovertemplate="%{y}: %{x:,.3g}<extra></extra>"), row=1, col=j)
     layout = {**LAYOUT, "height": max(LAYOUT["height"], 90 + 60 * len(df)), "margin": dict(l=20, r=20, t=90, b=40)}
     fig.update_layout(title=title, **layout)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lpxsim.plan.modes import band_cell
 from lpxsim.report.html import Chart, Note, Section, Table
 from lpxsim.report.tour_sections import SectionResult, TourConfig, shared_note
 
 TOUR_MODES = ("rubin-alone", "lpx-alone", "rubin-lpx-pd", "rubin-lpx-afd", "rubin-lpx-drafter")
-SHOWN = ("mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s", "tok_s_per_mw",
-         "speed_vs_rubin", "speed_vs_lpx", "hardware")
+SHOWN = ("mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_band", "tok_s_user_p10", "ttft_p90_s",
+         "tok_s_per_mw", "speed_vs_rubin", "speed_vs_lpx", "hardware")
 
 
 def _chart(df: pd.DataFrame, model: str, context: int, load: str, users: int):
@@ -24,7 +25,13 @@ def _chart(df: pd.DataFrame, model: str, context: int, load: str, users: int):
                          for m, h in zip(df["mode"], df["hardware"], strict=True)])
     return bars_chart(d, "label", [("tok_s_user_p50", "tok/s per user, P50"), ("ttft_p90_s", "TTFT P90 (s)"),
                                    ("tok_s_per_mw", "output tok/s per MW")],
-                      f"{model}: context {context:,} tokens, {users} concurrent users ({load}), closed loop")
+                      f"{model}: context {context:,} tokens, {users} concurrent users ({load}), closed loop "
+                      "(whiskers: each mode's error band)", bands=BAND_OF)
+
+
+# each charted figure's error band (`engine.bands`: tok/s per MW is tok/s per chip over a fixed power)
+BAND_OF = {"tok_s_user_p50": "tok_s_user_band_pct", "ttft_p90_s": "ttft_band_pct",
+           "tok_s_per_mw": "tok_s_per_chip_band_pct"}
 
 
 def modes_section(cfg: TourConfig) -> SectionResult:
@@ -33,6 +40,7 @@ def modes_section(cfg: TourConfig) -> SectionResult:
     q = ModesQuery(model=cfg.model, contexts=cfg.modes_contexts, loads=cfg.modes_loads, osl=cfg.modes_osl,
                    modes=TOUR_MODES, seed=cfg.seed, session=cfg.session)
     df = ordered(compare_modes(q))
+    df = df.assign(tok_s_user_band=[band_cell(p) for p in df.get("tok_s_user_band_pct", [None] * len(df))])
     loads = ", ".join(f"{x} = {users_of(x)} users" for x in cfg.modes_loads)
     sec = Section(
         f"{cfg.model}: heterogeneous serving modes (T9)",
@@ -64,5 +72,6 @@ def modes_section(cfg: TourConfig) -> SectionResult:
     for r in df.itertuples():
         lines.append(f"mode {r.mode} @ {r.context:,} ctx, {r.users} users ({r.hardware}): P50 "
                      f"{r.tok_s_user_p50:,.0f} tok/s/user ({r.speed_vs_rubin:.2f}x Rubin alone, "
-                     f"{r.speed_vs_lpx:.2f}x LPX alone), TTFT P90 {r.ttft_p90_s:,.2f} s, {r.tok_s_per_mw:,.0f} tok/s/MW")
+                     f"{r.speed_vs_lpx:.2f}x LPX alone; band {r.tok_s_user_band}), TTFT P90 {r.ttft_p90_s:,.2f} s, "
+                     f"{r.tok_s_per_mw:,.0f} tok/s/MW")
     return SectionResult(sec, {"modes": df}, lines)
