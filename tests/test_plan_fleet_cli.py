@@ -84,8 +84,15 @@ def test_fleet_json(tmp_path: Path) -> None:
         b = answer_band(a["system"])  # each assignment carries its system's band, around its own speed
         assert a["cost_path"] == b.path and a["tok_s_user_band_pct"] == round(100 * b.band_fraction, 2)
         assert (a["tok_s_user_low"], a["tok_s_user_high"]) == pytest.approx(b.interval(a["tok_s_user"]))
+        per_chip = answer_band(a["system"], metric="tok_s_per_chip")  # and its throughput, around its own
+        assert a["tok_s_per_chip_band_pct"] == round(100 * per_chip.band_fraction, 2)
+    # the fleet's capacity (so the racks the demand needs) carries the widest of its systems' throughput bands
+    widest = max(round(100 * answer_band(a["system"], metric="tok_s_per_chip").band_fraction, 2)
+                 for a in d["assignments"])
+    assert d["capacity_band_pct"] == widest and d["capacity_cost_path"]
     text = " ".join(runner.invoke(app, ["plan", "fleet", "--demand", str(p)]).stdout.split())
     assert text.count("error band: tok/s/user") == len(d["assignments"])
+    assert f"capacity error band: ±{widest:.0f}% per rack" in text
     served = {c: sum(a["served"] for a in d["assignments"] if a["request_class"] == c) for c in classes}
     assert served["interactive"] >= 40 and served["bulk"] >= 5
     # --systems restricts the candidates

@@ -55,6 +55,20 @@ def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, t
 
 
 
+def fleet_capacity_band(assignments: list[dict], weights: str) -> dict:
+    """The band of a fleet's capacity (output tok/s per chip of its replicas, so the racks, power and cost the demand
+    needs): the widest of its systems' throughput bands (`engine.bands.mixed_bands`); {} without assignments."""
+    from lpxsim.engine.bands import mixed_bands, path_for
+
+    if not assignments:
+        return {}
+    chips = sum(a["chips"] for a in assignments)
+    b = mixed_bands([(a["system"], path_for(a["system"], weights)) for a in assignments],
+                    {"tok_s_per_chip": sum(a["output_tok_s"] for a in assignments) / max(1, chips)})
+    pct = b.get("tok_s_per_chip_band_pct")
+    return {"capacity_band_pct": pct, "capacity_cost_path": b["cost_path"]}
+
+
 def _point_table(d: dict) -> Table:
     t = Table(title=(
         f"{d['model']} on {d['system']}: >= {d['target_tok_s_user']:,.0f} tok/s/user at context {d['isl']:,} "
@@ -147,6 +161,11 @@ def _print_fleet(d: dict) -> None:
             out.print(f"  {band_line(a)}")
     out.print(f"total {d['total_power_w'] / 1e3:,.1f} kW; {d['output_tok_s']:,.0f} output tok/s for the demand; "
               f"{d['tok_s_per_mw']:,.0f} tok/s/MW")
+    if d.get("capacity_band_pct") is not None:
+        out.print(f"capacity error band: ±{d['capacity_band_pct']:.0f}% per rack ({d['capacity_cost_path']}; the widest "
+                  "of its systems' throughput bands): the racks, power and cost the demand needs scale with it")
+    elif d.get("capacity_cost_path"):
+        out.print(f"capacity error band: none (no throughput validation on the {d['capacity_cost_path']} path)")
     out.print(f"racks: {d['straddle']}")
     for c in d.get("options", []):  # every pool type per class, and the ones the MILP chose
         ttft = "" if c["target_ttft_p99_s"] is None else f", TTFT <= {c['target_ttft_p99_s']:g} s"
@@ -336,8 +355,10 @@ def fleet_cmd(
     target = _emit_target(emit)
     plan = size_fleet(spec, systems=names, backend=backend, costs=costs)
     d = plan.as_dict()
-    for a in d["assignments"]:  # each assignment's per-user speed carries its system's error band
-        a |= answer_bands(a["system"], spec.weights, "sglang", a["tok_s_user"], None, a.get("layout", ""))
+    for a in d["assignments"]:  # each assignment's speed and throughput carry its system's error band
+        a |= answer_bands(a["system"], spec.weights, "sglang", a["tok_s_user"], None, a.get("layout", ""),
+                          a["output_tok_s"] / max(1, a["chips"]), spec=a.get("option", "").endswith("+mtp"))
+    d |= fleet_capacity_band(d["assignments"], spec.weights)
     if target is not None and plan.feasible:
         from lpxsim.plan.fleet_emit import emit_fleet_plan
 
