@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from lpxsim.report.charts import bars_chart, frontier_chart
 from lpxsim.report.html import Table, key_columns_first, table_html
@@ -36,3 +37,23 @@ def test_bar_labels_get_one_row_each() -> None:
     assert all(tr.orientation == "h" for tr in fig.data)
     assert list(fig.data[0].y) == list(df["label"])[::-1]
     assert fig.layout.height >= 90 + 60 * len(df)
+
+
+def test_frontier_and_bar_charts_draw_each_answers_band() -> None:
+    """Issue 28, item 8: the report draws the bands on its charts. The frontier charts drew none (helper audit,
+    round 3 twenty-fifth session): its Pareto points now carry whiskers from the answer's own tok/s/user
+    interval (x) and throughput band (y); the modes' bars theirs."""
+    rows = [dict(target="lpx", context=1000, concurrency=c, tok_s_user=100.0 / c, tok_s_total=100.0 * c, fits=True,
+                 hardware="1 lpx rack", on_frontier=c != 2, tok_s_user_low=50.0 / c, tok_s_user_high=200.0 / c,
+                 tok_s_per_chip_band_pct=10.0) for c in (1, 2, 4)]
+    (trace,) = frontier_chart(pd.DataFrame(rows)).data
+    assert list(trace.error_x.array) == [100.0, 0.0, 25.0]  # 200/c - 100/c on the Pareto set, none beside it
+    assert list(trace.error_x.arrayminus) == [50.0, 0.0, 12.5]
+    assert math.isclose(trace.error_y.array[2], 40.0) and math.isclose(trace.error_y.arrayminus[2], 400 - 400 / 1.1)
+    bare = frontier_chart(pd.DataFrame([{k: v for k, v in r.items() if "band" not in k and "_lo" not in k
+                                         and "_hi" not in k} for r in rows])).data[0]
+    assert bare.error_x.array is None and bare.error_y.array is None
+    df = pd.DataFrame({"label": ["a", "b"], "v": [100.0, 10.0], "v_band": [50.0, None]})
+    (bar,) = bars_chart(df, "label", [("v", "V")], "t", bands={"v": "v_band"}).data
+    assert list(bar.error_x.array) == [0.0, 50.0]  # bars run bottom-up: the first row is drawn last
+    assert list(bar.error_x.arrayminus) == pytest.approx([0.0, 100 - 100 / 1.5])

@@ -90,8 +90,10 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
             g["context"] = ctx
             hw = hardware_words(str(g["hardware"].dropna().iloc[0]))  # each context: its own deployment (hover)
             on = g[front].fillna(False).astype(bool) if front in g else pd.Series(True, index=g.index)
+            ex, ey = _frontier_whiskers(g, y, on)
             fig.add_trace(go.Scatter(
                 x=g["tok_s_user"], y=g[y], mode="lines+markers+text", name=name, connectgaps=False,
+                error_x=ex, error_y=ey,
                 legendgroup=name, showlegend=col == 1, line=dict(color=PALETTE[i % 7]),
                 marker=dict(symbol=["circle" if f else "circle-open" for f in on], size=[9 if f else 6 for f in on]),
                 text=[f"{int(c):,}" if c == c and v == v else "" for c, v in zip(g["concurrency"], g[y], strict=True)],
@@ -106,7 +108,8 @@ def frontier_chart(df: pd.DataFrame, y: str = "tok_s_total", y_title: str = "agg
                          row=1, col=col)
     fig.update_layout(title=dict(text=f"Per-user speed vs {y_title}<br><sup>each point labelled with its "
                                       "concurrent users (1 ... KV ceiling); filled: the Pareto set over every "
-                                      "deployment of a system; hover: the deployment</sup>"),
+                                      "deployment of a system, its whiskers the answer's error band; hover: the "
+                                      "deployment</sup>"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=90, b=50)})
     return fig
 
@@ -164,6 +167,26 @@ def occupancy_chart(timeline: pd.DataFrame, hardware: str) -> go.Figure:
     fig.update_layout(title=dict(text=f"Agent sessions on {hardware_words(hardware)}: retention policies side by "
                                       "side"), **{**LAYOUT, "height": 560, "legend": dict(orientation="h", y=-0.14)})
     return fig
+
+
+def _frontier_whiskers(g: pd.DataFrame, y: str, on: pd.Series) -> tuple[dict | None, dict | None]:
+    """Error bars of a frontier curve's Pareto points (`engine.bands`): x from each answer's tok/s/user interval,
+    y from its throughput band (tok/s total and per MW are tok/s per chip times a fixed count or over a fixed
+    power); None where the rows carry no band. Only the filled points: the ones a planner would pick."""
+    def arrays(lo: list[float], hi: list[float], v: list[float]) -> dict:
+        keep = [bool(f) and a == a and b == b and x == x for f, a, b, x in zip(on, lo, hi, v, strict=True)]
+        return dict(type="data", symmetric=False, thickness=1, width=3,
+                    array=[b - x if k else 0.0 for k, b, x in zip(keep, hi, v, strict=True)],
+                    arrayminus=[x - a if k else 0.0 for k, a, x in zip(keep, lo, v, strict=True)])
+
+    ex = (arrays(list(g["tok_s_user_low"]), list(g["tok_s_user_high"]), list(g["tok_s_user"]))
+          if {"tok_s_user_low", "tok_s_user_high"} <= set(g.columns) else None)
+    ey = None
+    if "tok_s_per_chip_band_pct" in g:
+        b = g["tok_s_per_chip_band_pct"].astype(float) / 100
+        v = g[y].astype(float)
+        ey = arrays(list(v / (1 + b)), list(v * (1 + b)), list(v))
+    return ex, ey
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
