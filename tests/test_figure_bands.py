@@ -26,7 +26,7 @@ def test_an_estimate_bands_its_throughput_per_chip_from_its_own_path():
     low, high = b.interval(d["output_tok_s_per_chip"])
     assert (d["tok_s_per_chip_low"], d["tok_s_per_chip_high"]) == (low, high)
     text = " ".join(_estimate(*args).split())
-    assert f"throughput (tok/s, per chip, per MW) ±{d['tok_s_per_chip_band_pct']:.0f}%" in text
+    assert f"throughput (tok/s, per chip, per MW) and $/Mtok ±{d['tok_s_per_chip_band_pct']:.0f}%" in text
 
 
 def test_an_lpx_estimate_names_the_figures_its_path_has_no_validation_of():
@@ -34,7 +34,7 @@ def test_an_lpx_estimate_names_the_figures_its_path_has_no_validation_of():
     assert d["cost_path"] == "compiled-lpx" and "tok_s_user_band_pct" in d
     assert d["unvalidated"] == "ttft,tok_s_per_chip" and "ttft_band_pct" not in d
     text = " ".join(_estimate("gemma-4-31b").split())
-    assert "TTFT, throughput (tok/s, per chip, per MW): no validation on the compiled-lpx path" in text
+    assert "TTFT, throughput (tok/s, per chip, per MW) and $/Mtok: no validation on the compiled-lpx path" in text
 
 
 def test_bench_aa_carries_the_band_of_its_path_in_json_text_chart_and_report_table():

@@ -165,7 +165,8 @@ def economics_line(d: dict) -> str:
     return "\n".join(lines)
 
 
-BAND_METRIC_WORDS = {"ttft": "TTFT", "tok_s_per_chip": "throughput (tok/s, per chip, per MW)"}
+# tok/s/chip's band covers tok/s, tok/s/MW and the cost per token too: each is it times, or a fixed cost over it
+BAND_METRIC_WORDS = {"ttft": "TTFT", "tok_s_per_chip": "throughput (tok/s, per chip, per MW) and $/Mtok"}
 
 
 def band_line(d: dict) -> str:
