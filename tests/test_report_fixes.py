@@ -57,3 +57,23 @@ def test_frontier_and_bar_charts_draw_each_answers_band() -> None:
     (bar,) = bars_chart(df, "label", [("v", "V")], "t", bands={"v": "v_band"}).data
     assert list(bar.error_x.array) == [0.0, 50.0]  # bars run bottom-up: the first row is drawn last
     assert list(bar.error_x.arrayminus) == pytest.approx([0.0, 100 - 100 / 1.5])
+
+
+def test_the_png_charts_draw_the_bands_too(tmp_path) -> None:
+    """The static frontier PNG drew no band (round 3, twenty-fifth session); the AA PNG's whiskers were P5-P95,
+    nearly nil for one user's alike requests."""
+    from lpxsim.report.plots import _band_errors, aa_png, frontier_png
+
+    f = pd.DataFrame({"tok_s_user": [100.0], "tok_s_user_low": [50.0], "tok_s_user_high": [200.0],
+                      "tok_s_total": [400.0], "tok_s_per_chip_band_pct": [10.0]})
+    xerr, yerr = _band_errors(f, "tok_s_total")
+    assert xerr == [[50.0], [100.0]] and yerr[1] == pytest.approx([40.0]) and yerr[0] == pytest.approx([400 - 400 / 1.1])
+    assert _band_errors(f[["tok_s_user", "tok_s_total"]], "tok_s_total") == (None, None)
+    rows = [dict(target="lpx", context=1000, concurrency=c, tok_s_user=100.0 / c, tok_s_total=100.0 * c, fits=True,
+                 hardware="1 lpx rack", on_frontier=True, tok_s_user_low=50.0 / c, tok_s_user_high=200.0 / c,
+                 tok_s_per_chip_band_pct=10.0) for c in (1, 2, 4)]
+    assert frontier_png(pd.DataFrame(rows), tmp_path / "f.png").stat().st_size > 0
+    aa = pd.DataFrame({"system": ["lpx"] * 2, "context": [1000, 10000], "speed_median": [100.0, 90.0],
+                       "speed_p5": [99.0, 89.0], "speed_p95": [101.0, 91.0], "hardware": ["1 lpx rack"] * 2,
+                       "tok_s_user_low": [50.0, 45.0], "tok_s_user_high": [200.0, 180.0]})
+    assert aa_png(aa, tmp_path / "aa.png").stat().st_size > 0

@@ -41,7 +41,12 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
             ax.plot(g["tok_s_user"], g[y], marker="o", label=hw, fillstyle="none")
             if front in g:  # the Pareto set over every deployment of the system at this context, filled
                 f = g[g[front].fillna(False).astype(bool)]
-                ax.plot(f["tok_s_user"], f[y], "o", color=ax.lines[-1].get_color(), markersize=7)
+                color = ax.lines[-1].get_color()
+                ax.plot(f["tok_s_user"], f[y], "o", color=color, markersize=7)
+                xerr, yerr = _band_errors(f, y)  # its answers' error bands (`engine.bands`)
+                if xerr is not None or yerr is not None:
+                    ax.errorbar(f["tok_s_user"], f[y], xerr=xerr, yerr=yerr, fmt="none", ecolor=color,
+                                elinewidth=0.8, capsize=2, alpha=0.7)
             for _, r in g.iterrows():
                 ax.annotate(f"c={int(r['concurrency'])}", (r["tok_s_user"], r[y]), fontsize=7,
                             textcoords="offset points", xytext=(3, 3))
@@ -58,20 +63,40 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
         ax.grid(True, which="both", alpha=0.3)
         if len(sub):  # per panel: each context runs on its own deployment (bench.backends.workload_step_model)
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=6, frameon=False)
-    fig.suptitle("Interactivity vs throughput (c = concurrency; each point at its context and hardware)")
+    fig.suptitle("Interactivity vs throughput (c = concurrency; each point at its context and hardware; filled: the "
+                 "Pareto set, whiskers: its error band)", fontsize=10)
     fig.tight_layout()
     return _save(fig, Path(path))
 
 
+def _band_errors(f: pd.DataFrame, y: str) -> tuple[list | None, list | None]:
+    """[below, above] error-bar lengths of points `f` from their error bands: x from each answer's tok/s/user
+    interval, y from its throughput band in percent (tok/s total and per MW scale with tok/s per chip); None where
+    the rows carry none."""
+    xerr = yerr = None
+    if {"tok_s_user_low", "tok_s_user_high"} <= set(f.columns):
+        xerr = [(f["tok_s_user"] - f["tok_s_user_low"]).fillna(0).tolist(),
+                (f["tok_s_user_high"] - f["tok_s_user"]).fillna(0).tolist()]
+    if "tok_s_per_chip_band_pct" in f:
+        b = (f["tok_s_per_chip_band_pct"].astype(float) / 100).fillna(0)
+        yerr = [(f[y] - f[y] / (1 + b)).tolist(), (f[y] * b).tolist()]
+    return xerr, yerr
+
+
 def aa_png(points: pd.DataFrame, path: str | Path) -> Path:
-    """AA median output speed (P5-P95 whiskers) per context and system, with published figures as marks."""
+    """AA median output speed per context and system, its whiskers the cost path's error band (P5-P95 where the
+    points carry none: one user's requests are alike, so that spread is nearly nil), with published figures as
+    marks."""
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for _system, g in points.groupby("system", sort=True):
         g = g.sort_values("context")
-        lo = g["speed_median"] - g["speed_p5"]
-        hi = g["speed_p95"] - g["speed_median"]
+        banded = {"tok_s_user_low", "tok_s_user_high"} <= set(g.columns) and g["tok_s_user_low"].notna().all()
+        lo_col, hi_col, what = (("tok_s_user_low", "tok_s_user_high", "error band") if banded
+                                else ("speed_p5", "speed_p95", "P5-P95"))
+        lo = g["speed_median"] - g[lo_col]
+        hi = g[hi_col] - g["speed_median"]
         ax.errorbar(g["context"], g["speed_median"], yerr=[lo, hi], marker="o", capsize=4,
-                    label=f"{g['hardware'].iloc[0]} (simulated median, P5-P95)")
+                    label=f"{g['hardware'].iloc[0]} (simulated median, {what})")
     pub = points.dropna(subset=["published"]) if "published" in points else points.iloc[0:0]
     if len(pub):
         ax.scatter(pub["context"], pub["published"], marker="*", s=160, color="black", zorder=5,
