@@ -59,7 +59,9 @@ def frontier_png(df: pd.DataFrame, path: str | Path, y: str = "tok_s_total",
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
             ax.yaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlim(left=0)
+            # the axis spans the points; a wide band's whisker runs off its edge (a ±205 % LPX band would
+            # otherwise triple the axis and squeeze every point into a third of it)
+            ax.set_xlim(left=0, right=1.12 * float(sub["tok_s_user"].max()))
         ax.grid(True, which="both", alpha=0.3)
         if len(sub):  # per panel: each context runs on its own deployment (bench.backends.workload_step_model)
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=6, frameon=False)
