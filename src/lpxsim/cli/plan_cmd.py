@@ -98,7 +98,9 @@ def _print_point(d: dict) -> None:
     if d["pareto"]:
         out.print("Pareto set (no other layout and load is faster per user and more tok/s/MW): " + "; ".join(
             f"{p['tok_s_user']:,.0f} tok/s/user x {p['concurrency']:,} users, {p['tok_s_per_mw']:,.0f} tok/s/MW "
-            f"({p['chips']:,} chips, {p['replica_layout']})" for p in d["pareto"]))
+            f"({p['chips']:,} chips, {p['replica_layout']})" for p in d["pareto"])
+            + (f" (each priced on the {d['cost_path']} path; the error band below is the best answer's)"
+               if d.get("cost_path") else ""))
     if d["feasible"]:
         out.print(
             f"best: {d['tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context and concurrency {d['concurrency']:,}"
