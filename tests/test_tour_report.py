@@ -294,6 +294,7 @@ def test_sweep_rows_carry_their_answers_band_and_the_chart_shades_it(tour):
         assert (r.tok_s_user_low, r.tok_s_user_high) == pytest.approx(b.interval(r.tok_s_user))
     fills = [t for t in speed_band_chart(sw).data if t.fill == "toself"]
     assert len(fills) == sw.groupby(["target", "context"]).ngroups  # one shaded band per curve
+    assert all(t.mode == "lines" for t in fills)  # no markers: plotly drew stray dots on a band of < 20 points
     html = tour.index_html.read_text()
     assert "with each answer&#x27;s error band" in html or "with each answer's error band" in html
     first = html.split("<section", 2)[1]

@@ -64,8 +64,13 @@ def aa_chart(points: pd.DataFrame) -> go.Figure:
             textposition="top center",
         ))
     fig.update_layout(barmode="group", title="Artificial Analysis method: output tok/s per user, concurrency 1"
-                      "<br><sup>whiskers: the error band of each system's cost path (lpxsim validate)</sup>",
+                      "<br><sup>whiskers: the error band of each system's cost path (lpxsim validate); a wider one "
+                      "runs off the axis</sup>",
                       xaxis_title="input context (o200k tokens)", yaxis_title="output tok/s (o200k)", **LAYOUT)
+    # the axis spans the bars and the stars: a ±205 % band would otherwise triple it and flatten every bar
+    tops = [float(v) for v in list(points["speed_median"]) + list(pub["published"]) if v == v]
+    if tops:
+        fig.update_yaxes(range=[0, 1.3 * max(tops)])
     return fig
 
 
@@ -136,6 +141,9 @@ def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str,
                              text=[f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}" for v in vals], textposition="auto",
                              textangle=0, error_x=whiskers,
                              hovertemplate="%{y}: %{x:,.3g}<extra></extra>"), row=1, col=j)
+        finite = [float(v) for v in vals if v == v]
+        if whiskers is not None and finite:  # the axis spans the bars; a wide band's whisker runs off it
+            fig.update_xaxes(range=[0, 1.3 * max(finite)], row=1, col=j)
     layout = {**LAYOUT, "height": max(LAYOUT["height"], 90 + 60 * len(df)), "margin": dict(l=20, r=20, t=90, b=40)}
     fig.update_layout(title=title, **layout)
     fig.update_yaxes(automargin=True)
@@ -214,6 +222,7 @@ def speed_band_chart(df: pd.DataFrame) -> go.Figure:
                 fig.add_trace(go.Scatter(
                     x=list(band["concurrency"]) + list(band["concurrency"])[::-1],
                     y=list(band["tok_s_user_high"]) + list(band["tok_s_user_low"])[::-1], fill="toself",
+                    mode="lines",  # plotly's default draws markers on a trace of under 20 points: stray dots
                     fillcolor=_rgba(color, 0.15), line=dict(width=0), hoverinfo="skip", legendgroup=t,
                     showlegend=False, name=f"{t} band"), row=1, col=col)
             hw = hardware_words(str(g["hardware"].dropna().iloc[0])) if "hardware" in g else t
