@@ -164,11 +164,11 @@ def band_for(path: str, metric: str = "tok_s_user", layout: str = "", system: st
     if judged and judged["band_pct"] > band_pct:
         band_pct = judged["band_pct"]
         data += f"; widened to its maker's cross-vendor record ({judged['n']} public serving points)"
-    own_judges = _system_judged(system, metric) if path in GPU_PATHS else {}
+    own_judges = _quantile_record(system_record(system), metric) if path in GPU_PATHS else {}
     if own_judges and own_judges["band_pct"] > band_pct:
         band_pct = own_judges["band_pct"]
         data += f"; widened to this system's record on its own {own_judges['n']} public serving points"
-    drafted = _speculative_judged(metric) if spec and path in GPU_PATHS else {}
+    drafted = _quantile_record(speculative_record(), metric) if spec and path in GPU_PATHS else {}
     if drafted and drafted["band_pct"] > band_pct:
         band_pct = drafted["band_pct"]
         data += f"; widened to the speculative-decoding record ({drafted['n']} drafting judge points)"
@@ -191,26 +191,17 @@ def system_record(system: str) -> dict:
     return _shipped().get("systems", {}).get(system, {}) if system else {}
 
 
-def _system_judged(system: str, metric: str) -> dict:
-    """`system`'s own judge record of `metric` where it has enough points for a quantile band
-    (MIN_POINTS_FOR_QUANTILE; fewer speak through the maker's cross-vendor record, where there is one), else {}."""
-    if metric not in JUDGED_AS:
-        return {}
-    rec = system_record(system).get("metrics", {}).get(JUDGED_AS[metric], {})
+def _quantile_record(record: dict, metric: str) -> dict:
+    """The judge record (`record`: a system's or the drafting judges') of the judge metric that speaks for answer
+    `metric` (JUDGED_AS), where it has enough points for a quantile band (MIN_POINTS_FOR_QUANTILE; a system with
+    fewer speaks through its maker's cross-vendor record, where there is one), else {}."""
+    rec = record.get("metrics", {}).get(JUDGED_AS.get(metric, ""), {})
     return rec if rec.get("n", 0) >= MIN_POINTS_FOR_QUANTILE else {}
 
 
 def speculative_record() -> dict:
     """The shipped record of every drafting judge point (`engine.validation.speculative_record`), {} without one."""
     return _shipped().get("speculative", {})
-
-
-def _speculative_judged(metric: str) -> dict:
-    """The drafting judges' record of `metric` where it has enough points for a quantile band, else {}."""
-    if metric not in JUDGED_AS:
-        return {}
-    rec = speculative_record().get("metrics", {}).get(JUDGED_AS[metric], {})
-    return rec if rec.get("n", 0) >= MIN_POINTS_FOR_QUANTILE else {}
 
 
 def _speculative_caveat() -> str:
@@ -416,11 +407,6 @@ def answer_band(system: str, weights: str = "fp8", framework: str = "sglang",
     """The band of an answer for (system, weights, framework) on a deployment laid out as `layout`, drafting or
     not (`spec`): `band_for(path_for(...), metric, layout, system, spec)`."""
     return band_for(path_for(system, weights, framework), metric, layout, system, spec)
-
-
-# the figures an answer's band covers, by metric: tok/s/chip's band also covers the deployment's tok/s and tok/s/MW
-# (each is tok/s/chip times a fixed chip count or over a fixed power)
-FIGURE_METRICS = ("tok_s_user", "ttft", "tok_s_per_chip")
 
 
 def figure_bands(system: str, path: str, layout: str, figures: dict[str, float | None], spec: bool = False) -> dict:
