@@ -20,6 +20,8 @@ TABLE_COLS = ("target", "context", "concurrency", "hardware", "tok_s_user", "tok
 
 def print_sweep(df) -> None:
     """Readable table: every row with its context, concurrency and hardware."""
+    from lpxsim.engine.bands import band_cell
+
     what = ("agentic sessions: concurrency = sessions held" if "session_kind" in df and
             (df["session_kind"] == "agentic").any() else "no prefix reuse")
     t = Table(title=f"Sweep: tok/s per user vs aggregate ({what}; every row at its context, concurrency, hardware)")
@@ -36,7 +38,7 @@ def print_sweep(df) -> None:
             continue
         ceiling = " (ceiling)" if bool(r.get("at_ceiling", False)) else ""  # KV or the batch cap, whichever binds
         t.add_row(str(r["target"]), f"{int(r['context']):,}", f"{int(r['concurrency'])}{ceiling}",
-                  str(r["hardware"]), f"{r['tok_s_user']:,.0f}", _band_cell(r), f"{r['tok_s_total']:,.0f}",
+                  str(r["hardware"]), f"{r['tok_s_user']:,.0f}", band_cell(r.get("tok_s_user_band_pct")), f"{r['tok_s_total']:,.0f}",
                   f"{r['tok_s_per_mw']:,.0f}", f"{r['ttft_s'] * 1e3:,.0f} ms", _frontier(r))
     out.print(keep_identifiers(t))
     if "band" in df:  # each system's band, named with its cost path (the same an estimate prints)
@@ -44,12 +46,6 @@ def print_sweep(df) -> None:
             g = df[df["target"] == target]
             out.print(f"- {target}: tok/s/user error band {band}; TTFT {_pct(g, 'ttft_band_pct')}; tok/s and "
                       f"tok/s/MW {_pct(g, 'tok_s_per_chip_band_pct')}")
-
-
-def _band_cell(r) -> str:
-    """'±46%': the row's tok/s/user band (its cost path's), '-' where the row has none."""
-    pct = r.get("tok_s_user_band_pct")
-    return f"±{pct:.0f}%" if pct is not None and pct == pct else "-"
 
 
 def _pct(g, col: str) -> str:

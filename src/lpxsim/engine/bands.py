@@ -432,6 +432,11 @@ def figure_bands(system: str, path: str, layout: str, figures: dict[str, float |
     return out
 
 
+def band_cell(pct: float | None) -> str:
+    """'±205%': a band percentage (`figure_bands`' ``{metric}_band_pct``) for a table cell, '-' where there is none."""
+    return f"±{pct:.0f}%" if pct is not None and pct == pct else "-"
+
+
 def mixed_bands(parts: list[tuple[str, str]], figures: dict[str, float | None], spec: bool = False) -> dict:
     """The band keys (as `figure_bands` gives them) of a figure served by a deployment mixing cost paths
     (`parts`: (system, path) of each pool, e.g. Rubin prefill and LPX decode): per metric the widest of its parts'

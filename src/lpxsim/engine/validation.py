@@ -338,9 +338,8 @@ def vendor_records(points: list[dict]) -> dict:
         vendor = unvalidated_vendor(SYSTEMS[p["hardware"]])
         if not vendor:
             continue
-        errs[vendor]["tok_s_user"][p["hardware"]].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
-        if p.get("ttft_s") and p.get("pred_ttft_s"):
-            errs[vendor]["ttft"][p["hardware"]].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
+        for metric, err in _judge_errors(p):
+            errs[vendor][metric][p["hardware"]].append((p["id"], err))
 
     return {v: {"data": "public serving points of its GPUs (InferenceX pull-request baselines; the maker's own "
                         "published runs, data/measured/amd_public_serving.csv), priced as the calibration replay "
@@ -349,6 +348,15 @@ def vendor_records(points: list[dict]) -> dict:
                                 "gpus": {g: _judge_record(pairs) for g, pairs in sorted(gpus.items())}}
                             for m, gpus in sorted(by_metric.items())}}
             for v, by_metric in sorted(errs.items())}
+
+
+def _judge_errors(p: dict) -> list[tuple[str, float]]:
+    """A priced judge point's signed % errors: tok/s/user (TPOT measured / predicted - 1) and, where it gives one,
+    TTFT (predicted / measured - 1)."""
+    out = [("tok_s_user", 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0))]
+    if p.get("ttft_s") and p.get("pred_ttft_s"):
+        out.append(("ttft", 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
+    return out
 
 
 def _judge_record(pairs: list[tuple[str, float]]) -> dict:
@@ -369,10 +377,8 @@ def system_records(points: list[dict], calibrated: set[str]) -> dict:
     for p in points:
         if p.get("pred_tpot_s") is None or p.get("spec", "none") != "none" or p["hardware"] in calibrated:
             continue
-        system = SYSTEMS[p["hardware"]]
-        errs[system]["tok_s_user"].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
-        if p.get("ttft_s") and p.get("pred_ttft_s"):
-            errs[system]["ttft"].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
+        for metric, err in _judge_errors(p):
+            errs[SYSTEMS[p["hardware"]]][metric].append((p["id"], err))
     return {s: {"data": "its own public serving points (InferenceX pull-request baselines; a maker's own published "
                         "runs), priced as the calibration replay prices a row; judges, never fitted",
                 "metrics": {m: _judge_record(pairs) for m, pairs in sorted(by_metric.items())}}
@@ -390,9 +396,8 @@ def speculative_record(points: list[dict], one_user: list[dict]) -> dict:
     for p in points:
         if p.get("pred_tpot_s") is None or p.get("spec", "none") == "none":
             continue
-        by_metric["tok_s_user"].append((p["id"], 100.0 * (p["tpot_s"] / p["pred_tpot_s"] - 1.0)))
-        if p.get("ttft_s") and p.get("pred_ttft_s"):
-            by_metric["ttft"].append((p["id"], 100.0 * (p["pred_ttft_s"] / p["ttft_s"] - 1.0)))
+        for metric, err in _judge_errors(p):
+            by_metric[metric].append((p["id"], err))
     for p in one_user:
         by_metric["tok_s_user"].append((p["id"], p["err_pct"]))
     if not by_metric:

@@ -207,11 +207,6 @@ def with_relative(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def band_cell(pct: float | None) -> str:
-    """'±205%': a row's tok/s/user band (`engine.bands`), '-' where it has none."""
-    return f"±{pct:.0f}%" if pct is not None and pct == pct else "-"
-
-
 KEY_COLUMNS = ["mode", "context", "load", "users", "tok_s_user_p50", "tok_s_user_p10", "ttft_p90_s",
                "tok_s_per_mw", "speed_vs_rubin", "speed_vs_lpx", "per_mw_vs_rubin", "per_mw_vs_lpx",
                "hardware", "power_kw", "fleet_tok_s", "mean_concurrency", "completed"]

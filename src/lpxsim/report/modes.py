@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lpxsim.plan.modes import band_cell
+from lpxsim.engine.bands import band_cell
 from lpxsim.report.html import Chart, Note, Section, Table
 from lpxsim.report.tour_sections import SectionResult, TourConfig, shared_note
 
