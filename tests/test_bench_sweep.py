@@ -161,8 +161,15 @@ def test_evaluate_point_uses_the_kv_ceiling(monkeypatch):
     ceil = sw.evaluate_point({**base, "concurrency": 0})
     assert ceil["kv_ceiling"] == 10 and ceil["concurrency"] == 10 and ceil["fits"] and ceil["at_ceiling"]
     assert ceil["capacity_ceiling"] == 12  # the capacity model's figure, shown beside the replica's
+    import lpxsim.engine.answer as engine_answer
+
+    def no_search(*a, **k):  # the sweep shows no bigger deployment, so it searches for none (round 3, 25th session)
+        raise AssertionError("the sweep placed a bigger deployment")
+
+    monkeypatch.setattr(engine_answer, "place", no_search)
     over = sw.evaluate_point({**base, "concurrency": 11})
-    assert not over["fits"] and math.isnan(over["tok_s_user"]) and over["needs"].startswith("needs ")
+    assert not over["fits"] and math.isnan(over["tok_s_user"]) and over["kv_ceiling"] == 10
+    assert "needs" not in over
     one = sw.evaluate_point({**base, "concurrency": 1})
     assert one["tok_s_user"] > ceil["tok_s_user"] and one["tok_s_total"] < ceil["tok_s_total"]
     assert one["hardware"].startswith("8 lpx chips (0.0312 rack, toy)")

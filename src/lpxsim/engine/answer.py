@@ -182,8 +182,12 @@ def answer(model, deployment: Deployment | None, workload: Workload, load: Load,
 
 
 def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0, spec_accept: float = 0.0,
-              arrivals: str = ARRIVALS, precision: Precision = Precision()) -> Answer:
+              arrivals: str = ARRIVALS, precision: Precision = Precision(), advise: bool = True) -> Answer:
     """`answer` on a deployment already placed (a search prices many loads on one).
+
+    `advise`: over capacity, name the bigger deployment that holds the load (`needs`: up to NEEDS_TRIES layout
+    searches, on LPX compiles); False for a caller that shows no advice (the sweep marks such a row over its
+    ceiling), so it pays for none.
 
     A session workload's users are sessions: each holds its KV (`workload.context` tokens) through its think
     time, so the sessions held and the streams decoding are two numbers (`_held`). Sessions beyond the KV
@@ -223,7 +227,8 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
         # cycle (a request, and a session's think time) stretches to users / rate, spent waiting before its prefill.
         slot_wait = max(0.0, users / rate - e2e - workload.think_per_turn_s)
         ttft, e2e, wait = ttft + slot_wait, e2e + slot_wait, wait + slot_wait
-        needs, alt = _needs(placed, workload, users, precision)
+        if advise:
+            needs, alt = _needs(placed, workload, users, precision)
         if workload.session is not None:
             from lpxsim.serving.config import RetentionConfig
 
