@@ -54,7 +54,6 @@ def answer_bands(system: str, weights: str, framework: str, tok_s_user: float, t
                         {"tok_s_user": tok_s_user, "ttft": ttft_s, "tok_s_per_chip": tok_s_per_chip}, spec)
 
 
-
 def fleet_capacity_band(assignments: list[dict], weights: str) -> dict:
     """The band of a fleet's capacity (output tok/s per chip of its replicas, so the racks, power and cost the demand
     needs): the widest of its systems' throughput bands (`engine.bands.mixed_bands`); {} without assignments."""

@@ -50,8 +50,10 @@ def print_sweep(df) -> None:
 
 def _pct(g, col: str) -> str:
     """'±46%' of a band column of a system's rows, or 'no validation on this path' where it has none."""
+    from lpxsim.engine.bands import band_cell
+
     v = g[col].dropna() if col in g else g.iloc[0:0]
-    return f"±{v.iloc[0]:.0f}%" if len(v) else "no validation on this path"
+    return band_cell(v.iloc[0]) if len(v) else "no validation on this path"
 
 
 def _frontier(r) -> str:

@@ -71,11 +71,17 @@ class ErrorBand:
         """(low, high) of `value` under this band: value / (1 + b) to value * (1 + b). An error is a ratio
         (prediction / measurement - 1), so the band is symmetric in the ratio: a path that has been 184 %
         high or low puts the truth within 2.84x either way, never below zero."""
-        return value / (1.0 + self.band_fraction), value * (1.0 + self.band_fraction)
+        return band_interval(value, self.band_fraction)
 
     def as_dict(self) -> dict:
         """JSON-able fields (what an answer's `band` carries)."""
         return asdict(self)
+
+
+def band_interval(value: float, fraction: float) -> tuple[float, float]:
+    """(low, high) of `value` under a band of +- `fraction`: value / (1 + b) to value * (1 + b) (`ErrorBand.interval`;
+    the charts' whiskers from a row's band percentage)."""
+    return value / (1.0 + fraction), value * (1.0 + fraction)
 
 
 def _round(x: float) -> float:

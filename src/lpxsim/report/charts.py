@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lpxsim.engine.bands import band_interval
 from lpxsim.report.curves import FRONTIER_COLUMN, deployment_curves
 from lpxsim.report.hardware_text import hardware_words
 
@@ -133,8 +134,9 @@ def bars_chart(df: pd.DataFrame, x: str, ys: list[tuple[str, str]], title: str,
         whiskers = None
         if bands and bands.get(col) in df:
             b = [float(v) / 100 if v is not None and v == v else 0.0 for v in list(df[bands[col]])[::-1]]
-            whiskers = dict(type="data", symmetric=False, array=[v * f for v, f in zip(vals, b, strict=True)],
-                            arrayminus=[v * f / (1 + f) for v, f in zip(vals, b, strict=True)], color="#555",
+            ends = [band_interval(v, f) for v, f in zip(vals, b, strict=True)]
+            whiskers = dict(type="data", symmetric=False, array=[hi - v for v, (_, hi) in zip(vals, ends, strict=True)],
+                            arrayminus=[v - lo for v, (lo, _) in zip(vals, ends, strict=True)], color="#555",
                             thickness=1)
         fig.add_trace(go.Bar(y=labels, x=vals, orientation="h", showlegend=False, cliponaxis=False,
                              marker_color=[PALETTE[i % 7] for i in range(len(df))][::-1],
@@ -191,9 +193,9 @@ def _frontier_whiskers(g: pd.DataFrame, y: str, on: pd.Series) -> tuple[dict | N
           if {"tok_s_user_low", "tok_s_user_high"} <= set(g.columns) else None)
     ey = None
     if "tok_s_per_chip_band_pct" in g:
-        b = g["tok_s_per_chip_band_pct"].astype(float) / 100
-        v = g[y].astype(float)
-        ey = arrays(list(v / (1 + b)), list(v * (1 + b)), list(v))
+        v = list(g[y].astype(float))
+        ends = [band_interval(x, f) for x, f in zip(v, g["tok_s_per_chip_band_pct"].astype(float) / 100, strict=True)]
+        ey = arrays([lo for lo, _ in ends], [hi for _, hi in ends], v)
     return ex, ey
 
 

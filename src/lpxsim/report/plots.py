@@ -12,6 +12,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from lpxsim.bench.store import atomic_write_bytes  # noqa: E402
+from lpxsim.engine.bands import band_interval  # noqa: E402
 from lpxsim.report.curves import FRONTIER_COLUMN, deployment_curves  # noqa: E402
 
 
@@ -81,7 +82,9 @@ def _band_errors(f: pd.DataFrame, y: str) -> tuple[list | None, list | None]:
                 (f["tok_s_user_high"] - f["tok_s_user"]).fillna(0).tolist()]
     if "tok_s_per_chip_band_pct" in f:
         b = (f["tok_s_per_chip_band_pct"].astype(float) / 100).fillna(0)
-        yerr = [(f[y] - f[y] / (1 + b)).tolist(), (f[y] * b).tolist()]
+        ends = [band_interval(v, x) for v, x in zip(f[y], b, strict=True)]
+        yerr = [[v - lo for v, (lo, _) in zip(f[y], ends, strict=True)],
+                [hi - v for v, (_, hi) in zip(f[y], ends, strict=True)]]
     return xerr, yerr
 
 
