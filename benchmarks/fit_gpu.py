@@ -7,7 +7,8 @@ Op times come from measured kernels (aiconfigurator-core); what is fitted is
 only what the tables do not hold: per framework, the engine's per-step host time
 and first-token host time, and (shared by all GPUs and frameworks) the
 per-kernel overhead of the few ops no table covers and the host's per-kernel
-dispatch time of an eager prefill pass (gpu/calibration.py `fit_engines`). Writes the per-point table when asked (--points).
+dispatch time of an eager prefill pass (gpu/calibration.py `fit_engines`); then each framework's per-step host
+time once more per release, the month of a run (`fit_releases`). Writes the per-point table when asked (--points).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from lpxsim.gpu.calibration import (
     LENGTH_RATIO,
     data_path,
     fit_engines,
+    fit_releases,
+    load_dated_points,
     load_points,
     point_models,
     predict,
     summary,
 )
 from lpxsim.gpu.engine import FITTED as ENGINE_FITTED
+from lpxsim.gpu.engine import POOLED, engine_params
 from lpxsim.gpu.params import BOUNDS, GpuParams, fit_path
 
 COLS = ["hardware", "framework", "precision", "tp", "ep", "dp_attention", "isl", "osl", "conc", "runs",
@@ -58,6 +62,23 @@ def _rounded(p: GpuParams) -> dict[str, float]:
     return {k: float(f"{v:.4g}") for k, v in asdict(p).items()}
 
 
+def _release_summary(dated, params, engines, releases) -> dict:  # noqa: ANN001 - calibration's types
+    """TPOT error over every configuration and month (`load_dated_points`) with the engines' pooled host time and
+    with each month's own release (`fit_releases`)."""
+    pooled = predict(dated, params, engines)
+    own = pooled.copy()
+    for i, pm in enumerate(dated):
+        fw = pm.step.framework
+        rel = releases.get(fw, {}).get(str(pm.row["release"]))
+        if rel is None:
+            continue
+        p = pm.predict(params, engine_params(fw, POOLED).with_values(**(engines[fw] | rel)))
+        own.loc[i, "err_tpot_s_pct"] = 100.0 * (p["tpot_s"] / pm.row["tpot_s"] - 1.0)
+    return {"points": len(dated),
+            "tpot_mdape_pct_pooled": float(pooled["err_tpot_s_pct"].abs().median()),
+            "tpot_mdape_pct_by_release": float(own["err_tpot_s_pct"].abs().median())}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="do not write the fit file")
@@ -73,16 +94,22 @@ def main(argv: list[str] | None = None) -> int:
     prior = summary(predict(pms))
     engines, params = fit_engines(pms)
     table = predict(pms)
-    result = {"prior": prior, "fit": summary(table)}
-    print(json.dumps({"params": _rounded(params), "engines": engines} | result, indent=2))
+    dated, _ = point_models(load_dated_points())
+    releases = fit_releases(dated, params, engines)
+    result = {"prior": prior, "fit": summary(table), "release_fit": _release_summary(dated, params, engines, releases)}
+    print(json.dumps({"params": _rounded(params), "engines": engines, "releases": releases} | result, indent=2))
     if args.points:
         _write_atomic(args.points, _markdown(table[COLS]))
     if not args.dry_run:
         raw = data_path().read_bytes()
         doc = {
             "params": _rounded(params),
-            "engines": {fw: {k: float(f"{v:.4g}") for k, v in e.items()} for fw, e in engines.items()},
-            "fitted": list(FIT_SHARED) + [f"engines.<framework>.{k}" for k in ENGINE_FITTED],
+            "engines": {fw: {k: float(f"{v:.4g}") for k, v in e.items()}
+                        | {"releases": {m: {k: float(f"{v:.4g}") for k, v in r.items()}
+                                        for m, r in releases.get(fw, {}).items()}}
+                        for fw, e in engines.items()},
+            "fitted": list(FIT_SHARED) + [f"engines.<framework>.{k}" for k in ENGINE_FITTED]
+                      + ["engines.<framework>.releases.<month>.step_overhead_s"],
             "bounds": {k: list(v) for k, v in BOUNDS.items()},
             "data": {
                 "file": f"lpxsim/data/measured/{data_path().name}",

@@ -69,8 +69,9 @@ def test_fit_file_is_physical_and_names_its_data():
     assert tuple(PRIORS) == FRAMEWORKS  # every engine the CLI accepts (lpxsim.core.frameworks) has parameters
 
     doc = json.loads(fit_path().read_text())
-    assert set(doc["fitted"]) == {"kernel_overhead_s", "eager_dispatch_s"} | {f"engines.<framework>.{k}"
-                                                                               for k in FITTED}
+    assert set(doc["fitted"]) == ({"kernel_overhead_s", "eager_dispatch_s"} | {f"engines.<framework>.{k}"
+                                                                                for k in FITTED}
+                                  | {"engines.<framework>.releases.<month>.step_overhead_s"})
     assert "InferenceX" in doc["data"]["source"] and len(doc["data"]["sha256"]) == 64
     p = fitted_params()
     for name in ("kernel_overhead_s", "eager_dispatch_s"):

@@ -39,6 +39,10 @@ room, then crosses (it had crossed at once and been charged nowhere while it wai
 worker starts it when the KV has arrived. The decode pool's admissions and session evictions move (35 -> 45), so
 the waits that set the tail do too: TTFT p99 91 -> 69 s, mean 2.44 -> 2.23 s, makespan 236 -> 221 s; the
 prefill pool's KV peak 3.5 -> 4.8 % (the prompts it now holds); p50s within 1 %; the other five runs unchanged.
+In round 3's twenty-sixth session the four GPU runs were regenerated for a change meant to change results: a GPU
+answer prices its engine's latest release (assumption "engine-release"; SGLang's step host time 1.543 -> 1.275 ms):
+Rubin's ITL p50 5.3 -> 5.1 ms, makespans rubin-vera-offload 117.6 -> 108.0 s, routed-mix 102.8 -> 102.3 s,
+mixed-fleet-sessions 53.9 -> 53.7 s (its evictions 66 -> 79), pd-sessions 221.3 s (its decode pool is LPX).
 The same runs must give the same numbers now: integers and
 strings equal, floats equal to 1e-12 relative (float noise only). Regenerate the file only for a change
 that is meant to change results, and say so in its commit.

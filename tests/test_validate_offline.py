@@ -107,6 +107,7 @@ def test_a_stated_layout_is_priced_at_its_caps():
     of the samples."""
     import math
 
+    from lpxsim.core.frameworks import POOLED
     from lpxsim.engine.offline import offline_throughput
     from lpxsim.engine.offline_run import offline_run
     from lpxsim.engine.validation import generated_samples, mlperf_offline, mlperf_points, point_lengths
@@ -116,8 +117,9 @@ def test_a_stated_layout_is_priced_at_its_caps():
     row = mlperf_offline(pt)["points"][0]
     assert row["layout"] == "TP2/PP2"
     assert pt[0]["cuda_graphs"] == "false"  # NVIDIA's harness: use_graphs False for this engine
+    # the point states no software date: the engine's pooled fit (assumption "engine-release")
     m = GpuStepModel("llama-3.1-405b", "b200-hgx", tp=2, pp=2, weights="fp4", kv="fp8", framework="trtllm",
-                     mem_fraction=0.95, max_batch=128 * 2, cuda_graphs=False)
+                     mem_fraction=0.95, max_batch=128 * 2, cuda_graphs=False, release=POOLED)
     want = offline_throughput(m, 9400, 616, iteration_tokens=1536)
     assert want.limited_by == "iteration_tokens"  # 1,536 tokens an iteration x 2 stages / (1 + 9400 / 616)
     assert want.batch == int(1536 * 2 / (1 + 9400 / 616))

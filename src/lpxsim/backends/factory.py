@@ -13,6 +13,7 @@ from functools import partial
 
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import UserError
+from lpxsim.core.frameworks import LATEST
 from lpxsim.specs.model import ModelSpec
 from lpxsim.step.protocol import StepModel
 
@@ -41,6 +42,9 @@ class Layout:
     workload_grid: bool = False
     framework: str = "sglang"  # GPU serving engine: sglang, trtllm or vllm (its measured kernels, its overheads)
     part: str = "all"  # GPU: "attention" prices only the attention half (attention/FFN disaggregation)
+    # GPU: the engine release whose host time a step carries (gpu.engine.engine_params): the latest for an
+    # answer, a measured run's own for a replay
+    release: str = LATEST
 
 
 def make_step_model(
@@ -115,11 +119,12 @@ def _build_step_model(m: ModelSpec, system: str, lay: Layout, weights: str, kv: 
         return best_layout(
             m, system=s.name, gpus=gpus, goal=lay.goal, weights=weights, kv=kv, kv_layout=kv_layout,
             isl=lay.isl or 1024, osl=lay.osl or 1024, concurrency=lay.concurrency, framework=lay.framework,
-            part=lay.part,
+            part=lay.part, release=lay.release,
         )
     return GpuStepModel(
         m, system=s.name, gpus=gpus, tp=lay.tp, ep=lay.ep, pp=lay.pp, dp_attention=lay.dp_attention,
         kv_parallel=lay.kv_parallel, weights=weights, kv=kv, kv_layout=kv_layout, framework=lay.framework, part=lay.part,
+        release=lay.release,
     )
 
 

@@ -54,8 +54,8 @@ def _ctx_key(contexts: tuple[int, ...]) -> str:
 
 
 # Descriptive backend attributes kept in the table's meta, so a warm process need not build the backend.
-_REMEMBERED = ("cost_sources", "framework", "admission_hold", "admission_poll", "prefill_pass_tokens", "prefill_alone",
-               "decode_batch_breaks")
+_REMEMBERED = ("cost_sources", "framework", "engine_release", "admission_hold", "admission_poll", "prefill_pass_tokens",
+               "prefill_alone", "decode_batch_breaks")
 
 
 class MemoStepModel:
@@ -95,7 +95,8 @@ class MemoStepModel:
         return getattr(self.inner, name)
 
     def _remember_extras(self) -> None:
-        """Copy the backend's descriptive attributes (GPU `cost_sources`, `framework`) into the table."""
+        """Copy the backend's descriptive attributes (GPU `cost_sources`, `framework`, `engine_release`) into the
+        table."""
         if self._inner is None:
             return
         meta = self._table["meta"]

@@ -146,6 +146,8 @@ def register(app: typer.Typer) -> None:
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family
             d["framework"] = getattr(step, "framework", framework)
+            # the engine release whose fitted host time the steps carry: an answer's is the latest
+            d["engine_release"] = getattr(step, "engine_release", None)
             d["cost_sources"] = dict(sorted(sources.items()))
         if as_json:
             emit_json(d)

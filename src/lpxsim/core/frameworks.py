@@ -24,3 +24,8 @@ def framework_name(name: str) -> str:
     if key is None:
         raise UserError("framework", f"unknown framework {name!r}; choose one of {', '.join(FRAMEWORKS)}")
     return key
+
+# The engine release whose fitted host time a GPU step carries (gpu.engine.engine_params): the latest fitted one
+# (every answer), or the fit over every release (a measured run whose software date is unknown)
+LATEST = "latest"
+POOLED = "pooled"

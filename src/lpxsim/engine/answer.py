@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from lpxsim.core.errors import UserError
+from lpxsim.core.frameworks import LATEST
 from lpxsim.engine.bands import path_for
 from lpxsim.engine.concurrency import GPU_ARRIVALS, BeyondHeld, arrivals_for, replica_ceiling, sessions_fit
 from lpxsim.engine.deployment import Placed, Precision, place, units_for_streams
@@ -162,21 +163,22 @@ def ceiling_for(step, workload: Workload) -> int:
 def answer(model, deployment: Deployment | None, workload: Workload, load: Load,
            objective: Objective = Objective.LATENCY, *, system: str | None = None,
            precision: Precision = Precision(), framework: str = "sglang", spec_k: int = 0,
-           spec_accept: float = 0.0, arrivals: str = ARRIVALS) -> Answer:
+           spec_accept: float = 0.0, arrivals: str = ARRIVALS, release: str = LATEST) -> Answer:
     """The operating point of `model` on `deployment` (None: the default deployment of `system`, the fewest
     whole units that hold the workload) for `workload` at `load`.
 
     The deployment is kept exactly: a load beyond its KV ceiling runs the ceiling's streams and the rest
     wait for a slot (in TTFT), and the answer names the bigger deployment that would hold it (`needs`,
     `alternative`). `objective` picks the GPU layout search's goal when the layout is not given (LPX
-    layouts are searched for the deployment's workload); ranking deployments is `engine.search`."""
+    layouts are searched for the deployment's workload); ranking deployments is `engine.search`. `release`: the
+    GPU engine release the steps price (the latest; a replay of a dated run its own: `gpu.engine.engine_params`)."""
     if load.concurrency is None:
         raise UserError("rate", "the steady state answers closed-loop loads; simulate an open arrival rate "
                                 "with `lpxsim simulate`")
     if deployment is None and system is None:
         raise UserError("system", "give a system or a deployment")
     goal = "latency" if objective == Objective.LATENCY else "throughput"
-    placed = place(model, system or deployment.system, workload, deployment, precision, framework, goal)
+    placed = place(model, system or deployment.system, workload, deployment, precision, framework, goal, release)
     return answer_on(placed, workload, load, spec_k=spec_k, spec_accept=spec_accept, arrivals=arrivals,
                      precision=precision)
 

@@ -26,6 +26,7 @@ from functools import lru_cache
 from lpxsim.backends import sizing
 from lpxsim.catalog import get_model, get_system
 from lpxsim.core.errors import DoesNotFit, UserError
+from lpxsim.core.frameworks import LATEST
 from lpxsim.engine.query import Deployment, Workload
 from lpxsim.specs.hardware import SystemSpec
 from lpxsim.specs.model import ModelSpec
@@ -133,9 +134,12 @@ def _design(m: ModelSpec, s: SystemSpec, context: int, p: Precision, chips: int,
 
 
 def place(model: str | ModelSpec, system: str, workload: Workload, deployment: Deployment | None = None,
-          precision: Precision = Precision(), framework: str = "sglang", goal: str = "latency") -> Placed:
+          precision: Precision = Precision(), framework: str = "sglang", goal: str = "latency",
+          release: str = LATEST) -> Placed:
     """The deployment (given, or the default one) with its layout resolved for `workload`, and its replica's
-    StepModel. Memoised per process: every command asking about one deployment and workload shares it."""
+    StepModel. Memoised per process: every command asking about one deployment and workload shares it.
+    `release`: the GPU engine release whose host time the steps carry (`gpu.engine.engine_params`; the latest
+    for an answer, a measured run's own where a replay prices one)."""
     m = get_model(model) if isinstance(model, str) else model
     s = get_system(deployment.system if deployment is not None else system)
     if deployment is not None and deployment.system != s.name:
@@ -144,12 +148,12 @@ def place(model: str | ModelSpec, system: str, workload: Workload, deployment: D
         from lpxsim.core.frameworks import framework_name
 
         framework = framework_name(framework)
-    return _place(m, s.name, workload.isl, workload.osl, deployment, precision, framework, goal)
+    return _place(m, s.name, workload.isl, workload.osl, deployment, precision, framework, goal, release)
 
 
 @lru_cache(maxsize=128)
 def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None, p: Precision,
-           framework: str, goal: str) -> Placed:
+           framework: str, goal: str, release: str = LATEST) -> Placed:
     from lpxsim.backends.factory import Layout, make_step_model
 
     s = get_system(system)
@@ -176,7 +180,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
             else:
                 fixed = _parse_gpu_layout(dep.layout) if given and dep.layout else {}
                 lay = Layout(gpus=chips, isl=isl, osl=osl, concurrency=conc, framework=framework, goal=goal,
-                             **fixed)
+                             release=release, **fixed)
             step = make_step_model(m, s.name, lay, weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
             break
         except DoesNotFit:
@@ -191,7 +195,7 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
             chips = units * s.chips_per_unit
             conc = _design(m, s, context, p, chips, goal)
     if not s.is_lpu:
-        step = _one_gpu_replica(m, s.name, step, p, framework)
+        step = _one_gpu_replica(m, s.name, step, p, framework, release)
     elif given and whole and not dep.layout:
         step = _most_held(m, s, isl, osl, p, step, int(units), chips)
     replicas = max(1, chips // step.chips)
@@ -241,7 +245,8 @@ def gpu_layout_of(label: str) -> dict:
     return {**out, "replicas": int(reps)}
 
 
-def _one_gpu_replica(m: ModelSpec, system: str, step: StepModel, p: Precision, framework: str) -> StepModel:
+def _one_gpu_replica(m: ModelSpec, system: str, step: StepModel, p: Precision, framework: str,
+                     release: str = LATEST) -> StepModel:
     """One replica of a GPU step model whose layout holds several behind one router: a deployment states its
     replicas (the engine splits the load over them, the simulator runs each as a worker)."""
     from lpxsim.backends.factory import Layout, make_step_model
@@ -254,7 +259,8 @@ def _one_gpu_replica(m: ModelSpec, system: str, step: StepModel, p: Precision, f
     if reps == 1:
         return step
     per = lay["tp"] * lay["pp"]
-    return make_step_model(m, system, Layout(gpus=per, framework=framework, **lay), weights=p.weights, kv=p.kv,
+    return make_step_model(m, system, Layout(gpus=per, framework=framework, release=release, **lay),
+                           weights=p.weights, kv=p.kv,
                            kv_layout=p.kv_layout)
 
 

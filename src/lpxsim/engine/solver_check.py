@@ -62,7 +62,8 @@ def queueing_solvers(rows: list[dict]) -> dict:
     configs = []
     for key, runs in sorted(_configurations(rows).items()):
         r = runs[0]
-        step = step_model(r, False, cache)
+        # measured over every dated run of the configuration, so priced at the engine's fit over its releases
+        step = step_model(dict(r, date=""), False, cache)
         isl, osl, users = round(LENGTH_RATIO * int(r["isl"])), round(LENGTH_RATIO * int(r["osl"])), int(r["conc"])
         try:
             ran, stag = steady_state(step, isl, osl, users), steady_state(step, isl, osl, users, arrivals="stagger")

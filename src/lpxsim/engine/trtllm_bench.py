@@ -57,6 +57,7 @@ def one_user_rate(p: dict, mtp: int) -> tuple[float, float]:
     from lpxsim.engine.answer import answer
     from lpxsim.engine.deployment import Precision, gpu_layout_text
     from lpxsim.engine.query import Deployment, Load, Workload
+    from lpxsim.engine.validation import row_release
     from lpxsim.specs.mtp import default_accept
 
     tp, ep = int(p["tp"]), int(p["ep"])
@@ -64,7 +65,8 @@ def one_user_rate(p: dict, mtp: int) -> tuple[float, float]:
                      framework=p["framework"])
     accept = default_accept(get_model(p["model"])) if mtp else 0.0
     a = answer(p["model"], dep, Workload(int(p["isl"]), int(p["osl"])), Load(concurrency=1),
-               precision=Precision(p["weights"], p["kv"]), framework=p["framework"], spec_k=mtp, spec_accept=accept)
+               precision=Precision(p["weights"], p["kv"]), framework=p["framework"], spec_k=mtp, spec_accept=accept,
+               release=row_release(p))
     return a.workload.osl / a.e2e_s, a.tokens_per_round
 
 
@@ -130,7 +132,7 @@ def overview_point(p: dict) -> dict:
     queued, run to their end (`engine.offline_run`)."""
     from lpxsim.engine.lengths import uniform
     from lpxsim.engine.offline_run import offline_run
-    from lpxsim.engine.validation import _flag, _pct
+    from lpxsim.engine.validation import _flag, _pct, row_release
     from lpxsim.gpu.engine import trtllm_capture_sizes
     from lpxsim.gpu.step import GpuStepModel
 
@@ -139,7 +141,7 @@ def overview_point(p: dict) -> dict:
     ranks = tp if dp else 1
     stated = tuple(int(b) for b in p["graph_batches"].split()) if (p.get("graph_batches") or "").strip() else None
     common = dict(tp=tp, ep=ep, dp_attention=dp, weights=p["weights"], kv=p["kv"], framework="trtllm",
-                  mem_fraction=float(p["kv_mem_fraction"]))
+                  mem_fraction=float(p["kv_mem_fraction"]), release=row_release(p))
     # the KV's request count comes before the caps; the engine sets aside activations for the largest batch
     # trtllm-bench may set, so the count is taken with that cap in place
     probe = GpuStepModel(p["model"], p["system"], max_batch=BENCH_BATCH_LIMIT, **common)

@@ -436,7 +436,7 @@ def _offline_best(p: dict, mix) -> tuple[int, float, float]:
             continue
         try:
             m = GpuStepModel(p["model"], p["system"], tp=tp, weights=p["weights"], kv=p["kv"],
-                             framework=p["framework"])
+                             framework=p["framework"], release=row_release(p))
             sat = offline_throughput(m, isl, osl, context=context).output_tok_s_per_chip
         except UserError:  # the weights or one sequence's KV do not fit at this TP
             continue
@@ -477,7 +477,8 @@ def _offline_stated(p: dict, mix) -> tuple[str, float, float]:
     graphs = _flag(p, "cuda_graphs", default=True)
     m = GpuStepModel(p["model"], p["system"], tp=tp, pp=pp, ep=ep, dp_attention=dp, weights=p["weights"],
                      kv=p["kv"], framework=p["framework"], mem_fraction=float(p["kv_mem_fraction"]),
-                     max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp, cuda_graphs=graphs)
+                     max_batch=int(p["max_batch_per_rank"]) * lay.attention_ranks * pp, cuda_graphs=graphs,
+                     release=row_release(p))
     budget = _optional_int(p, "max_num_tokens")
     per_pass = _optional_int(p, "prefill_pass_tokens")
     concurrency = _optional_int(p, "max_concurrency")
@@ -598,26 +599,32 @@ def _pct(pred: float, meas: str | float) -> float | None:
     return 100.0 * (pred / m - 1.0) if m > 0 and math.isfinite(pred) else None
 
 
+def row_release(r: dict) -> str:
+    """The engine release a measured row is priced with: the release in effect on its `date`
+    (`gpu.engine.release_month`), the pooled fit where it states none (assumption "engine-release")."""
+    from lpxsim.gpu.engine import POOLED
+
+    return (r.get("date") or "").strip() or POOLED
+
+
 def step_model(r: dict, project: bool, cache: dict):
-    """The replay's step model of calibration row `r` (its GPU, engine, precision, layout and KV format), memoised
-    in `cache`; `project`: priced from the sibling GPU's tables (`PROJECT_FROM`)."""
-    from lpxsim.backends.factory import Layout, make_step_model
+    """The replay's step model of calibration row `r` (its GPU, engine, precision, layout and KV format, and the
+    engine release of its date: `row_release`), memoised in `cache`; `project`: priced from the sibling GPU's
+    tables (`PROJECT_FROM`)."""
     from lpxsim.gpu.calibration import kv_format
+    from lpxsim.gpu.engine import engine_params
     from lpxsim.gpu.step import GpuStepModel
 
     fw = {"trt": "trtllm"}.get(r["framework"], r["framework"])
     dp = r["dp_attention"].lower() in ("true", "1")
     system = SYSTEMS[r["hardware"]]
-    key = (system, fw, r["precision"], int(r["tp"]), int(r["ep"]), dp, project)
+    release = engine_params(fw, row_release(r)).release  # rows of one release share a model
+    key = (system, fw, r["precision"], int(r["tp"]), int(r["ep"]), dp, project, release)
     if key not in cache:
-        kv = kv_format(r["hardware"], r["framework"])
-        if project:
-            cache[key] = GpuStepModel("deepseek-r1", system, tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=dp,
-                                      weights=r["precision"], kv=kv, framework=fw,
-                                      project_from=PROJECT_FROM[system])
-        else:
-            lay = Layout(gpus=int(r["tp"]), tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=dp, framework=fw)
-            cache[key] = make_step_model("deepseek-r1", system, lay, weights=r["precision"], kv=kv)
+        tp = int(r["tp"])
+        cache[key] = GpuStepModel("deepseek-r1", system, gpus=tp, tp=tp, ep=int(r["ep"]), dp_attention=dp,
+                                  weights=r["precision"], kv=kv_format(r["hardware"], r["framework"]), framework=fw,
+                                  project_from=PROJECT_FROM[system] if project else None, release=release)
     return cache[key]
 
 

@@ -15,6 +15,10 @@ Data handling (docs/assumptions.md, "GPU cost model"):
   merged by their median (`load_points`). The engines get faster release by release (under a fit to every date,
   the 2026-05 runs of B200 and H200 come out 0-14 % faster than predicted, by engine and precision), and a planner
   answers for the engine a user deploys now; the replay tables still compare every dated run.
+- The engines' per-step host time is then fitted once more per release, a release being the month of a run
+  (`fit_releases` on `load_dated_points`: every configuration's runs of that month, the shared parameters held):
+  SGLang's falls from 3.1 ms (2025-11) to 1.3 ms (2026-05). An answer prices the latest release; a replayed row
+  the release of its date (`gpu.engine.engine_params`; assumption "engine-release").
 - Throughput of rows flagged `flag_intvty_vs_n_gpus_gt15pct` is not used (a
   benchmark artefact per the data's README); their latencies are.
 - KV cache format (`kv_format`): what InferenceX launches. TensorRT-LLM's DeepSeek recipes use an
@@ -33,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from lpxsim.core.benchmark_client import LENGTH_RATIO
+from lpxsim.gpu.engine import POOLED, EngineParams, engine_params
 from lpxsim.gpu.params import BOUNDS, FITTED_NAMES, GpuParams
 from lpxsim.gpu.step import GpuStepModel
 
@@ -109,8 +114,26 @@ class PointModel:
         }
 
 
+def load_dated_points(path: str | Path | None = None) -> pd.DataFrame:
+    """One row per measured configuration and release (the month of its runs, column `release`): the medians of
+    that month's runs, as `load_points` takes them at a configuration's latest date."""
+    d = pd.read_csv(path or data_path())
+    d["dp_attention"] = d["dp_attention"].astype(str).str.lower().isin(("true", "1"))
+    d["release"] = d["date"].astype(str).str[:7]
+    keys = [*CONFIG_KEYS, "release"]
+    ok = d["flag_intvty_vs_n_gpus_gt15pct"].fillna(0).astype(int) == 0
+    lat = d.groupby(keys).agg(
+        runs=("tpot_median_s", "size"), tpot_s=("tpot_median_s", "median"), ttft_s=("ttft_median_s", "median")
+    )
+    tput = d[ok].groupby(keys).agg(
+        total_tok_s_per_gpu=("tput_per_gpu", "median"), output_tok_s_per_gpu=("output_tput_per_gpu", "median")
+    )
+    return lat.join(tput, how="left").reset_index().sort_values(keys).reset_index(drop=True)
+
+
 def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list[PointModel], list[dict]]:
-    """Step models for every calibration configuration, and the configurations the model says do not fit."""
+    """Step models for every calibration configuration, and the configurations the model says do not fit. Each
+    carries the engine's pooled fit (the fit stages set the engine they try)."""
     from lpxsim.core.errors import UserError
 
     out, rejected = [], []
@@ -118,7 +141,7 @@ def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list
         step = GpuStepModel(
             model, SYSTEMS[r["hardware"]], tp=int(r["tp"]), ep=int(r["ep"]), dp_attention=bool(r["dp_attention"]),
             weights=r["precision"], kv=kv_format(r["hardware"], r["framework"]),
-            framework=FRAMEWORK.get(r["framework"], r["framework"]),
+            framework=FRAMEWORK.get(r["framework"], r["framework"]), release=POOLED,
         )
         pm = PointModel(r, step)
         try:
@@ -134,13 +157,12 @@ def predict(pms: list[PointModel], params: GpuParams | None = None,
             engines: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
     """Measured and predicted TPOT and tok/s per GPU with percentage errors, one row per configuration.
     `engines` ({framework: fitted values}, as fit_engines returns) overrides the shipped engine fit."""
-    from lpxsim.gpu.engine import engine_params
 
     rows = []
     for pm in pms:
         eng = None
         if engines is not None and pm.step.framework in engines:
-            eng = engine_params(pm.step.framework).with_values(**engines[pm.step.framework])
+            eng = engine_params(pm.step.framework, POOLED).with_values(**engines[pm.step.framework])
         p = pm.predict(params, eng)
         row = dict(pm.row)
         for k, v in p.items():
@@ -193,10 +215,9 @@ def fit_engines(pms: list[PointModel]) -> tuple[dict[str, dict[str, float]], Gpu
 
     The dispatch time is a first-token parameter: decode runs under CUDA graphs and does not see it,
     so stage 2 keeps the decode fit it had without it. Returns ({framework: values}, params)."""
-    from lpxsim.gpu.engine import engine_params
 
     fws = sorted({pm.step.framework for pm in pms})
-    engs = {fw: engine_params(fw) for fw in fws}
+    engs = {fw: engine_params(fw, POOLED) for fw in fws}
     params = pms[0].step.params
     params, engs = _fit_stage(pms, params, engs, ("eager_dispatch_s",), ("first_token_overhead_s",), ttft_only=True)
     params, engs = _fit_stage(pms, params, engs, ("kernel_overhead_s",), ("step_overhead_s", "first_token_overhead_s"),
@@ -252,6 +273,47 @@ def _fit_stage(pms: list[PointModel], base: GpuParams, engs: dict, shared: tuple
     scale = np.array([SCALE[k] for k in shared] + [SCALE[k] for _ in fws for k in per_engine])
     sol = least_squares(res, x0, bounds=(lo, hi), x_scale=scale, method="trf", max_nfev=40, diff_step=0.05)
     return unpack(sol.x)
+
+
+# a month with fewer configurations measured is not fitted as a release of its own: its rows take the one before
+MIN_RELEASE_POINTS = 5
+
+
+def fit_releases(pms: list[PointModel], params: GpuParams,
+                 engines: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Each framework's per-step host time per release ({framework: {month: {"step_overhead_s": s}}}): one
+    least-squares fit per release on the log errors of TPOT and total tok/s per GPU of the points of that
+    release (`load_dated_points`), with the shared `params` and the framework's other fitted values (`engines`,
+    as `fit_engines` returns them) held. A month with fewer than MIN_RELEASE_POINTS points is left out."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for fw in sorted({pm.step.framework for pm in pms}):
+        base = engine_params(fw, POOLED).with_values(**engines.get(fw, {}))
+        for month in sorted({str(pm.row["release"]) for pm in pms if pm.step.framework == fw}):
+            used = [pm for pm in pms if pm.step.framework == fw and str(pm.row["release"]) == month]
+            if len(used) >= MIN_RELEASE_POINTS:
+                out.setdefault(fw, {})[month] = {"step_overhead_s": _fit_step_overhead(used, params, base)}
+    return out
+
+
+def _fit_step_overhead(used: list[PointModel], params: GpuParams, base: EngineParams) -> float:
+    """The per-step host time that best fits `used` (log errors of TPOT and total tok/s per GPU), the rest of
+    the engine `base` and the shared `params` held."""
+    from scipy.optimize import least_squares
+
+    def res(x: np.ndarray) -> np.ndarray:
+        e = base.with_values(step_overhead_s=float(x[0]))
+        r = []
+        for pm in used:
+            p = pm.predict(params, e)
+            r.append(math.log(p["tpot_s"] / pm.row["tpot_s"]))
+            meas = pm.row.get("total_tok_s_per_gpu")
+            r.append(math.log(p["total_tok_s_per_gpu"] / meas) if meas == meas and meas else 0.0)
+        return np.asarray(r)
+
+    lo, hi = ENGINE_BOUNDS["step_overhead_s"]
+    sol = least_squares(res, [min(max(base.step_overhead_s, lo), hi)], bounds=([lo], [hi]),
+                        x_scale=[SCALE["step_overhead_s"]], method="trf", max_nfev=40, diff_step=0.05)
+    return float(sol.x[0])
 
 
 FIT_SHARED = ("kernel_overhead_s", "eager_dispatch_s")  # GpuParams fit_engines fits for every GPU and framework

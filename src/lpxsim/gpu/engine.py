@@ -7,7 +7,10 @@ sizes at which decode CUDA graphs are captured (a decode step of B sequences
 runs the graph of the next captured size, so its GEMMs and attention see the
 padded batch). The two overheads are fitted per framework on the calibration
 data (benchmarks/fit_gpu.py, catalog/fitted/gpu_fit.json "engines"); the graph
-batch lists are the engines' defaults (docs/sources.md, not fitted). With
+batch lists are the engines' defaults (docs/sources.md, not fitted). The per-step host time is also fitted per
+release, a release being the month of a run (`releases`): the engines shed host time release by release, so an
+answer prices the latest release's, a replayed measurement the release of its own date (`engine_params`,
+assumption "engine-release"). With
 attention data-parallelism TensorRT-LLM holds new prefills until every DP rank
 has one, for at most `adp_balance_timeout_iters` engine steps (its
 attention_dp_config balance; InferenceX launches it with a timeout of 60
@@ -19,9 +22,13 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
+from typing import Any
 
+from lpxsim.core.errors import UserError
 from lpxsim.core.frameworks import ALIASES as ALIASES
 from lpxsim.core.frameworks import FRAMEWORKS as FRAMEWORKS
+from lpxsim.core.frameworks import LATEST as LATEST
+from lpxsim.core.frameworks import POOLED as POOLED
 from lpxsim.core.frameworks import framework_name as framework_name
 
 
@@ -58,7 +65,7 @@ class EngineParams:
     """One framework's engine parameters (seconds; graph batch sizes)."""
 
     name: str
-    step_overhead_s: float  # host time per engine step (fitted)
+    step_overhead_s: float  # host time per engine step (fitted; per release where the fit has releases)
     first_token_overhead_s: float  # host time before a first token that does not hold the GPUs (fitted)
     graph_batches: tuple[int, ...]  # decode CUDA-graph capture sizes (engine default, not fitted)
     # DP-attention admission balance: steps a new prefill may be held waiting for every attention-DP
@@ -100,13 +107,15 @@ class EngineParams:
     # by default, never with Blackwell's DeepGEMM) selects DeepGEMM's FP8 BMM; on ROCm it requantises them to
     # per-tensor FP8 for bmm_fp8 (SGL-MLA-BMM). A code path, not fitted.
     bf16_absorb_vendors: tuple[str, ...] = ()
+    # The release whose fitted host time this is: a month "YYYY-MM", or POOLED (the fit over every release)
+    release: str = "pooled"
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
         i = bisect.bisect_left(self.graph_batches, batch)
         return self.graph_batches[i] if i < len(self.graph_batches) else batch
 
-    def with_values(self, **kw: float) -> EngineParams:
+    def with_values(self, **kw: Any) -> EngineParams:
         return replace(self, **kw)
 
 
@@ -128,12 +137,34 @@ PRIORS = {
     "vllm": EngineParams("vllm", 1e-3, 0.05, _vllm_graph_batches(), eager_prefill=False),
 }
 FITTED = ("step_overhead_s", "first_token_overhead_s")
+RELEASE_FITTED = ("step_overhead_s",)  # what the fit gives each release (the rest is the engine's pooled fit)
 
 
-def engine_params(name: str) -> EngineParams:
-    """The fitted parameters of one framework (priors where the fit file has none)."""
+def release_month(releases: dict[str, Any], release: str | None) -> str | None:
+    """The fitted release (a month "YYYY-MM" of `releases`) that `release` names: LATEST the latest; a date
+    "YYYY-MM[-DD]" the latest release not after it; None (the pooled fit) for POOLED or None, for a date before
+    every fitted release (software older than the calibration) and where the engine has no releases."""
+    if release in (None, POOLED) or not releases:
+        return None
+    months = sorted(releases)
+    if release == LATEST:
+        return months[-1]
+    month = str(release)[:7]
+    if len(month) != 7 or month[4] != "-" or not (month[:4] + month[5:]).isdigit():
+        raise UserError("date", f"expected a date YYYY-MM or YYYY-MM-DD, got {release!r}")
+    before = [m for m in months if m <= month]
+    return before[-1] if before else None
+
+
+def engine_params(name: str, release: str | None = LATEST) -> EngineParams:
+    """The fitted parameters of one framework (priors where the fit file has none), with the per-step host time of
+    the release `release` names (`release_month`: by default the latest, what a deployment runs now)."""
     from lpxsim.gpu.params import load_fit
 
     key = framework_name(name)
     fitted = load_fit().get("engines", {}).get(key, {})
-    return PRIORS[key].with_values(**{k: float(v) for k, v in fitted.items() if k in FITTED})
+    values: dict[str, Any] = {k: float(v) for k, v in fitted.items() if k in FITTED}
+    month = release_month(fitted.get("releases", {}), release)
+    if month is not None:
+        values.update({k: float(v) for k, v in fitted["releases"][month].items() if k in RELEASE_FITTED})
+    return PRIORS[key].with_values(**values, release=month or POOLED)

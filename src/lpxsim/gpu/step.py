@@ -20,7 +20,7 @@ from lpxsim.gpu import memory
 from lpxsim.gpu.checkpoint import checkpoint_formats
 from lpxsim.gpu.collectives import fabric_for
 from lpxsim.gpu.cost import StepBreakdown, price, roofline_s
-from lpxsim.gpu.engine import engine_params, framework_name
+from lpxsim.gpu.engine import LATEST, engine_params, framework_name
 from lpxsim.gpu.features import GraphPlan, StepFeatures, build, plan_step, with_contexts
 from lpxsim.gpu.layout import Layout
 from lpxsim.gpu.measured import AIC_SYSTEM, MOE_BACKEND_OF, aic_version, measured_ops
@@ -210,6 +210,7 @@ class GpuStepModel:
         measured: bool = True,
         moe_backend: str | None = None,
         graph_batches: tuple[int, ...] | None = None,
+        release: str | None = LATEST,
     ) -> None:
         from lpxsim.catalog import get_model, get_system
 
@@ -242,7 +243,8 @@ class GpuStepModel:
         self.logits_batch = DEFAULT_MAX_BATCH if max_batch is None else max_batch
         self.params = params or fitted_params()
         self.framework = framework_name(framework)
-        self.engine = engine_params(self.framework)
+        # the engine release whose host time a step carries: the latest (an answer), a run's date (a replay)
+        self.engine = engine_params(self.framework, release)
         if graph_batches is not None:  # the decode CUDA-graph capture sizes a launch states (else the engine's own)
             if not graph_batches or any(not isinstance(b, int) or b < 1 for b in graph_batches):
                 raise UserError("graph_batches", f"expected positive whole batch sizes, got {graph_batches!r}")
@@ -342,6 +344,11 @@ class GpuStepModel:
         return self.engine.spec_extra_passes * self.engine.step_overhead_s
 
     # --- the StepModel seam -------------------------------------------------------------
+
+    @property
+    def engine_release(self) -> str:
+        """The engine release whose fitted host time the steps carry (a month "YYYY-MM", or "pooled")."""
+        return self.engine.release
 
     @property
     def name(self) -> str:
