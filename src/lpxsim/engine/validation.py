@@ -2,9 +2,10 @@
 
 Four cost paths (`lpxsim.engine.bands.PATHS`), each replayed through the code users run:
 
-- measured GPU: every row of ``data/measured/inferencex_dsr1_calibration.csv`` through `make_step_model` +
-  `steady_state` (what `lpxsim estimate --system ... --tp --ep [--dp-attention] --weights --framework` runs)
-  at the benchmark's mean drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
+- measured GPU: every row of ``data/measured/inferencex_dsr1_calibration.csv`` through the `GpuStepModel` and
+  `steady_state` that `lpxsim estimate --system ... --tp --ep [--dp-attention] --weights --framework` runs, with
+  the engine release of the row's date where `estimate` takes the latest (`row_release`), at the benchmark's mean
+  drawn lengths (0.9 x nominal), throughput scaled to the benchmark's finite run;
 - projected GPU: the same rows with each GPU priced from a measured sibling's tables by achieved rates instead of
   its own (H200 from H100, B200 from B300), and the step-level projection pairs;
 - saturated offline throughput: MLPerf Inference Offline results, v5.0 to v6.1 (``data/measured/mlperf_v51_offline.csv``,
