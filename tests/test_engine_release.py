@@ -114,4 +114,15 @@ def test_estimate_names_the_engine_release_it_priced():
                                  "--session", "none", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["framework"] == "sglang" and d["engine_release"] == max(_shipped()["sglang"]["releases"])
+    latest = max(_shipped()["sglang"]["releases"])
+    assert d["framework"] == "sglang" and d["engine_release"] == latest
+    assert f"sglang {latest})" in d["deployment"]  # the deployment names the software it priced
+
+
+def test_a_deployment_names_a_fitted_release_only():
+    from lpxsim.engine.query import Deployment
+
+    assert Deployment("b200-hgx", 8, layout="TP8", framework="sglang", engine_release="2026-05").label() == (
+        "1 b200-hgx node (8 chips, TP8, sglang 2026-05), 14.3 kW")
+    assert "vllm)" in Deployment("b200-hgx", 8, layout="TP8", framework="vllm", engine_release=POOLED).label()
+    assert "kvsplit=4), " in Deployment("lpx", 256, layout="tp=16,stages=16,kvsplit=4").label()

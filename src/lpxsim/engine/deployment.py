@@ -201,7 +201,8 @@ def _place(m: ModelSpec, system: str, isl: int, osl: int, dep: Deployment | None
     replicas = max(1, chips // step.chips)
     resolved = Deployment(
         s.name, step.chips, layout=_layout_of(step), replicas=replicas, given=given,
-        idle_chips=chips - replicas * step.chips, framework="" if s.is_lpu else getattr(step, "framework", framework))
+        idle_chips=chips - replicas * step.chips, framework="" if s.is_lpu else getattr(step, "framework", framework),
+        engine_release="" if s.is_lpu else getattr(step, "engine_release", None) or "")
     return Placed(resolved, step, m, conc, framework, goal)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from lpxsim.core.errors import UserError
+from lpxsim.core.frameworks import POOLED
 
 # The output tokens per request of every command that is not told otherwise (estimate, sweep, modes, plan,
 # the tour): printed in every label beside the figures it shapes.
@@ -203,6 +204,9 @@ class Deployment:
     # are powered, so they count in the deployment's power and tok/s/MW.
     idle_chips: int = 0
     framework: str = ""  # GPU: the serving engine (sglang, trtllm, vllm); "" on LPX
+    # GPU: the engine release whose fitted host time the steps carry ("2026-05"; "pooled" where the engine has none
+    # fitted); "" on LPX and for a deployment not yet placed
+    engine_release: str = ""
 
     def __post_init__(self) -> None:
         _positive_int("chips", self.chips)
@@ -245,4 +249,6 @@ class Deployment:
             inner += f", {self.layout}"
         if self.framework:
             inner += f", {self.framework}"
+            if self.engine_release and self.engine_release != POOLED:  # a fitted release: the software priced
+                inner += f" {self.engine_release}"
         return f"{size} ({inner}), {self.power_w / 1e3:,.1f} kW"
