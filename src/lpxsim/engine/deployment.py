@@ -261,8 +261,7 @@ def _one_gpu_replica(m: ModelSpec, system: str, step: StepModel, p: Precision, f
         return step
     per = lay["tp"] * lay["pp"]
     return make_step_model(m, system, Layout(gpus=per, framework=framework, release=release, **lay),
-                           weights=p.weights, kv=p.kv,
-                           kv_layout=p.kv_layout)
+                           weights=p.weights, kv=p.kv, kv_layout=p.kv_layout)
 
 
 def _layout_of(step: StepModel) -> str:

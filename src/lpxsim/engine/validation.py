@@ -603,7 +603,7 @@ def _pct(pred: float, meas: str | float) -> float | None:
 def row_release(r: dict) -> str:
     """The engine release a measured row is priced with: the release in effect on its `date`
     (`gpu.engine.release_month`), the pooled fit where it states none (assumption "engine-release")."""
-    from lpxsim.gpu.engine import POOLED
+    from lpxsim.core.frameworks import POOLED
 
     return (r.get("date") or "").strip() or POOLED
 

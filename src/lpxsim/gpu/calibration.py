@@ -69,21 +69,38 @@ def data_path() -> Path:
     return Path(str(resources.files("lpxsim").joinpath("data", "measured", DATA_FILE)))
 
 
+def _runs(path: str | Path | None) -> pd.DataFrame:
+    """The calibration runs, attention-DP as a boolean."""
+    d = pd.read_csv(path or data_path())
+    d["dp_attention"] = d["dp_attention"].astype(str).str.lower().isin(("true", "1"))
+    return d
+
+
+def _medians(d: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One row per group of `keys`: median TPOT/TTFT over its runs, median tok/s/GPU over its unflagged runs."""
+    ok = d["flag_intvty_vs_n_gpus_gt15pct"].fillna(0).astype(int) == 0
+    lat = d.groupby(keys).agg(
+        runs=("tpot_median_s", "size"), tpot_s=("tpot_median_s", "median"), ttft_s=("ttft_median_s", "median")
+    )
+    tput = d[ok].groupby(keys).agg(
+        total_tok_s_per_gpu=("tput_per_gpu", "median"), output_tok_s_per_gpu=("output_tput_per_gpu", "median")
+    )
+    return lat.join(tput, how="left").reset_index().sort_values(keys).reset_index(drop=True)
+
+
 def load_points(path: str | Path | None = None) -> pd.DataFrame:
     """One row per measured configuration at its latest software date: median TPOT/TTFT over that date's runs,
     median tok/s/GPU over its unflagged runs."""
-    d = pd.read_csv(path or data_path())
-    d["dp_attention"] = d["dp_attention"].astype(str).str.lower().isin(("true", "1"))
-    d = d[d["date"] == d.groupby(CONFIG_KEYS)["date"].transform("max")]
-    ok = d["flag_intvty_vs_n_gpus_gt15pct"].fillna(0).astype(int) == 0
-    lat = d.groupby(CONFIG_KEYS).agg(
-        runs=("tpot_median_s", "size"), tpot_s=("tpot_median_s", "median"), ttft_s=("ttft_median_s", "median")
-    )
-    tput = d[ok].groupby(CONFIG_KEYS).agg(
-        total_tok_s_per_gpu=("tput_per_gpu", "median"), output_tok_s_per_gpu=("output_tput_per_gpu", "median")
-    )
-    pts = lat.join(tput, how="left").reset_index()
-    return pts.sort_values(CONFIG_KEYS).reset_index(drop=True)
+    d = _runs(path)
+    return _medians(d[d["date"] == d.groupby(CONFIG_KEYS)["date"].transform("max")], CONFIG_KEYS)
+
+
+def load_dated_points(path: str | Path | None = None) -> pd.DataFrame:
+    """One row per measured configuration and release (the month of its runs, column `release`): the medians of
+    that month's runs, as `load_points` takes them at a configuration's latest date."""
+    d = _runs(path)
+    d["release"] = d["date"].astype(str).str[:7]
+    return _medians(d, [*CONFIG_KEYS, "release"])
 
 
 @dataclass
@@ -112,23 +129,6 @@ class PointModel:
             "total_tok_s_per_gpu": est.total_tok_s_per_chip,
             "output_tok_s_per_gpu": est.output_tok_s_per_chip,
         }
-
-
-def load_dated_points(path: str | Path | None = None) -> pd.DataFrame:
-    """One row per measured configuration and release (the month of its runs, column `release`): the medians of
-    that month's runs, as `load_points` takes them at a configuration's latest date."""
-    d = pd.read_csv(path or data_path())
-    d["dp_attention"] = d["dp_attention"].astype(str).str.lower().isin(("true", "1"))
-    d["release"] = d["date"].astype(str).str[:7]
-    keys = [*CONFIG_KEYS, "release"]
-    ok = d["flag_intvty_vs_n_gpus_gt15pct"].fillna(0).astype(int) == 0
-    lat = d.groupby(keys).agg(
-        runs=("tpot_median_s", "size"), tpot_s=("tpot_median_s", "median"), ttft_s=("ttft_median_s", "median")
-    )
-    tput = d[ok].groupby(keys).agg(
-        total_tok_s_per_gpu=("tput_per_gpu", "median"), output_tok_s_per_gpu=("output_tput_per_gpu", "median")
-    )
-    return lat.join(tput, how="left").reset_index().sort_values(keys).reset_index(drop=True)
 
 
 def point_models(points: pd.DataFrame, model: str = "deepseek-r1") -> tuple[list[PointModel], list[dict]]:
