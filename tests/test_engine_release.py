@@ -126,3 +126,21 @@ def test_a_deployment_names_a_fitted_release_only():
         "1 b200-hgx node (8 chips, TP8, sglang 2026-05), 14.3 kW")
     assert "vllm)" in Deployment("b200-hgx", 8, layout="TP8", framework="vllm", engine_release=POOLED).label()
     assert "kvsplit=4), " in Deployment("lpx", 256, layout="tp=16,stages=16,kvsplit=4").label()
+
+
+def test_estimate_prices_the_release_it_is_asked_for():
+    from typer.testing import CliRunner
+
+    from lpxsim.cli.main import app
+
+    base = ["estimate", "deepseek-r1", "--system", "b200-hgx", "--concurrency", "4", "--session", "none", "--json"]
+    now = json.loads(CliRunner().invoke(app, base).stdout)
+    old = json.loads(CliRunner().invoke(app, [*base, "--engine-release", "2025-12-15"]).stdout)
+    assert old["engine_release"] == "2025-12" and "sglang 2025-12)" in old["deployment"]
+    sglang = _shipped()["sglang"]["releases"]
+    # four users: one decode step a token, so the TPOT moves by the two releases' host times apart
+    gap = sglang["2025-12"]["step_overhead_s"] - sglang[max(sglang)]["step_overhead_s"]
+    assert old["tpot_s"] - now["tpot_s"] == pytest.approx(gap, rel=0.05)
+    for bad in ("2025-13", "last year"):
+        r = CliRunner().invoke(app, [*base, "--engine-release", bad])
+        assert r.exit_code == 2 and "engine-release" in r.output and bad in r.output, r.output

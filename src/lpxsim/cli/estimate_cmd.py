@@ -16,7 +16,13 @@ from lpxsim.cli.common import (
     systems_help,
 )
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
-from lpxsim.cli.validate import count_option, framework_option, real_option, tokens_option
+from lpxsim.cli.validate import (
+    count_option,
+    engine_release_option,
+    framework_option,
+    real_option,
+    tokens_option,
+)
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 from lpxsim.engine.query import DEFAULT_OSL
@@ -108,6 +114,7 @@ def register(app: typer.Typer) -> None:
                                            "(default with --mtp: the model's published MTP acceptance)", lo=0, hi=1,
                                            hi_open=True),
         framework: str = framework_option(),
+        engine_release: str = engine_release_option(),
         usd_per_kwh: float | None = real_option(None, "--usd-per-kwh", help="energy price (cost model override)",
                                                 lo=0, hi=2),
         pue: float | None = real_option(None, "--pue", help="facility PUE (cost model override)", lo=1, hi=3),
@@ -136,13 +143,14 @@ def register(app: typer.Typer) -> None:
 
                 accept = default_accept(get_model(model))
         a = answer(model, dep, wl, Load(concurrency=concurrency), Objective(goal), system=system,
-                   precision=Precision(weights, kv, kv_layout), framework=framework, spec_k=mtp, spec_accept=accept)
+                   precision=Precision(weights, kv, kv_layout), framework=framework, spec_k=mtp, spec_accept=accept,
+                   release=engine_release)
         d = estimate_dict(a, costs)
         d["weights"], d["kv"] = weights, kv
         from lpxsim.engine.deployment import place
 
         step = place(model, system, wl, dep, Precision(weights, kv, kv_layout), framework,
-                     goal).step
+                     goal, engine_release).step
         sources = getattr(step, "cost_sources", None)
         if sources is not None:  # GPU: which source priced each op family
             d["framework"] = getattr(step, "framework", framework)

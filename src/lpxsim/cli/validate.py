@@ -14,7 +14,7 @@ import typer
 
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
-from lpxsim.core.frameworks import framework_name
+from lpxsim.core.frameworks import LATEST, framework_name, release_name
 
 
 def _parser(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -77,6 +77,15 @@ def path_option(default: Any, *decls: str, help: str, metavar: str = "PATH") -> 
     field = decls[0].lstrip("-") if decls else "path"
     return typer.Option(default, *decls, metavar=metavar, help=help,
                         parser=_parser(lambda v: inputs.check_path(v, field)))
+
+
+def engine_release_option() -> Any:
+    """`--engine-release`: the GPU engine release whose fitted host time the steps carry, checked before any work
+    (`core.frameworks.release_name`)."""
+    return typer.Option(LATEST, "--engine-release", metavar="RELEASE",
+                        help="GPU engine release to price: latest (default), pooled (the fit over every release) "
+                             "or the release in effect on a date YYYY-MM[-DD]",
+                        parser=_parser(lambda v: release_name(str(v))))
 
 
 def framework_option(default: str = "sglang") -> Any:

@@ -29,3 +29,16 @@ def framework_name(name: str) -> str:
 # (every answer), or the fit over every release (a measured run whose software date is unknown)
 LATEST = "latest"
 POOLED = "pooled"
+
+
+def release_name(text: str, field: str = "engine_release") -> str:
+    """A release as the engine parameters take it: LATEST, POOLED, or a date "YYYY-MM" / "YYYY-MM-DD" (the release
+    in effect then); UserError naming `field` otherwise."""
+    value = str(text).strip()
+    if value.lower() in (LATEST, POOLED):
+        return value.lower()
+    parts = value.split("-")
+    if (len(parts) in (2, 3) and len(parts[0]) == 4 and all(len(p) == 2 for p in parts[1:])
+            and all(p.isdigit() for p in parts) and 1 <= int(parts[1]) <= 12):
+        return value
+    raise UserError(field, f"expected latest, pooled or a date YYYY-MM or YYYY-MM-DD, got {text!r}")

@@ -24,12 +24,12 @@ import bisect
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lpxsim.core.errors import UserError
 from lpxsim.core.frameworks import ALIASES as ALIASES
 from lpxsim.core.frameworks import FRAMEWORKS as FRAMEWORKS
 from lpxsim.core.frameworks import LATEST as LATEST
 from lpxsim.core.frameworks import POOLED as POOLED
 from lpxsim.core.frameworks import framework_name as framework_name
+from lpxsim.core.frameworks import release_name
 
 
 def _sglang_graph_batches() -> tuple[int, ...]:
@@ -144,14 +144,15 @@ def release_month(releases: dict[str, Any], release: str | None) -> str | None:
     """The fitted release (a month "YYYY-MM" of `releases`) that `release` names: LATEST the latest; a date
     "YYYY-MM[-DD]" the latest release not after it; None (the pooled fit) for POOLED or None, for a date before
     every fitted release (software older than the calibration) and where the engine has no releases."""
-    if release in (None, POOLED) or not releases:
+    if release is None:
+        return None
+    release = release_name(release, "date")
+    if release == POOLED or not releases:
         return None
     months = sorted(releases)
     if release == LATEST:
         return months[-1]
-    month = str(release)[:7]
-    if len(month) != 7 or month[4] != "-" or not (month[:4] + month[5:]).isdigit():
-        raise UserError("date", f"expected a date YYYY-MM or YYYY-MM-DD, got {release!r}")
+    month = release[:7]
     before = [m for m in months if m <= month]
     return before[-1] if before else None
 
