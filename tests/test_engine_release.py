@@ -25,13 +25,14 @@ def test_a_date_takes_the_release_in_effect_then():
     assert release_month(RELEASES, "2026-09-10") == "2026-05"  # newer software than the calibration: the latest
     assert release_month(RELEASES, "2026-01-29") == "2025-12"  # a month without its own fit: the one before
     assert release_month(RELEASES, "2025-11") == "2025-11"
+    assert release_month(RELEASES, "2026-05-22 14:03:00") == "2026-05"  # a spreadsheet's date and time
     # older software than every fitted release, an unknown date, an engine without releases: the pooled fit
     assert release_month(RELEASES, "2025-06-30") is None
     assert release_month(RELEASES, POOLED) is None and release_month(RELEASES, None) is None
     assert release_month({}, "2026-05-22") is None
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "2026/05/22", "26-05-22", "2026-5"])
+@pytest.mark.parametrize("bad", ["yesterday", "2026/05/22", "26-05-22", "2026-5", "2026-05-32", "2026-00"])
 def test_a_date_that_is_not_one_names_the_field(bad):
     with pytest.raises(UserError) as e:
         release_month(RELEASES, bad)

@@ -33,12 +33,16 @@ POOLED = "pooled"
 
 def release_name(text: str, field: str = "engine_release") -> str:
     """A release as the engine parameters take it: LATEST, POOLED, or a date "YYYY-MM" / "YYYY-MM-DD" (the release
-    in effect then); UserError naming `field` otherwise."""
+    in effect then; a time after the day, as a spreadsheet writes one, is dropped); UserError naming `field`
+    otherwise."""
     value = str(text).strip()
     if value.lower() in (LATEST, POOLED):
         return value.lower()
+    if len(value) > 10 and value[10] in "T ":
+        value = value[:10]
     parts = value.split("-")
     if (len(parts) in (2, 3) and len(parts[0]) == 4 and all(len(p) == 2 for p in parts[1:])
-            and all(p.isdigit() for p in parts) and 1 <= int(parts[1]) <= 12):
+            and all(p.isdigit() for p in parts) and 1 <= int(parts[1]) <= 12
+            and (len(parts) == 2 or 1 <= int(parts[2]) <= 31)):
         return value
     raise UserError(field, f"expected latest, pooled or a date YYYY-MM or YYYY-MM-DD, got {text!r}")
