@@ -108,7 +108,7 @@ class EngineParams:
     # per-tensor FP8 for bmm_fp8 (SGL-MLA-BMM). A code path, not fitted.
     bf16_absorb_vendors: tuple[str, ...] = ()
     # The release whose fitted host time this is: a month "YYYY-MM", or POOLED (the fit over every release)
-    release: str = "pooled"
+    release: str = POOLED
 
     def graph_batch(self, batch: int) -> int:
         """The captured batch a decode step of `batch` sequences runs at (itself beyond the largest)."""
