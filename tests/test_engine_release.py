@@ -32,7 +32,8 @@ def test_a_date_takes_the_release_in_effect_then():
     assert release_month({}, "2026-05-22") is None
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "2026/05/22", "26-05-22", "2026-5", "2026-05-32", "2026-00"])
+@pytest.mark.parametrize("bad", ["yesterday", "2026/05/22", "26-05-22", "2026-5", "2026-05-32", "2026-00",
+                                 "2026-02-30", "2025-02-29", "2026-04-31", "0000-01"])
 def test_a_date_that_is_not_one_names_the_field(bad):
     with pytest.raises(UserError) as e:
         release_month(RELEASES, bad)

@@ -42,7 +42,17 @@ def release_name(text: str, field: str = "engine_release") -> str:
         value = value[:10]
     parts = value.split("-")
     if (len(parts) in (2, 3) and len(parts[0]) == 4 and all(len(p) == 2 for p in parts[1:])
-            and all(p.isdigit() for p in parts) and 1 <= int(parts[1]) <= 12
-            and (len(parts) == 2 or 1 <= int(parts[2]) <= 31)):
+            and all(p.isdigit() for p in parts) and _is_date(*(int(p) for p in parts))):
         return value
     raise UserError(field, f"expected latest, pooled or a date YYYY-MM or YYYY-MM-DD, got {text!r}")
+
+
+def _is_date(year: int, month: int, day: int = 1) -> bool:
+    """Whether the calendar has this day (2026-02-30 and 2026-13 it has not)."""
+    import datetime
+
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return False
+    return True

@@ -108,8 +108,9 @@ def parse_count(text: object, field: str, lo: int, hi: int, human: bool = True) 
 
 
 def parse_count_list(text: str, field: str, lo: int, hi: int, max_items: int = 1_000) -> list[int]:
-    """'10000,100K,1m' -> [10000, 100000, 1000000]; each in [lo, hi]."""
-    values = [parse_count(p, field, lo, hi) for p in str(text).split(",") if p.strip()]
+    """'10000,100K,1m' -> [10000, 100000, 1000000]; each in [lo, hi], each once (a value given twice, as
+    '32K,32000', asks one question: the first place it appears keeps it)."""
+    values = list(dict.fromkeys(parse_count(p, field, lo, hi) for p in str(text).split(",") if p.strip()))
     if not values:
         raise UserError(field, f"expected at least one value in {range_text(lo, hi)}")
     if len(values) > max_items:

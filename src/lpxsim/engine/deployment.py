@@ -103,6 +103,7 @@ def _parse_gpu_layout(text: str) -> dict:
         lay.pop("replicas")
         return lay
     out: dict = {"ep": 1, "pp": 1, "dp_attention": False, "kv_parallel": False}
+    given: set[str] = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         if part in ("dp-attention", "kvp"):
             out["dp_attention" if part == "dp-attention" else "kv_parallel"] = True
@@ -110,6 +111,9 @@ def _parse_gpu_layout(text: str) -> dict:
         key, _, val = part.partition("=")
         if key not in ("tp", "ep", "pp") or not val.isdigit() or int(val) < 1:
             raise UserError("layout", f"bad GPU layout item {part!r}; expected e.g. tp=4,ep=1,pp=1,dp-attention")
+        if key in given:  # tp=8,tp=4: which one was meant is not ours to guess
+            raise UserError("layout", f"{key} given twice in {text!r}; give each of tp, ep, pp once")
+        given.add(key)
         out[key] = int(val)
     return out
 

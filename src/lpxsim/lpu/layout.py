@@ -60,6 +60,8 @@ def parse_layout(text: str) -> dict[str, int]:
         ok = val.strip().isdigit() and (int(val) > 0 or (key == "kvspread" and int(val) == 0))
         if key not in _KEYS or not ok:
             raise UserError("layout", f"bad item {part!r}; expected e.g. tp=16,stages=16,kvsplit=4,replicas=1")
+        if _KEYS[key] in out:  # tp=16,tp=8 (or stages= beside pp=): which one was meant is not ours to guess
+            raise UserError("layout", f"{key} given twice in {text!r}; give each of tp, stages, kvsplit, replicas once")
         out[_KEYS[key]] = int(val)
     if not out:
         raise UserError("layout", "empty layout; expected e.g. tp=16,stages=16,kvsplit=4")

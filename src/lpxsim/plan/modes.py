@@ -68,6 +68,11 @@ class ModesQuery:
     kv: str = "bf16"
     session: str = "agentic"  # "agentic": the default session at each context; "none": the no-cache loop
 
+    def __post_init__(self) -> None:
+        # a context, load or mode given twice is one question: its rows would repeat and share one key
+        for name in ("contexts", "loads", "modes"):
+            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+
     def workload(self, context: int):
         """The engine workload at `context` (`engine.query.session_for`)."""
         from lpxsim.engine.query import Workload, session_for
