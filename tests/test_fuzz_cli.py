@@ -263,12 +263,17 @@ OUTPUTS = {
     "simulate-out": lambda p: ["simulate", "--fleet", "rubin-alone", "--trace", "tracelab", "--out", p],
     "sweep-out": lambda p: ["sweep", TINY[0], "--systems", "h200-hgx", "--executor", "serial", "--out", p],
     "tour-out": lambda p: ["tour", "--out", p],
+    # twenty-seventh session: `--emit ''` had written the plan into the current folder
+    "emit-point": lambda p: ["plan", "point", "llama-3.1-8b", "--context", "1000", "--target-tok-s-user", "100",
+                             "--emit", p],
+    "emit-fleet": lambda p: ["plan", "fleet", "--demand", str(DATA.parent / "plans" / "small-demand.yaml"),
+                             "--emit", p],
 }
 OUTPUT_KINDS = st.sampled_from(sorted(OUTPUTS))
 
 
 def _field(kind: str) -> str:
-    return "out" if kind.endswith("-out") else kind
+    return "out" if kind.endswith("-out") else "emit" if kind.startswith("emit-") else kind
 
 
 def _refused(o, field: str) -> None:
@@ -296,6 +301,14 @@ def test_fuzz_outputs_where_no_file_can_be_created(kind, path):
 def test_fuzz_empty_output_paths(kind, path):
     """`--out ''` would have meant the current folder: refused."""
     _refused(invoke(OUTPUTS[kind](path)), _field(kind))
+
+
+@pytest.mark.parametrize("kind", ["emit-point", "emit-fleet"])
+def test_an_empty_emit_path_writes_nothing_into_the_current_folder(tmp_path, monkeypatch, kind):
+    """In an empty current folder `--emit ''` had been taken as '.' and the plan written there."""
+    monkeypatch.chdir(tmp_path)
+    _refused(invoke(OUTPUTS[kind]("")), "emit")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _special(tmp: Path, what: str) -> Path:

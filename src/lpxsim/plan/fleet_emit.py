@@ -30,7 +30,7 @@ import yaml
 
 from lpxsim.catalog import get_system
 from lpxsim.core.errors import UserError
-from lpxsim.core.inputs import claim_output_dir
+from lpxsim.core.inputs import check_path, claim_output_dir
 from lpxsim.plan.fleet_demand import DemandSpec
 from lpxsim.plan.fleet_types import Assignment, FleetPlan
 from lpxsim.plan.operating_point import OperatingPoint
@@ -42,8 +42,9 @@ MIN_EMITTED_REQUESTS = 200
 
 
 def check_emit_dir(path: str | Path) -> Path:
-    """The --emit directory: it may exist (as a directory) or be created; anything else is refused."""
-    p = Path(path)
+    """The --emit directory: it may exist (as a directory) or be created; anything else (an empty path, which
+    would mean the current folder, included) is refused."""
+    p = check_path(path, "emit")
     if p.exists() and not p.is_dir():
         raise UserError("emit", f"{str(p)!r} exists and is not a directory")
     return claim_output_dir(p, "emit")
