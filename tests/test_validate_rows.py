@@ -103,6 +103,18 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
     assert p.returncode == 2 and "write" in p.stderr.splitlines()[0]
 
 
+def test_rows_that_are_not_a_file_are_refused_before_reading(tmp_path: Path) -> None:
+    """A FIFO (as /dev/zero, a device) is never read: opening one with no writer had waited forever."""
+    import os
+
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)
+    for path, said in ((fifo, "is not a file"), (tmp_path, "is not a file"), (tmp_path / "absent.csv", "no such file")):
+        p = _run("validate", "--rows", str(path))  # the old code's wait ends in the run's timeout
+        assert p.returncode == 2 and p.stderr.startswith("error: rows:") and said in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1, p.stderr
+
+
 def _disaggregated(row: dict, prefill: tuple[int, int, int], decode: tuple[int, int, int]) -> dict:
     """`row` served disaggregated: (tp, ep, workers) of its prefill and of its decode pool, InferenceX's columns."""
     return dict(row, disagg="true", tp="", ep="", dp_attention="",

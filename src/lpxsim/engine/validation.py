@@ -27,6 +27,7 @@ import math
 import statistics
 from collections import defaultdict
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lpxsim.core.benchmark_client import LENGTH_RATIO
@@ -97,9 +98,13 @@ def user_rows(path: str) -> tuple[list[dict], dict[str, int]]:
     pull-request tables quote; `latency_statistic` says which). A file that cannot be
     read, a missing column, a bad value or no row left to replay is a UserError naming it."""
     from lpxsim.core.frameworks import FRAMEWORKS, canonical
+    from lpxsim.core.inputs import check_path, is_file
     from lpxsim.engine.inferencex_launch import launch_draft_tokens
     from lpxsim.specs.precision import get_precision
 
+    check_path(path, "rows")
+    if not is_file(path):  # a folder, or a device or FIFO a read would never finish (/dev/zero)
+        raise UserError("rows", f"{path} is not a file" if Path(path).exists() else f"no such file: {path}")
     try:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
