@@ -131,8 +131,9 @@ def test_bad_setup_is_a_user_error():
         AASetup(requests=0)
     with pytest.raises(UserError, match="contexts"):
         AASetup(contexts=(0,))
-    with pytest.raises(UserError, match="token-ratio"):
-        TokenConversion(0.0)
+    for ratio in (0.0, 1e-300, 0.05, 11.0):
+        with pytest.raises(UserError, match="token-ratio"):
+            TokenConversion(ratio)
 
 
 class CurvedStep(LinearStep):

@@ -193,7 +193,8 @@ def run_aa_on_step(step: StepModel, model: str, system: str, setup: AASetup) -> 
 def _point(step, model, system, ctx, isl, timings, speeds, setup) -> AAPoint:
     valid = [s for s in speeds if math.isfinite(s)]
     if not valid:
-        raise UserError("output", "every answer was a single chunk; raise output_min")
+        raise UserError("output-median", "every answer came in one chunk, so none has an output speed (AA's speed "
+                                         "is over the tokens after the first chunk); ask for longer answers")
     speed = summarize(valid)
     pub = lookup(model, system, "aa_output_speed_median", ctx)
     return AAPoint(

@@ -65,6 +65,11 @@ def measure_ratio(text: str, native_tokens: int) -> float:
     return count_o200k(text) / native_tokens
 
 
+# Any real tokenizer's count of one text is within a few tens of percent of o200k's: 0.1-10 bounds them all (a
+# ratio of 1e-300 had asked for contexts of 1e303 native tokens)
+RATIO_RANGE = (0.1, 10.0)
+
+
 @dataclass(frozen=True)
 class TokenConversion:
     """How native tokens convert to o200k_base tokens: o200k = native x `o200k_per_native`."""
@@ -73,8 +78,9 @@ class TokenConversion:
     source: str = "assumption:aa-token-ratio (default 1.0; no public Gemma-4/o200k ratio)"
 
     def __post_init__(self) -> None:
-        if not (self.o200k_per_native > 0):
-            raise UserError("token-ratio", f"expected a positive ratio, got {self.o200k_per_native}")
+        if not (RATIO_RANGE[0] <= self.o200k_per_native <= RATIO_RANGE[1]):
+            raise UserError("token-ratio", f"expected a ratio in {RATIO_RANGE[0]:g}..{RATIO_RANGE[1]:g}, "
+                                           f"got {self.o200k_per_native}")
 
     def to_native(self, o200k_tokens: int) -> int:
         """Native tokens of a text that is `o200k_tokens` long in o200k_base (at least 1)."""

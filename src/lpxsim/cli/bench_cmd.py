@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from lpxsim.bench.tokens import RATIO_RANGE
 from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, band_line, emit_json, err, out, systems_help
 from lpxsim.cli.validate import (
     count_option,
@@ -79,8 +80,8 @@ def register(app: typer.Typer) -> None:
         seed: int = seed_option(0, help="seed of the answer-length draw"),
         output_median: int = tokens_option(500, "--output-median", help="median answer length, o200k tokens",
                                            hi=1_000_000),
-        token_ratio: float = real_option(1.0, "--token-ratio", help="o200k tokens per native token", lo=0, hi=10,
-                                         lo_open=True),
+        token_ratio: float = real_option(1.0, "--token-ratio", help="o200k tokens per native token",
+                                         lo=RATIO_RANGE[0], hi=RATIO_RANGE[1]),
         prompt_file: Path | None = path_option(None, "--prompt-file",
                                                  help="a prompt text: its o200k length is the context"),
         weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
