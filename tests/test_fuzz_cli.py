@@ -200,6 +200,7 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["compile", "llama-3.1-8b", "--layout", "tp=8,tp=4"],  # twenty-seventh session: a key given twice
     ["estimate", "deepseek-r1", "--system", "b200-hgx", "--engine-release", "2026-02-30"],  # no such day
     ["bench", "aa", "llama-3.1-8b", "--token-ratio", "1e-300"],  # had asked for 1e303-token contexts
+    ["simulate", "--fleet", "lpx-alone", "--trace", "tracelab", "--rate-scale", "1e-300"],  # 1e299 s simulated
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

@@ -129,3 +129,13 @@ def test_rate_scale_on_a_workload_file(monkeypatch, capsys):
     assert code == 0 and json.loads(out)["summary"]["arrival_rate"] < 30
     code, _, err = _cli_inproc(monkeypatch, capsys, *args, "examples/workloads/batch1-10k.yaml", "--rate-scale", "2")
     assert code == 2 and err.startswith("error: rate-scale")
+
+
+def test_a_timeline_over_the_out_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """`--out D --timeline D` had written the tables into D, then refused the timeline."""
+    d = tmp_path / "run"
+    for timeline in (d, d / "summary.json"):
+        code, _, err = _cli_inproc(monkeypatch, capsys, "--fleet", "lpx-alone", "--trace", "tracelab",
+                                   "--out", str(d), "--timeline", str(timeline))
+        assert code == 2 and err.startswith("error: timeline:") and err.count("\n") == 1, err
+        assert not d.exists()

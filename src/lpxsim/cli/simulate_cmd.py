@@ -15,6 +15,14 @@ from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 
 
+def _apart(timeline: Path, out_dir: Path) -> None:
+    """A UserError naming timeline when it is the --out folder or one of the files written there."""
+    t = Path(timeline).resolve()
+    d = Path(out_dir).resolve()
+    if t == d or t in {(d / name).resolve() for name in SIMULATE_OUTPUTS}:
+        raise UserError("timeline", f"{str(timeline)!r} is the --out folder or one of its files; give another path")
+
+
 def _workload(workload: Path | None, trace: str | None, rate_scale: float):
     from lpxsim.serving.workload import WorkloadConfig, load_workload
 
@@ -135,8 +143,8 @@ def register(app: typer.Typer) -> None:
         workload: Path | None = path_option(None, "--workload", help="workload YAML (see examples/workloads/)"),
         trace: str | None = typer.Option(None, "--trace", help="trace name (azure-code, azure-conv, mooncake-conversation, "
                                          "mooncake-synthetic, tracelab-agent) or a file"),
-        rate_scale: float = real_option(1.0, "--rate-scale", help="multiply the arrival rate", lo=0, hi=1e6,
-                                        lo_open=True),
+        # 1/1000 stretches an hour's trace over 42 days; 1e-300 had spread it over 1e299 s of idle fleet
+        rate_scale: float = real_option(1.0, "--rate-scale", help="multiply the arrival rate", lo=1e-3, hi=1e6),
         duration: float | None = real_option(None, "--duration", help="stop new arrivals after S simulated seconds",
                                              lo=0, hi=1e9, lo_open=True, metavar="S"),
         seed: int = seed_option(0),
@@ -159,6 +167,8 @@ def register(app: typer.Typer) -> None:
         if timeline is not None:
             inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet, "workload": workload,
                                                                       "trace": trace})
+            if out_dir is not None:  # the tables would be written, then the timeline refused over them
+                _apart(timeline, out_dir)
         wcfg = _workload(workload, trace, rate_scale)
         fleet_src = _fleet(fleet, model)
         from lpxsim.core.progress import bar

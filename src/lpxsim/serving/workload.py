@@ -182,7 +182,7 @@ class WorkloadConfig(BaseModel):
     acceptance: Dist = Field(default_factory=lambda: Dist(kind="beta", a=7.0, b=3.0))
     slo: Slo = Field(default_factory=Slo)
     trace: str | None = None
-    rate_scale: float = Field(1.0, gt=0, le=1e9)
+    rate_scale: float = Field(1.0, ge=1e-3, le=1e9)  # as --rate-scale: 1e-300 had spread a trace over 1e299 s
     trace_jitter_s: float = Field(0.0, ge=0, le=1e9)  # uniform jitter added to trace arrivals
     hash_block_tokens: int = Field(512, ge=1, le=1_000_000)
 
