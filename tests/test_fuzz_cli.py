@@ -201,6 +201,10 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["estimate", "deepseek-r1", "--system", "b200-hgx", "--engine-release", "2026-02-30"],  # no such day
     ["bench", "aa", "llama-3.1-8b", "--token-ratio", "1e-300"],  # had asked for 1e303-token contexts
     ["simulate", "--fleet", "lpx-alone", "--trace", "tracelab", "--rate-scale", "1e-300"],  # 1e299 s simulated
+    ["estimate", "gpt-oss-120b", "--system", "vr-nvl72", "--ep", "4"],  # a layout part without --tp: was dropped
+    ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "8", "--dp-attention"],
+    ["estimate", "llama-3.1-8b", "--accept", "0.5"],  # an acceptance without drafts: was dropped
+    ["plan", "point", "llama-3.1-8b", "--context", "1000", "--target-tok-s-user", "100", "--accept", "0.5"],
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

@@ -17,6 +17,7 @@ from lpxsim.cli.common import (
 )
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
 from lpxsim.cli.validate import (
+    check_accept_given_with_mtp,
     count_option,
     engine_release_option,
     framework_option,
@@ -135,6 +136,7 @@ def register(app: typer.Typer) -> None:
         dep = deployment_from_flags(system, racks=racks, chips=chips, gpus=gpus, tp=tp, ep=ep, pp=pp,
                                     dp_attention=dp_attention, kv_parallel=kv_parallel, layout=layout,
                                     framework=framework)
+        check_accept_given_with_mtp(accept, mtp)
         if accept is None:
             accept = 0.0
             if mtp > 0:

@@ -19,7 +19,13 @@ from lpxsim.cli.common import (
     systems_help,
 )
 from lpxsim.cli.session_opts import new_tokens_option, session_option, think_option
-from lpxsim.cli.validate import count_option, framework_option, real_option, tokens_option
+from lpxsim.cli.validate import (
+    check_accept_given_with_mtp,
+    count_option,
+    framework_option,
+    real_option,
+    tokens_option,
+)
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
 from lpxsim.engine.query import DEFAULT_OSL
@@ -290,6 +296,7 @@ def point_cmd(
     from lpxsim.plan.operating_point import operating_point
 
     _check_backend(backend)
+    check_accept_given_with_mtp(accept, mtp)
     shape = session_for(session, context, osl, new_tokens, think_s)
     target_dir = _emit_target(emit)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
@@ -397,6 +404,7 @@ def t8_cmd(
     from lpxsim.plan.t8 import t8_report
 
     _check_backend(backend)
+    check_accept_given_with_mtp(accept, mtp)
     costs = load_costs(costs_file, usd_per_kwh=usd_per_kwh, pue=pue, prices=prices_file)
 
     for name, v in (("osl", osl), ("context", context)):

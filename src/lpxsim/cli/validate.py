@@ -94,3 +94,10 @@ def framework_option(default: str = "sglang") -> Any:
 
     return typer.Option(default, "--framework", help="GPU serving engine: sglang, trtllm (trt) or vllm",
                         parser=_parser(lambda v: framework_name(str(v))))
+
+
+def check_accept_given_with_mtp(accept: float | None, mtp: int) -> None:
+    """`--accept` is the acceptance of `--mtp`'s drafts: given without drafts it would be dropped, so it is refused
+    (a value of 0, the plan commands' default, says nothing)."""
+    if mtp == 0 and accept:
+        raise UserError("accept", "--accept is the draft acceptance of --mtp: give --mtp K with it")

@@ -78,11 +78,16 @@ def deployment_from_flags(system: str, racks: float | None = None, chips: int | 
                         f"{s.name} is a GPU system: give --gpus (and --tp), not --racks/--chips")
     if layout is not None:
         raise UserError("layout", f"--layout is an LPX layout; on {s.name} give --tp/--ep/--pp/--dp-attention")
+    if tp is None:  # the layout is searched: a part of one given alone would be dropped, so it is refused
+        for field, given, flag in (("ep", ep != 1, "--ep"), ("pp", pp != 1, "--pp"),
+                                   ("dp_attention", dp_attention, "--dp-attention"), ("kv_parallel", kv_parallel,
+                                                                                       "--kv-parallel")):
+            if given:
+                raise UserError(field, f"{flag} is part of a layout: give --tp with it (without --tp the layout "
+                                       f"is searched)")
     if gpus is None and tp is None:
         return None
     n = gpus if gpus is not None else tp
-    if kv_parallel and tp is None:
-        raise UserError("kv_parallel", "--kv-parallel is a layout: give --tp with it")
     lay = gpu_layout_text(tp, ep, pp, dp_attention, kv_parallel) if tp is not None else ""
     return Deployment(s.name, int(n), layout=lay, given=True, framework=framework)
 
