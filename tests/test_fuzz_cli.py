@@ -205,6 +205,8 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["estimate", "llama-3.1-8b", "--system", "h200-hgx", "--gpus", "8", "--dp-attention"],
     ["estimate", "llama-3.1-8b", "--accept", "0.5"],  # an acceptance without drafts: was dropped
     ["plan", "point", "llama-3.1-8b", "--context", "1000", "--target-tok-s-user", "100", "--accept", "0.5"],
+    ["capacity", "llama-3.1-8b", "--gpus", "100"],  # LPX counts chips: was read as 100 LPUs
+    ["capacity", "llama-3.1-8b", "--system", "h200-hgx", "--chips", "8"],
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

@@ -205,6 +205,14 @@ def register(app: typer.Typer) -> None:
 
         if chips is not None and gpus is not None:
             raise UserError("gpus", "give either --chips or --gpus")
+        if chips is not None or gpus is not None:  # the count named as estimate names it: LPUs' or GPUs'
+            from lpxsim.catalog import get_system
+
+            s = get_system(system)
+            if gpus is not None and s.is_lpu:
+                raise UserError("gpus", f"{s.name} is an LPU system: give --chips or --racks, not --gpus")
+            if chips is not None and not (s.is_lpu or s.is_wafer):
+                raise UserError("chips", f"{s.name} is a GPU system: give --gpus or --racks, not --chips")
         if not session:  # the session's own options mean nothing without it: refused, not ignored
             given = {"first-isl": first_isl is not None, "turns": turns is not None, "turn-s": turn_s is not None,
                      "new-tokens": new_tokens != AGENT_NEW_TOKENS, "think-s": think_s != AGENT_THINK_S,
