@@ -119,6 +119,8 @@ def _print_point(d: dict) -> None:
             out.print(band_line(d))
     else:
         out.print(f"cannot reach {d['target_tok_s_user']:,.0f} tok/s/user at {d['isl']:,} context: {d['reason']}")
+    for note in d.get("notes", ()):
+        out.print(f"note: {note}")
 
 
 def _print_fleet(d: dict) -> None:

@@ -135,6 +135,7 @@ class OperatingPoint:
     requests_per_s: float = 0.0  # completed requests/s of one replica (= concurrency / e2e)
     best_tok_s_user: float = 0.0  # the fastest a user gets (concurrency 1) on any layout tried
     reason: str = ""
+    notes: tuple[str, ...] = ()  # what the figures do not say by themselves (a context past the model's window)
     objective: str = Objective.EFFICIENCY.value  # what the layouts were ranked by (module docstring)
     candidates: list[Candidate] = field(default_factory=list)
     # the points no other point beats on both tok/s per user and tok/s per MW, fastest per user first
@@ -344,7 +345,8 @@ def operating_point(
                 think_s=float(session.think_s) if session is not None else 0.0,
                 session=session.label() if session is not None else (
                     "no prefix reuse" if new_tokens is None or new_tokens >= isl else
-                    f"prefix cached: {new_tokens:,} new tokens a request"))
+                    f"prefix cached: {new_tokens:,} new tokens a request"),
+                notes=tuple(n for n in (m.window_note(isl + osl),) if n))
     reason = ""
     if layouts is None:
         layouts, reason = replica_layouts(m, s, isl + osl, weights, kv, kv_layout)

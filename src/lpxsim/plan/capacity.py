@@ -178,9 +178,7 @@ def capacity(
     per_stream = kv_bytes_per_sequence(m, context, kv, kv_layout)
     reserve, chips_for_w = _budget(s, n_chips, w)
     free = total - reserve - w
-    notes: list[str] = []
-    if context > m.max_context:
-        notes.append(f"context {context:,} exceeds the model's max_position_embeddings {m.max_context:,}")
+    notes: list[str] = [n for n in (m.window_note(context),) if n]
     if s.chip.memory_bytes.grade == "U":
         notes.append(f"{s.chip.name} memory per chip is unpublished (grade U, {s.chip.memory_bytes.source}): "
                      "a what-if, not a prediction")

@@ -146,6 +146,13 @@ class ModelSpec:
             counts[layer.kind] = counts.get(layer.kind, 0) + 1
         return counts
 
+    def window_note(self, context: int) -> str | None:
+        """The note every answer at `context` tokens carries when the model's position embeddings do not reach
+        that far (the hardware's figures stand; no request that long is served); None within its window."""
+        if context <= self.max_context:
+            return None
+        return f"context {context:,} exceeds {self.name}'s max_position_embeddings {self.max_context:,}"
+
     def describe(self) -> str:
         kinds = ", ".join(f"{n} {k}" for k, n in self.layer_kinds.items())
         extra = []

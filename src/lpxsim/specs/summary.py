@@ -101,9 +101,7 @@ def model_summary(
         raise UserError("context", f"context must be at least 1 token, got {ctx}")
     p = param_counts(m)
     by_kind = kv_bytes_per_token_by_kind(m, kp, kv_layout)
-    notes = []
-    if ctx > m.max_context:
-        notes.append(f"context {ctx:,} exceeds the model's max_position_embeddings {m.max_context:,}")
+    notes = [n for n in (m.window_note(ctx),) if n]
     return {
         "name": m.name,
         "type": model_type_label(m),

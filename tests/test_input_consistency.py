@@ -1,5 +1,6 @@
-"""A value given twice is one question (round 3, twenty-seventh session): a comma list keeps each value once, and a
-layout key given twice is refused, naming the field, instead of one of the two being taken silently."""
+"""Inputs read as their user meant them (round 3, twenty-seventh session): a comma list keeps each value once; a
+layout key given twice is refused, naming the field, instead of one of the two being taken silently; a context
+past the model's window is answered with a note saying so."""
 
 from __future__ import annotations
 
@@ -36,3 +37,24 @@ def test_a_gpu_layout_key_given_twice_is_refused():
         _parse_gpu_layout("tp=8,ep=2,tp=4")
     assert e.value.field == "layout" and "tp given twice" in e.value.message
     assert _parse_gpu_layout("tp=8,ep=2,dp-attention")["dp_attention"] is True
+
+
+def test_a_context_past_the_models_window_is_noted_by_every_answer():
+    """`estimate`, `plan point`, `capacity` and `model` at a context past max_position_embeddings: the figures
+    stand (the hardware's), and each says the model serves no request that long (estimate and plan point had said
+    nothing)."""
+    import json
+
+    from fuzz_harness import invoke
+
+    note = "exceeds llama-2-7b's max_position_embeddings 4,096"
+    for argv in (["estimate", "llama-2-7b", "--system", "h200-hgx", "--isl", "5000", "--osl", "100", "--json"],
+                 ["plan", "point", "llama-2-7b", "--system", "h200-hgx", "--context", "5000", "--target-tok-s-user",
+                  "50", "--json"],
+                 ["capacity", "llama-2-7b", "--system", "h200-hgx", "--context", "5000", "--json"],
+                 ["model", "llama-2-7b", "--context", "5000", "--json"]):
+        o = invoke(argv)
+        assert o.code == 0, (argv, o.stderr)
+        assert any(note in n for n in json.loads(o.stdout)["notes"]), (argv, o.stdout[:300])
+    within = invoke(["estimate", "llama-2-7b", "--system", "h200-hgx", "--isl", "3000", "--osl", "100", "--json"])
+    assert not any("max_position_embeddings" in n for n in json.loads(within.stdout)["notes"])
