@@ -207,6 +207,8 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["plan", "point", "llama-3.1-8b", "--context", "1000", "--target-tok-s-user", "100", "--accept", "0.5"],
     ["capacity", "llama-3.1-8b", "--gpus", "100"],  # LPX counts chips: was read as 100 LPUs
     ["capacity", "llama-3.1-8b", "--system", "h200-hgx", "--chips", "8"],
+    ["estimate", "llama-3.1-8b", "--isl", "100", "--new-tokens", "5000"],  # new tokens beyond the input: ignored
+    ["plan", "point", "llama-3.1-8b", "--context", "1000", "--new-tokens", "1M", "--target-tok-s-user", "100"],
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

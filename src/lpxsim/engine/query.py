@@ -111,6 +111,9 @@ def session_for(kind: str, isl: int, osl: int, new_tokens: int | None = None,
         if new_tokens is not None or think_s is not None:
             raise UserError("session", "--new-tokens and --think-s describe an agentic session, not --session none")
         return None
+    if new_tokens is not None and new_tokens > isl:  # asked for: a turn's new tokens are part of its input
+        raise UserError("new_tokens", f"expected 1..{isl:,} new tokens a turn (they are part of the request's "
+                                      f"{isl:,} input tokens), got {new_tokens:,}")
     return default_session(isl, osl, new_tokens, think_s)
 
 
