@@ -209,6 +209,8 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["capacity", "llama-3.1-8b", "--system", "h200-hgx", "--chips", "8"],
     ["estimate", "llama-3.1-8b", "--isl", "100", "--new-tokens", "5000"],  # new tokens beyond the input: ignored
     ["plan", "point", "llama-3.1-8b", "--context", "1000", "--new-tokens", "1M", "--target-tok-s-user", "100"],
+    ["bench", "aa", "llama-3.1-8b", "--kv", "abc"],  # its error had followed the method's line
+    ["bench", "aa", "llama-3.1-8b", "--system", "h200-hgx", "--framework", "nope"],
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

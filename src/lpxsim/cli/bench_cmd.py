@@ -27,6 +27,27 @@ def parse_int_list(text: str, field: str, lo: int = 1, hi: int = inputs.TOKENS_M
     return inputs.parse_count_list(text, field, lo, hi)
 
 
+def _check_target(system: str, weights: str, kv: str, framework: str) -> None:
+    """What `run_aa` reads from the command line, checked before any output: a fleet YAML's fields, or the
+    precisions and engine of a system's deployment."""
+    from lpxsim.bench.fleets import MODES, is_fleet
+
+    if is_fleet(system):
+        if system not in MODES:
+            from lpxsim.serving.config import load_fleet
+
+            load_fleet(system)
+        return
+    from lpxsim.catalog import get_system
+    from lpxsim.gpu.engine import framework_name
+    from lpxsim.specs.precision import get_precision
+
+    get_precision(weights, "weights")
+    get_precision(kv, "kv")
+    if not get_system(system).is_lpu:
+        framework_name(framework)
+
+
 def aa_json(points, setup, per_request_path: str | None) -> dict:
     """The one JSON object of `lpxsim bench aa`."""
     first = points[0]
@@ -110,6 +131,7 @@ def register(app: typer.Typer) -> None:
                         output_median=output_median, output_min=min(64, max(1, output_median)),
                         output_max=max(4096, output_median),
                         conversion=TokenConversion(token_ratio))
+        _check_target(system, weights, kv, framework)  # a bad value: its one error line alone, before the method's
         err.print(f"[dim]AA method: {requests} sequential requests x {len(ctxs)} contexts on {system}[/dim]")
         points, rows = run_aa(model, system, setup, weights=weights, kv=kv, framework=framework)
         if per_request:
