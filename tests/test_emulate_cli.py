@@ -70,6 +70,19 @@ def test_user_errors_are_one_line_exit_2(args: list[str], field: str) -> None:
     assert len(lines) == 1 and field in lines[0]
 
 
+@pytest.mark.parametrize(("args", "field"), [
+    (["--layout", "tp=16,stages=16"], "layout"),  # had named sram_bytes after 4 s of SRAM sizing
+    (["--layout", "abc"], "layout"),
+    (["--prompt-tokens", "1000"], "prompt_tokens"),  # had named steps
+])
+def test_request_errors_come_alone_before_the_run_starts(args: list[str], field: str) -> None:
+    """Without --json the run announces its work on stderr; a bad request is refused before that line."""
+    p = subprocess.run([sys.executable, "-m", "lpxsim.cli.main", "emulate", "--config", str(DATA / "llama_tiny.json"),
+                        "--chips", "2", "--steps", "1", *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.startswith(f"error: {field}:") and p.stderr.count("\n") == 1, p.stderr
+
+
 def test_bad_config_files_are_user_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -63,7 +63,15 @@ def register(app: typer.Typer) -> None:
         read_text(config, "config")  # a missing, binary or huge file: one line before any work
         cfg = load_config(config)
         check_emulatable(cfg)
-        validate_request(chips, steps, prompt_tokens)
+        window = cfg.get("max_position_embeddings")
+        validate_request(chips, steps, prompt_tokens, window if isinstance(window, int) and window > 0 else None)
+        if layout is not None:  # its syntax, and no more chips than the run has: one line before the reference
+            from lpxsim.lpu.layout import parse_layout
+
+            given = parse_layout(layout)
+            need = given.get("tp", 1) * given.get("stages", 1) * given.get("replicas", 1)
+            if need > chips:
+                raise UserError("layout", f"{layout} needs {need:,} chips; --chips is {chips:,}")
         if not as_json:
             err.print(f"building the reference and compiling {steps + 1} programs ...")
         try:

@@ -97,7 +97,9 @@ def _fits(spec: ModelSpec, chips: int, layout: str | None, sram: int, prompt_tok
     """Does one layout place the run's prefill and its last decode step on `chips` chips of `sram` bytes each?"""
     try:
         run_layout(spec, chips, layout, sram, prompt_tokens, steps)
-    except DoesNotFit:
+    except DoesNotFit as e:
+        if e.field == "chips":  # the layout needs more chips than the run has: no SRAM size fixes that
+            raise
         return False
     return True
 
@@ -137,20 +139,23 @@ def compile_step(ref: Reference, phase: Phase, chips: int, layout: str | Layout 
     return res.program
 
 
-def validate_request(chips: int, steps: int, prompt_tokens: int) -> None:
+def validate_request(chips: int, steps: int, prompt_tokens: int, max_context: int | None = None) -> None:
+    """A UserError naming the field when the run cannot be asked for: no chips, a step count out of range, no
+    prompt, or a prompt and its steps past the model's `max_context` (the prompt named when it alone is)."""
     if chips < 1:
         raise UserError("chips", f"expected at least 1 chip, got {chips}")
     if not 0 <= steps <= EMULATE_STEPS_MAX:
         raise UserError("steps", f"expected 0..{EMULATE_STEPS_MAX} decode steps, got {steps}")
     if prompt_tokens < 1:
         raise UserError("prompt_tokens", f"expected at least 1 prompt token, got {prompt_tokens}")
+    if max_context is not None and prompt_tokens + steps > max_context:
+        raise UserError("prompt_tokens" if prompt_tokens > max_context else "steps",
+                        f"prompt + steps = {prompt_tokens + steps} exceeds the model's max_position_embeddings "
+                        f"{max_context}")
 
 
 def _validate(ref: Reference, chips: int, steps: int, prompt_tokens: int) -> None:
-    validate_request(chips, steps, prompt_tokens)
-    if prompt_tokens + steps > ref.spec.max_context:
-        raise UserError("steps", f"prompt + steps = {prompt_tokens + steps} exceeds the model's "
-                                 f"max_position_embeddings {ref.spec.max_context}")
+    validate_request(chips, steps, prompt_tokens, ref.spec.max_context)
 
 
 def emulate_reference(
