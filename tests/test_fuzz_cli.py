@@ -211,6 +211,8 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["plan", "point", "llama-3.1-8b", "--context", "1000", "--new-tokens", "1M", "--target-tok-s-user", "100"],
     ["bench", "aa", "llama-3.1-8b", "--kv", "abc"],  # its error had followed the method's line
     ["bench", "aa", "llama-3.1-8b", "--system", "h200-hgx", "--framework", "nope"],
+    ["system", "vr-nvl72", "--topology", "trays-32x8"],  # had listed no variants: "expected one of "
+    ["tour", "--moe-model", "abc"],  # had named model
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

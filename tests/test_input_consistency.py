@@ -58,3 +58,12 @@ def test_a_context_past_the_models_window_is_noted_by_every_answer():
         assert any(note in n for n in json.loads(o.stdout)["notes"]), (argv, o.stdout[:300])
     within = invoke(["estimate", "llama-2-7b", "--system", "h200-hgx", "--isl", "3000", "--osl", "100", "--json"])
     assert not any("max_position_embeddings" in n for n in json.loads(within.stdout)["notes"])
+
+
+def test_an_error_names_the_option_the_user_typed():
+    from fuzz_harness import invoke
+
+    o = invoke(["tour", "--moe-model", "abc"])
+    assert o.code == 2 and o.stderr.startswith("error: moe-model: unknown model 'abc'"), o.stderr
+    o = invoke(["system", "vr-nvl72", "--topology", "trays-32x8"])
+    assert o.code == 2 and "no variants" in o.stderr and not o.stderr.rstrip().endswith("one of"), o.stderr

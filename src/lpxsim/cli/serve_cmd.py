@@ -51,14 +51,14 @@ def register(app: typer.Typer) -> None:
         if timeline is not None:
             inputs.check_output_file(timeline, "timeline", reads={"fleet": fleet})
         fleet_cfg = load_fleet(_fleet(fleet, model))
-        if not is_loopback(host):
-            print(f"warning: listening on {host}, not loopback: anyone who can reach this address can use the "
-                  f"endpoint{'' if api_key else ' (no --api-key set)'}", file=sys.stderr, flush=True)
         opts = ServeOptions(host=host, port=port, time_scale=time_scale, seed=seed, api_key=api_key,
                             max_body_bytes=max_body, default_max_tokens=default_max_tokens, unit_tokens=unit,
                             warm_context=warm_context, timeline=timeline, settle_gc=True)
 
         def listening(address: str) -> None:
+            if not is_loopback(host):  # said once the address is bound: a bind that fails is its error line alone
+                print(f"warning: listening on {host}, not loopback: anyone who can reach this address can use the "
+                      f"endpoint{'' if api_key else ' (no --api-key set)'}", file=sys.stderr, flush=True)
             print(f"lpxsim serve: {fleet_cfg.name} on {address}/v1 (time scale {time_scale:g}); warming up",
                   file=sys.stderr, flush=True)
 

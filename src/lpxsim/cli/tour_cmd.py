@@ -96,7 +96,11 @@ def register(app: typer.Typer) -> None:
         from lpxsim.catalog import model_names
 
         for option, name in (("model", model), ("moe-model", moe_model)):
-            if get_model(name).name not in model_names():  # its sections compare with published catalog figures
+            try:
+                spec = get_model(name)
+            except UserError as e:  # named as the option the user typed: --model or --moe-model
+                raise UserError(option, e.message) from None
+            if spec.name not in model_names():  # its sections compare with published catalog figures
                 raise UserError(option, f"the tour takes a catalog model ({', '.join(model_names())}); for a "
                                         f"config.json use estimate, sweep or capacity")
         inputs.claim_output_dir(out_dir, "out")  # before any work

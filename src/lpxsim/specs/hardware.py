@@ -169,6 +169,8 @@ class SystemSpec(BaseModel):
         if variant not in self.variants:
             from lpxsim.core.errors import UserError
 
+            if not self.variants:
+                raise UserError("topology", f"{self.name} has one topology (no variants); got {variant!r}")
             raise UserError(
                 "topology", f"unknown variant {variant!r}; expected one of {', '.join(self.variants)}"
             )
