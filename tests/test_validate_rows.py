@@ -88,6 +88,8 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
         "precision.csv": [dict(h[0], precision="int3")],
         "flag.csv": [dict(h[0], dp_attention="maybe")],
         "infinite.csv": [dict(h[0], tpot_median_s="inf")],
+        "huge.csv": [dict(h[0], conc="9" * 30)],  # had left every row unpriced, exit 0
+        "wide.csv": [dict(h[0], tp="8192")],
     }
     for name, rows in cases.items():
         p = _run("validate", "--rows", str(_write(tmp_path / name, rows)))
@@ -95,7 +97,8 @@ def test_bad_rows_are_one_line_naming_the_field(tmp_path: Path) -> None:
         assert p.stderr.startswith("error: rows:") and p.stderr.count("\n") == 1, (name, p.stderr)
     assert "'TPU-v9'" in _run("validate", "--rows", str(tmp_path / "gpu.csv")).stderr  # nothing left: named
     for name, field in (("value.csv", "conc 'lots'"), ("flag.csv", "dp_attention 'maybe'"),
-                        ("infinite.csv", "tpot_median_s 'inf'")):  # the very field and its value
+                        ("infinite.csv", "tpot_median_s 'inf'"), ("huge.csv", "conc '999"),
+                        ("wide.csv", "tp '8192' must be a whole number in 1..4,096")):  # the very field and value
         assert field in _run("validate", "--rows", str(tmp_path / name)).stderr, name
     p = _run("validate", "--rows", str(tmp_path / "absent.csv"))
     assert p.returncode == 2 and p.stderr.startswith("error: rows:")

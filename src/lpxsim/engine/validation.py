@@ -211,17 +211,31 @@ def _check_row(r: dict, line: int, stat: str, disagg: bool = False) -> dict[str,
 
 
 def _whole_number(r: dict, column: str, line: int, alternative: str = "") -> str:
-    """A user row's whole-number column (>= 1; "8.0" is 8) as a plain integer string; anything else is refused
-    by name (`alternative`: what else the column may hold, for the message)."""
+    """A user row's whole-number column (1 up to what the command line takes for it, `_column_max`; "8.0" is 8)
+    as a plain integer string; anything else is refused by name (`alternative`: what else the column may hold,
+    for the message)."""
     v = (r.get(column) or "").strip()
+    top = _column_max(column)
     try:
         x = float(v)
-        ok = x.is_integer() and x >= 1
+        ok = x.is_integer() and 1 <= x <= top
     except ValueError:
         ok = False
     if not ok:
-        raise UserError("rows", f"line {line}: {column} {v!r} must be a whole number >= 1{alternative}")
+        raise UserError("rows", f"line {line}: {column} {v!r} must be a whole number in 1..{top:,}{alternative}")
     return str(int(x))
+
+
+def _column_max(column: str) -> int:
+    """The largest value a whole-number row column may hold: the command line's bound for the same quantity (a
+    30-digit concurrency had left every row unpriced, and the run exit 0)."""
+    from lpxsim.core import inputs
+
+    if column.endswith(("tp", "ep")):
+        return inputs.PARALLEL_MAX
+    if column.endswith("workers"):
+        return inputs.CHIPS_MAX
+    return inputs.TOKENS_MAX if column in ("isl", "osl") else inputs.CONCURRENCY_MAX
 
 
 def _flag_value(r: dict, column: str, line: int) -> bool:
