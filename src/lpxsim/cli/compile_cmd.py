@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from lpxsim.cli.common import KV_HELP, emit_json, err, fmt_bytes, out
+from lpxsim.cli.common import KV_HELP, WEIGHTS_HELP, emit_json, err, fmt_bytes, out
 from lpxsim.cli.validate import count_option, real_option, tokens_option
 from lpxsim.core import inputs
 from lpxsim.core.errors import UserError
@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
                                          human=False),
         context: int = tokens_option(8192, "--context", help="context length (tokens already in the KV cache)"),
         concurrency: int = count_option(1, "--concurrency", help="concurrent streams the layout must hold"),
-        weights: str = typer.Option("fp8", "--weights", help="weight precision: bf16, fp16, fp8, int8"),
+        weights: str = typer.Option("fp8", "--weights", help=WEIGHTS_HELP),
         kv: str = typer.Option("bf16", "--kv", help=KV_HELP),
         kv_layout: str = typer.Option("separate", "--kv-layout", help="separate or k-once"),
         layout: str | None = typer.Option(None, "--layout", help="force a layout, e.g. tp=16,stages=8,kvsplit=4,kvspread=0"),
