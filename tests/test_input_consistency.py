@@ -67,3 +67,24 @@ def test_an_error_names_the_option_the_user_typed():
     assert o.code == 2 and o.stderr.startswith("error: moe-model: unknown model 'abc'"), o.stderr
     o = invoke(["system", "vr-nvl72", "--topology", "trays-32x8"])
     assert o.code == 2 and "no variants" in o.stderr and not o.stderr.rstrip().endswith("one of"), o.stderr
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"model_type": "bert"}, "config.model_type"),  # an encoder's config.json has every field a decoder's has
+    ({"hidden_size": 65, "num_attention_heads": 8}, "config.hidden_size"),  # heads cannot split 65
+])
+def test_a_config_no_decoder_was_built_from_is_refused_by_every_command(tmp_path, change, field):
+    """`model`, `capacity`, `compile` and `estimate` had taken these (head_dim 8, rounded down); `emulate` had
+    refused them through transformers."""
+    import json
+    from pathlib import Path
+
+    from fuzz_harness import invoke
+
+    cfg = json.loads((Path(__file__).parent / "data" / "emulate" / "llama_tiny.json").read_text())
+    cfg.pop("head_dim", None)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**cfg, **change}))
+    for argv in (["model", str(p)], ["capacity", str(p), "--context", "64"], ["estimate", str(p)]):
+        o = invoke(argv)
+        assert o.code == 2 and o.stderr.startswith(f"error: {field}:"), (argv, o.stderr)

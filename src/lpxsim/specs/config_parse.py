@@ -212,7 +212,13 @@ def _attention(t: dict[str, Any], kind: str) -> AttentionSpec:
             rope_theta=theta,
         )
     kv_heads = _int(t, "num_key_value_heads", heads)
-    head_dim = _opt_int(t, "head_dim") or max(1, _int(t, "hidden_size") // heads)
+    head_dim = _opt_int(t, "head_dim")
+    if not head_dim:  # the heads split the hidden size: a remainder is a config no model was built from
+        hidden = _int(t, "hidden_size")
+        if hidden % heads:
+            raise UserError("config.hidden_size", f"{hidden} is not a multiple of num_attention_heads {heads}, "
+                                                  "and no head_dim is given")
+        head_dim = max(1, hidden // heads)
     k_eq_v = False
     if kind == "full" and t.get("global_head_dim"):
         head_dim = _int(t, "global_head_dim")
@@ -300,6 +306,11 @@ def _ffn(t: dict[str, Any], i: int) -> FfnSpec:
     )
 
 
+# Hugging Face model types of encoder-only transformers: their config.json has every field a decoder's has
+ENCODER_ONLY = frozenset({"albert", "bert", "camembert", "deberta", "deberta-v2", "distilbert", "electra", "ernie",
+                          "modernbert", "mpnet", "roberta", "xlm-roberta"})
+
+
 def _max_context(t: dict[str, Any]) -> int:
     return _opt_int(t, "max_position_embeddings") or _opt_int(t, "max_sequence_length") or 4096
 
@@ -322,6 +333,8 @@ def parse_config(cls: type[ModelSpec], cfg: dict[str, Any], name: str, source: s
     if _opt_int(t, "num_kv_shared_layers"):
         raise UserError("config.num_kv_shared_layers", "KV-shared layers (Gemma 4 E2B/E4B) are not supported")
     model_type = str(t.get("model_type") or cfg.get("model_type") or "unknown")
+    if model_type.lower() in ENCODER_ONLY:  # the same fields, but no decode step to serve
+        raise UserError("config.model_type", f"{model_type!r} is an encoder-only model; lpxsim serves decoder LLMs")
     norms = 4 if model_type.startswith("gemma") else 2
     layers = tuple(
         LayerSpec(index=i, kind=kind, attention=_attention(t, kind), ffn=_ffn(t, i), num_norms=norms)  # type: ignore[arg-type]
