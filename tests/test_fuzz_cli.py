@@ -213,6 +213,7 @@ def test_fuzz_tour_bad_values(opts, bad_opt):
     ["bench", "aa", "llama-3.1-8b", "--system", "h200-hgx", "--framework", "nope"],
     ["system", "vr-nvl72", "--topology", "trays-32x8"],  # had listed no variants: "expected one of "
     ["tour", "--moe-model", "abc"],  # had named model
+    ["sweep", "llama-3.1-8b", "--executor", "serial", "--scheduler", "abc"],  # unused, unchecked: was ignored
 ])
 def test_the_issue_cases_are_one_line_errors(argv_):
     """Each hang, traceback and absurd-but-accepted value the issue lists: now exit 2, one line, at once."""

@@ -99,6 +99,10 @@ def register(app: typer.Typer) -> None:
         name = str(Path(model).resolve()) if Path(model).is_file() else m.name
         get_precision(weights, "weights")  # a bad precision is one line before any work, not a row error per point
         get_precision(kv, "kv")
+        if scheduler is not None and executor != "dask":  # it would not be used: refused, not ignored
+            from lpxsim.core.errors import UserError
+
+            raise UserError("scheduler", f"--scheduler is the address of --executor dask, not {executor!r}")
         inputs.claim_output_dir(out_dir, "out")  # before any work
         from lpxsim.bench.fleets import is_fleet
 
