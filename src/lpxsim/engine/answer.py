@@ -223,8 +223,8 @@ def answer_on(placed: Placed, workload: Workload, load: Load, *, spec_k: int = 0
     wait = mean("ttft_wait_s")
     tok_total = sum(n * e.tok_s_total for n, e in ests)
     total = sum(n * e.total_tok_s for n, e in ests)
-    needs, alt, notes = "", None, []
-    notes += [n for n in (placed.model.window_note(workload.context),) if n]  # ISL + OSL: priced as asked
+    needs, alt = "", None
+    notes = [n for n in (placed.model.window_note(workload.context),) if n]  # ISL + OSL: priced as asked
     if users > admitted:
         # Closed loop: every slot is busy and the users beyond them queue for the next free one; each user's
         # cycle (a request, and a session's think time) stretches to users / rate, spent waiting before its prefill.

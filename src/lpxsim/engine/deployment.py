@@ -79,12 +79,11 @@ def deployment_from_flags(system: str, racks: float | None = None, chips: int | 
     if layout is not None:
         raise UserError("layout", f"--layout is an LPX layout; on {s.name} give --tp/--ep/--pp/--dp-attention")
     if tp is None:  # the layout is searched: a part of one given alone would be dropped, so it is refused
-        for field, given, flag in (("ep", ep != 1, "--ep"), ("pp", pp != 1, "--pp"),
-                                   ("dp_attention", dp_attention, "--dp-attention"), ("kv_parallel", kv_parallel,
-                                                                                       "--kv-parallel")):
-            if given:
-                raise UserError(field, f"{flag} is part of a layout: give --tp with it (without --tp the layout "
-                                       f"is searched)")
+        parts = {"ep": ep != 1, "pp": pp != 1, "dp_attention": dp_attention, "kv_parallel": kv_parallel}
+        for field in (f for f, given in parts.items() if given):
+            flag = "--" + field.replace("_", "-")
+            raise UserError(field, f"{flag} is part of a layout: give --tp with it (without --tp the layout is "
+                                   f"searched)")
     if gpus is None and tp is None:
         return None
     n = gpus if gpus is not None else tp
