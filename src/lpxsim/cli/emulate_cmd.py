@@ -66,10 +66,9 @@ def register(app: typer.Typer) -> None:
         window = cfg.get("max_position_embeddings")
         validate_request(chips, steps, prompt_tokens, window if isinstance(window, int) and window > 0 else None)
         if layout is not None:  # its syntax, and no more chips than the run has: one line before the reference
-            from lpxsim.lpu.layout import parse_layout
+            from lpxsim.lpu.layout import Layout, parse_layout
 
-            given = parse_layout(layout)
-            need = given.get("tp", 1) * given.get("stages", 1) * given.get("replicas", 1)
+            need = Layout(**{"tp": 1, "stages": 1, **parse_layout(layout)}).chips  # fields not given: searched, >= 1
             if need > chips:
                 raise UserError("layout", f"{layout} needs {need:,} chips; --chips is {chips:,}")
         if not as_json:
